@@ -1,0 +1,88 @@
+#include "core/cuda_runtime.h"
+
+#include <mutex>
+#include <vector>
+
+#include "core/check.h"
+
+namespace primer::cuda {
+
+#ifdef PRIMER_WITH_CUDA
+
+void fail(cudaError_t err, const char* expr, const char* file, int line) {
+  throw_error(file, line, fmt::format("CUDA error {} ({}) in {}", cudaGetErrorName(err), cudaGetErrorString(err), expr));
+}
+
+void fail_cublas(int status, const char* expr, const char* file, int line) {
+  throw_error(file, line, fmt::format("cuBLAS error status {} in {}", status, expr));
+}
+
+bool compiled() { return true; }
+
+int device_count() {
+  static const int count = [] {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+      (void)cudaGetLastError();  // no driver or no device: CPU only, not an error
+      return 0;
+    }
+    return n;
+  }();
+  return count;
+}
+
+bool available() { return device_count() > 0; }
+
+void set_device(int index) {
+  PRIMER_CHECK(index >= 0 && index < device_count(), "CUDA device {} requested but {} device(s) present", index,
+               device_count());
+  PRIMER_CUDA_CHECK(cudaSetDevice(index));
+}
+
+int current_device() {
+  int d = 0;
+  PRIMER_CUDA_CHECK(cudaGetDevice(&d));
+  return d;
+}
+
+cudaStream_t stream() {
+  static std::mutex mu;
+  static std::vector<cudaStream_t> streams;
+  const int d = current_device();
+  std::lock_guard<std::mutex> lock(mu);
+  if (streams.empty()) streams.resize(device_count(), nullptr);
+  if (!streams[d]) PRIMER_CUDA_CHECK(cudaStreamCreateWithFlags(&streams[d], cudaStreamNonBlocking));
+  return streams[d];
+}
+
+void synchronize() { PRIMER_CUDA_CHECK(cudaStreamSynchronize(stream())); }
+
+void copy(void* dst, const void* src, size_t bytes, CopyKind kind) {
+  if (bytes == 0) return;
+  const cudaMemcpyKind k = kind == CopyKind::HostToDevice   ? cudaMemcpyHostToDevice
+                           : kind == CopyKind::DeviceToHost ? cudaMemcpyDeviceToHost
+                                                            : cudaMemcpyDeviceToDevice;
+  PRIMER_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, k, stream()));
+  // Host memory handed to us is pageable and may be freed right after: finish host-side copies now.
+  if (kind != CopyKind::DeviceToDevice) synchronize();
+}
+
+void memset_zero(void* dst, size_t bytes) {
+  if (bytes) PRIMER_CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, stream()));
+}
+
+#else
+
+[[noreturn]] static void not_built() { PRIMER_FAIL("this primer was built without CUDA (-DPRIMER_CUDA=OFF)"); }
+bool compiled() { return false; }
+bool available() { return false; }
+int device_count() { return 0; }
+void set_device(int) { not_built(); }
+int current_device() { not_built(); }
+void synchronize() {}
+void copy(void*, const void*, size_t, CopyKind) { not_built(); }
+void memset_zero(void*, size_t) { not_built(); }
+
+#endif
+
+}  // namespace primer::cuda

@@ -1,0 +1,47 @@
+// The CUDA runtime as primer uses it: device discovery, one compute stream per device, copies,
+// and the checks that turn every failing CUDA/cuBLAS call into a primer::Error with file:line.
+// Everything here also links in CPU-only builds (PRIMER_WITH_CUDA undefined): available() is false
+// and the rest fails with a clear error.
+#pragma once
+#include <cstddef>
+
+#ifdef PRIMER_WITH_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+namespace primer::cuda {
+
+bool compiled();       // built with CUDA
+bool available();      // built with CUDA and at least one usable device
+int device_count();
+void set_device(int index);
+int current_device();
+void synchronize();    // waits for the current device's compute stream
+
+enum class CopyKind { HostToDevice, DeviceToHost, DeviceToDevice };
+// Copies on the compute stream; device-to-host waits for completion so the host can read the result.
+void copy(void* dst, const void* src, size_t bytes, CopyKind kind);
+void memset_zero(void* dst, size_t bytes);
+
+#ifdef PRIMER_WITH_CUDA
+cudaStream_t stream();  // the current device's compute stream
+[[noreturn]] void fail(cudaError_t err, const char* expr, const char* file, int line);
+[[noreturn]] void fail_cublas(int status, const char* expr, const char* file, int line);
+#endif
+
+}  // namespace primer::cuda
+
+#ifdef PRIMER_WITH_CUDA
+#define PRIMER_CUDA_CHECK(expr)                                                     \
+  do {                                                                              \
+    cudaError_t primer_err_ = (expr);                                               \
+    if (primer_err_ != cudaSuccess) ::primer::cuda::fail(primer_err_, #expr, __FILE__, __LINE__); \
+  } while (0)
+// After a kernel launch: catches bad launch configurations immediately.
+#define PRIMER_CUDA_CHECK_LAUNCH() PRIMER_CUDA_CHECK(cudaGetLastError())
+#define PRIMER_CUBLAS_CHECK(expr)                                                   \
+  do {                                                                              \
+    int primer_st_ = static_cast<int>(expr);                                        \
+    if (primer_st_ != 0) ::primer::cuda::fail_cublas(primer_st_, #expr, __FILE__, __LINE__); \
+  } while (0)
+#endif

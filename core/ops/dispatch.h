@@ -1,0 +1,36 @@
+// Helpers for op entry points: argument validation messages and dtype dispatch.
+#pragma once
+#include <utility>
+
+#include "core/check.h"
+#include "core/ops/kernel_args.h"
+#include "core/tensor.h"
+
+// Wraps a call into a CUDA launcher; in CPU-only builds the call is compiled out and fails clearly.
+#ifdef PRIMER_WITH_CUDA
+#define PRIMER_ON_CUDA(...) __VA_ARGS__
+#else
+#define PRIMER_ON_CUDA(...) ::primer::ops::fail_no_cuda()
+#endif
+
+namespace primer::ops {
+
+[[noreturn]] void fail_no_cuda();
+
+StridedDesc strided_desc(const Tensor& t);
+
+// Fails unless `t` is defined, on `device`, and of one of the listed dtypes; names the op and argument.
+void expect(const Tensor& t, const char* op, const char* arg, Device device, std::initializer_list<DType> dtypes);
+void expect_shape(const Tensor& t, const char* op, const char* arg, const Shape& shape);
+
+// Calls f(T{}) with T the C++ type of a floating dtype computed on the CPU (f32 or f64).
+template <class F>
+decltype(auto) dispatch_cpu_float(DType dt, const char* op, F&& f) {
+  switch (dt) {
+    case DType::F32: return f(float{});
+    case DType::F64: return f(double{});
+    default: PRIMER_FAIL("{}: CPU path computes in f32 or f64, got {}", op, dtype_name(dt));
+  }
+}
+
+}  // namespace primer::ops

@@ -1,0 +1,122 @@
+#include "tests/support/test_util.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <random>
+
+#include "core/rng.h"
+
+namespace primer::test {
+
+uint64_t fresh_seed() {
+  if (const char* env = std::getenv("PRIMER_TEST_SEED")) return std::strtoull(env, nullptr, 10);
+  static std::random_device rd;
+  return (uint64_t(rd()) << 32) ^ rd();
+}
+
+Tensor randn(const Shape& shape, uint64_t seed, DType dtype, Device device, double std) {
+  Tensor t = Tensor::empty(shape, dtype, device);
+  fill_normal(t, seed, 0.0, std);
+  return t;
+}
+
+Tensor rand_uniform(const Shape& shape, uint64_t seed, double lo, double hi, DType dtype, Device device) {
+  Tensor t = Tensor::empty(shape, dtype, device);
+  fill_uniform(t, seed, lo, hi);
+  return t;
+}
+
+Tensor rand_ints(const Shape& shape, uint64_t seed, int64_t lo, int64_t hi, DType dtype, Device device) {
+  std::vector<int64_t> v(size_t(shape_numel(shape)));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = lo + int64_t(uniform01(seed, i) * double(hi - lo)) % (hi - lo);
+  return Tensor::from_vector(v, shape, dtype, device);
+}
+
+void poison(const Tensor& t) {
+  t.fill_(is_floating(t.dtype()) ? std::numeric_limits<double>::quiet_NaN() : -12345.0);
+}
+
+Diff compare(const Tensor& actual, const Tensor& expected) {
+  EXPECT_EQ(actual.shape(), expected.shape()) << actual.describe() << " vs " << expected.describe();
+  const auto a = actual.to_vector<double>();
+  const auto b = expected.to_vector<double>();
+  Diff d;
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    if (!std::isfinite(a[i])) {
+      ++d.nonfinite;
+      continue;
+    }
+    const double e = a[i] - b[i];
+    num += e * e;
+    den += b[i] * b[i];
+    d.max_abs = std::max(d.max_abs, std::abs(e));
+  }
+  d.rel_l2 = std::sqrt(num) / std::max(std::sqrt(den), 1e-300);
+  return d;
+}
+
+void expect_close(const Tensor& actual, const Tensor& expected, double rel_tol, double abs_tol,
+                  const std::string& what) {
+  const Diff d = compare(actual, expected);
+  EXPECT_EQ(d.nonfinite, 0) << what << ": non-finite or unwritten elements in " << actual.describe();
+  EXPECT_LE(d.rel_l2, rel_tol) << what << ": relative L2 error " << d.rel_l2 << " (max abs " << d.max_abs << ")";
+  EXPECT_LE(d.max_abs, abs_tol) << what << ": max abs error " << d.max_abs << " (relative L2 " << d.rel_l2 << ")";
+}
+
+void run_gradcheck(const GradCheck& c, uint64_t seed) {
+  const std::vector<Tensor> outs = c.forward(c.inputs);
+  std::vector<Tensor> weights;
+  for (size_t j = 0; j < outs.size(); ++j) weights.push_back(randn(outs[j].shape(), seed + 7919 * (j + 1)));
+
+  auto objective = [&](const std::vector<Tensor>& ins) {
+    const std::vector<Tensor> o = c.forward(ins);
+    double s = 0;
+    for (size_t j = 0; j < o.size(); ++j) {
+      const auto a = o[j].to_vector<double>(), w = weights[j].to_vector<double>();
+      for (size_t i = 0; i < a.size(); ++i) s += a[i] * w[i];
+    }
+    return s;
+  };
+
+  const std::vector<Tensor> grads = c.backward(c.inputs, weights);
+  ASSERT_EQ(grads.size(), c.inputs.size()) << "backward must return one gradient per input";
+  for (size_t k = 0; k < c.inputs.size(); ++k) {
+    if (!grads[k].defined()) continue;
+    const std::string name = k < c.names.size() ? c.names[k] : "input " + std::to_string(k);
+    ASSERT_EQ(grads[k].shape(), c.inputs[k].shape()) << "gradient shape of " << name;
+    std::vector<Tensor> ins;
+    for (const Tensor& t : c.inputs) ins.push_back(t.clone());
+    Tensor x = ins[k];
+    ASSERT_EQ(x.dtype(), DType::F64) << name << " must be f64 for a gradient check";
+    double* p = x.data<double>();
+    std::vector<double> numeric(size_t(x.numel()));
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      const double orig = p[i];
+      const double h = c.step * std::max(1.0, std::abs(orig));
+      p[i] = orig + h;
+      const double fp = objective(ins);
+      p[i] = orig - h;
+      const double fm = objective(ins);
+      p[i] = orig;
+      numeric[size_t(i)] = (fp - fm) / (2 * h);
+    }
+    const auto analytic = grads[k].to_vector<double>();
+    double err2 = 0, norm2 = 0, max_abs = 0;
+    int64_t nonfinite = 0;
+    for (size_t i = 0; i < numeric.size(); ++i) {
+      if (!std::isfinite(analytic[i])) ++nonfinite;
+      const double e = analytic[i] - numeric[i];
+      err2 += e * e;
+      norm2 += numeric[i] * numeric[i];
+      max_abs = std::max(max_abs, std::abs(e));
+    }
+    const double err = std::sqrt(err2) / std::max(std::sqrt(norm2), 1e-12);
+    EXPECT_EQ(nonfinite, 0) << "gradient of " << name << " has non-finite values";
+    EXPECT_LE(err, c.tolerance) << "gradient of " << name << ": relative error " << err << " (max abs " << max_abs
+                                << ") against central differences";
+  }
+}
+
+}  // namespace primer::test
