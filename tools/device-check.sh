@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# On a machine with a GPU: build with CUDA (sm_90), run the `cuda` tests, then the benchmarks.
+# Usage: tools/device-check.sh [ctest -R regex] [bench name ...]
+#   tools/device-check.sh                 everything
+#   tools/device-check.sh 'RmsNorm' bench_norms   only matching tests and the named benchmarks
+# Logs go to $OUT (or ./device-logs) and a short summary table is printed last.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out="${OUT:-$PWD/device-logs}"
+mkdir -p "$out"
+filter="${1:-.}"
+shift || true
+benches=("$@")
+
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/gpu.txt"
+cmake -S . -B build-device -G Ninja -DPRIMER_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 >"$out/cmake.log" 2>&1 ||
+  { tail -30 "$out/cmake.log"; exit 1; }
+if ! cmake --build build-device -j "$(nproc)" >"$out/build.log" 2>&1; then
+  grep -E "error|Error" "$out/build.log" | head -40
+  exit 1
+fi
+echo "build: ok"
+
+(cd build-device && ctest -L cuda -R "$filter" --output-on-failure -j 4) >"$out/ctest-cuda.log" 2>&1
+test_rc=$?
+grep -E "tests passed|tests failed|Failed|\*\*\*|Not Run" "$out/ctest-cuda.log" | head -40
+
+if [ ${#benches[@]} -eq 0 ]; then
+  mapfile -t benches < <(cd build-device && ls bench_* 2>/dev/null)
+fi
+for b in "${benches[@]}"; do
+  [ -x "build-device/$b" ] || { echo "no benchmark $b"; continue; }
+  echo "## $b"
+  "build-device/$b" 2>&1 | tee "$out/$b.log"
+done
+exit $test_rc
