@@ -1,0 +1,136 @@
+#include "core/autograd/functions.h"
+
+#include "core/ops/conv1d.h"
+#include "core/ops/cross_entropy.h"
+#include "core/ops/embedding.h"
+#include "core/ops/gemm.h"
+#include "core/ops/rmsnorm.h"
+#include "core/ops/rope.h"
+#include "core/ops/softmax.h"
+#include "core/ops/swiglu.h"
+
+namespace primer::ag {
+namespace {
+Var output(const Tensor& value) { return constant(value); }
+}  // namespace
+
+Var add(const Var& a, const Var& b) {
+  Var y = output(ops::add(a->value, b->value));
+  if (needs_grad({&a, &b}))
+    record("add", {y}, [a, b, y] {
+      accumulate_grad(a, ops::sum_to_shape(y->grad, a->value.shape()));
+      accumulate_grad(b, ops::sum_to_shape(y->grad, b->value.shape()));
+    });
+  return y;
+}
+
+Var mul(const Var& a, const Var& b) {
+  Var y = output(ops::mul(a->value, b->value));
+  if (needs_grad({&a, &b}))
+    record("mul", {y}, [a, b, y] {
+      if (a->requires_grad) accumulate_grad(a, ops::sum_to_shape(ops::mul(y->grad, b->value), a->value.shape()));
+      if (b->requires_grad) accumulate_grad(b, ops::sum_to_shape(ops::mul(y->grad, a->value), b->value.shape()));
+    });
+  return y;
+}
+
+Var scale(const Var& a, double s) {
+  Var y = output(ops::scale(a->value, s));
+  if (needs_grad({&a})) record("scale", {y}, [a, y, s] { accumulate_grad(a, ops::scale(y->grad, s)); });
+  return y;
+}
+
+Var unary(ops::Unary op, const Var& x) {
+  Var y = output(ops::unary(op, x->value));
+  if (needs_grad({&x})) record("unary", {y}, [op, x, y] { accumulate_grad(x, ops::unary_backward(op, x->value, y->grad)); });
+  return y;
+}
+
+Var reshape(const Var& x, const Shape& shape) {
+  Var y = output(x->value.reshape(shape));
+  if (needs_grad({&x})) record("reshape", {y}, [x, y] { accumulate_grad(x, y->grad.reshape(x->value.shape())); });
+  return y;
+}
+
+Var linear(const Var& x, const Var& W) {
+  Var y = output(ops::linear(x->value, W->value));
+  if (needs_grad({&x, &W}))
+    record("linear", {y}, [x, W, y] {
+      Tensor dx;
+      ops::linear_backward(y->grad, x->value, W->value, x->requires_grad ? &dx : nullptr,
+                           W->requires_grad ? grad_accumulator(W) : Tensor());
+      accumulate_grad(x, dx);
+    });
+  return y;
+}
+
+Var rmsnorm(const Var& x, const Var& w, double eps) {
+  Tensor rstd;
+  Var y = output(ops::rmsnorm(x->value, w->value, eps, &rstd));
+  if (needs_grad({&x, &w}))
+    record("rmsnorm", {y}, [x, w, y, rstd] {
+      Tensor dw = w->requires_grad ? grad_accumulator(w) : Tensor::zeros(w->value.shape(), DType::F32, w->value.device());
+      accumulate_grad(x, ops::rmsnorm_backward(y->grad, x->value, w->value, rstd, dw));
+    });
+  return y;
+}
+
+Var rope(const Var& x, const Tensor& positions, const Tensor& inv_freq) {
+  Var y = output(ops::rope(x->value, positions, inv_freq));
+  if (needs_grad({&x}))
+    record("rope", {y}, [x, y, positions, inv_freq] {
+      accumulate_grad(x, ops::rope_backward(y->grad, positions, inv_freq));
+    });
+  return y;
+}
+
+Var swiglu(const Var& gate, const Var& up) {
+  Var y = output(ops::swiglu(gate->value, up->value));
+  if (needs_grad({&gate, &up}))
+    record("swiglu", {y}, [gate, up, y] {
+      Tensor dg, du;
+      ops::swiglu_backward(y->grad, gate->value, up->value, &dg, &du);
+      accumulate_grad(gate, dg);
+      accumulate_grad(up, du);
+    });
+  return y;
+}
+
+Var embedding(const Var& weight, const Tensor& ids) {
+  Var y = output(ops::embedding(weight->value, ids));
+  if (needs_grad({&weight}))
+    record("embedding", {y}, [weight, y, ids] { ops::embedding_backward(y->grad, ids, grad_accumulator(weight)); });
+  return y;
+}
+
+Var causal_conv1d(const Var& x, const Var& w, const Var& bias, bool silu) {
+  const Tensor b = bias ? bias->value : Tensor();
+  Var y = output(ops::causal_conv1d(x->value, w->value, b, silu, Tensor(), nullptr));
+  if (needs_grad({&x, &w, &bias}))
+    record("causal_conv1d", {y}, [x, w, bias, b, y, silu] {
+      const Tensor dw = w->requires_grad ? grad_accumulator(w) : Tensor::zeros(w->value.shape(), DType::F32, w->value.device());
+      const Tensor db = bias && bias->requires_grad ? grad_accumulator(bias) : Tensor();
+      accumulate_grad(x, ops::causal_conv1d_backward(y->grad, x->value, w->value, b, silu, Tensor(), Tensor(), dw, db,
+                                                     nullptr));
+    });
+  return y;
+}
+
+Var softmax(const Var& x) {
+  Var y = output(ops::softmax(x->value));
+  if (needs_grad({&x})) record("softmax", {y}, [x, y] { accumulate_grad(x, ops::softmax_backward(y->value, y->grad)); });
+  return y;
+}
+
+Var fused_linear_cross_entropy(const Var& x, const Var& W, const Tensor& targets, int64_t ignore_index,
+                               double grad_scale) {
+  const bool grad = needs_grad({&x, &W});
+  Tensor dx;
+  const Tensor dW = grad && W->requires_grad ? grad_accumulator(W) : Tensor();
+  Var loss = output(ops::fused_linear_cross_entropy(x->value, W->value, targets, ignore_index, grad_scale,
+                                                    grad && x->requires_grad ? &dx : nullptr, dW));
+  if (grad) record("fused_linear_cross_entropy", {loss}, [x, dx] { accumulate_grad(x, dx); });
+  return loss;
+}
+
+}  // namespace primer::ag

@@ -1,0 +1,29 @@
+// Differentiable ops: each forwards to core/ops and records one node whose backward calls the op's
+// hand-written backward. Weight-like inputs (W, norm weights, conv taps, embedding tables) receive their
+// gradients through grad_accumulator(), so parameter gradients land in place in their f32 buffers.
+#pragma once
+#include "core/autograd/variable.h"
+#include "core/ops/elementwise.h"
+
+namespace primer::ag {
+
+Var add(const Var& a, const Var& b);  // broadcasting
+Var mul(const Var& a, const Var& b);  // broadcasting
+Var scale(const Var& a, double s);
+Var unary(ops::Unary op, const Var& x);
+Var reshape(const Var& x, const Shape& shape);
+
+Var linear(const Var& x, const Var& W);  // y = x @ W^T, W [out, in]
+Var rmsnorm(const Var& x, const Var& w, double eps);
+Var rope(const Var& x, const Tensor& positions, const Tensor& inv_freq);
+Var swiglu(const Var& gate, const Var& up);
+Var embedding(const Var& weight, const Tensor& ids);
+Var causal_conv1d(const Var& x, const Var& w, const Var& bias, bool silu);
+Var softmax(const Var& x);
+
+// Sum of token cross-entropies of the LM head; its gradients (scaled by grad_scale) are computed during this
+// forward call, which is what fusing buys: the caller must use the result as the objective, seeded with 1.
+Var fused_linear_cross_entropy(const Var& x, const Var& W, const Tensor& targets, int64_t ignore_index,
+                               double grad_scale);
+
+}  // namespace primer::ag

@@ -1,0 +1,84 @@
+#include "core/autograd/variable.h"
+
+#include "core/check.h"
+#include "core/ops/elementwise.h"
+
+namespace primer::ag {
+namespace {
+thread_local Tape default_tape;
+thread_local Tape* active_tape = &default_tape;
+thread_local bool grad_mode = true;
+}  // namespace
+
+Var constant(const Tensor& value, const std::string& name) {
+  auto v = std::make_shared<VarNode>();
+  v->value = value;
+  v->name = name;
+  return v;
+}
+
+Var leaf(const Tensor& value, const std::string& name) {
+  Var v = constant(value, name);
+  v->requires_grad = true;
+  return v;
+}
+
+void accumulate_grad(const Var& v, const Tensor& g) {
+  if (!v || !v->requires_grad || !g.defined()) return;
+  PRIMER_CHECK(g.shape() == v->value.shape(), "gradient {} does not match the shape of '{}' {}", g.describe(),
+               v->name, v->value.describe());
+  if (v->accumulates) {
+    ops::add_(grad_accumulator(v), g);
+  } else if (!v->grad.defined()) {
+    v->grad = g;  // first contributor assigns
+  } else {
+    v->grad = ops::add(v->grad.to(DType::F32), g.to(DType::F32));  // paths merge; never mutate a shared tensor
+  }
+}
+
+Tensor grad_accumulator(const Var& v) {
+  if (!v->grad.defined()) {
+    const DType dt = v->value.dtype() == DType::F64 ? DType::F64 : DType::F32;
+    v->grad = Tensor::zeros(v->value.shape(), dt, v->value.device());
+  }
+  return v->grad;
+}
+
+void Tape::backward() {
+  for (auto it = nodes_.rbegin(); it != nodes_.rend(); ++it) {
+    bool any = false;
+    for (const Var& o : it->outputs) any |= o->grad.defined();
+    if (any) it->backward();
+  }
+  nodes_.clear();
+}
+
+Tape& current_tape() { return *active_tape; }
+bool grad_enabled() { return grad_mode; }
+
+NoGrad::NoGrad() : previous_(grad_mode) { grad_mode = false; }
+NoGrad::~NoGrad() { grad_mode = previous_; }
+
+TapeScope::TapeScope(Tape& tape) : previous_(active_tape) { active_tape = &tape; }
+TapeScope::~TapeScope() { active_tape = previous_; }
+
+bool needs_grad(std::initializer_list<const Var*> inputs) {
+  if (!grad_mode) return false;
+  for (const Var* v : inputs)
+    if (v && *v && (*v)->requires_grad) return true;
+  return false;
+}
+
+void record(const std::string& name, std::vector<Var> outputs, std::function<void()> fn) {
+  for (const Var& o : outputs) o->requires_grad = true;
+  current_tape().record(Node{name, std::move(outputs), std::move(fn)});
+}
+
+void backward(const Var& loss, const Tensor& seed) {
+  PRIMER_CHECK(loss && loss->requires_grad, "backward() of '{}' which does not depend on any trainable value",
+               loss ? loss->name : "<null>");
+  loss->grad = seed.defined() ? seed : Tensor::full(loss->value.shape(), 1.0, loss->value.dtype(), loss->value.device());
+  current_tape().backward();
+}
+
+}  // namespace primer::ag

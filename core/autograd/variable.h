@@ -1,0 +1,85 @@
+// Autograd on a tape of coarse nodes. A Var is a tensor value plus the gradient flowing into it; a Node is one
+// op or one whole layer with a hand-written backward. Forward code records nodes on the current Tape; backward()
+// walks them in reverse. Gradient rules: parameter gradients always accumulate (+=) into their f32 buffer;
+// an activation's gradient is assigned by its first contributor and summed only where paths merge.
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace primer::ag {
+
+struct VarNode {
+  Tensor value;
+  Tensor grad;                  // undefined until a gradient arrives
+  bool requires_grad = false;
+  bool accumulates = false;     // parameters: `grad` is a persistent f32 buffer that only ever grows by +=
+  std::string name;             // for error messages and NaN reports
+};
+using Var = std::shared_ptr<VarNode>;
+
+Var constant(const Tensor& value, const std::string& name = "");  // no gradient
+Var leaf(const Tensor& value, const std::string& name = "");      // an input that wants its gradient
+
+// Adds `g` into v's gradient following the rules above (no-op when v does not require grad).
+void accumulate_grad(const Var& v, const Tensor& g);
+// The f32 buffer that backward kernels accumulate weight-like gradients into (+=); created zeroed on first use.
+Tensor grad_accumulator(const Var& v);
+
+struct Node {
+  std::string name;
+  std::vector<Var> outputs;
+  std::function<void()> backward;  // reads the outputs' grads, accumulates into inputs
+};
+
+class Tape {
+ public:
+  void record(Node node) { nodes_.push_back(std::move(node)); }
+  // Runs every node's backward in reverse order, then releases the nodes and what they saved.
+  void backward();
+  void clear() { nodes_.clear(); }
+  size_t size() const { return nodes_.size(); }
+
+ private:
+  std::vector<Node> nodes_;
+};
+
+// The tape forward code records on (thread-local). GradMode off (NoGrad) records nothing.
+Tape& current_tape();
+bool grad_enabled();
+
+class NoGrad {
+ public:
+  NoGrad();
+  ~NoGrad();
+  NoGrad(const NoGrad&) = delete;
+  NoGrad& operator=(const NoGrad&) = delete;
+
+ private:
+  bool previous_;
+};
+
+// Swaps in `tape` as the current tape for the lifetime of the guard (recomputation records on a private tape).
+class TapeScope {
+ public:
+  explicit TapeScope(Tape& tape);
+  ~TapeScope();
+  TapeScope(const TapeScope&) = delete;
+  TapeScope& operator=(const TapeScope&) = delete;
+
+ private:
+  Tape* previous_;
+};
+
+// True when any input needs a gradient and grad mode is on: only then is a node recorded.
+bool needs_grad(std::initializer_list<const Var*> inputs);
+// Records a node producing `outputs` whose backward is `fn`; marks the outputs as requiring grad.
+void record(const std::string& name, std::vector<Var> outputs, std::function<void()> fn);
+
+// Seeds d(loss)/d(loss) = seed (default ones) and runs the current tape backward.
+void backward(const Var& loss, const Tensor& seed = Tensor());
+
+}  // namespace primer::ag

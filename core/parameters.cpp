@@ -1,0 +1,90 @@
+#include "core/parameters.h"
+
+#include "core/check.h"
+#include "core/rng.h"
+
+namespace primer {
+
+Parameter& ParameterRegistry::add(const std::string& name, const Shape& shape, InitRule init, bool weight_decay) {
+  PRIMER_CHECK(!contains(name), "parameter '{}' registered twice", name);
+  auto p = std::make_unique<Parameter>();
+  p->name = name;
+  p->shape = shape;
+  p->init = init;
+  p->weight_decay = weight_decay;
+  p->var = ag::constant(Tensor(), name);
+  p->var->accumulates = true;
+  p->var->requires_grad = true;
+  index_[name] = params_.size();
+  params_.push_back(std::move(p));
+  return *params_.back();
+}
+
+void ParameterRegistry::materialize(Device device, DType compute_dtype, uint64_t seed) {
+  compute_dtype_ = compute_dtype;
+  for (auto& p : params_) {
+    Tensor host = Tensor::empty(p->shape, DType::F32);
+    switch (p->init.kind) {
+      case InitRule::Kind::Normal: fill_normal(host, key_for(seed, p->name), 0.0, p->init.a); break;
+      case InitRule::Kind::Uniform: fill_uniform(host, key_for(seed, p->name), p->init.a, p->init.b); break;
+      case InitRule::Kind::Constant: host.fill_(p->init.a); break;
+    }
+    p->master = host.to(device);
+    p->var->grad = Tensor();
+  }
+  sync_compute_copies();
+}
+
+void ParameterRegistry::sync_compute_copies() {
+  for (auto& p : params_) {
+    if (compute_dtype_ == DType::F32) {
+      p->var->value = p->master;
+    } else {
+      if (!p->var->value.defined() || p->var->value.dtype() != compute_dtype_)
+        p->var->value = Tensor::empty(p->shape, compute_dtype_, p->master.device());
+      p->var->value.copy_from(p->master);
+    }
+  }
+}
+
+void ParameterRegistry::zero_grads() {
+  for (auto& p : params_)
+    if (p->var->grad.defined()) p->var->grad.zero_();
+}
+
+void ParameterRegistry::set_trainable(const std::vector<std::string>& substrings) {
+  for (auto& p : params_) {
+    bool on = substrings.empty();
+    for (const auto& s : substrings) on |= p->name.find(s) != std::string::npos;
+    p->trainable = on;
+    p->var->requires_grad = on;
+  }
+}
+
+Parameter& ParameterRegistry::get(const std::string& name) {
+  auto it = index_.find(name);
+  PRIMER_CHECK(it != index_.end(), "no parameter named '{}'", name);
+  return *params_[it->second];
+}
+
+std::vector<Parameter*> ParameterRegistry::all() {
+  std::vector<Parameter*> out;
+  for (auto& p : params_) out.push_back(p.get());
+  return out;
+}
+
+std::vector<Parameter*> ParameterRegistry::trainable() {
+  std::vector<Parameter*> out;
+  for (auto& p : params_)
+    if (p->trainable) out.push_back(p.get());
+  return out;
+}
+
+int64_t ParameterRegistry::count(bool trainable_only) const {
+  int64_t n = 0;
+  for (const auto& p : params_)
+    if (!trainable_only || p->trainable) n += shape_numel(p->shape);
+  return n;
+}
+
+}  // namespace primer

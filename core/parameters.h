@@ -1,0 +1,60 @@
+// The parameter registry: every weight of a model under its Hugging Face name, with shape, trainable and
+// weight-decay flags and an init rule. Values are drawn from the counter-based RNG keyed by (seed, name) and
+// the element index, so every parallel layout (and every rebuild) yields identical weights.
+// Storage per parameter: `master` (f32, what the optimizer updates), `var->value` (the compute copy: bf16 for
+// mixed precision, else the master itself) and `var->grad` (f32, accumulated by backward).
+#pragma once
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/autograd/variable.h"
+
+namespace primer {
+
+struct InitRule {
+  enum class Kind { Normal, Uniform, Constant } kind = Kind::Normal;
+  double a = 0.0;   // Normal: std; Uniform: low; Constant: value
+  double b = 0.0;   // Uniform: high
+  static InitRule normal(double std) { return {Kind::Normal, std, 0.0}; }
+  static InitRule uniform(double lo, double hi) { return {Kind::Uniform, lo, hi}; }
+  static InitRule constant(double v) { return {Kind::Constant, v, 0.0}; }
+};
+
+struct Parameter {
+  std::string name;
+  Shape shape;
+  InitRule init;
+  bool trainable = true;
+  bool weight_decay = true;
+  Tensor master;  // f32
+  ag::Var var;    // value = compute copy, grad = f32 accumulator
+};
+
+class ParameterRegistry {
+ public:
+  // Declares a parameter (no memory yet). Names are unique.
+  Parameter& add(const std::string& name, const Shape& shape, InitRule init, bool weight_decay = true);
+  // Allocates every parameter on `device`, initialises masters from (seed, name), and makes compute copies.
+  void materialize(Device device, DType compute_dtype, uint64_t seed);
+  // Refreshes compute copies from the masters (after an optimizer step).
+  void sync_compute_copies();
+  void zero_grads();
+  // Trainable iff the name contains one of `substrings` (an empty list makes everything trainable).
+  void set_trainable(const std::vector<std::string>& substrings);
+
+  Parameter& get(const std::string& name);
+  bool contains(const std::string& name) const { return index_.count(name) != 0; }
+  std::vector<Parameter*> all();
+  std::vector<Parameter*> trainable();
+  int64_t count(bool trainable_only = false) const;
+  DType compute_dtype() const { return compute_dtype_; }
+
+ private:
+  std::vector<std::unique_ptr<Parameter>> params_;  // registration order = export and optimizer order
+  std::map<std::string, size_t> index_;
+  DType compute_dtype_ = DType::F32;
+};
+
+}  // namespace primer

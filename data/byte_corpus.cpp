@@ -1,0 +1,50 @@
+#include "data/byte_corpus.h"
+
+#include <fstream>
+#include <iterator>
+
+#include "core/check.h"
+#include "core/rng.h"
+
+namespace primer::data {
+
+ByteCorpus::ByteCorpus(const std::string& path, double heldout_fraction) : path_(path) {
+  std::ifstream in(path, std::ios::binary);
+  PRIMER_CHECK(in.good(), "cannot open corpus file '{}'", path);
+  bytes_.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  PRIMER_CHECK(heldout_fraction > 0 && heldout_fraction < 1, "held-out fraction {} must be in (0, 1)", heldout_fraction);
+  split_ = int64_t(double(bytes_.size()) * (1.0 - heldout_fraction));
+}
+
+void ByteCorpus::window(int64_t start, int64_t seq, int32_t* ids, int32_t* targets) const {
+  for (int64_t t = 0; t < seq; ++t) {
+    ids[t] = bytes_[size_t(start + t)];
+    targets[t] = bytes_[size_t(start + t + 1)];
+  }
+}
+
+void ByteCorpus::train_batch(uint64_t seed, int64_t step, int64_t batch, int64_t seq, std::vector<int32_t>& ids,
+                             std::vector<int32_t>& targets) const {
+  PRIMER_CHECK(split_ > seq + 1, "corpus '{}' has {} training bytes, fewer than one window of {}", path_, split_,
+               seq + 1);
+  ids.resize(size_t(batch * seq));
+  targets.resize(size_t(batch * seq));
+  const uint64_t key = key_for(seed, "data.train");
+  for (int64_t b = 0; b < batch; ++b) {
+    const int64_t start = int64_t(uniform01(key, uint64_t(step * batch + b)) * double(split_ - seq - 1));
+    window(start, seq, &ids[size_t(b * seq)], &targets[size_t(b * seq)]);
+  }
+}
+
+int64_t ByteCorpus::heldout_batches(int64_t batch, int64_t seq) const { return (heldout_bytes() - 1) / (batch * seq); }
+
+void ByteCorpus::heldout_batch(int64_t index, int64_t batch, int64_t seq, std::vector<int32_t>& ids,
+                               std::vector<int32_t>& targets) const {
+  PRIMER_CHECK(index < heldout_batches(batch, seq), "held-out batch {} of {}", index, heldout_batches(batch, seq));
+  ids.resize(size_t(batch * seq));
+  targets.resize(size_t(batch * seq));
+  for (int64_t b = 0; b < batch; ++b)
+    window(split_ + (index * batch + b) * seq, seq, &ids[size_t(b * seq)], &targets[size_t(b * seq)]);
+}
+
+}  // namespace primer::data

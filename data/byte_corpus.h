@@ -1,0 +1,31 @@
+// A text file read as bytes (token id = byte value, vocabulary 256): the corpus of the built-in default run
+// until the BPE tokenizer lands. The last `heldout_fraction` of the file is held out for evaluation.
+// Training windows are drawn from the counter RNG keyed by (seed, step), so a run is reproducible and resumable.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace primer::data {
+
+class ByteCorpus {
+ public:
+  ByteCorpus(const std::string& path, double heldout_fraction);
+  // Fills ids/targets (size B*T, row-major [B, T]) with windows of the training part; targets are ids shifted by one.
+  void train_batch(uint64_t seed, int64_t step, int64_t batch, int64_t seq, std::vector<int32_t>& ids,
+                   std::vector<int32_t>& targets) const;
+  // The held-out part cut into consecutive [B, T] batches; returns how many batches exist.
+  int64_t heldout_batches(int64_t batch, int64_t seq) const;
+  void heldout_batch(int64_t index, int64_t batch, int64_t seq, std::vector<int32_t>& ids,
+                     std::vector<int32_t>& targets) const;
+  int64_t train_bytes() const { return split_; }
+  int64_t heldout_bytes() const { return int64_t(bytes_.size()) - split_; }
+
+ private:
+  void window(int64_t start, int64_t seq, int32_t* ids, int32_t* targets) const;
+  std::string path_;
+  std::vector<uint8_t> bytes_;
+  int64_t split_ = 0;
+};
+
+}  // namespace primer::data

@@ -1,0 +1,76 @@
+#include "optim/adamw.h"
+
+#include <cmath>
+
+#include "core/check.h"
+#include "core/ops/dispatch.h"
+#include "core/ops/elementwise.h"
+#include "core/ops/reduce.h"
+#include "optim/adamw_kernels.h"
+
+namespace primer::optim {
+
+AdamW::AdamW(ParameterRegistry& params, AdamWConfig config) : params_(params), config_(config) {}
+
+Tensor& AdamW::first_moment(const std::string& name) {
+  auto it = m_.find(name);
+  PRIMER_CHECK(it != m_.end(), "no AdamW first moment for '{}'", name);
+  return it->second;
+}
+
+Tensor& AdamW::second_moment(const std::string& name) {
+  auto it = v_.find(name);
+  PRIMER_CHECK(it != v_.end(), "no AdamW second moment for '{}'", name);
+  return it->second;
+}
+
+void AdamW::step(double lr) {
+  const std::vector<Parameter*> trainable = params_.trainable();
+  PRIMER_CHECK(!trainable.empty(), "AdamW step with no trainable parameters");
+  const Device device = trainable.front()->master.device();
+
+  // Global squared norm of all gradients, summed on the device.
+  grad_sumsq_ = Tensor::zeros({1}, DType::F32, device);
+  for (Parameter* p : trainable) {
+    if (!p->var->grad.defined()) p->var->grad = Tensor::zeros(p->shape, DType::F32, device);
+    ops::add_(grad_sumsq_, ops::sumsq_all(p->var->grad));
+  }
+
+  ++steps_;
+  AdamWStep s{};
+  s.lr = float(lr);
+  s.beta1 = float(config_.beta1);
+  s.beta2 = float(config_.beta2);
+  s.eps = float(config_.eps);
+  s.bias_correction1 = float(1.0 - std::pow(config_.beta1, double(steps_)));
+  s.bias_correction2 = float(1.0 - std::pow(config_.beta2, double(steps_)));
+  s.max_grad_norm = float(config_.max_grad_norm);
+
+  for (Parameter* p : trainable) {
+    Tensor& m = m_[p->name];
+    Tensor& v = v_[p->name];
+    if (!m.defined()) {
+      m = Tensor::zeros(p->shape, DType::F32, device);
+      v = Tensor::zeros(p->shape, DType::F32, device);
+    }
+    s.weight_decay = p->weight_decay ? float(config_.weight_decay) : 0.0f;
+    const Tensor& g = p->var->grad;
+    PRIMER_CHECK(g.dtype() == DType::F32 && g.is_contiguous(), "gradient of '{}' must be contiguous f32, got {}",
+                 p->name, g.describe());
+    if (device.is_cpu()) {
+      adamw_update_cpu(p->master.data<float>(), m.data<float>(), v.data<float>(), g.data<float>(), p->master.numel(), s,
+                       grad_sumsq_.data<float>());
+    } else {
+      const bool bf16_copy = params_.compute_dtype() == DType::BF16;
+      PRIMER_ON_CUDA(adamw_update_cuda(p->master.data<float>(), m.data<float>(), v.data<float>(), g.data<float>(),
+                                       bf16_copy ? p->var->value.data_ptr() : nullptr, p->master.numel(), s,
+                                       grad_sumsq_.data<float>()));
+    }
+  }
+  // The CUDA kernel already wrote bf16 compute copies; other dtypes are refreshed here.
+  if (device.is_cpu() || params_.compute_dtype() != DType::BF16) params_.sync_compute_copies();
+}
+
+double AdamW::grad_norm() const { return grad_sumsq_.defined() ? std::sqrt(grad_sumsq_.item()) : 0.0; }
+
+}  // namespace primer::optim

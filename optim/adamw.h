@@ -1,0 +1,40 @@
+// AdamW with fp32 master weights and moments, decoupled weight decay, bias correction and gradient clipping
+// by the global norm. One fused pass per parameter updates master, m, v and writes the bf16 compute copy;
+// the clipping factor is computed on the device from the squared-norm sum, so a step never syncs the host.
+#pragma once
+#include "core/parameters.h"
+
+namespace primer::optim {
+
+struct AdamWConfig {
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double eps = 1e-8;
+  double weight_decay = 0.1;  // applied to parameters whose weight_decay flag is set
+  double max_grad_norm = 1.0; // <= 0 disables clipping
+};
+
+class AdamW {
+ public:
+  AdamW(ParameterRegistry& params, AdamWConfig config);
+  // One update of every trainable parameter with learning rate `lr`; increments the step counter.
+  void step(double lr);
+  // The global gradient norm (before clipping) of the last step: f32 [1] on the parameters' device.
+  const Tensor& grad_norm_squared() const { return grad_sumsq_; }
+  double grad_norm() const;  // reads the device scalar (host sync): call only when logging
+  int64_t steps() const { return steps_; }
+
+  // Optimizer state by parameter name, for checkpoints.
+  Tensor& first_moment(const std::string& name);
+  Tensor& second_moment(const std::string& name);
+  void set_steps(int64_t s) { steps_ = s; }
+
+ private:
+  ParameterRegistry& params_;
+  AdamWConfig config_;
+  int64_t steps_ = 0;
+  std::map<std::string, Tensor> m_, v_;
+  Tensor grad_sumsq_;
+};
+
+}  // namespace primer::optim

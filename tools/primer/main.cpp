@@ -1,0 +1,36 @@
+// The primer command-line tool. Subcommands land with their capabilities; `train` runs the built-in default.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+
+#include "core/check.h"
+#include "recipes/default_run.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"primer: train hybrid State-Space/Attention language models"};
+  app.require_subcommand(1);
+
+  primer::recipes::DefaultRunOptions run;
+  CLI::App* train = app.add_subcommand("train", "train a model (with no recipe: the built-in default run)");
+  train->add_option("--corpus", run.corpus, "text file to train on (default: a license text every Debian ships)");
+  train->add_option("--device", run.device, "auto, cpu or cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  train->add_option("--out", run.out_dir, "run directory (metrics.jsonl)");
+  train->add_option("--steps", run.steps, "optimizer steps")->check(CLI::PositiveNumber);
+  train->add_option("--batch", run.batch, "sequences per step")->check(CLI::PositiveNumber);
+  train->add_option("--seq", run.seq, "tokens per sequence")->check(CLI::PositiveNumber);
+  train->add_option("--hidden", run.hidden, "model width")->check(CLI::PositiveNumber);
+  train->add_option("--layers", run.layers, "blocks")->check(CLI::PositiveNumber);
+  train->add_option("--lr", run.lr, "peak learning rate")->check(CLI::PositiveNumber);
+  train->add_option("--seed", run.seed, "initialisation and data seed");
+  train->add_option("--log-every", run.log_every, "steps between log lines")->check(CLI::PositiveNumber);
+  train->add_flag("--recompute", run.recompute, "recompute each block's activations in backward");
+
+  CLI11_PARSE(app, argc, argv);
+  try {
+    if (train->parsed()) return primer::recipes::run_default(run);
+  } catch (const primer::Error& e) {
+    std::fprintf(stderr, "primer: error: %s\n", e.what());
+    return 2;
+  }
+  return 0;
+}
