@@ -1,0 +1,104 @@
+// Parameter registry (layout-independent init, trainable selection) and AdamW against the textbook update.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "core/parameters.h"
+#include "core/rng.h"
+#include "optim/adamw.h"
+#include "optim/schedule.h"
+#include "tests/support/test_util.h"
+
+namespace primer {
+namespace {
+
+TEST(Parameters, InitDependsOnNameAndIndexOnly) {
+  ParameterRegistry a, b;
+  a.add("model.layers.0.mlp.up_proj.weight", {16, 8}, InitRule::normal(0.02));
+  a.add("model.norm.weight", {8}, InitRule::constant(1.0), false);
+  // Registered in the other order, with an extra parameter in between: the same values come out.
+  b.add("model.norm.weight", {8}, InitRule::constant(1.0), false);
+  b.add("extra", {3}, InitRule::normal(1.0));
+  b.add("model.layers.0.mlp.up_proj.weight", {16, 8}, InitRule::normal(0.02));
+  a.materialize(Device::cpu(), DType::F32, 7);
+  b.materialize(Device::cpu(), DType::F32, 7);
+  const auto va = a.get("model.layers.0.mlp.up_proj.weight").master.to_vector<float>();
+  EXPECT_EQ(va, b.get("model.layers.0.mlp.up_proj.weight").master.to_vector<float>());
+  EXPECT_FLOAT_EQ(va[37], float(0.02 * normal01(key_for(7, "model.layers.0.mlp.up_proj.weight"), 37)));
+  EXPECT_EQ(a.get("model.norm.weight").master.to_vector<float>(), std::vector<float>(8, 1.0f));
+  EXPECT_THROW(a.add("model.norm.weight", {8}, InitRule::constant(1.0)), Error);
+  EXPECT_THROW(a.get("model.nrom.weight"), Error);
+}
+
+TEST(Parameters, TrainableBySubstring) {
+  ParameterRegistry r;
+  r.add("model.layers.0.gka.q_proj.weight", {2}, InitRule::constant(0));
+  r.add("model.layers.0.mlp.up_proj.weight", {2}, InitRule::constant(0));
+  r.set_trainable({"gka."});
+  EXPECT_EQ(r.trainable().size(), 1u);
+  EXPECT_EQ(r.trainable()[0]->name, "model.layers.0.gka.q_proj.weight");
+  EXPECT_EQ(r.count(true), 2);
+  EXPECT_EQ(r.count(false), 4);
+}
+
+TEST(AdamW, MatchesTheTextbookUpdateWithClipping) {
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  ParameterRegistry r;
+  r.add("w", {50}, InitRule::normal(1.0));
+  r.add("norm", {10}, InitRule::normal(1.0), false);
+  r.materialize(Device::cpu(), DType::F32, seed);
+  optim::AdamWConfig cfg;
+  cfg.max_grad_norm = 0.5;
+  optim::AdamW opt(r, cfg);
+  std::map<std::string, std::vector<double>> p, m, v;
+  for (Parameter* q : r.all()) {
+    p[q->name] = q->master.to_vector<double>();
+    m[q->name].assign(p[q->name].size(), 0.0);
+    v[q->name].assign(p[q->name].size(), 0.0);
+  }
+  for (int step = 1; step <= 3; ++step) {
+    std::map<std::string, std::vector<double>> g;
+    double sumsq = 0;
+    for (Parameter* q : r.all()) {
+      q->var->grad = test::randn(q->shape, seed + 10 * step + q->name.size(), DType::F32);
+      g[q->name] = q->var->grad.to_vector<double>();
+      for (double x : g[q->name]) sumsq += x * x;
+    }
+    const double lr = 1e-2 * step;
+    opt.step(lr);
+    const double coef = std::min(1.0, cfg.max_grad_norm / (std::sqrt(sumsq) + 1e-6));
+    EXPECT_NEAR(opt.grad_norm(), std::sqrt(sumsq), 1e-5 * std::sqrt(sumsq));
+    for (Parameter* q : r.all()) {
+      const double wd = q->weight_decay ? cfg.weight_decay : 0.0;
+      auto& pp = p[q->name];
+      for (size_t i = 0; i < pp.size(); ++i) {
+        const double gi = g[q->name][i] * coef;
+        m[q->name][i] = cfg.beta1 * m[q->name][i] + (1 - cfg.beta1) * gi;
+        v[q->name][i] = cfg.beta2 * v[q->name][i] + (1 - cfg.beta2) * gi * gi;
+        const double mh = m[q->name][i] / (1 - std::pow(cfg.beta1, step));
+        const double vh = v[q->name][i] / (1 - std::pow(cfg.beta2, step));
+        pp[i] -= lr * (mh / (std::sqrt(vh) + cfg.eps) + wd * pp[i]);
+      }
+      const auto got = q->master.to_vector<double>();
+      // f32 master arithmetic against f64: a few ulps of |p| per step.
+      for (size_t i = 0; i < pp.size(); ++i) EXPECT_NEAR(got[i], pp[i], 1e-5 * (1 + std::abs(pp[i]))) << q->name << "[" << i << "]";
+    }
+  }
+}
+
+TEST(Schedule, WarmupThenDecay) {
+  optim::Schedule s{optim::Schedule::Kind::Cosine, 1.0, 0.1, 10, 110};
+  EXPECT_DOUBLE_EQ(s.lr(0), 0.1);
+  EXPECT_DOUBLE_EQ(s.lr(9), 1.0);
+  EXPECT_NEAR(s.lr(60), 0.55, 1e-12);  // halfway through the cosine
+  EXPECT_NEAR(s.lr(110), 0.1, 1e-12);
+  s.kind = optim::Schedule::Kind::Linear;
+  EXPECT_NEAR(s.lr(60), 0.55, 1e-12);
+  s.kind = optim::Schedule::Kind::ConstantWithWarmup;
+  EXPECT_DOUBLE_EQ(s.lr(100), 1.0);
+  EXPECT_THROW(optim::Schedule::parse("cosin"), Error);
+}
+
+}  // namespace
+}  // namespace primer
