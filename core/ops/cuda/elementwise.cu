@@ -1,0 +1,164 @@
+#include <type_traits>
+
+#include "core/cuda_runtime.h"
+#include "core/ops/cuda/device_types.cuh"
+#include "core/ops/cuda/elementwise.h"
+#include "core/ops/cuda/vector_io.cuh"
+
+namespace primer::ops::cuda_ops {
+namespace {
+
+constexpr int kThreads = 256;
+
+template <Binary OP> struct BinaryFn {
+  __device__ float operator()(float a, float b) const { return math::binary(OP, a, b); }
+};
+template <Unary OP> struct UnaryFn {
+  __device__ float operator()(float x) const { return math::unary(OP, x); }
+};
+template <Unary OP> struct UnaryGradFn {
+  __device__ float operator()(float x, float dy) const { return dy * math::unary_derivative(OP, x); }
+};
+struct ScaleFn {
+  float s;
+  __device__ float operator()(float x) const { return x * s; }
+};
+struct AxpyFn {  // d + alpha * s
+  float alpha;
+  __device__ float operator()(float d, float s) const { return d + alpha * s; }
+};
+
+// Calls f(std::integral_constant<Enum, op>{}) so that the op becomes a template argument of the kernel.
+template <class F> void with_binary(Binary op, F&& f) {
+  switch (op) {
+    case Binary::Add: return f(std::integral_constant<Binary, Binary::Add>{});
+    case Binary::Sub: return f(std::integral_constant<Binary, Binary::Sub>{});
+    case Binary::Mul: return f(std::integral_constant<Binary, Binary::Mul>{});
+  }
+}
+template <class F> void with_unary(Unary op, F&& f) {
+  switch (op) {
+    case Unary::Silu: return f(std::integral_constant<Unary, Unary::Silu>{});
+    case Unary::Sigmoid: return f(std::integral_constant<Unary, Unary::Sigmoid>{});
+    case Unary::Softplus: return f(std::integral_constant<Unary, Unary::Softplus>{});
+    case Unary::Exp: return f(std::integral_constant<Unary, Unary::Exp>{});
+    case Unary::Square: return f(std::integral_constant<Unary, Unary::Square>{});
+  }
+}
+
+// out[i] = f(in[i]...) over n dense elements, V elements (one vector access per array) per thread step.
+template <int V, class F, class Out, class... In>
+__global__ void map_dense_kernel(int64_t n, F f, Out* out, const In*... in) {
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  const int64_t first = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  const int64_t packs = n / V;
+  for (int64_t p = first; p < packs; p += stride) {
+    Pack<Out, V> o;
+    [&](const auto&... pin) {
+#pragma unroll
+      for (int k = 0; k < V; ++k) o.v[k] = from_float<Out>(f(to_float(pin.v[k])...));
+    }(load_pack<V>(in, p)...);
+    store_pack<V>(out, p, o);
+  }
+  for (int64_t i = packs * V + first; i < n; i += stride) out[i] = from_float<Out>(f(to_float(in[i])...));
+}
+
+template <class F, class Out, class... In> void map_dense(int64_t n, F f, Out* out, const In*... in) {
+  constexpr int V = kPack<Out>;
+  if (pack_aligned<V>(out) && (pack_aligned<V>(in) && ...)) {
+    map_dense_kernel<V><<<grid_for((n + V - 1) / V, kThreads), kThreads, 0, cuda::stream()>>>(n, f, out, in...);
+  } else {
+    map_dense_kernel<1><<<grid_for(n, kThreads), kThreads, 0, cuda::stream()>>>(n, f, out, in...);
+  }
+  PRIMER_CUDA_CHECK_LAUNCH();
+}
+
+// Output shape and both inputs' strides over it (stride 0 on broadcast dims), by value in kernel parameters.
+struct BroadcastLayout {
+  int ndim;
+  int64_t shape[kMaxDims];
+  int64_t a_strides[kMaxDims];
+  int64_t b_strides[kMaxDims];
+};
+
+template <class T, class F>
+__global__ void broadcast_kernel(T* out, const T* a, const T* b, BroadcastLayout l, int64_t n, F f) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t rest = i, oa = 0, ob = 0;
+    for (int d = l.ndim - 1; d >= 0; --d) {
+      const int64_t idx = rest % l.shape[d];
+      rest /= l.shape[d];
+      oa += idx * l.a_strides[d];
+      ob += idx * l.b_strides[d];
+    }
+    out[i] = from_float<T>(f(to_float(a[oa]), to_float(b[ob])));
+  }
+}
+
+}  // namespace
+
+void binary(Binary op, const StridedDesc& out, const StridedDesc& a, const StridedDesc& b) {
+  int64_t n = 1;
+  BroadcastLayout l{};
+  l.ndim = out.ndim;
+  for (int d = 0; d < out.ndim; ++d) {
+    n *= out.shape[d];
+    l.shape[d] = out.shape[d];
+    l.a_strides[d] = a.strides[d];
+    l.b_strides[d] = b.strides[d];
+  }
+  visit_float(out.dtype, [&](auto t) {
+    using T = decltype(t);
+    T* po = static_cast<T*>(out.data);
+    const T* pa = static_cast<const T*>(a.data);
+    const T* pb = static_cast<const T*>(b.data);
+    with_binary(op, [&](auto op_c) {
+      const BinaryFn<decltype(op_c)::value> f;
+      if (a.contiguous && b.contiguous) {
+        map_dense(n, f, po, pa, pb);
+      } else {
+        broadcast_kernel<<<grid_for(n, kThreads), kThreads, 0, cuda::stream()>>>(po, pa, pb, l, n, f);
+        PRIMER_CUDA_CHECK_LAUNCH();
+      }
+    });
+  });
+}
+
+void scale(void* out, const void* x, int64_t n, DType dtype, double s) {
+  visit_float(dtype, [&](auto t) {
+    using T = decltype(t);
+    map_dense(n, ScaleFn{float(s)}, static_cast<T*>(out), static_cast<const T*>(x));
+  });
+}
+
+void add_inplace(void* dst, DType dst_dtype, const void* src, DType src_dtype, int64_t n, double alpha) {
+  visit_float(dst_dtype, [&](auto d) {
+    using D = decltype(d);
+    visit_float(src_dtype, [&](auto s) {
+      using S = decltype(s);
+      D* pd = static_cast<D*>(dst);
+      map_dense(n, AxpyFn{float(alpha)}, pd, static_cast<const D*>(pd), static_cast<const S*>(src));
+    });
+  });
+}
+
+void unary(Unary op, void* y, const void* x, int64_t n, DType dtype) {
+  visit_float(dtype, [&](auto t) {
+    using T = decltype(t);
+    with_unary(op, [&](auto op_c) {
+      map_dense(n, UnaryFn<decltype(op_c)::value>{}, static_cast<T*>(y), static_cast<const T*>(x));
+    });
+  });
+}
+
+void unary_backward(Unary op, void* dx, const void* x, const void* dy, int64_t n, DType dtype) {
+  visit_float(dtype, [&](auto t) {
+    using T = decltype(t);
+    with_unary(op, [&](auto op_c) {
+      map_dense(n, UnaryGradFn<decltype(op_c)::value>{}, static_cast<T*>(dx), static_cast<const T*>(x),
+                static_cast<const T*>(dy));
+    });
+  });
+}
+
+}  // namespace primer::ops::cuda_ops

@@ -1,0 +1,120 @@
+#include <algorithm>
+
+#include "core/cuda_runtime.h"
+#include "core/ops/cuda/block_reduce.cuh"
+#include "core/ops/cuda/device_types.cuh"
+#include "core/ops/cuda/reduce.h"
+#include "core/ops/cuda/vector_io.cuh"
+#include "core/storage.h"
+
+// Every sum has a fixed order that depends only on the shape: a reduced run is cut into `splits` chunks (a constant
+// block target, not the GPU's SM count), each chunk is tree-reduced in fp32 by one block into a partial, and a second
+// pass reduces the partials the same way. No atomics.
+namespace primer::ops::cuda_ops {
+namespace {
+
+constexpr int kRowThreads = 256;
+constexpr int kColX = 32, kColY = 8;    // 32 neighbouring columns (coalesced) x 8 row lanes
+constexpr int64_t kTargetBlocks = 1024;  // fills an H100 several times over
+constexpr int64_t kMinRowChunk = 4096;  // elements per block below which splitting a row does not pay
+constexpr int64_t kMinColChunk = 64;    // rows per block likewise for column sums
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+int64_t split_count(int64_t independent_blocks, int64_t length, int64_t min_chunk) {
+  return std::clamp<int64_t>(ceil_div(kTargetBlocks, independent_blocks), 1, ceil_div(length, min_chunk));
+}
+
+// Block b reduces chunk (b % splits) of row (b / splits) of x [rows, r]; out[b] = multiplier * sum.
+template <bool Square, class In, class Out>
+__global__ void row_sum_kernel(Out* out, const In* x, int64_t r, int64_t chunk, int64_t splits, float multiplier) {
+  const int64_t row = blockIdx.x / splits, begin = (blockIdx.x % splits) * chunk;
+  const int64_t end = begin + chunk < r ? begin + chunk : r;
+  float acc = 0.f;
+  if (begin < end) row_foreach(end - begin, [&](int64_t, float v) { acc += Square ? v * v : v; }, x + row * r + begin);
+  acc = block_sum(acc);
+  if (threadIdx.x == 0) out[blockIdx.x] = from_float<Out>(acc * multiplier);
+}
+
+// x [outer, r, inner]: block (column tile, chunk, o) sums its chunk of r for 32 columns;
+// out [outer, splits, inner] = multiplier * partial sums.
+template <class In, class Out>
+__global__ void col_sum_kernel(Out* out, const In* x, int64_t r, int64_t inner, int64_t chunk, int64_t splits,
+                               float multiplier) {
+  const int64_t tiles = (inner + kColX - 1) / kColX;
+  const int64_t tile = blockIdx.x % tiles, rest = blockIdx.x / tiles;
+  const int64_t split = rest % splits, o = rest / splits;
+  const int64_t c = tile * kColX + threadIdx.x;
+  const int64_t begin = split * chunk, end = begin + chunk < r ? begin + chunk : r;
+  float acc = 0.f;
+  if (c < inner)
+    for (int64_t k = begin + threadIdx.y; k < end; k += kColY) acc += to_float(x[(o * r + k) * inner + c]);
+  __shared__ float lanes[kColY][kColX + 1];
+  lanes[threadIdx.y][threadIdx.x] = acc;
+  __syncthreads();
+  if (threadIdx.y == 0 && c < inner) {
+    float s = 0.f;
+#pragma unroll
+    for (int y = 0; y < kColY; ++y) s += lanes[y][threadIdx.x];
+    out[(o * splits + split) * inner + c] = from_float<Out>(s * multiplier);
+  }
+}
+
+// Scratch for partial sums, freed in stream order after the kernels that use it.
+std::shared_ptr<Storage> partial_buffer(int64_t floats) {
+  return allocate(Device::cuda(cuda::current_device()), size_t(floats) * sizeof(float));
+}
+
+template <class In, class Out>
+void reduce_rows(Out* out, const In* x, int64_t rows, int64_t r, bool squares, float multiplier) {
+  const int64_t splits = split_count(rows, r, kMinRowChunk);
+  auto launch = [&](auto* dst, const auto* src, int64_t length, int64_t chunk, int64_t parts, bool sq, float mult) {
+    const unsigned blocks = unsigned(rows * parts);
+    if (sq) row_sum_kernel<true><<<blocks, kRowThreads, 0, cuda::stream()>>>(dst, src, length, chunk, parts, mult);
+    else row_sum_kernel<false><<<blocks, kRowThreads, 0, cuda::stream()>>>(dst, src, length, chunk, parts, mult);
+    PRIMER_CUDA_CHECK_LAUNCH();
+  };
+  if (splits == 1) return launch(out, x, r, r, 1, squares, multiplier);
+  const auto partial = partial_buffer(rows * splits);
+  float* p = static_cast<float*>(partial->data());
+  launch(p, x, r, ceil_div(r, splits), splits, squares, 1.f);
+  launch(out, static_cast<const float*>(p), splits, splits, 1, false, multiplier);
+}
+
+template <class T> void reduce_columns(T* out, const T* x, int64_t outer, int64_t r, int64_t inner, float multiplier) {
+  const int64_t tiles = ceil_div(inner, kColX);
+  const int64_t splits = split_count(outer * tiles, r, kMinColChunk);
+  const dim3 threads(kColX, kColY);
+  if (splits == 1) {
+    col_sum_kernel<<<unsigned(outer * tiles), threads, 0, cuda::stream()>>>(out, x, r, inner, r, 1, multiplier);
+    PRIMER_CUDA_CHECK_LAUNCH();
+    return;
+  }
+  const auto partial = partial_buffer(outer * splits * inner);
+  float* p = static_cast<float*>(partial->data());
+  col_sum_kernel<<<unsigned(outer * splits * tiles), threads, 0, cuda::stream()>>>(p, x, r, inner, ceil_div(r, splits),
+                                                                                   splits, 1.f);
+  PRIMER_CUDA_CHECK_LAUNCH();
+  col_sum_kernel<<<unsigned(outer * tiles), threads, 0, cuda::stream()>>>(out, static_cast<const float*>(p), splits,
+                                                                          inner, splits, 1, multiplier);
+  PRIMER_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+void sum_dim(void* out, const void* x, DType dtype, int64_t outer, int64_t r, int64_t inner, double multiplier) {
+  visit_float(dtype, [&](auto t) {
+    using T = decltype(t);
+    if (inner == 1) reduce_rows(static_cast<T*>(out), static_cast<const T*>(x), outer, r, false, float(multiplier));
+    else reduce_columns(static_cast<T*>(out), static_cast<const T*>(x), outer, r, inner, float(multiplier));
+  });
+}
+
+void sum_all(void* out, const void* x, DType dtype, int64_t n, bool squares) {
+  visit_float(dtype, [&](auto t) {
+    using T = decltype(t);
+    reduce_rows(static_cast<float*>(out), static_cast<const T*>(x), 1, n, squares, 1.f);
+  });
+}
+
+}  // namespace primer::ops::cuda_ops
