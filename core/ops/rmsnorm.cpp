@@ -14,8 +14,9 @@ int64_t check_x_and_w(const char* op, const Tensor& x, const Tensor& w) {
                x.describe());
   const int64_t D = x.size(-1);
   if (x.is_cuda())
-    PRIMER_CHECK(D <= cuda_ops::kRmsNormMaxDim, "{}: argument 'x' is {}, the CUDA path supports a last dimension up to {}",
-                 op, x.describe(), cuda_ops::kRmsNormMaxDim);
+    PRIMER_CHECK(D <= cuda_ops::kRmsNormMaxDim,
+                 "{}: argument 'x' is {}, the CUDA path supports a last dimension up to {}", op, x.describe(),
+                 cuda_ops::kRmsNormMaxDim);
   expect(w, op, "w", x.device(), {x.dtype()});
   expect_shape(w, op, "w", {D});
   return D;
@@ -53,8 +54,8 @@ Tensor rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& w, cons
   expect_shape(rstd, op, "rstd", {rows});
   expect(dw_accum, op, "dw_accum", x.device(), {accum_dtype(x.dtype())});
   expect_shape(dw_accum, op, "dw_accum", {D});
-  PRIMER_CHECK(dw_accum.is_contiguous(), "{}: argument 'dw_accum' is a non-contiguous view {}, expected contiguous",
-               op, dw_accum.describe());
+  PRIMER_CHECK(dw_accum.is_contiguous(), "{}: argument 'dw_accum' is a non-contiguous view {}, expected contiguous", op,
+               dw_accum.describe());
   const Tensor dyc = dy.contiguous(), xc = x.contiguous(), wc = w.contiguous(), rc = rstd.contiguous();
   Tensor dx = Tensor::empty(x.shape(), x.dtype(), x.device());
   if (rows > 0) {

@@ -10,7 +10,6 @@ Tensor rmsnorm(const Tensor& x, const Tensor& w, double eps, Tensor* rstd_out);
 
 // Returns dx (like x); accumulates dw_accum (f32 [D], f64 for f64 x) += sum over rows of dy * x * rstd.
 // Deterministic on CUDA (per-block partial sums reduced in a fixed order; no float atomics).
-Tensor rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& rstd,
-                        const Tensor& dw_accum);
+Tensor rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& rstd, const Tensor& dw_accum);
 
 }  // namespace primer::ops

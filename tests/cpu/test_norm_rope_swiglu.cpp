@@ -13,7 +13,8 @@ namespace primer {
 namespace {
 
 // Expects `fn` to throw a primer::Error whose message contains every fragment.
-template <class F> void expect_error(F&& fn, std::initializer_list<const char*> fragments) {
+template <class F>
+void expect_error(F&& fn, std::initializer_list<const char*> fragments) {
   try {
     fn();
     ADD_FAILURE() << "expected an error";
@@ -56,7 +57,9 @@ TEST(RmsNorm, GradientsOfXAndW) {
   test::GradCheck check;
   check.inputs = {test::randn({5, 6}, seed), test::randn({6}, seed + 1)};  // random w, not ones
   check.names = {"x", "w"};
-  check.forward = [&](const std::vector<Tensor>& in) { return std::vector<Tensor>{ops::rmsnorm(in[0], in[1], eps, nullptr)}; };
+  check.forward = [&](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{ops::rmsnorm(in[0], in[1], eps, nullptr)};
+  };
   check.backward = [&](const std::vector<Tensor>& in, const std::vector<Tensor>& dout) {
     Tensor rstd;
     ops::rmsnorm(in[0], in[1], eps, &rstd);
@@ -148,9 +151,16 @@ TEST(Rope, BadArgumentsNameTheArgument) {
   expect_error([&] { ops::rope(x, pos.to(DType::I64), inv_freq); }, {"rope", "'positions'", "i32"});
   expect_error([&] { ops::rope(x, Tensor::zeros({2, 1}, DType::I32), inv_freq); }, {"rope", "'positions'", "[1, 2]"});
   expect_error([&] { ops::rope(x, pos, ops::rope_inv_freq(6, 1e4)); }, {"rope", "'inv_freq'", "[4]"});
-  expect_error([&] { ops::rope(Tensor::zeros({2, 3, 8}, DType::F32), pos, inv_freq); }, {"rope", "'x'", "[B, T, H, Dh]"});
-  expect_error([&] { ops::rope_backward(Tensor::zeros({1, 2, 3, 7}, DType::F32), pos, inv_freq); },
-               {"rope_backward", "'dy'", "Dh even"});
+  expect_error(
+      [&] {
+        ops::rope(Tensor::zeros({2, 3, 8}, DType::F32), pos, inv_freq);
+      },
+      {"rope", "'x'", "[B, T, H, Dh]"});
+  expect_error(
+      [&] {
+        ops::rope_backward(Tensor::zeros({1, 2, 3, 7}, DType::F32), pos, inv_freq);
+      },
+      {"rope_backward", "'dy'", "Dh even"});
   expect_error([&] { ops::rope_inv_freq(7, 1e4); }, {"rope_inv_freq", "head_dim"});
 }
 

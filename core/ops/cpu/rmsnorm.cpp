@@ -59,8 +59,8 @@ void rmsnorm_backward(const Tensor& dx, const Tensor& dw_accum, const Tensor& dy
                       const Tensor& rstd) {
   dispatch_cpu_float(x.dtype(), "rmsnorm_backward", [&](auto tag) {
     using T = decltype(tag);
-    backward<T>(dx.data<T>(), dw_accum.data<T>(), dy.data<T>(), x.data<T>(), w.data<T>(), rstd.data<T>(),
-                rstd.numel(), w.numel());
+    backward<T>(dx.data<T>(), dw_accum.data<T>(), dy.data<T>(), x.data<T>(), w.data<T>(), rstd.data<T>(), rstd.numel(),
+                w.numel());
   });
 }
 

@@ -32,8 +32,8 @@ void rotate(T* y, const T* x, const int32_t* pos, const float* inv_freq, int64_t
 void rope(const Tensor& y, const Tensor& x, const Tensor& positions, const Tensor& inv_freq, bool inverse) {
   dispatch_cpu_float(x.dtype(), "rope", [&](auto tag) {
     using T = decltype(tag);
-    rotate<T>(y.data<T>(), x.data<T>(), positions.data<int32_t>(), inv_freq.data<float>(), positions.numel(),
-              x.size(2), inv_freq.numel(), inverse);
+    rotate<T>(y.data<T>(), x.data<T>(), positions.data<int32_t>(), inv_freq.data<float>(), positions.numel(), x.size(2),
+              inv_freq.numel(), inverse);
   });
 }
 

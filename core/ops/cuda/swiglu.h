@@ -7,7 +7,6 @@
 namespace primer::ops::cuda_ops {
 
 void swiglu_forward(void* h, const void* gate, const void* up, int64_t n, DType dtype);
-void swiglu_backward(void* dgate, void* dup, const void* dh, const void* gate, const void* up, int64_t n,
-                     DType dtype);
+void swiglu_backward(void* dgate, void* dup, const void* dh, const void* gate, const void* up, int64_t n, DType dtype);
 
 }  // namespace primer::ops::cuda_ops
