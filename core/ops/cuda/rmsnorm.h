@@ -1,0 +1,19 @@
+// CUDA RMSNorm launchers (compute stream). Pointers are to contiguous memory; x/w/y/dy/dx of `dtype` (f32/bf16).
+#pragma once
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace primer::ops::cuda_ops {
+
+// The backward keeps one f32 dw partial per column of a row in shared memory: 128 KiB at this width.
+constexpr int64_t kRmsNormMaxDim = 32768;
+
+// y, x [rows, D]; w [D]; rstd f32 [rows] (may be null).
+void rmsnorm_forward(void* y, float* rstd, const void* x, const void* w, int64_t rows, int64_t D, float eps,
+                     DType dtype);
+// dx, dy, x [rows, D]; w [D]; rstd f32 [rows]; dw_accum f32 [D] += sum over rows of dy * x * rstd.
+void rmsnorm_backward(void* dx, float* dw_accum, const void* dy, const void* x, const void* w, const float* rstd,
+                      int64_t rows, int64_t D, DType dtype);
+
+}  // namespace primer::ops::cuda_ops

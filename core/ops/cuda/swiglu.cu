@@ -1,0 +1,81 @@
+
+#include "core/cuda_runtime.h"
+#include "core/ops/cuda/rowops_vec.cuh"
+#include "core/ops/cuda/swiglu.h"
+
+namespace primer::ops::cuda_ops {
+namespace {
+
+constexpr int kThreads = 256;
+
+__device__ __forceinline__ float sigmoid(float g) { return 1.f / (1.f + expf(-g)); }
+
+// Each thread handles packs of N elements, grid-stride over n / N packs.
+template <class T, int N>
+__global__ void swiglu_forward_kernel(T* __restrict__ h, const T* __restrict__ gate, const T* __restrict__ up,
+                                      int64_t packs) {
+  for (int64_t p = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; p < packs; p += int64_t(gridDim.x) * blockDim.x) {
+    Pack<T, N> g, u, out;
+    g.load(gate + p * N);
+    u.load(up + p * N);
+#pragma unroll
+    for (int k = 0; k < N; ++k) out.v[k] = g.v[k] * sigmoid(g.v[k]) * u.v[k];
+    out.store(h + p * N);
+  }
+}
+
+// dgate = dh * up * s * (1 + g * (1 - s)), dup = dh * g * s, with s = sigmoid(g).
+template <class T, int N>
+__global__ void swiglu_backward_kernel(T* __restrict__ dgate, T* __restrict__ dup, const T* __restrict__ dh,
+                                       const T* __restrict__ gate, const T* __restrict__ up, int64_t packs) {
+  for (int64_t p = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; p < packs; p += int64_t(gridDim.x) * blockDim.x) {
+    Pack<T, N> d, g, u, dg, du;
+    d.load(dh + p * N);
+    g.load(gate + p * N);
+    u.load(up + p * N);
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+      const float s = sigmoid(g.v[k]);
+      dg.v[k] = d.v[k] * u.v[k] * s * (1.f + g.v[k] * (1.f - s));
+      du.v[k] = d.v[k] * g.v[k] * s;
+    }
+    dg.store(dgate + p * N);
+    du.store(dup + p * N);
+  }
+}
+
+
+}  // namespace
+
+void swiglu_forward(void* h, const void* gate, const void* up, int64_t n, DType dtype) {
+  visit_float(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    constexpr int V = kVec16<T>;
+    auto* hp = static_cast<T*>(h);
+    const auto *gp = static_cast<const T*>(gate), *up_ = static_cast<const T*>(up);
+    if (use_vec16<T>(n, {h, gate, up})) {
+      swiglu_forward_kernel<T, V><<<grid_for(n / V, kThreads), kThreads, 0, cuda::stream()>>>(hp, gp, up_, n / V);
+    } else {
+      swiglu_forward_kernel<T, 1><<<grid_for(n, kThreads), kThreads, 0, cuda::stream()>>>(hp, gp, up_, n);
+    }
+    PRIMER_CUDA_CHECK_LAUNCH();
+  });
+}
+
+void swiglu_backward(void* dgate, void* dup, const void* dh, const void* gate, const void* up, int64_t n, DType dtype) {
+  visit_float(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    constexpr int V = kVec16<T>;
+    auto *dgp = static_cast<T*>(dgate), *dup_ = static_cast<T*>(dup);
+    const auto *dhp = static_cast<const T*>(dh), *gp = static_cast<const T*>(gate), *up_ = static_cast<const T*>(up);
+    if (use_vec16<T>(n, {dgate, dup, dh, gate, up})) {
+      swiglu_backward_kernel<T, V>
+          <<<grid_for(n / V, kThreads), kThreads, 0, cuda::stream()>>>(dgp, dup_, dhp, gp, up_, n / V);
+    } else {
+      swiglu_backward_kernel<T, 1><<<grid_for(n, kThreads), kThreads, 0, cuda::stream()>>>(dgp, dup_, dhp, gp, up_, n);
+    }
+    PRIMER_CUDA_CHECK_LAUNCH();
+  });
+}
+
+}  // namespace primer::ops::cuda_ops
