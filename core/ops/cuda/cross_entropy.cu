@@ -54,8 +54,10 @@ __device__ __forceinline__ void store4(__nv_bfloat16* p, float4 v) {
 }
 
 // Visits a row as a scalar head up to 16-byte alignment, float4 body, scalar tail: f(j, x) or f4(j, x4).
+// A bf16 gradient at the same index is then 8-byte aligned (both buffers come 256-byte aligned from the pool).
 template <class F, class F4> __device__ void for_row(const float* z, int64_t vocab, F f, F4 f4) {
-  const int64_t head = min<int64_t>(vocab, (16 - int64_t(reinterpret_cast<uintptr_t>(z) % 16)) % 16 / 4);
+  const int64_t misaligned = int64_t(reinterpret_cast<uintptr_t>(z) % 16) / 4;  // floats past a 16-byte boundary
+  const int64_t head = misaligned == 0 ? 0 : (4 - misaligned < vocab ? 4 - misaligned : vocab);
   const int64_t body = (vocab - head) / 4 * 4;
   for (int64_t j = threadIdx.x; j < head; j += blockDim.x) f(j, z[j]);
   const float4* z4 = reinterpret_cast<const float4*>(z + head);
