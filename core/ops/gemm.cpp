@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/cuda_runtime.h"
 #include "core/ops/cpu/gemm.h"
 #include "core/ops/cuda/gemm.h"
 #include "core/ops/dispatch.h"
@@ -89,6 +90,10 @@ void gemm(const Tensor& A, bool trans_a, const Tensor& B, bool trans_b, const Te
   }
   if (C.is_cpu()) cpu::gemm(g);
   else PRIMER_ON_CUDA(cuda_ops::gemm(g));
+}
+
+void set_gemm_autotune([[maybe_unused]] bool enabled) {  // unused in CPU-only builds
+  if (cuda::compiled()) PRIMER_ON_CUDA(cuda_ops::set_autotune(enabled));
 }
 
 Tensor matmul(const Tensor& A, const Tensor& B, bool trans_a, bool trans_b) {

@@ -20,6 +20,11 @@ Tensor linear(const Tensor& x, const Tensor& W);
 // += dy^T @ x when defined.
 void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& W, Tensor* dx, const Tensor& dW_accum);
 
+// CUDA: while enabled, the first gemm of each new layout times every cuBLASLt candidate once (waiting for the GPU)
+// and later calls run the fastest; otherwise the heuristic's first choice. Turn on for a warm-up step, not inside
+// captured or latency-critical code. No effect in CPU-only builds.
+void set_gemm_autotune(bool enabled);
+
 // The validated backend description of gemm(A, ...) for tensors already in a usable layout (benchmarks use it to
 // time cuBLASLt's alternative algorithms on the exact call gemm() makes).
 GemmArgs gemm_args(const Tensor& A, bool trans_a, const Tensor& B, bool trans_b, const Tensor& C, double alpha,

@@ -77,6 +77,22 @@ TEST(GemmCuda, AccumulatesIntoF32WithBetaOne) {
   expect_matches(dW, expected, kF32Tol, "dW");
 }
 
+TEST(GemmCuda, AutotuningNeverTouchesTheCallersOutput) {
+  PRIMER_REQUIRE_CUDA();
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const Device gpu = Device::cuda();
+  // A layout no other test uses, so this call creates (and tunes) its plan: beta = 1 must accumulate exactly once.
+  const Tensor A = test::randn({2, 61, 83}, seed, DType::BF16, gpu), B = test::randn({2, 83, 59}, seed + 1, DType::BF16, gpu);
+  const Tensor C = test::randn({2, 61, 59}, seed + 2, DType::F32, gpu);
+  const Tensor expected = cpu_f64(C);
+  ops::set_gemm_autotune(true);
+  ops::gemm(A, false, B, false, C, 1.0, 1.0);
+  ops::set_gemm_autotune(false);
+  ops::gemm(cpu_f64(A), false, cpu_f64(B), false, expected, 1.0, 1.0);
+  expect_matches(C, expected, kF32Tol, "C");
+}
+
 TEST(GemmCuda, TakesStridedSlicesOfA) {
   PRIMER_REQUIRE_CUDA();
   const uint64_t seed = test::fresh_seed();

@@ -30,6 +30,7 @@ int main() {
   const double flops = 6.0 * double(n) * double(d) * double(vocab);
   const double logits_gib = double(n) * double(vocab) * 4 / double(1 << 30);
 
+  ops::set_gemm_autotune(true);  // as a trainer's warm-up step would; the first call per chunk size tunes its GEMMs
   std::vector<bench::Row> rows;
   for (int64_t chunk : {2048, 4096, 8192}) {
     Tensor dx;

@@ -5,12 +5,14 @@
 #include <cublasLt.h>
 
 #include <array>
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <vector>
 
 #include "core/check.h"
 #include "core/cuda_runtime.h"
+#include "core/storage.h"
 
 namespace primer::ops::cuda_ops {
 namespace {
@@ -58,7 +60,11 @@ struct Plan {
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;  // in cuBLAS's column-major terms (see make_plan)
   std::vector<cublasLtMatmulHeuristicResult_t> algorithms;
+  size_t chosen = 0;  // what gemm() runs: the heuristic's first, or the fastest once tuned
+  bool tuned = false;
 };
+
+std::atomic<bool> autotune_enabled{false};
 
 using PlanKey = std::array<int64_t, 19>;
 
@@ -121,6 +127,43 @@ Plan make_plan(const DeviceContext& ctx, const GemmArgs& g) {
   return p;
 }
 
+cublasStatus_t run(const DeviceContext& ctx, const Plan& p, const GemmArgs& g, const cublasLtMatmulAlgo_t& algo) {
+  const float alpha = float(g.alpha), beta = float(g.beta);
+  return cublasLtMatmul(ctx.handle, p.op, &alpha, g.b, p.a, g.a, p.b, &beta, g.c, p.c, g.c, p.c, &algo,
+                        ctx.workspace, kWorkspaceBytes, cuda::stream());
+}
+
+// Times every candidate on a scratch copy of C's layout (so beta = 1 never accumulates twice into the caller's C)
+// and keeps the fastest. Waits for the GPU: only runs while autotuning is enabled, once per layout.
+void tune(const DeviceContext& ctx, Plan& p, GemmArgs g) {
+  const int64_t c_elems = (g.batch - 1) * g.stride_c + (g.m - 1) * g.ldc + g.n;
+  const auto scratch = allocate(Device::cuda(cuda::current_device()), size_t(c_elems) * dtype_size(g.c_type));
+  g.c = scratch->data();
+  cudaEvent_t start, stop;
+  PRIMER_CUDA_CHECK(cudaEventCreate(&start));
+  PRIMER_CUDA_CHECK(cudaEventCreate(&stop));
+  constexpr int kRuns = 5;
+  float best_ms = 0;
+  bool any = false;
+  for (size_t i = 0; i < p.algorithms.size(); ++i) {
+    if (run(ctx, p, g, p.algorithms[i].algo) != CUBLAS_STATUS_SUCCESS) continue;  // warm-up, and skip what fails
+    PRIMER_CUDA_CHECK(cudaEventRecord(start, cuda::stream()));
+    for (int r = 0; r < kRuns; ++r) PRIMER_CUBLAS_CHECK(run(ctx, p, g, p.algorithms[i].algo));
+    PRIMER_CUDA_CHECK(cudaEventRecord(stop, cuda::stream()));
+    PRIMER_CUDA_CHECK(cudaEventSynchronize(stop));
+    float ms = 0;
+    PRIMER_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    if (!any || ms < best_ms) {
+      best_ms = ms;
+      p.chosen = i;
+      any = true;
+    }
+  }
+  PRIMER_CUDA_CHECK(cudaEventDestroy(start));
+  PRIMER_CUDA_CHECK(cudaEventDestroy(stop));
+  p.tuned = true;
+}
+
 const Plan& plan_for(const DeviceContext& ctx, const GemmArgs& g) {
   static std::mutex mu;
   static std::map<PlanKey, Plan> plans;
@@ -128,13 +171,8 @@ const Plan& plan_for(const DeviceContext& ctx, const GemmArgs& g) {
   std::lock_guard<std::mutex> lock(mu);
   auto it = plans.find(key);
   if (it == plans.end()) it = plans.emplace(key, make_plan(ctx, g)).first;
+  if (autotune_enabled && !it->second.tuned) tune(ctx, it->second, g);
   return it->second;
-}
-
-cublasStatus_t run(const DeviceContext& ctx, const Plan& p, const GemmArgs& g, const cublasLtMatmulAlgo_t& algo) {
-  const float alpha = float(g.alpha), beta = float(g.beta);
-  return cublasLtMatmul(ctx.handle, p.op, &alpha, g.b, p.a, g.a, p.b, &beta, g.c, p.c, g.c, p.c, &algo,
-                        ctx.workspace, kWorkspaceBytes, cuda::stream());
 }
 
 }  // namespace
@@ -142,8 +180,10 @@ cublasStatus_t run(const DeviceContext& ctx, const Plan& p, const GemmArgs& g, c
 void gemm(const GemmArgs& g) {
   const DeviceContext& ctx = device_context();
   const Plan& p = plan_for(ctx, g);
-  PRIMER_CUBLAS_CHECK(run(ctx, p, g, p.algorithms[0].algo));
+  PRIMER_CUBLAS_CHECK(run(ctx, p, g, p.algorithms[p.chosen].algo));
 }
+
+void set_autotune(bool enabled) { autotune_enabled = enabled; }
 
 int gemm_algorithm_count(const GemmArgs& g) { return int(plan_for(device_context(), g).algorithms.size()); }
 

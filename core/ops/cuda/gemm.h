@@ -7,8 +7,10 @@
 namespace primer::ops::cuda_ops {
 
 void gemm(const GemmArgs& g);
+// See ops::set_gemm_autotune.
+void set_autotune(bool enabled);
 
-// For benchmarks: how many algorithms the heuristic proposes for this layout (up to 32; gemm() runs number 0),
+// For benchmarks: how many algorithms the heuristic proposes for this layout (up to 32, in the heuristic's order),
 // and a run with algorithm `index`. Returns false when that algorithm cannot run the problem.
 int gemm_algorithm_count(const GemmArgs& g);
 bool gemm_with_algorithm(const GemmArgs& g, int index);
