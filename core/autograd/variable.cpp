@@ -32,7 +32,9 @@ void accumulate_grad(const Var& v, const Tensor& g) {
   } else if (!v->grad.defined()) {
     v->grad = g;  // first contributor assigns
   } else {
-    v->grad = ops::add(v->grad.to(DType::F32), g.to(DType::F32));  // paths merge; never mutate a shared tensor
+    // Paths merge: a new sum (never mutate a tensor another node may hold), in the gradient's dtype, which
+    // follows the activation's as in every mixed-precision framework.
+    v->grad = ops::add(v->grad, g.to(v->grad.dtype()));
   }
 }
 
