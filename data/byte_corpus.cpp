@@ -1,5 +1,7 @@
 #include "data/byte_corpus.h"
 
+#include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 
@@ -8,10 +10,26 @@
 
 namespace primer::data {
 
+namespace {
+void append_file(const std::filesystem::path& file, std::vector<uint8_t>& bytes) {
+  std::ifstream in(file, std::ios::binary);
+  PRIMER_CHECK(in.good(), "cannot open corpus file '{}'", file.string());
+  bytes.insert(bytes.end(), std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  bytes.push_back('\n');
+}
+}  // namespace
+
 ByteCorpus::ByteCorpus(const std::string& path, double heldout_fraction) : path_(path) {
-  std::ifstream in(path, std::ios::binary);
-  PRIMER_CHECK(in.good(), "cannot open corpus file '{}'", path);
-  bytes_.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  PRIMER_CHECK(std::filesystem::exists(path), "corpus '{}' does not exist", path);
+  if (std::filesystem::is_directory(path)) {
+    std::vector<std::filesystem::path> files;  // regular files only: symlinked aliases would repeat text
+    for (const auto& e : std::filesystem::directory_iterator(path))
+      if (e.is_regular_file() && !e.is_symlink()) files.push_back(e.path());
+    std::sort(files.begin(), files.end());
+    for (const auto& f : files) append_file(f, bytes_);
+  } else {
+    append_file(path, bytes_);
+  }
   PRIMER_CHECK(heldout_fraction > 0 && heldout_fraction < 1, "held-out fraction {} must be in (0, 1)", heldout_fraction);
   split_ = int64_t(double(bytes_.size()) * (1.0 - heldout_fraction));
 }

@@ -1,4 +1,4 @@
-// A text file read as bytes (token id = byte value, vocabulary 256): the corpus of the built-in default run
+// A text file, or every regular file of a directory in name order, read as bytes (token id = byte value, vocabulary 256): the corpus of the built-in default run
 // until the BPE tokenizer lands. The last `heldout_fraction` of the file is held out for evaluation.
 // Training windows are drawn from the counter RNG keyed by (seed, step), so a run is reproducible and resumable.
 #pragma once
@@ -10,7 +10,7 @@ namespace primer::data {
 
 class ByteCorpus {
  public:
-  ByteCorpus(const std::string& path, double heldout_fraction);
+  ByteCorpus(const std::string& path, double heldout_fraction);  // path: a file or a directory
   // Fills ids/targets (size B*T, row-major [B, T]) with windows of the training part; targets are ids shifted by one.
   void train_batch(uint64_t seed, int64_t step, int64_t batch, int64_t seq, std::vector<int32_t>& ids,
                    std::vector<int32_t>& targets) const;

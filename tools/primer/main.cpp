@@ -12,7 +12,7 @@ int main(int argc, char** argv) {
 
   primer::recipes::DefaultRunOptions run;
   CLI::App* train = app.add_subcommand("train", "train a model (with no recipe: the built-in default run)");
-  train->add_option("--corpus", run.corpus, "text file to train on (default: a license text every Debian ships)");
+  train->add_option("--corpus", run.corpus, "text file to train on (file or directory; default: the license texts every Debian ships)");
   train->add_option("--device", run.device, "auto, cpu or cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   train->add_option("--out", run.out_dir, "run directory (metrics.jsonl)");
   train->add_option("--steps", run.steps, "optimizer steps")->check(CLI::PositiveNumber);
