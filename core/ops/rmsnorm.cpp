@@ -13,10 +13,14 @@ int64_t check_x_and_w(const char* op, const Tensor& x, const Tensor& w) {
   PRIMER_CHECK(x.dim() >= 1 && x.size(-1) > 0, "{}: argument 'x' is {}, expected a non-empty last dimension", op,
                x.describe());
   const int64_t D = x.size(-1);
-  if (x.is_cuda())
-    PRIMER_CHECK(D <= cuda_ops::kRmsNormMaxDim,
-                 "{}: argument 'x' is {}, the CUDA path supports a last dimension up to {}", op, x.describe(),
-                 cuda_ops::kRmsNormMaxDim);
+  if (x.is_cuda()) {
+    const int64_t vec = 16 / int64_t(dtype_size(x.dtype()));  // elements per 16-byte pack
+    const int64_t max_d = cuda_ops::kRmsNormMaxPacks * (D % vec == 0 ? vec : 1);
+    PRIMER_CHECK(D <= max_d,
+                 "{}: argument 'x' is {}, the CUDA path supports a last dimension up to {} when it is a multiple of "
+                 "{}, else up to {}",
+                 op, x.describe(), cuda_ops::kRmsNormMaxPacks * vec, vec, cuda_ops::kRmsNormMaxPacks);
+  }
   expect(w, op, "w", x.device(), {x.dtype()});
   expect_shape(w, op, "w", {D});
   return D;

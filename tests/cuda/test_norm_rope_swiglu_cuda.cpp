@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "core/ops/rmsnorm.h"
 #include "core/ops/rope.h"
@@ -52,12 +53,13 @@ struct Case {
 TEST(RmsNormCuda, MatchesCpuForwardAndBackward) {
   PRIMER_REQUIRE_CUDA();
   const double eps = 1e-6;
-  // q/k-norm (128), hidden sizes (1024, 4096), odd widths: 1000 (a multiple of 8), 4100 (of 4 only), 1003 and 37
-  // (scalar path); one row and many rows; warp-per-row and block-per-row layouts.
-  const std::vector<Case> cases = {{1, 128},    {3000, 128}, {257, 1024}, {1, 4096}, {300, 4096},
-                                   {129, 1000}, {65, 4100},  {33, 1003},  {1, 37},   {2049, 37}};
+  // q/k-norm (128), hidden sizes (1024, 4096, 8192, 16384), odd widths: 1000 (a multiple of 8), 2044 (of 4 only),
+  // 1003 and 37 (single elements); one row and many rows; 1 to 8 packs per thread, one or several rows per block.
+  const std::vector<Case> cases = {{1, 128},   {3000, 128}, {257, 1024}, {1, 4096},  {300, 4096}, {9, 8192},
+                                   {5, 16384}, {129, 1000}, {65, 2044},  {33, 1003}, {1, 37},     {2049, 37}};
   for (DType dt : {DType::F32, DType::BF16}) {
     for (const Case& c : cases) {
+      if (dt == DType::F32 && c.D > 8192) continue;  // f32 rows hold at most 2048 packs of 4
       const uint64_t seed = test::fresh_seed();
       SCOPED_TRACE(std::string(dtype_name(dt)) + " [" + std::to_string(c.rows) + ", " + std::to_string(c.D) +
                    "] seed " + std::to_string(seed));
@@ -99,7 +101,15 @@ TEST(RmsNormCuda, BackwardIsDeterministic) {
   }
 }
 
-// A view that starts one element into its storage is contiguous but not 16-byte aligned: the scalar path runs.
+TEST(RmsNormCuda, RowsBeyondTheRegisterBudgetAreRefused) {
+  PRIMER_REQUIRE_CUDA();
+  for (auto [dt, D] : {std::pair{DType::F32, int64_t(8196)}, std::pair{DType::BF16, int64_t(2050)}}) {
+    Tensor x = Tensor::zeros({2, D}, dt, kGpu), w = Tensor::zeros({D}, dt, kGpu);
+    EXPECT_THROW(ops::rmsnorm(x, w, 1e-6, nullptr), Error) << dtype_name(dt) << " D = " << D;
+  }
+}
+
+// A view that starts one element into its storage is contiguous but not 16-byte aligned: narrow packs are used.
 TEST(RmsNormCuda, UnalignedViewsMatchCpu) {
   PRIMER_REQUIRE_CUDA();
   const uint64_t seed = test::fresh_seed();

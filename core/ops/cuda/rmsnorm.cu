@@ -6,27 +6,29 @@
 #include "core/ops/cuda/rowops_vec.cuh"
 #include "core/storage.h"
 
-// Rows are handled by a "row group": one warp (short rows, several rows per block) or the whole block (long rows).
-// Each thread of a group owns the packs lane, lane + group size, ... of its row and re-reads them from L1 in the
-// second pass rather than holding them in registers.
+// Each row is handled by a "row group" of consecutive threads (a multiple of 32, at most 256); short rows share a
+// block. A thread owns packs lane, lane + group size, ... (at most P of them) and keeps them in registers between
+// the reduction and the output pass, so every byte of x and dy is read from memory once.
 namespace primer::ops::cuda_ops {
 namespace {
 
 constexpr int kWarp = 32;
-constexpr int kWarpRowsPerBlock = 8;  // warp mode: 8 rows per 256-thread block
-constexpr int kMaxPacksPerLane = 4;   // rows of up to 32 * 4 packs use a warp, longer ones a block
+constexpr int kMaxRowThreads = 256;  // also the block size the layout aims for
+constexpr int kMaxPacksPerThread = kRmsNormMaxPacks / kMaxRowThreads;
 
-struct Launch {
-  bool block_per_row;
-  int threads;  // block size
+struct Layout {
+  int packs_per_thread;  // P: 1, 2, 4 or 8
+  int row_threads;       // threads per row group
   int rows_per_block;
+  int threads() const { return row_threads * rows_per_block; }
 };
 
-Launch launch_for(int64_t packs) {
-  if (packs <= int64_t(kWarp) * kMaxPacksPerLane) return {false, kWarp * kWarpRowsPerBlock, kWarpRowsPerBlock};
-  // About two packs per thread: enough loads in flight without idle threads on short rows.
-  const int64_t want = (packs / 2 + kWarp - 1) / kWarp * kWarp;
-  return {true, int(want < 1024 ? want : 1024), 1};
+// The fewest packs per thread that keep a row within kMaxRowThreads threads.
+Layout layout_for(int64_t packs) {
+  int P = 1;
+  while (P < kMaxPacksPerThread && (packs + P - 1) / P > kMaxRowThreads) P *= 2;
+  const int row_threads = int(((packs + P - 1) / P + kWarp - 1) / kWarp * kWarp);
+  return {P, row_threads, kMaxRowThreads / row_threads};
 }
 
 __device__ __forceinline__ float warp_sum(float v) {
@@ -35,112 +37,114 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;  // identical in every lane: each butterfly step adds the same two values in both lanes
 }
 
-// Sum over the row group; every thread of the group gets the same value. `scratch` holds 32 floats.
-template <bool kBlockRow>
-__device__ __forceinline__ float group_sum(float v, float* scratch) {
+// Sum over each row group of `row_threads` consecutive threads; every thread receives its group's sum. Groups wider
+// than a warp meet in `scratch` (one float per warp), so all threads of the block must call this together.
+__device__ __forceinline__ float group_sum(float v, int row_threads, float* scratch) {
   v = warp_sum(v);
-  if constexpr (kBlockRow) {
-    const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
-    __syncthreads();  // the previous call's readers are done with scratch
-    if (lane == 0) scratch[warp] = v;
-    __syncthreads();
-    v = warp_sum(lane < int(blockDim.x / kWarp) ? scratch[lane] : 0.f);
-  }
-  return v;
-}
-
-template <bool kBlockRow>
-struct RowGroup {
-  int size, lane, index, per_block;
-  __device__ RowGroup()
-      : size(kBlockRow ? int(blockDim.x) : kWarp),
-        lane(kBlockRow ? int(threadIdx.x) : int(threadIdx.x % kWarp)),
-        index(kBlockRow ? 0 : int(threadIdx.x / kWarp)),
-        per_block(kBlockRow ? 1 : int(blockDim.x / kWarp)) {}
-};
-
-template <class T, int N, bool kBlockRow>
-__global__ void rmsnorm_forward_kernel(T* __restrict__ y, float* __restrict__ rstd, const T* __restrict__ x,
-                                       const T* __restrict__ w, int64_t rows, int D, float eps) {
-  __shared__ float scratch[kWarp];
-  const RowGroup<kBlockRow> g;
-  const int64_t row = int64_t(blockIdx.x) * g.per_block + g.index;
-  if (row >= rows) return;  // only in warp mode, where a whole warp leaves together
-  const int packs = D / N;
-  const T* xr = x + row * D;
-
-  float sum_sq = 0;
-  for (int p = g.lane; p < packs; p += g.size) {
-    Pack<T, N> a;
-    a.load(xr + p * N);
-#pragma unroll
-    for (int k = 0; k < N; ++k) sum_sq += a.v[k] * a.v[k];
-  }
-  const float rs = rsqrtf(group_sum<kBlockRow>(sum_sq, scratch) / float(D) + eps);
-  if (rstd && g.lane == 0) rstd[row] = rs;
-
-  for (int p = g.lane; p < packs; p += g.size) {
-    Pack<T, N> a, wp, out;
-    a.load(xr + p * N);
-    wp.load(w + p * N);
-#pragma unroll
-    for (int k = 0; k < N; ++k) out.v[k] = wp.v[k] * (a.v[k] * rs);
-    out.store(y + row * D + p * N);
-  }
-}
-
-// dx = rstd * (g - xhat * mean(g * xhat)) with xhat = x * rstd, g = dy * w. Each row group also sums dy * xhat
-// over its rows into its own shared-memory slice; at the end the block writes the sum of its slices to
-// dw_partial[blockIdx.x]. Slices are laid out component-major (element k of pack p at k * packs + p) so that the
-// lanes of a warp hit consecutive banks.
-template <class T, int N, bool kBlockRow>
-__global__ void rmsnorm_backward_kernel(T* __restrict__ dx, float* __restrict__ dw_partial, const T* __restrict__ dy,
-                                        const T* __restrict__ x, const T* __restrict__ w,
-                                        const float* __restrict__ rstd, int64_t rows, int D) {
-  extern __shared__ float dw_slices[];  // [groups per block][D]
-  __shared__ float scratch[kWarp];
-  const RowGroup<kBlockRow> g;
-  const int packs = D / N;
-  float* dw_acc = dw_slices + int64_t(g.index) * D;
-  for (int p = g.lane; p < packs; p += g.size)
-#pragma unroll
-    for (int k = 0; k < N; ++k) dw_acc[k * packs + p] = 0.f;
-
-  for (int64_t row = int64_t(blockIdx.x) * g.per_block + g.index; row < rows; row += int64_t(gridDim.x) * g.per_block) {
-    const float rs = rstd[row];
-    const T* xr = x + row * D;
-    const T* dyr = dy + row * D;
-    float dot = 0;
-    for (int p = g.lane; p < packs; p += g.size) {
-      Pack<T, N> a, d, wp;
-      a.load(xr + p * N);
-      d.load(dyr + p * N);
-      wp.load(w + p * N);
-#pragma unroll
-      for (int k = 0; k < N; ++k) dot += d.v[k] * wp.v[k] * a.v[k];
-    }
-    const float mean_dot = group_sum<kBlockRow>(dot, scratch) * rs / float(D);
-    for (int p = g.lane; p < packs; p += g.size) {
-      Pack<T, N> a, d, wp, out;
-      a.load(xr + p * N);
-      d.load(dyr + p * N);
-      wp.load(w + p * N);
-#pragma unroll
-      for (int k = 0; k < N; ++k) {
-        const float xhat = a.v[k] * rs;
-        out.v[k] = rs * (d.v[k] * wp.v[k] - xhat * mean_dot);
-        dw_acc[k * packs + p] += d.v[k] * xhat;
-      }
-      out.store(dx + row * D + p * N);
-    }
-  }
-
+  if (row_threads == kWarp) return v;
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, warps_per_group = row_threads / kWarp;
+  __syncthreads();  // the previous call's readers are done with scratch
+  if (lane == 0) scratch[warp] = v;
   __syncthreads();
-  for (int c = threadIdx.x; c < D; c += blockDim.x) {
-    const int slot = (c % N) * packs + c / N;
-    float s = 0;
-    for (int i = 0; i < g.per_block; ++i) s += dw_slices[int64_t(i) * D + slot];
-    dw_partial[int64_t(blockIdx.x) * D + c] = s;
+  const int first = warp / warps_per_group * warps_per_group;
+  return warp_sum(lane < warps_per_group ? scratch[first + lane] : 0.f);
+}
+
+template <class T, int N, bool kWide, int P>
+__global__ void __launch_bounds__(kMaxRowThreads)
+    rmsnorm_forward_kernel(T* __restrict__ y, float* __restrict__ rstd, const T* __restrict__ x,
+                           const T* __restrict__ w, int64_t rows, int D, int row_threads, float eps) {
+  __shared__ float scratch[kMaxRowThreads / kWarp];
+  const int lane = threadIdx.x % row_threads, packs = D / N;
+  const int64_t row = int64_t(blockIdx.x) * (blockDim.x / row_threads) + threadIdx.x / row_threads;
+  const bool active = row < rows;  // idle groups of the last block still take part in group_sum
+
+  Pack<T, N, kWide> xs[P];
+  float sum_sq = 0;
+#pragma unroll
+  for (int j = 0; j < P; ++j) {
+    const int p = lane + j * row_threads;
+    if (active && p < packs) {
+      xs[j].load(x + row * D + p * N);
+#pragma unroll
+      for (int k = 0; k < N; ++k) sum_sq += xs[j][k] * xs[j][k];
+    }
+  }
+  const float rs = rsqrtf(group_sum(sum_sq, row_threads, scratch) / float(D) + eps);
+  if (!active) return;
+  if (rstd && lane == 0) rstd[row] = rs;
+#pragma unroll
+  for (int j = 0; j < P; ++j) {
+    const int p = lane + j * row_threads;
+    if (p < packs) {
+      Pack<T, N, kWide> wp, out;
+      wp.load(w + p * N);
+#pragma unroll
+      for (int k = 0; k < N; ++k) out.set(k, wp[k] * (xs[j][k] * rs));
+      out.store(y + row * D + p * N);
+    }
+  }
+}
+
+// dx = rstd * (g - xhat * mean(g * xhat)) with xhat = x * rstd, g = dy * w. Blocks stride over the rows; each thread
+// sums dy * xhat for the columns it owns in registers and finally writes them to its group's row of dw_partial
+// ([gridDim.x * groups per block, D]), which sum_partials_kernel reduces in a fixed order.
+template <class T, int N, bool kWide, int P>
+__global__ void __launch_bounds__(kMaxRowThreads)
+    rmsnorm_backward_kernel(T* __restrict__ dx, float* __restrict__ dw_partial, const T* __restrict__ dy,
+                            const T* __restrict__ x, const T* __restrict__ w, const float* __restrict__ rstd,
+                            int64_t rows, int D, int row_threads) {
+  __shared__ float scratch[kMaxRowThreads / kWarp];
+  const int lane = threadIdx.x % row_threads, group = threadIdx.x / row_threads;
+  const int groups = blockDim.x / row_threads, packs = D / N;
+
+  Pack<T, N, kWide> ws[P];
+#pragma unroll
+  for (int j = 0; j < P; ++j)
+    if (lane + j * row_threads < packs) ws[j].load(w + (lane + j * row_threads) * N);
+  float dw[P][N] = {};
+
+  // Every thread runs the same number of iterations: group_sum synchronises the block.
+  for (int64_t first = int64_t(blockIdx.x) * groups; first < rows; first += int64_t(gridDim.x) * groups) {
+    const int64_t row = first + group;
+    const bool active = row < rows;
+    const float rs = active ? rstd[row] : 0.f;
+    Pack<T, N, kWide> xs[P], ds[P];
+    float dot = 0;
+#pragma unroll
+    for (int j = 0; j < P; ++j) {
+      const int p = lane + j * row_threads;
+      if (active && p < packs) {
+        xs[j].load(x + row * D + p * N);
+        ds[j].load(dy + row * D + p * N);
+#pragma unroll
+        for (int k = 0; k < N; ++k) dot += ds[j][k] * ws[j][k] * xs[j][k];
+      }
+    }
+    const float mean_dot = group_sum(dot, row_threads, scratch) * rs / float(D);
+#pragma unroll
+    for (int j = 0; j < P; ++j) {
+      const int p = lane + j * row_threads;
+      if (active && p < packs) {
+        Pack<T, N, kWide> out;
+#pragma unroll
+        for (int k = 0; k < N; ++k) {
+          const float xhat = xs[j][k] * rs;
+          out.set(k, rs * (ds[j][k] * ws[j][k] - xhat * mean_dot));
+          dw[j][k] += ds[j][k] * xhat;
+        }
+        out.store(dx + row * D + p * N);
+      }
+    }
+  }
+
+  float* part = dw_partial + (int64_t(blockIdx.x) * groups + group) * D;
+#pragma unroll
+  for (int j = 0; j < P; ++j) {
+    const int p = lane + j * row_threads;
+    if (p < packs)
+#pragma unroll
+      for (int k = 0; k < N; ++k) part[p * N + k] = dw[j][k];
   }
 }
 
@@ -172,57 +176,64 @@ int sm_count() {
   return count;
 }
 
-
-template <class T, int N, bool kBlockRow>
-void forward_with(const Launch& l, T* y, float* rstd, const T* x, const T* w, int64_t rows, int D, float eps) {
+template <class T, int N, bool kWide, int P>
+void forward_with(const Layout& l, T* y, float* rstd, const T* x, const T* w, int64_t rows, int D, float eps) {
   const int64_t blocks = (rows + l.rows_per_block - 1) / l.rows_per_block;
-  rmsnorm_forward_kernel<T, N, kBlockRow>
-      <<<unsigned(blocks), l.threads, 0, cuda::stream()>>>(y, rstd, x, w, rows, D, eps);
+  rmsnorm_forward_kernel<T, N, kWide, P>
+      <<<unsigned(blocks), l.threads(), 0, cuda::stream()>>>(y, rstd, x, w, rows, D, l.row_threads, eps);
   PRIMER_CUDA_CHECK_LAUNCH();
 }
 
-template <class T, int N, bool kBlockRow>
-void backward_with(const Launch& l, T* dx, float* dw, const T* dy, const T* x, const T* w, const float* rstd,
+template <class T, int N, bool kWide, int P>
+void backward_with(const Layout& l, T* dx, float* dw, const T* dy, const T* x, const T* w, const float* rstd,
                    int64_t rows, int D) {
-  auto kernel = rmsnorm_backward_kernel<T, N, kBlockRow>;
-  const size_t smem = size_t(l.rows_per_block) * size_t(D) * sizeof(float);
-  if (smem > 48 * 1024)
-    PRIMER_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  auto kernel = rmsnorm_backward_kernel<T, N, kWide, P>;
   int per_sm = 0;
-  PRIMER_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, l.threads, smem));
+  PRIMER_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, l.threads(), 0));
   const int64_t needed = (rows + l.rows_per_block - 1) / l.rows_per_block;
   const int64_t resident = int64_t(sm_count()) * (per_sm > 0 ? per_sm : 1);
-  const int parts = int(needed < resident ? needed : resident);
+  const int blocks = int(needed < resident ? needed : resident);
+  const int parts = blocks * l.rows_per_block;
 
   // Scratch from the stream-ordered pool; its free is ordered after the kernels below.
   const std::shared_ptr<Storage> partial =
       allocate(Device::cuda(cuda::current_device()), size_t(parts) * size_t(D) * sizeof(float));
   auto* partial_ptr = static_cast<float*>(partial->data());
-  kernel<<<unsigned(parts), l.threads, smem, cuda::stream()>>>(dx, partial_ptr, dy, x, w, rstd, rows, D);
+  kernel<<<unsigned(blocks), l.threads(), 0, cuda::stream()>>>(dx, partial_ptr, dy, x, w, rstd, rows, D, l.row_threads);
   PRIMER_CUDA_CHECK_LAUNCH();
   sum_partials_kernel<<<unsigned((D + kWarp - 1) / kWarp), dim3(kWarp, kSumSlices), 0, cuda::stream()>>>(
       dw, partial_ptr, parts, D);
   PRIMER_CUDA_CHECK_LAUNCH();
 }
 
-template <int N>
-using PackWidth = std::integral_constant<int, N>;
-template <bool B>
-using BlockRow = std::integral_constant<bool, B>;
+template <auto V>
+using Const = std::integral_constant<decltype(V), V>;
 
-// Calls fn(PackWidth<N>, BlockRow<kBlockRow>, launch) for the pack width and row-group kind that fit D.
+// Calls fn(Const<N>, Const<kWide>, Const<P>, layout) for the pack kind and packs per thread that fit a row of D:
+// wide 16-byte packs when D is a multiple of one and the data is aligned, narrow packs of the same width when only
+// the alignment is missing, single elements otherwise.
 template <class T, class F>
-void with_layout(int64_t D, bool vec16, F&& fn) {
+void with_layout(int64_t D, bool aligned, F&& fn) {
   constexpr int V = kVec16<T>;
-  const Launch l = launch_for(vec16 ? D / V : D);
-  if (vec16 && l.block_per_row)
-    fn(PackWidth<V>{}, BlockRow<true>{}, l);
-  else if (vec16)
-    fn(PackWidth<V>{}, BlockRow<false>{}, l);
-  else if (l.block_per_row)
-    fn(PackWidth<1>{}, BlockRow<true>{}, l);
+  auto by_packs_per_thread = [&](auto n, auto wide) {
+    const Layout l = layout_for(D / decltype(n)::value);
+    switch (l.packs_per_thread) {
+      case 1:
+        return fn(n, wide, Const<1>{}, l);
+      case 2:
+        return fn(n, wide, Const<2>{}, l);
+      case 4:
+        return fn(n, wide, Const<4>{}, l);
+      default:
+        return fn(n, wide, Const<kMaxPacksPerThread>{}, l);
+    }
+  };
+  if (D % V != 0)
+    by_packs_per_thread(Const<1>{}, Const<false>{});
+  else if (aligned)
+    by_packs_per_thread(Const<V>{}, Const<true>{});
   else
-    fn(PackWidth<1>{}, BlockRow<false>{}, l);
+    by_packs_per_thread(Const<V>{}, Const<false>{});
 }
 
 }  // namespace
@@ -231,8 +242,8 @@ void rmsnorm_forward(void* y, float* rstd, const void* x, const void* w, int64_t
                      DType dtype) {
   visit_float(dtype, [&](auto tag) {
     using T = decltype(tag);
-    with_layout<T>(D, use_vec16<T>(D, {y, x, w}), [&](auto n, auto block_row, const Launch& l) {
-      forward_with<T, decltype(n)::value, decltype(block_row)::value>(
+    with_layout<T>(D, aligned16({y, x, w}), [&](auto n, auto wide, auto P, const Layout& l) {
+      forward_with<T, decltype(n)::value, decltype(wide)::value, decltype(P)::value>(
           l, static_cast<T*>(y), rstd, static_cast<const T*>(x), static_cast<const T*>(w), rows, int(D), eps);
     });
   });
@@ -242,8 +253,8 @@ void rmsnorm_backward(void* dx, float* dw_accum, const void* dy, const void* x, 
                       int64_t rows, int64_t D, DType dtype) {
   visit_float(dtype, [&](auto tag) {
     using T = decltype(tag);
-    with_layout<T>(D, use_vec16<T>(D, {dx, dy, x, w}), [&](auto n, auto block_row, const Launch& l) {
-      backward_with<T, decltype(n)::value, decltype(block_row)::value>(
+    with_layout<T>(D, aligned16({dx, dy, x, w}), [&](auto n, auto wide, auto P, const Layout& l) {
+      backward_with<T, decltype(n)::value, decltype(wide)::value, decltype(P)::value>(
           l, static_cast<T*>(dx), dw_accum, static_cast<const T*>(dy), static_cast<const T*>(x),
           static_cast<const T*>(w), rstd, rows, int(D));
     });

@@ -6,8 +6,9 @@
 
 namespace primer::ops::cuda_ops {
 
-// The backward keeps one f32 dw partial per column of a row in shared memory: 128 KiB at this width.
-constexpr int64_t kRmsNormMaxDim = 32768;
+// Longest row, in packs: 16-byte packs when D is a multiple of 16 bytes (bf16 D <= 16384, f32 D <= 8192),
+// single elements otherwise (D <= 2048). A row's packs stay in the registers of at most 256 threads.
+constexpr int64_t kRmsNormMaxPacks = 2048;
 
 // y, x [rows, D]; w [D]; rstd f32 [rows] (may be null).
 void rmsnorm_forward(void* y, float* rstd, const void* x, const void* w, int64_t rows, int64_t D, float eps,

@@ -36,8 +36,8 @@ __global__ void rope_kernel(T* __restrict__ y, const T* __restrict__ x, const in
     b.load(x + base + half);
 #pragma unroll
     for (int k = 0; k < N; ++k) {
-      ya.v[k] = a.v[k] * c[k] - b.v[k] * s[k];
-      yb.v[k] = b.v[k] * c[k] + a.v[k] * s[k];
+      ya.set(k, a[k] * c[k] - b[k] * s[k]);
+      yb.set(k, b[k] * c[k] + a[k] * s[k]);
     }
     ya.store(y + base);
     yb.store(y + base + half);
@@ -57,7 +57,7 @@ void rope(void* y, const void* x, const int32_t* positions, const float* inv_fre
     auto* yp = static_cast<T*>(y);
     const auto* xp = static_cast<const T*>(x);
     // Both halves of every head start on a 16-byte boundary when half is a multiple of the pack.
-    if (half % V == 0 && aligned16(x) && aligned16(y)) {
+    if (half % V == 0 && aligned16({x, y})) {
       const int64_t threads = tokens * head_groups * (half / V);
       rope_kernel<T, V><<<unsigned((threads + kThreads - 1) / kThreads), kThreads, 0, cuda::stream()>>>(
           yp, xp, positions, inv_freq, tokens, int(heads), half, sin_sign);

@@ -19,7 +19,7 @@ __global__ void swiglu_forward_kernel(T* __restrict__ h, const T* __restrict__ g
     g.load(gate + p * N);
     u.load(up + p * N);
 #pragma unroll
-    for (int k = 0; k < N; ++k) out.v[k] = g.v[k] * sigmoid(g.v[k]) * u.v[k];
+    for (int k = 0; k < N; ++k) out.set(k, g[k] * sigmoid(g[k]) * u[k]);
     out.store(h + p * N);
   }
 }
@@ -35,15 +35,14 @@ __global__ void swiglu_backward_kernel(T* __restrict__ dgate, T* __restrict__ du
     u.load(up + p * N);
 #pragma unroll
     for (int k = 0; k < N; ++k) {
-      const float s = sigmoid(g.v[k]);
-      dg.v[k] = d.v[k] * u.v[k] * s * (1.f + g.v[k] * (1.f - s));
-      du.v[k] = d.v[k] * g.v[k] * s;
+      const float s = sigmoid(g[k]);
+      dg.set(k, d[k] * u[k] * s * (1.f + g[k] * (1.f - s)));
+      du.set(k, d[k] * g[k] * s);
     }
     dg.store(dgate + p * N);
     du.store(dup + p * N);
   }
 }
-
 
 }  // namespace
 
@@ -53,7 +52,7 @@ void swiglu_forward(void* h, const void* gate, const void* up, int64_t n, DType 
     constexpr int V = kVec16<T>;
     auto* hp = static_cast<T*>(h);
     const auto *gp = static_cast<const T*>(gate), *up_ = static_cast<const T*>(up);
-    if (use_vec16<T>(n, {h, gate, up})) {
+    if (n % V == 0 && aligned16({h, gate, up})) {
       swiglu_forward_kernel<T, V><<<grid_for(n / V, kThreads), kThreads, 0, cuda::stream()>>>(hp, gp, up_, n / V);
     } else {
       swiglu_forward_kernel<T, 1><<<grid_for(n, kThreads), kThreads, 0, cuda::stream()>>>(hp, gp, up_, n);
@@ -68,7 +67,7 @@ void swiglu_backward(void* dgate, void* dup, const void* dh, const void* gate, c
     constexpr int V = kVec16<T>;
     auto *dgp = static_cast<T*>(dgate), *dup_ = static_cast<T*>(dup);
     const auto *dhp = static_cast<const T*>(dh), *gp = static_cast<const T*>(gate), *up_ = static_cast<const T*>(up);
-    if (use_vec16<T>(n, {dgate, dup, dh, gate, up})) {
+    if (n % V == 0 && aligned16({dgate, dup, dh, gate, up})) {
       swiglu_backward_kernel<T, V>
           <<<grid_for(n / V, kThreads), kThreads, 0, cuda::stream()>>>(dgp, dup_, dhp, gp, up_, n / V);
     } else {
