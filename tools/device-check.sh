@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # On a machine with a GPU: build with CUDA (sm_90), run the `cuda` tests, then the benchmarks.
-# Usage: tools/device-check.sh [ctest -R regex] [bench name ...]
+# Usage: tools/device-check.sh [ctest -R regex] [bench executable or tools/bench/*.py name ...]
 #   tools/device-check.sh                 everything
 #   tools/device-check.sh 'RmsNorm' bench_norms   only matching tests and the named benchmarks
 # Logs go to $OUT (or ./device-logs) and a short summary table is printed last.
@@ -26,11 +26,17 @@ test_rc=$?
 grep -E "tests passed|tests failed|Failed|\*\*\*|Not Run" "$out/ctest-cuda.log" | head -40
 
 if [ ${#benches[@]} -eq 0 ]; then
-  mapfile -t benches < <(cd build-device && ls bench_* 2>/dev/null)
+  mapfile -t benches < <(cd build-device && ls bench_* 2>/dev/null; cd ../tools/bench && ls *.py 2>/dev/null)
 fi
+# Benchmarks: executables from build-device/, and PyTorch peer scripts (*.py in tools/bench/, run with python3).
 for b in "${benches[@]}"; do
-  [ -x "build-device/$b" ] || { echo "no benchmark $b"; continue; }
   echo "## $b"
-  "build-device/$b" 2>&1 | tee "$out/$b.log"
+  if [[ "$b" == *.py ]]; then
+    PYTHONUNBUFFERED=1 python3 "tools/bench/$b" 2>&1 | tee "$out/${b%.py}.log"
+  elif [ -x "build-device/$b" ]; then
+    "build-device/$b" 2>&1 | tee "$out/$b.log"
+  else
+    echo "no benchmark $b"
+  fi
 done
 exit $test_rc
