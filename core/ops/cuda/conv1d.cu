@@ -8,10 +8,9 @@
 namespace primer::ops::cuda_ops {
 namespace {
 
-// Geometry: threadIdx.x walks packs of N channels (a warp reads 32 consecutive packs of one time step), threadIdx.y
-// walks short spans of consecutive time steps, so a block covers a compact tile of consecutive rows (the K-1 rows a
-// span re-reads from its neighbour hit L1/L2), blockIdx.z is the batch. Each thread streams its span keeping the
-// last K-1 inputs in registers.
+// Geometry: threadIdx.x walks packs of N channels (a warp reads 32 consecutive 16-byte packs of one time step),
+// threadIdx.y and blockIdx.y walk spans of consecutive time steps, blockIdx.z the batch. Each thread streams its
+// span keeping the last K-1 inputs in registers, so every input is read from memory about once.
 constexpr int kBlockX = 32, kBlockY = 8;
 // Time steps whose loads are issued together (the backward loads two tensors per step).
 constexpr int kForwardUnroll = 4, kBackwardUnroll = 2;
@@ -19,10 +18,6 @@ constexpr int kForwardUnroll = 4, kBackwardUnroll = 2;
 // accumulators) in registers, so it takes 8-byte packs to stay clear of spills; a warp still reads 256
 // contiguous bytes per time step.
 constexpr int kForwardPackBytes = 16, kBackwardPackBytes = 8;
-constexpr int64_t kForwardSpan = 4, kBackwardSpan = 8;
-// The backward keeps each block's parameter-gradient partials in registers over several tiles of time; this many
-// blocks (per batch and channel group) bound the partial rows of the second pass.
-constexpr int64_t kBackwardBlocksTarget = 2048;
 
 template <class T> struct ConvIn {
   const T* x;
@@ -84,8 +79,7 @@ __device__ __forceinline__ float dsilu(float z) {
 
 template <class T, int K, int N>
 __global__ void __launch_bounds__(kBlockX * kBlockY)
-    conv1d_forward_kernel(ConvIn<T> in, bool silu, T* __restrict__ y) {
-  constexpr int64_t span = kForwardSpan;
+    conv1d_forward_kernel(ConvIn<T> in, bool silu, int64_t span, T* __restrict__ y) {
   const int64_t c0 = (int64_t(blockIdx.x) * kBlockX + threadIdx.x) * N;
   const int64_t t0 = (int64_t(blockIdx.y) * kBlockY + threadIdx.y) * span;
   if (c0 >= in.channels || t0 >= in.time) return;
@@ -124,15 +118,19 @@ template <class T, int K> __global__ void conv1d_state_out_kernel(ConvIn<T> in, 
   }
 }
 
-// Backward of one span [t0, t1): streams t over [t0, t1 + K-1) because dx[s] needs dz[s .. s+K-1]; writes dx of the
-// span and adds the span's parameter gradients to dw, db.
+// Backward of one span [t0, t1): streams t over [t0, t1 + K-1) because dx[s] needs dz[s .. s+K-1]. Writes dx of
+// the span and one row of parameter-gradient partials (dw[c][0..K-1], dbias[c]) for the second pass.
 template <class T, int K, int N>
-__device__ __forceinline__ void backward_span(const ConvIn<T>& in, bool silu, int64_t b, int64_t c0, int64_t t0,
-                                              int64_t t1, const float (&w)[K][N], const float (&bias)[N],
-                                              const T* __restrict__ dy, const T* __restrict__ dstate_out,
-                                              T* __restrict__ dx, float (&dw)[K][N], float (&db)[N]) {
-  const int64_t steps = in.time, C = in.channels, t_stop = min(t1 + K - 1, steps);
-  float xwin[K - 1][N], dzwin[K - 1][N] = {};
+__global__ void __launch_bounds__(kBlockX * kBlockY)
+    conv1d_backward_kernel(ConvIn<T> in, bool silu, int64_t span, const T* __restrict__ dy,
+                           const T* __restrict__ dstate_out, T* __restrict__ dx, float* __restrict__ partials) {
+  const int64_t c0 = (int64_t(blockIdx.x) * kBlockX + threadIdx.x) * N;
+  const int64_t span_index = int64_t(blockIdx.y) * kBlockY + threadIdx.y, t0 = span_index * span;
+  if (c0 >= in.channels || t0 >= in.time) return;
+  const int64_t steps = in.time, C = in.channels, b = blockIdx.z;
+  const int64_t t1 = min(t0 + span, steps), t_stop = min(t1 + K - 1, steps);
+  float w[K][N], bias[N], xwin[K - 1][N], dzwin[K - 1][N] = {}, dw[K][N] = {}, db[N] = {};
+  load_taps<T, K, N>(in, c0, w, bias);
 #pragma unroll
   for (int k = 0; k < K - 1; ++k) load_input<T, K, N>(in, b, t0 - (K - 1) + k, c0, xwin[k]);
 
@@ -192,45 +190,13 @@ __device__ __forceinline__ void backward_span(const ConvIn<T>& in, bool silu, in
       push<K - 1, N>(dzwin, dz);
     }
   }
-}
-
-// One block per (channel group, stripe of time tiles, batch): its threads run spans of tiles blockIdx.y,
-// blockIdx.y + gridDim.y, ..., then the block sums its threads' parameter gradients over threadIdx.y in a fixed order
-// into partial row (b, blockIdx.y) for the second pass.
-template <class T, int K, int N>
-__global__ void __launch_bounds__(kBlockX * kBlockY)
-    conv1d_backward_kernel(ConvIn<T> in, bool silu, const T* __restrict__ dy, const T* __restrict__ dstate_out,
-                           T* __restrict__ dx, float* __restrict__ partials) {
-  __shared__ float stage[kBlockY][K + 1][kBlockX * N];
-  const int64_t c0 = (int64_t(blockIdx.x) * kBlockX + threadIdx.x) * N, b = blockIdx.z;
-  const bool active = c0 < in.channels;
-  float w[K][N], bias[N], dw[K][N] = {}, db[N] = {};
-  if (active) {
-    load_taps<T, K, N>(in, c0, w, bias);
-    const int64_t tiles = (in.time + kBlockY * kBackwardSpan - 1) / (kBlockY * kBackwardSpan);
-    for (int64_t tile = blockIdx.y; tile < tiles; tile += gridDim.y) {
-      const int64_t t0 = (tile * kBlockY + threadIdx.y) * kBackwardSpan;
-      if (t0 < in.time)
-        backward_span<T, K, N>(in, silu, b, c0, t0, min(t0 + kBackwardSpan, in.time), w, bias, dy, dstate_out, dx, dw, db);
-    }
-  }
+  const int64_t spans = (steps + span - 1) / span;
+  float* row = partials + (b * spans + span_index) * C * (K + 1);
 #pragma unroll
   for (int n = 0; n < N; ++n) {
 #pragma unroll
-    for (int k = 0; k < K; ++k) stage[threadIdx.y][k][threadIdx.x * N + n] = dw[k][n];
-    stage[threadIdx.y][K][threadIdx.x * N + n] = db[n];
-  }
-  __syncthreads();
-  // Thread (x, y) now finalises components y, y + kBlockY, ... of the block's (K+1) x (kBlockX*N) partials.
-  const int64_t C = in.channels, row = b * gridDim.y + blockIdx.y;
-  for (int m = threadIdx.y * kBlockX + threadIdx.x; m < (K + 1) * kBlockX * N; m += kBlockX * kBlockY) {
-    const int k = m / (kBlockX * N), j = m % (kBlockX * N);
-    const int64_t c = int64_t(blockIdx.x) * kBlockX * N + j;
-    if (c >= C) continue;
-    float total = 0.f;
-#pragma unroll
-    for (int y = 0; y < kBlockY; ++y) total += stage[y][k][j];
-    partials[(row * C + c) * (K + 1) + k] = total;
+    for (int k = 0; k < K; ++k) row[(c0 + n) * (K + 1) + k] = dw[k][n];
+    row[(c0 + n) * (K + 1) + K] = db[n];
   }
 }
 
@@ -316,21 +282,23 @@ void visit_pack_width(const Conv1dDims& d, std::initializer_list<const void*> pt
   else f(std::integral_constant<int, 1>{});
 }
 
-dim3 block_shape() { return dim3(kBlockX, kBlockY); }
-unsigned channel_groups(const Conv1dDims& d, int pack) {
-  return unsigned(((d.channels + pack - 1) / pack + kBlockX - 1) / kBlockX);
+// Span of time per thread: as long as possible (fewer re-read windows and partial rows) while keeping about
+// 2^17 threads in flight.
+int64_t pick_span(const Conv1dDims& d, int64_t packs) {
+  int64_t span = 256;
+  while (span > 16 && d.batch * ((d.time + span - 1) / span) * packs < (int64_t(1) << 17)) span /= 2;
+  return span;
 }
 
-dim3 forward_grid(const Conv1dDims& d, int pack) {
-  const int64_t tiles = (d.time + kBlockY * kForwardSpan - 1) / (kBlockY * kForwardSpan);
-  return dim3(channel_groups(d, pack), unsigned(tiles), unsigned(d.batch));
-}
+struct Launch {
+  dim3 grid, block;
+  int64_t span, spans;
+};
 
-dim3 backward_grid(const Conv1dDims& d, int pack) {
-  const int64_t tiles = (d.time + kBlockY * kBackwardSpan - 1) / (kBlockY * kBackwardSpan);
-  const int64_t others = int64_t(channel_groups(d, pack)) * d.batch;
-  const int64_t stripes = std::max<int64_t>(1, std::min<int64_t>(tiles, kBackwardBlocksTarget / others));
-  return dim3(channel_groups(d, pack), unsigned(stripes), unsigned(d.batch));
+Launch launch_for(const Conv1dDims& d, int pack) {
+  const int64_t packs = (d.channels + pack - 1) / pack, span = pick_span(d, packs), spans = (d.time + span - 1) / span;
+  return {dim3(unsigned((packs + kBlockX - 1) / kBlockX), unsigned((spans + kBlockY - 1) / kBlockY), unsigned(d.batch)),
+          dim3(kBlockX, kBlockY), span, spans};
 }
 
 template <class T> ConvIn<T> conv_in(const Conv1dDims& d, const void* x, const void* w, const void* bias,
@@ -353,8 +321,8 @@ void causal_conv1d(const Conv1dDims& d, DType dtype, const void* x, const void* 
       if (d.time > 0)
         visit_pack_width<T, kForwardPackBytes>(d, {x, y}, [&](auto n_tag) {
           constexpr int N = decltype(n_tag)::value;
-          conv1d_forward_kernel<T, K, N><<<forward_grid(d, N), block_shape(), 0, cuda::stream()>>>(in, silu,
-                                                                                               static_cast<T*>(y));
+          const Launch l = launch_for(d, N);
+          conv1d_forward_kernel<T, K, N><<<l.grid, l.block, 0, cuda::stream()>>>(in, silu, l.span, static_cast<T*>(y));
           PRIMER_CUDA_CHECK_LAUNCH();
         });
       if (state_out) {
@@ -367,9 +335,9 @@ void causal_conv1d(const Conv1dDims& d, DType dtype, const void* x, const void* 
 }
 
 size_t causal_conv1d_backward_workspace_floats(const Conv1dDims& d, DType dtype) {
-  // Alignment decides the pack width at launch; size for whichever width has more partial rows.
-  const unsigned stripes = std::max(backward_grid(d, int(kBackwardPackBytes / dtype_size(dtype))).y, backward_grid(d, 1).y);
-  return size_t(d.batch * stripes * d.channels * (d.taps + 1));
+  // Alignment decides the pack width at launch; size for whichever width has more spans.
+  const int64_t spans = std::max(launch_for(d, int(kBackwardPackBytes / dtype_size(dtype))).spans, launch_for(d, 1).spans);
+  return size_t(d.batch * spans * d.channels * (d.taps + 1));
 }
 
 void causal_conv1d_backward(const Conv1dDims& d, DType dtype, const void* dy, const void* x, const void* w,
@@ -384,13 +352,14 @@ void causal_conv1d_backward(const Conv1dDims& d, DType dtype, const void* dy, co
       if (d.time > 0) {
         visit_pack_width<T, kBackwardPackBytes>(d, {x, dy, dx}, [&](auto n_tag) {
           constexpr int N = decltype(n_tag)::value;
-          const dim3 grid = backward_grid(d, N);
-          conv1d_backward_kernel<T, K, N><<<grid, block_shape(), 0, cuda::stream()>>>(
-              in, silu, static_cast<const T*>(dy), static_cast<const T*>(dstate_out), static_cast<T*>(dx), workspace);
+          const Launch l = launch_for(d, N);
+          conv1d_backward_kernel<T, K, N><<<l.grid, l.block, 0, cuda::stream()>>>(
+              in, silu, l.span, static_cast<const T*>(dy), static_cast<const T*>(dstate_out), static_cast<T*>(dx),
+              workspace);
           PRIMER_CUDA_CHECK_LAUNCH();
           const int64_t width = d.channels * (K + 1);
           reduce_partials_kernel<<<unsigned((width + kBlockX - 1) / kBlockX), dim3(kBlockX, kBlockY), 0,
-                                   cuda::stream()>>>(workspace, d.batch * grid.y, d.channels, K, dw_accum,
+                                   cuda::stream()>>>(workspace, d.batch * l.spans, d.channels, K, dw_accum,
                                                      dbias_accum);
           PRIMER_CUDA_CHECK_LAUNCH();
         });
