@@ -17,4 +17,10 @@ struct StridedDesc {
   bool contiguous = false;
 };
 
+inline int64_t numel(const StridedDesc& d) {
+  int64_t n = 1;
+  for (int i = 0; i < d.ndim; ++i) n *= d.shape[i];
+  return n;
+}
+
 }  // namespace primer::ops

@@ -7,14 +7,6 @@
 
 namespace primer::ops::cpu {
 
-namespace {
-int64_t numel(const StridedDesc& d) {
-  int64_t n = 1;
-  for (int i = 0; i < d.ndim; ++i) n *= d.shape[i];
-  return n;
-}
-}  // namespace
-
 void copy(const StridedDesc& dst, const StridedDesc& src) {
   const int64_t n = numel(dst);
   if (dst.dtype == src.dtype && dst.contiguous && src.contiguous) {

@@ -45,11 +45,6 @@ template <class D> __global__ void fill_kernel(D* dst, Layout dl, bool dense, D 
     dst[dense ? i : offset_of(dl, i)] = value;
 }
 
-int64_t numel(const StridedDesc& d) {
-  int64_t n = 1;
-  for (int i = 0; i < d.ndim; ++i) n *= d.shape[i];
-  return n;
-}
 
 }  // namespace
 
