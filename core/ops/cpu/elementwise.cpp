@@ -13,12 +13,6 @@ template <class T, class F> void map_dense(T* out, int64_t n, F&& f) {
   for (int64_t i = 0; i < n; ++i) out[i] = f(i);
 }
 
-int64_t numel(const StridedDesc& d) {
-  int64_t n = 1;
-  for (int i = 0; i < d.ndim; ++i) n *= d.shape[i];
-  return n;
-}
-
 }  // namespace
 
 void binary(Binary op, const StridedDesc& out, const StridedDesc& a, const StridedDesc& b) {
