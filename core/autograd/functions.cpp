@@ -52,6 +52,19 @@ Var reshape(const Var& x, const Shape& shape) {
   return y;
 }
 
+Var transpose(const Var& x, int d0, int d1) {
+  Var y = output(x->value.transpose(d0, d1).contiguous());
+  if (needs_grad({&x}))
+    record("transpose", {y}, [x, y, d0, d1] { accumulate_grad(x, y->grad.transpose(d0, d1).contiguous()); });
+  return y;
+}
+
+Var cast(const Var& x, DType dtype) {
+  Var y = output(x->value.to(dtype));
+  if (needs_grad({&x})) record("cast", {y}, [x, y] { accumulate_grad(x, y->grad.to(x->value.dtype())); });
+  return y;
+}
+
 Var linear(const Var& x, const Var& W) {
   Var y = output(ops::linear(x->value, W->value));
   if (needs_grad({&x, &W}))

@@ -80,3 +80,44 @@ TEST(Autograd, RecomputedBlockGivesIdenticalGradients) {
 
 }  // namespace
 }  // namespace primer
+
+namespace primer {
+namespace {
+
+// Layout and dtype ops through the tape, checked by finite differences like every differentiable op.
+TEST(Autograd, ReshapeTransposeAndCastGradientsMatchFiniteDifferences) {
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  test::GradCheck check;
+  check.inputs = {test::randn({2, 3, 4}, seed)};
+  check.names = {"x"};
+  auto graph = [](const ag::Var& x) {
+    ag::Var t = ag::transpose(x, 0, 2);                           // [4, 3, 2]
+    ag::Var r = ag::reshape(t, {6, 4});
+    return ag::mul(r, ag::scale(r, 0.5));
+  };
+  check.forward = [&](const std::vector<Tensor>& in) {
+    ag::NoGrad g;
+    return std::vector<Tensor>{graph(ag::constant(in[0]))->value};
+  };
+  check.backward = [&](const std::vector<Tensor>& in, const std::vector<Tensor>& gout) {
+    ag::Var x = ag::leaf(in[0]);
+    ag::backward(graph(x), gout[0]);
+    return std::vector<Tensor>{x->grad};
+  };
+  test::run_gradcheck(check, seed + 1);
+}
+
+// A cast is the identity on values up to rounding, so its gradient is the incoming gradient cast back. (Finite
+// differences through an f32 rounding step would measure the rounding, not the derivative.)
+TEST(Autograd, CastPassesTheGradientBackInTheInputDtype) {
+  const uint64_t seed = test::fresh_seed();
+  ag::Var x = ag::leaf(test::randn({7}, seed), "x");
+  const Tensor g = test::randn({7}, seed + 1, DType::F32);
+  ag::backward(ag::cast(x, DType::F32), g);
+  ASSERT_EQ(x->grad.dtype(), DType::F64);
+  EXPECT_EQ(x->grad.to_vector<double>(), g.to(DType::F64).to_vector<double>());
+}
+
+}  // namespace
+}  // namespace primer
