@@ -26,7 +26,9 @@ TEST(ElementwiseCuda, BinaryOpsBroadcastLikeCpu) {
   SCOPED_TRACE("seed " + std::to_string(seed));
   const std::vector<std::pair<Shape, Shape>> cases = {
       {{37, 129}, {37, 129}}, {{37, 129}, {129}},   {{2, 37, 1}, {37, 131}}, {{4099, 33}, {4099, 1}},
-      {{1, 7}, {5, 1}},       {{1001}, {1}},       {{3, 1, 5, 8}, {4, 1, 8}}};
+      {{1, 7}, {5, 1}},       {{1001}, {1}},       {{3, 1, 5, 8}, {4, 1, 8}},
+      // Last dim a multiple of the pack width: vector loads of a row, a repeated value, or (outer product) scalar.
+      {{33, 256}, {256}},     {{5, 40}, {5, 1}},   {{64, 1}, {1, 48}}};
   for (DType dt : kDtypes) {
     for (const auto& [sa, sb] : cases) {
       const Tensor a = test::random_on_cuda(sa, seed, dt), b = test::random_on_cuda(sb, seed + 1, dt);

@@ -20,7 +20,9 @@ TEST(ReduceCuda, SumAndMeanOverADimMatchCpu) {
   // (shape, dim): last-dim rows with and without row splitting, middle dims with and without chunking, one row.
   const std::vector<std::pair<Shape, int>> cases = {{{300, 50}, -1}, {{7, 100003}, 1}, {{3, 1000, 67}, 1},
                                                     {{20011, 5}, 0}, {{1, 129}, 1},     {{2, 3, 4097}, 0},
-                                                    {{129, 1}, 0},   {{5, 1, 9}, 1}};
+                                                    {{129, 1}, 0},   {{5, 1, 9}, 1},
+                                                    // inner a multiple of the pack width: vector column loads
+                                                    {{6, 555, 136}, 1}, {{4099, 264}, 0}};
   for (DType dt : kDtypes) {
     for (const auto& [shape, dim] : cases) {
       const Tensor x = test::random_on_cuda(shape, seed, dt);

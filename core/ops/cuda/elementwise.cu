@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <type_traits>
 
 #include "core/cuda_runtime.h"
@@ -81,44 +82,88 @@ struct BroadcastLayout {
   int64_t b_strides[kMaxDims];
 };
 
-template <class T, class F>
-__global__ void broadcast_kernel(T* out, const T* a, const T* b, BroadcastLayout l, int64_t n, F f) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    int64_t rest = i, oa = 0, ob = 0;
-    for (int d = l.ndim - 1; d >= 0; --d) {
+constexpr int kRunPacksPerThread = 4;  // work unit: blockDim.x * V * 4 consecutive outputs of one row
+
+// The output as rows of its last dim: each work unit is a run of one row, whose input offsets are computed once
+// (index arithmetic per run, not per element); along the run the inputs step by their last-dim strides (1 or 0 in
+// the vector case, which then loads packs or repeats one value).
+template <int V, class T, class F>
+__global__ void broadcast_kernel(T* out, const T* a, const T* b, BroadcastLayout l, int64_t rows, F f) {
+  const int last = l.ndim - 1;
+  const int64_t inner = l.shape[last], sa = l.a_strides[last], sb = l.b_strides[last];
+  const int64_t run = int64_t(blockDim.x) * V * kRunPacksPerThread;
+  const int64_t runs_per_row = (inner + run - 1) / run;
+  for (int64_t unit = blockIdx.x; unit < rows * runs_per_row; unit += gridDim.x) {
+    const int64_t row = unit / runs_per_row, begin = (unit % runs_per_row) * run;
+    const int64_t end = begin + run < inner ? begin + run : inner;
+    int64_t rest = row, oa = 0, ob = 0;
+    for (int d = last - 1; d >= 0; --d) {
       const int64_t idx = rest % l.shape[d];
       rest /= l.shape[d];
       oa += idx * l.a_strides[d];
       ob += idx * l.b_strides[d];
     }
-    out[i] = from_float<T>(f(to_float(a[oa]), to_float(b[ob])));
+    T* o = out + row * inner;
+    for (int64_t c = begin + int64_t(threadIdx.x) * V; c < end; c += int64_t(blockDim.x) * V) {
+      const Pack<T, V> pa = load_run<V>(a + oa + c * sa, sa), pb = load_run<V>(b + ob + c * sb, sb);
+      Pack<T, V> po;
+#pragma unroll
+      for (int k = 0; k < V; ++k) po.v[k] = from_float<T>(f(to_float(pa.v[k]), to_float(pb.v[k])));
+      store_pack<V>(o + c, 0, po);
+    }
   }
 }
 
-}  // namespace
+// Packs of V along the last dim need it to be a multiple of V, every row start pack-aligned, and each input to
+// step by 1 (pack loads) or 0 (a repeated value) along it.
+template <int V, class T> bool broadcast_packs_fit(const StridedDesc& out, const StridedDesc& in, int64_t inner) {
+  const int last = out.ndim - 1;
+  if (inner % V != 0 || !pack_aligned<V>(static_cast<const T*>(out.data))) return false;
+  if (in.strides[last] > 1 || in.strides[last] < 0 || !pack_aligned<V>(static_cast<const T*>(in.data))) return false;
+  for (int d = 0; d < last; ++d)
+    if (in.strides[d] % V != 0) return false;
+  return true;
+}
 
-void binary(Binary op, const StridedDesc& out, const StridedDesc& a, const StridedDesc& b) {
-  int64_t n = 1;
+template <class T, class F> void broadcast(const StridedDesc& out, const StridedDesc& a, const StridedDesc& b, F f) {
   BroadcastLayout l{};
   l.ndim = out.ndim;
+  int64_t n = 1;
   for (int d = 0; d < out.ndim; ++d) {
     n *= out.shape[d];
     l.shape[d] = out.shape[d];
     l.a_strides[d] = a.strides[d];
     l.b_strides[d] = b.strides[d];
   }
+  const int64_t inner = out.shape[out.ndim - 1], rows = n / inner;
+  T* po = static_cast<T*>(out.data);
+  const T* pa = static_cast<const T*>(a.data);
+  const T* pb = static_cast<const T*>(b.data);
+  constexpr int V = kPack<T>;
+  const bool packs = broadcast_packs_fit<V, T>(out, a, inner) && broadcast_packs_fit<V, T>(out, b, inner);
+  const int width = packs ? V : 1;
+  // Narrow rows get narrow blocks so that few threads idle.
+  const int threads = inner >= 256 * width ? 256 : int(std::max<int64_t>(32, (inner / width + 31) / 32 * 32));
+  const int64_t run = int64_t(threads) * width * kRunPacksPerThread;
+  const unsigned blocks = grid_for(rows * ((inner + run - 1) / run), 1);
+  if (packs) broadcast_kernel<V><<<blocks, threads, 0, cuda::stream()>>>(po, pa, pb, l, rows, f);
+  else broadcast_kernel<1><<<blocks, threads, 0, cuda::stream()>>>(po, pa, pb, l, rows, f);
+  PRIMER_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+void binary(Binary op, const StridedDesc& out, const StridedDesc& a, const StridedDesc& b) {
+  int64_t n = 1;
+  for (int d = 0; d < out.ndim; ++d) n *= out.shape[d];
   visit_float(out.dtype, [&](auto t) {
     using T = decltype(t);
-    T* po = static_cast<T*>(out.data);
-    const T* pa = static_cast<const T*>(a.data);
-    const T* pb = static_cast<const T*>(b.data);
     with_binary(op, [&](auto op_c) {
       const BinaryFn<decltype(op_c)::value> f;
       if (a.contiguous && b.contiguous) {
-        map_dense(n, f, po, pa, pb);
+        map_dense(n, f, static_cast<T*>(out.data), static_cast<const T*>(a.data), static_cast<const T*>(b.data));
       } else {
-        broadcast_kernel<<<grid_for(n, kThreads), kThreads, 0, cuda::stream()>>>(po, pa, pb, l, n, f);
-        PRIMER_CUDA_CHECK_LAUNCH();
+        broadcast<T>(out, a, b, f);
       }
     });
   });

@@ -14,7 +14,7 @@ namespace primer::ops::cuda_ops {
 namespace {
 
 constexpr int kRowThreads = 256;
-constexpr int kColX = 32, kColY = 8;    // 32 neighbouring columns (coalesced) x 8 row lanes
+constexpr int kColX = 32, kColY = 8;    // 32 threads on neighbouring columns (coalesced) x 8 row lanes
 constexpr int64_t kTargetBlocks = 1024;  // fills an H100 several times over
 constexpr int64_t kMinRowChunk = 4096;  // elements per block below which splitting a row does not pay
 constexpr int64_t kMinColChunk = 64;    // rows per block likewise for column sums
@@ -31,32 +31,44 @@ __global__ void row_sum_kernel(Out* out, const In* x, int64_t r, int64_t chunk, 
   const int64_t row = blockIdx.x / splits, begin = (blockIdx.x % splits) * chunk;
   const int64_t end = begin + chunk < r ? begin + chunk : r;
   float acc = 0.f;
-  if (begin < end) row_foreach(end - begin, [&](int64_t, float v) { acc += Square ? v * v : v; }, x + row * r + begin);
+  if (begin < end) {
+    row_foreach({int(threadIdx.x), int(blockDim.x)}, end - begin, [&](int64_t, float v) { acc += Square ? v * v : v; },
+                x + row * r + begin);
+  }
   acc = block_sum(acc);
   if (threadIdx.x == 0) out[blockIdx.x] = from_float<Out>(acc * multiplier);
 }
 
-// x [outer, r, inner]: block (column tile, chunk, o) sums its chunk of r for 32 columns;
-// out [outer, splits, inner] = multiplier * partial sums.
-template <class In, class Out>
+// x [outer, r, inner]: block (column tile, chunk, o) sums its chunk of r for 32 * V columns, V neighbouring
+// columns per thread (one vector load per row when V > 1); out [outer, splits, inner] = multiplier * partial sums.
+template <int V, class In, class Out>
 __global__ void col_sum_kernel(Out* out, const In* x, int64_t r, int64_t inner, int64_t chunk, int64_t splits,
                                float multiplier) {
-  const int64_t tiles = (inner + kColX - 1) / kColX;
+  const int64_t tiles = (inner + kColX * V - 1) / (kColX * V);
   const int64_t tile = blockIdx.x % tiles, rest = blockIdx.x / tiles;
   const int64_t split = rest % splits, o = rest / splits;
-  const int64_t c = tile * kColX + threadIdx.x;
+  const int64_t c = (tile * kColX + threadIdx.x) * V;  // first of this thread's columns; V divides inner
   const int64_t begin = split * chunk, end = begin + chunk < r ? begin + chunk : r;
-  float acc = 0.f;
-  if (c < inner)
-    for (int64_t k = begin + threadIdx.y; k < end; k += kColY) acc += to_float(x[(o * r + k) * inner + c]);
-  __shared__ float lanes[kColY][kColX + 1];
-  lanes[threadIdx.y][threadIdx.x] = acc;
+  float acc[V] = {};
+  if (c < inner) {
+    for (int64_t k = begin + threadIdx.y; k < end; k += kColY) {
+      const Pack<In, V> p = load_run<V>(x + (o * r + k) * inner + c, 1);
+#pragma unroll
+      for (int j = 0; j < V; ++j) acc[j] += to_float(p.v[j]);
+    }
+  }
+  __shared__ float lanes[kColY][V][kColX + 1];
+#pragma unroll
+  for (int j = 0; j < V; ++j) lanes[threadIdx.y][j][threadIdx.x] = acc[j];
   __syncthreads();
   if (threadIdx.y == 0 && c < inner) {
-    float s = 0.f;
 #pragma unroll
-    for (int y = 0; y < kColY; ++y) s += lanes[y][threadIdx.x];
-    out[(o * splits + split) * inner + c] = from_float<Out>(s * multiplier);
+    for (int j = 0; j < V; ++j) {
+      float s = 0.f;
+#pragma unroll
+      for (int y = 0; y < kColY; ++y) s += lanes[y][j][threadIdx.x];
+      out[(o * splits + split) * inner + c + j] = from_float<Out>(s * multiplier);
+    }
   }
 }
 
@@ -81,23 +93,29 @@ void reduce_rows(Out* out, const In* x, int64_t rows, int64_t r, bool squares, f
   launch(out, static_cast<const float*>(p), splits, splits, 1, false, multiplier);
 }
 
-template <class T> void reduce_columns(T* out, const T* x, int64_t outer, int64_t r, int64_t inner, float multiplier) {
-  const int64_t tiles = ceil_div(inner, kColX);
-  const int64_t splits = split_count(outer * tiles, r, kMinColChunk);
+// One column-sum pass over x [outer, r, inner] into out [outer, splits, inner].
+template <class In, class Out>
+void launch_columns(Out* out, const In* x, int64_t outer, int64_t r, int64_t inner, int64_t splits, float multiplier) {
+  constexpr int V = kPack<In>;
   const dim3 threads(kColX, kColY);
-  if (splits == 1) {
-    col_sum_kernel<<<unsigned(outer * tiles), threads, 0, cuda::stream()>>>(out, x, r, inner, r, 1, multiplier);
-    PRIMER_CUDA_CHECK_LAUNCH();
-    return;
+  const int64_t chunk = ceil_div(r, splits);
+  if (inner % V == 0 && pack_aligned<V>(x)) {
+    const unsigned blocks = unsigned(outer * splits * ceil_div(inner, kColX * V));
+    col_sum_kernel<V><<<blocks, threads, 0, cuda::stream()>>>(out, x, r, inner, chunk, splits, multiplier);
+  } else {
+    const unsigned blocks = unsigned(outer * splits * ceil_div(inner, kColX));
+    col_sum_kernel<1><<<blocks, threads, 0, cuda::stream()>>>(out, x, r, inner, chunk, splits, multiplier);
   }
+  PRIMER_CUDA_CHECK_LAUNCH();
+}
+
+template <class T> void reduce_columns(T* out, const T* x, int64_t outer, int64_t r, int64_t inner, float multiplier) {
+  const int64_t splits = split_count(outer * ceil_div(inner, kColX * kPack<T>), r, kMinColChunk);
+  if (splits == 1) return launch_columns(out, x, outer, r, inner, 1, multiplier);
   const auto partial = partial_buffer(outer * splits * inner);
   float* p = static_cast<float*>(partial->data());
-  col_sum_kernel<<<unsigned(outer * splits * tiles), threads, 0, cuda::stream()>>>(p, x, r, inner, ceil_div(r, splits),
-                                                                                   splits, 1.f);
-  PRIMER_CUDA_CHECK_LAUNCH();
-  col_sum_kernel<<<unsigned(outer * tiles), threads, 0, cuda::stream()>>>(out, static_cast<const float*>(p), splits,
-                                                                          inner, splits, 1, multiplier);
-  PRIMER_CUDA_CHECK_LAUNCH();
+  launch_columns(p, x, outer, r, inner, splits, 1.f);
+  launch_columns(out, static_cast<const float*>(p), outer, splits, inner, 1, multiplier);
 }
 
 }  // namespace

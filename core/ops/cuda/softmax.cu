@@ -1,4 +1,5 @@
 #include <cmath>
+#include <type_traits>
 
 #include "core/cuda_runtime.h"
 #include "core/ops/cuda/block_reduce.cuh"
@@ -6,10 +7,15 @@
 #include "core/ops/cuda/softmax.h"
 #include "core/ops/cuda/vector_io.cuh"
 
-// One block per row. The forward reads the row twice: once for a running (max, sum of exp(x - max)) that rescales
-// the sum whenever the max grows (one pass instead of max-then-sum), once to write exp(x - max) / sum.
+// One warp per row for short rows (attention-sized: several rows per block keep the SMs busy), one block per row
+// for long ones (vocabulary-sized). The forward reads the row twice: once for a running (max, sum of exp(x - max))
+// that rescales the sum whenever the max grows (one pass instead of max-then-sum), once to write
+// exp(x - max) / sum.
 namespace primer::ops::cuda_ops {
 namespace {
+
+constexpr int64_t kMaxWarpRow = 1024;  // longest row given to a single warp
+constexpr int kWarpsPerBlock = 4;
 
 struct MaxSum {
   float max, sum;  // sum of exp(x - max) over the values seen
@@ -47,43 +53,69 @@ __device__ __forceinline__ MaxSum block_merge(MaxSum v) {
   return warp_merge(v);
 }
 
-template <class T> __global__ void softmax_kernel(T* y, const T* x, int64_t cols) {
-  const T* xr = x + blockIdx.x * cols;
+// The row this thread works on and the threads sharing it.
+template <bool kWarpRows> __device__ __forceinline__ int64_t row_index() {
+  return kWarpRows ? int64_t(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5) : int64_t(blockIdx.x);
+}
+template <bool kWarpRows> __device__ __forceinline__ RowThreads row_threads() {
+  return kWarpRows ? RowThreads{int(threadIdx.x & 31), 32} : RowThreads{int(threadIdx.x), int(blockDim.x)};
+}
+
+template <bool kWarpRows, class T> __global__ void softmax_kernel(T* y, const T* x, int64_t rows, int64_t cols) {
+  const int64_t row = row_index<kWarpRows>();
+  if (row >= rows) return;  // only whole warps of a warp-per-row block leave; block mode has no spare rows
+  const RowThreads t = row_threads<kWarpRows>();
+  const T* xr = x + row * cols;
   MaxSum acc{-INFINITY, 0.f};
-  row_foreach(cols, [&](int64_t, float v) { absorb(acc, v); }, xr);
-  acc = block_merge(acc);
+  row_foreach(t, cols, [&](int64_t, float v) { absorb(acc, v); }, xr);
+  if constexpr (kWarpRows) acc = warp_merge(acc);
+  else acc = block_merge(acc);
   const float inv = 1.f / acc.sum;
-  row_map(y + blockIdx.x * cols, cols, [&](float v) { return expf(v - acc.max) * inv; }, xr);
+  row_map(t, y + row * cols, cols, [&](float v) { return expf(v - acc.max) * inv; }, xr);
 }
 
-template <class T> __global__ void softmax_backward_kernel(T* dx, const T* y, const T* dy, int64_t cols) {
-  const int64_t base = blockIdx.x * cols;
+template <bool kWarpRows, class T>
+__global__ void softmax_backward_kernel(T* dx, const T* y, const T* dy, int64_t rows, int64_t cols) {
+  const int64_t row = row_index<kWarpRows>();
+  if (row >= rows) return;
+  const RowThreads t = row_threads<kWarpRows>();
+  const int64_t base = row * cols;
   float dot = 0.f;
-  row_foreach(cols, [&](int64_t, float yv, float g) { dot += yv * g; }, y + base, dy + base);
-  dot = block_sum(dot);
-  row_map(dx + base, cols, [&](float yv, float g) { return yv * (g - dot); }, y + base, dy + base);
+  row_foreach(t, cols, [&](int64_t, float yv, float g) { dot += yv * g; }, y + base, dy + base);
+  if constexpr (kWarpRows) dot = warp_sum(dot);
+  else dot = block_sum(dot);
+  row_map(t, dx + base, cols, [&](float yv, float g) { return yv * (g - dot); }, y + base, dy + base);
 }
 
-// A warp for short rows (attention scores), more threads as rows grow to vocabulary size.
-int threads_for(int64_t cols) { return cols <= 1024 ? 32 : cols <= 8192 ? 256 : 1024; }
+// Launches kernel<kWarpRows> with the row-to-thread mapping chosen by the row length.
+template <class Launch> void launch_rows(int64_t rows, int64_t cols, Launch&& launch) {
+  if (cols <= kMaxWarpRow) {
+    launch(std::true_type{}, unsigned((rows + kWarpsPerBlock - 1) / kWarpsPerBlock), 32 * kWarpsPerBlock);
+  } else {
+    launch(std::false_type{}, unsigned(rows), cols <= 8192 ? 256 : 1024);
+  }
+  PRIMER_CUDA_CHECK_LAUNCH();
+}
 
 }  // namespace
 
 void softmax(void* y, const void* x, DType dtype, int64_t rows, int64_t cols) {
   visit_float(dtype, [&](auto t) {
     using T = decltype(t);
-    softmax_kernel<<<unsigned(rows), threads_for(cols), 0, cuda::stream()>>>(static_cast<T*>(y),
-                                                                             static_cast<const T*>(x), cols);
-    PRIMER_CUDA_CHECK_LAUNCH();
+    launch_rows(rows, cols, [&](auto warp_rows, unsigned blocks, int threads) {
+      softmax_kernel<decltype(warp_rows)::value><<<blocks, threads, 0, cuda::stream()>>>(
+          static_cast<T*>(y), static_cast<const T*>(x), rows, cols);
+    });
   });
 }
 
 void softmax_backward(void* dx, const void* y, const void* dy, DType dtype, int64_t rows, int64_t cols) {
   visit_float(dtype, [&](auto t) {
     using T = decltype(t);
-    softmax_backward_kernel<<<unsigned(rows), threads_for(cols), 0, cuda::stream()>>>(
-        static_cast<T*>(dx), static_cast<const T*>(y), static_cast<const T*>(dy), cols);
-    PRIMER_CUDA_CHECK_LAUNCH();
+    launch_rows(rows, cols, [&](auto warp_rows, unsigned blocks, int threads) {
+      softmax_backward_kernel<decltype(warp_rows)::value><<<blocks, threads, 0, cuda::stream()>>>(
+          static_cast<T*>(dx), static_cast<const T*>(y), static_cast<const T*>(dy), rows, cols);
+    });
   });
 }
 

@@ -1,5 +1,6 @@
-// 16-byte vector access for memory-bound kernels: packs of V elements, and block-wide loops over one row that use
-// vector loads/stores for the aligned body and scalar accesses for the unaligned head and the tail.
+// 16-byte vector access for memory-bound kernels: packs of V elements, and loops over one row, shared by the
+// threads of a block or a warp, that use vector loads/stores for the aligned body and scalar accesses for the
+// unaligned head and the tail.
 #pragma once
 #include <cstdint>
 
@@ -30,18 +31,33 @@ template <int V, class T> __device__ __forceinline__ int64_t head_length(const T
 
 template <class T> constexpr int kPack = int(16 / sizeof(T));
 
-// Calls f(i, x[i], xs[i]...) (values as float) for i in [0, n), spread over the block's threads. Vector loads when
+// Loads V elements starting at p, `stride` apart: one vector load when stride is 1 (V > 1 needs p pack-aligned).
+template <int V, class T> __device__ __forceinline__ Pack<T, V> load_run(const T* p, int64_t stride) {
+  if (V > 1 && stride == 1) return load_pack<V>(p, 0);
+  Pack<T, V> r;
+#pragma unroll
+  for (int k = 0; k < V; ++k) r.v[k] = p[k * stride];
+  return r;
+}
+
+// The threads that share one row: `tid` of `count` (a block's threads, or a warp's lanes).
+struct RowThreads {
+  int tid, count;
+};
+
+// Calls f(i, x[i], xs[i]...) (values as float) for i in [0, n), spread over the row's threads. Vector loads when
 // every array has the same alignment phase and element size; otherwise coalesced scalar loads.
 template <class F, class T, class... Ts>
-__device__ __forceinline__ void row_foreach(int64_t n, F&& f, const T* x, const Ts*... xs) {
+__device__ __forceinline__ void row_foreach(RowThreads t, int64_t n, F&& f, const T* x, const Ts*... xs) {
   constexpr int V = kPack<T>;
   const int64_t head = head_length<V>(x, n);
   const bool vector = ((sizeof(Ts) == sizeof(T) && head_length<V>(xs, n) == head) && ... && true);
   const int64_t packs = vector ? (n - head) / V : 0;
   const int64_t tail = vector ? head + packs * V : 0;
   if (vector) {
-    for (int64_t i = threadIdx.x; i < head; i += blockDim.x) f(i, to_float(x[i]), to_float(xs[i])...);
-    for (int64_t p = threadIdx.x; p < packs; p += blockDim.x) {
+    for (int64_t i = t.tid; i < head; i += t.count) f(i, to_float(x[i]), to_float(xs[i])...);
+#pragma unroll 4
+    for (int64_t p = t.tid; p < packs; p += t.count) {
       const Pack<T, V> px = load_pack<V>(x + head, p);
       [&](const auto&... pxs) {
 #pragma unroll
@@ -49,21 +65,22 @@ __device__ __forceinline__ void row_foreach(int64_t n, F&& f, const T* x, const 
       }(load_pack<V>(xs + head, p)...);
     }
   }
-  for (int64_t i = tail + threadIdx.x; i < n; i += blockDim.x) f(i, to_float(x[i]), to_float(xs[i])...);
+  for (int64_t i = tail + t.tid; i < n; i += t.count) f(i, to_float(x[i]), to_float(xs[i])...);
 }
 
-// y[i] = g(x[i], xs[i]...) for i in [0, n) over the block's threads; x, xs and y of one element type. Vector loads
+// y[i] = g(x[i], xs[i]...) for i in [0, n) over the row's threads; x, xs and y of one element type. Vector loads
 // and stores when all arrays share an alignment phase.
 template <class G, class T, class... Ts>
-__device__ __forceinline__ void row_map(T* y, int64_t n, G&& g, const T* x, const Ts*... xs) {
+__device__ __forceinline__ void row_map(RowThreads t, T* y, int64_t n, G&& g, const T* x, const Ts*... xs) {
   constexpr int V = kPack<T>;
   const int64_t head = head_length<V>(x, n);
   const bool vector = head_length<V>(y, n) == head && ((head_length<V>(xs, n) == head) && ... && true);
   const int64_t packs = vector ? (n - head) / V : 0;
   const int64_t tail = vector ? head + packs * V : 0;
   if (vector) {
-    for (int64_t i = threadIdx.x; i < head; i += blockDim.x) y[i] = from_float<T>(g(to_float(x[i]), to_float(xs[i])...));
-    for (int64_t p = threadIdx.x; p < packs; p += blockDim.x) {
+    for (int64_t i = t.tid; i < head; i += t.count) y[i] = from_float<T>(g(to_float(x[i]), to_float(xs[i])...));
+#pragma unroll 4
+    for (int64_t p = t.tid; p < packs; p += t.count) {
       const Pack<T, V> px = load_pack<V>(x + head, p);
       Pack<T, V> py;
       [&](const auto&... pxs) {
@@ -73,7 +90,7 @@ __device__ __forceinline__ void row_map(T* y, int64_t n, G&& g, const T* x, cons
       store_pack<V>(y + head, p, py);
     }
   }
-  for (int64_t i = tail + threadIdx.x; i < n; i += blockDim.x) y[i] = from_float<T>(g(to_float(x[i]), to_float(xs[i])...));
+  for (int64_t i = tail + t.tid; i < n; i += t.count) y[i] = from_float<T>(g(to_float(x[i]), to_float(xs[i])...));
 }
 
 }  // namespace primer::ops::cuda_ops
