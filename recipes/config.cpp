@@ -61,8 +61,10 @@ std::string quoted(const std::string& s) {
       case '\t': out += "\\t"; break;
       case '\r': out += "\\r"; break;
       default:
-        if (c < 0x20) out += fmt::format("\\u{:04x}", c);
-        else out += char(c);
+        if (c < 0x20)
+          out += fmt::format("\\u{:04x}", c);
+        else
+          out += char(c);
     }
   }
   return out + "\"";
@@ -102,8 +104,7 @@ std::string to_json(const YAML::Node& n) {
       if (auto f = parse_float(s)) return format_float(*f);
       return quoted(s);
     }
-    default:
-      return "null";
+    default: return "null";
   }
 }
 
@@ -245,12 +246,8 @@ Field& set_default(Field& f, Value v, std::initializer_list<FieldType> fits) {
 Field& Field::defaults(int64_t v) { return set_default(*this, v, {FieldType::Int, FieldType::Float}); }
 Field& Field::defaults(double v) { return set_default(*this, v, {FieldType::Float}); }
 Field& Field::defaults(bool v) { return set_default(*this, v, {FieldType::Bool}); }
-Field& Field::defaults(std::string v) {
-  return set_default(*this, std::move(v), {FieldType::String, FieldType::Enum});
-}
-Field& Field::defaults(std::vector<std::string> v) {
-  return set_default(*this, std::move(v), {FieldType::StringList});
-}
+Field& Field::defaults(std::string v) { return set_default(*this, std::move(v), {FieldType::String, FieldType::Enum}); }
+Field& Field::defaults(std::vector<std::string> v) { return set_default(*this, std::move(v), {FieldType::StringList}); }
 
 Field& Field::at_least(double v) {
   PRIMER_CHECK(type == FieldType::Int || type == FieldType::Float, "schema: '{}' is not numeric", key);
@@ -300,8 +297,7 @@ Field& Schema::add(const std::string& key, FieldType type, const std::string& do
   PRIMER_CHECK(!index_.count(key), "schema: key '{}' declared twice", key);
   PRIMER_CHECK(!is_section(key), "schema: '{}' is already a section of other keys", key);
   for (auto dot = key.find('.'); dot != std::string::npos; dot = key.find('.', dot + 1))
-    PRIMER_CHECK(!index_.count(key.substr(0, dot)), "schema: '{}' nests under the field '{}'", key,
-                 key.substr(0, dot));
+    PRIMER_CHECK(!index_.count(key.substr(0, dot)), "schema: '{}' nests under the field '{}'", key, key.substr(0, dot));
   index_[key] = fields_.size();
   Field& f = fields_.emplace_back();
   f.key = key;
@@ -311,13 +307,9 @@ Field& Schema::add(const std::string& key, FieldType type, const std::string& do
 }
 
 Field& Schema::add_int(const std::string& key, const std::string& doc) { return add(key, FieldType::Int, doc); }
-Field& Schema::add_float(const std::string& key, const std::string& doc) {
-  return add(key, FieldType::Float, doc);
-}
+Field& Schema::add_float(const std::string& key, const std::string& doc) { return add(key, FieldType::Float, doc); }
 Field& Schema::add_bool(const std::string& key, const std::string& doc) { return add(key, FieldType::Bool, doc); }
-Field& Schema::add_string(const std::string& key, const std::string& doc) {
-  return add(key, FieldType::String, doc);
-}
+Field& Schema::add_string(const std::string& key, const std::string& doc) { return add(key, FieldType::String, doc); }
 Field& Schema::add_string_list(const std::string& key, const std::string& doc) {
   return add(key, FieldType::StringList, doc);
 }
@@ -367,8 +359,8 @@ class ConfigLoader {
     }
     Source source{path, true};
     if (root.IsNull()) return;  // an empty file sets nothing
-    PRIMER_CHECK(root.IsMap(), "{}: expected a mapping of keys at the top level, got {}",
-                 source.line_col(root.Mark()), describe(root));
+    PRIMER_CHECK(root.IsMap(), "{}: expected a mapping of keys at the top level, got {}", source.line_col(root.Mark()),
+                 describe(root));
     for (auto it = root.begin(); it != root.end(); ++it) {
       if (it->first.Scalar() != kBaseKey) continue;
       const YAML::Node& base = it->second;
@@ -634,8 +626,8 @@ std::string render_schema_markdown(const Schema& schema) {
       type = "one of " + join(values, ", ");
     }
     std::string def = f.presence == Presence::Required ? "**required**"
-                      : f.default_value                 ? fmt::format("`{}`", yaml_value(*f.default_value))
-                                                        : "unset";
+                      : f.default_value                ? fmt::format("`{}`", yaml_value(*f.default_value))
+                                                       : "unset";
     out += fmt::format("| `{}` | {} | {} | {} |\n", f.key, cell(type), cell(def), cell(f.doc));
   }
   return out;

@@ -6,8 +6,9 @@ namespace primer::recipes {
 namespace {
 
 void check_exclusive(const Config& cfg, const std::string& a, const std::string& b) {
-  PRIMER_CHECK(!(cfg.has(a) && cfg.has(b)), "{}: '{}' and '{}' are mutually exclusive ('{}' is set at {}); set only one",
-               cfg.where(a), a, b, b, cfg.where(b));
+  PRIMER_CHECK(!(cfg.has(a) && cfg.has(b)),
+               "{}: '{}' and '{}' are mutually exclusive ('{}' is set at {}); set only one", cfg.where(a), a, b, b,
+               cfg.where(b));
 }
 
 void check_one_of(const Config& cfg, const std::string& a, const std::string& b, const std::string& what) {
@@ -33,8 +34,7 @@ Schema build_train_schema() {
                     "Name substrings (e.g. gka,norm): a parameter trains iff its name contains one; unset: all train")
       .optional();
   // Data.
-  s.add_string_list("dataset", "Datasets to tokenize (names or paths; comma-separated as in the reference)")
-      .optional();
+  s.add_string_list("dataset", "Datasets to tokenize (names or paths; comma-separated as in the reference)").optional();
   s.add_string("tokenized_path", "Tokenized dataset directory: read if it exists, else written from 'dataset'")
       .optional();
   s.add_int("cutoff_len", "Tokens per training sequence").at_least(1).defaults(2048);

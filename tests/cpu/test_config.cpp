@@ -104,13 +104,14 @@ model.hidden_size: {}
   EXPECT_EQ(cfg.get_string("name"), "hello world");
   EXPECT_EQ(cfg.get_list("tags"), (std::vector<std::string>{"a", "b c"}));
   EXPECT_EQ(cfg.get_string("mode"), "gamma");
-  EXPECT_EQ(cfg.get_map_json("extra"),
-            fmt::format(R"({{"hidden_size": {}, "model_type": "qwen3", "rope": {{"theta": 1000000.0, "scaling": null}}, )"
-                        R"("quoted": "12"}})",
-                        hidden));
+  EXPECT_EQ(
+      cfg.get_map_json("extra"),
+      fmt::format(R"({{"hidden_size": {}, "model_type": "qwen3", "rope": {{"theta": 1000000.0, "scaling": null}}, )"
+                  R"("quoted": "12"}})",
+                  hidden));
   EXPECT_DOUBLE_EQ(cfg.get_float("optim.beta"), 0.5);
   EXPECT_DOUBLE_EQ(cfg.get_float("optim.learning_rate"), 0.1);  // default
-  EXPECT_EQ(cfg.get_int("model.hidden_size"), hidden);           // dotted key at the top level
+  EXPECT_EQ(cfg.get_int("model.hidden_size"), hidden);          // dotted key at the top level
   EXPECT_EQ(cfg.where("steps"), path + ":1");
   EXPECT_EQ(cfg.where("optim.learning_rate"), "default");
 }
@@ -154,13 +155,15 @@ TEST_F(ConfigTest, WrongTypeNamesLineColumnKeyAndExpectation) {
                path + ":5:16: 'learning_rate' expected a number > 0, got a list");
   // Quoted numbers are strings.
   path = write("s.yaml", train_recipe("seed: \"7\"\n"));
-  expect_error([&] { load_config(path, train_schema(), {}); }, path + ":5:7: 'seed' expected an integer >= 0, got \"7\"");
+  expect_error([&] { load_config(path, train_schema(), {}); },
+               path + ":5:7: 'seed' expected an integer >= 0, got \"7\"");
 }
 
 TEST_F(ConfigTest, OutOfRangeNamesTheRange) {
   SCOPED_TRACE(seed_);
   std::string path = write("run.yaml", "model_name_or_path: m\ndataset: d\noutput_dir: o\nmax_steps: 0\n");
-  expect_error([&] { load_config(path, train_schema(), {}); }, path + ":4:12: 'max_steps' expected an integer >= 1, got 0");
+  expect_error([&] { load_config(path, train_schema(), {}); },
+               path + ":4:12: 'max_steps' expected an integer >= 1, got 0");
   path = write("b.yaml", train_recipe("adam_beta2: 1.0\n"));
   expect_error([&] { load_config(path, train_schema(), {}); },
                path + ":5:13: 'adam_beta2' expected a number in [0, 1), got 1.0");
@@ -180,16 +183,19 @@ TEST_F(ConfigTest, EnumErrorListsAllowedValues) {
 TEST_F(ConfigTest, MissingRequiredKeyNamesKeyAndFile) {
   SCOPED_TRACE(seed_);
   std::string path = write("run.yaml", "model_name_or_path: m\ndataset: d\nmax_steps: 5\n");
-  expect_error([&] { load_config(path, train_schema(), {}); },
-               path + ": missing required key 'output_dir' (Run directory: checkpoints, resolved_config.yaml, metrics)");
+  expect_error(
+      [&] { load_config(path, train_schema(), {}); },
+      path + ": missing required key 'output_dir' (Run directory: checkpoints, resolved_config.yaml, metrics)");
   path = write("null.yaml", "model_name_or_path: m\ndataset: d\nmax_steps: 5\noutput_dir: null\n");
-  expect_error([&] { load_config(path, train_schema(), {}); }, path + ":4:13: 'output_dir' expected a string, got null");
+  expect_error([&] { load_config(path, train_schema(), {}); },
+               path + ":4:13: 'output_dir' expected a string, got null");
 }
 
 TEST_F(ConfigTest, YamlSyntaxErrorNamesFileAndLine) {
   SCOPED_TRACE(seed_);
   std::string path = write("run.yaml", "max_steps: 5\ndataset: [a, b\noutput_dir: x\n");
-  expect_error([&] { load_config(path, train_schema(), {}); }, path + ":3:11: YAML syntax error: end of sequence flow not found");
+  expect_error([&] { load_config(path, train_schema(), {}); },
+               path + ":3:11: YAML syntax error: end of sequence flow not found");
   path = write("top.yaml", "- a\n- b\n");
   expect_error([&] { load_config(path, train_schema(), {}); },
                path + ":1:1: expected a mapping of keys at the top level, got a list");
@@ -227,28 +233,32 @@ TEST_F(ConfigTest, StringListAcceptsYamlListOrCommaSeparatedString) {
             expected);
   path = write("bad.yaml", train_recipe("hybrid_learnable_params: [a, {b: 1}]\n"));
   expect_error([&] { load_config(path, train_schema(), {}); },
-               path + ":5:26: 'hybrid_learnable_params' expected a list of strings (a YAML list or a comma-separated string), got a "
-                      "list containing a mapping");
+               path +
+                   ":5:26: 'hybrid_learnable_params' expected a list of strings (a YAML list or a comma-separated "
+                   "string), got a "
+                   "list containing a mapping");
 }
 
 TEST_F(ConfigTest, MapAcceptsYamlMappingOrJsonString) {
   SCOPED_TRACE(seed_);
   int64_t theta = random_int(10000, 10000000);
-  std::string as_yaml = write("a.yaml", train_recipe(fmt::format(
-                                            "config_overrides_json:\n  rope_parameters.rope_theta: {}\n"
-                                            "  max_position_embeddings: 131072\n",
-                                            theta)));
-  std::string as_json = write("b.yaml", train_recipe(fmt::format(
-                                            "config_overrides_json: '{{\"rope_parameters.rope_theta\": {}, "
-                                            "\"max_position_embeddings\": 131072}}'\n",
-                                            theta)));
-  std::string expected = fmt::format(R"({{"rope_parameters.rope_theta": {}, "max_position_embeddings": 131072}})", theta);
+  std::string as_yaml =
+      write("a.yaml", train_recipe(fmt::format("config_overrides_json:\n  rope_parameters.rope_theta: {}\n"
+                                               "  max_position_embeddings: 131072\n",
+                                               theta)));
+  std::string as_json =
+      write("b.yaml", train_recipe(fmt::format("config_overrides_json: '{{\"rope_parameters.rope_theta\": {}, "
+                                               "\"max_position_embeddings\": 131072}}'\n",
+                                               theta)));
+  std::string expected =
+      fmt::format(R"({{"rope_parameters.rope_theta": {}, "max_position_embeddings": 131072}})", theta);
   EXPECT_EQ(load_config(as_yaml, train_schema(), {}).get_map_json("config_overrides_json"), expected);
   EXPECT_EQ(load_config(as_json, train_schema(), {}).get_map_json("config_overrides_json"), expected);
   std::string bad = write("c.yaml", train_recipe("config_overrides_json: '[1, 2]'\n"));
   expect_error([&] { load_config(bad, train_schema(), {}); },
-               bad + ":5:24: 'config_overrides_json' expected a mapping (YAML, or a string holding a JSON object), "
-                     "got \"[1, 2]\"");
+               bad +
+                   ":5:24: 'config_overrides_json' expected a mapping (YAML, or a string holding a JSON object), "
+                   "got \"[1, 2]\"");
 }
 
 TEST_F(ConfigTest, OverridesAreParsedAndValidatedLikeTheFile) {
@@ -329,15 +339,15 @@ TEST_F(ConfigTest, WarmupStepsAndRatioAreMutuallyExclusive) {
 
 TEST_F(ConfigTest, ResolvedYamlRoundTripsToTheSameValues) {
   SCOPED_TRACE(seed_);
-  std::string path = write(
-      "run.yaml",
-      fmt::format("model_config: {{hidden_size: {}, rope_theta: 1e6, name: \"x y\", layers: [1, 2], tie: true}}\n"
-                  "dataset: \"corpus one, corpus-two\"\noutput_dir: \"runs/odd name: 1\"\nmax_steps: {}\n"
-                  "learning_rate: {}\nadam_beta2: {}\nweight_decay: {}\nhybrid_learnable_params: [gka, \"123\", "
-                  "\"null\"]\ntemplate: \"true\"\nwarmup_ratio: {}\nsave_total_limit: {}\nbf16: false\n"
-                  "config_overrides_json: {{}}\n",
-                  random_int(8, 4096), random_int(1, 1 << 20), random_float(1e-6, 1e-2), random_float(0.9, 0.9999),
-                  random_float(0, 0.5), random_float(0, 1), random_int(1, 20)));
+  std::string path =
+      write("run.yaml",
+            fmt::format("model_config: {{hidden_size: {}, rope_theta: 1e6, name: \"x y\", layers: [1, 2], tie: true}}\n"
+                        "dataset: \"corpus one, corpus-two\"\noutput_dir: \"runs/odd name: 1\"\nmax_steps: {}\n"
+                        "learning_rate: {}\nadam_beta2: {}\nweight_decay: {}\nhybrid_learnable_params: [gka, \"123\", "
+                        "\"null\"]\ntemplate: \"true\"\nwarmup_ratio: {}\nsave_total_limit: {}\nbf16: false\n"
+                        "config_overrides_json: {{}}\n",
+                        random_int(8, 4096), random_int(1, 1 << 20), random_float(1e-6, 1e-2),
+                        random_float(0.9, 0.9999), random_float(0, 0.5), random_float(0, 1), random_int(1, 20)));
   Config first = load_config(path, train_schema(), {"seed=123456789012"});
   std::string resolved = first.resolved_yaml();
   Config second = load_config(write("resolved.yaml", resolved), train_schema(), {});
