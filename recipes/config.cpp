@@ -1,0 +1,636 @@
+#include "recipes/config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <regex>
+#include <set>
+
+#include "core/check.h"
+
+namespace primer::recipes {
+namespace {
+
+// ---- scalars (YAML 1.2 core schema, applied to plain scalars only: quoted text is always a string) ----
+
+bool is_plain(const YAML::Node& n) { return n.Tag() == "?"; }
+
+std::optional<bool> parse_bool(const std::string& s) {
+  if (s == "true" || s == "True" || s == "TRUE") return true;
+  if (s == "false" || s == "False" || s == "FALSE") return false;
+  return std::nullopt;
+}
+
+std::optional<int64_t> parse_int(const std::string& s) {
+  static const std::regex pattern("[-+]?[0-9]+");
+  if (!std::regex_match(s, pattern)) return std::nullopt;
+  const char* begin = s.data() + (s[0] == '+' ? 1 : 0);
+  int64_t v = 0;
+  auto [end, ec] = std::from_chars(begin, s.data() + s.size(), v);
+  if (ec != std::errc() || end != s.data() + s.size()) return std::nullopt;
+  return v;
+}
+
+std::optional<double> parse_float(const std::string& s) {
+  static const std::regex pattern(R"([-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?)");
+  if (!std::regex_match(s, pattern)) return std::nullopt;
+  double v = std::strtod(s.c_str(), nullptr);
+  if (!std::isfinite(v)) return std::nullopt;
+  return v;
+}
+
+// Text that reads back as the same double and still looks like a float (1e6 -> "1000000.0").
+std::string format_float(double v) {
+  std::string s = fmt::format("{}", v);
+  if (s.find_first_of(".eE") == std::string::npos) s += ".0";
+  return s;
+}
+
+// A JSON string literal; also a valid YAML double-quoted scalar.
+std::string quoted(const std::string& s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      case '\r': out += "\\r"; break;
+      default:
+        if (c < 0x20)
+          out += fmt::format("\\u{:04x}", c);
+        else
+          out += char(c);
+    }
+  }
+  return out + "\"";
+}
+
+// A string as a YAML scalar: plain when it cannot be mistaken for anything else, else double-quoted.
+std::string yaml_string(const std::string& s) {
+  static const std::regex safe("[A-Za-z0-9_./][A-Za-z0-9_./@+-]*");
+  bool looks_typed = s == "~" || s == "null" || s == "Null" || s == "NULL" || parse_bool(s) || parse_float(s);
+  return std::regex_match(s, safe) && !looks_typed ? s : quoted(s);
+}
+
+// A free-form YAML tree as compact JSON: plain scalars keep their core-schema type, quoted ones are strings.
+std::string to_json(const YAML::Node& n) {
+  switch (n.Type()) {
+    case YAML::NodeType::Map: {
+      std::string out = "{";
+      for (auto it = n.begin(); it != n.end(); ++it) {
+        if (out.size() > 1) out += ", ";
+        out += quoted(it->first.Scalar()) + ": " + to_json(it->second);
+      }
+      return out + "}";
+    }
+    case YAML::NodeType::Sequence: {
+      std::string out = "[";
+      for (auto it = n.begin(); it != n.end(); ++it) {
+        if (out.size() > 1) out += ", ";
+        out += to_json(*it);
+      }
+      return out + "]";
+    }
+    case YAML::NodeType::Scalar: {
+      const std::string& s = n.Scalar();
+      if (!is_plain(n)) return quoted(s);
+      if (auto b = parse_bool(s)) return *b ? "true" : "false";
+      if (auto i = parse_int(s)) return fmt::format("{}", *i);
+      if (auto f = parse_float(s)) return format_float(*f);
+      return quoted(s);
+    }
+    default: return "null";
+  }
+}
+
+// Optimal string alignment distance: edits, insertions, deletions and adjacent transpositions.
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  }
+  return d[a.size()][b.size()];
+}
+
+std::string leaf(const std::string& path) {
+  auto dot = path.rfind('.');
+  return dot == std::string::npos ? path : path.substr(dot + 1);
+}
+
+std::string join_path(const std::string& prefix, const std::string& key) {
+  return prefix.empty() ? key : prefix + "." + key;
+}
+
+std::string range_text(const Field& f) {
+  auto num = [](double v) { return fmt::format("{}", v); };
+  if (f.min && f.max)
+    return fmt::format(" in {}{}, {}{}", f.min_exclusive ? "(" : "[", num(*f.min), num(*f.max),
+                       f.max_exclusive ? ")" : "]");
+  if (f.min) return fmt::format(" {} {}", f.min_exclusive ? ">" : ">=", num(*f.min));
+  if (f.max) return fmt::format(" {} {}", f.max_exclusive ? "<" : "<=", num(*f.max));
+  return "";
+}
+
+bool in_range(const Field& f, double v) {
+  if (f.min && (f.min_exclusive ? v <= *f.min : v < *f.min)) return false;
+  if (f.max && (f.max_exclusive ? v >= *f.max : v > *f.max)) return false;
+  return true;
+}
+
+std::string join(const std::vector<std::string>& items, const std::string& sep) {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) out += (i ? sep : "") + items[i];
+  return out;
+}
+
+const char* type_name(FieldType t) {
+  switch (t) {
+    case FieldType::Int: return "integer";
+    case FieldType::Float: return "number";
+    case FieldType::Bool: return "bool";
+    case FieldType::String: return "string";
+    case FieldType::StringList: return "string list";
+    case FieldType::Enum: return "enum";
+    case FieldType::Map: return "mapping";
+  }
+  return "?";
+}
+
+// A value as it appears in resolved YAML (and in the docs' default column).
+std::string yaml_value(const Value& v) {
+  struct Visitor {
+    std::string operator()(int64_t i) const { return fmt::format("{}", i); }
+    std::string operator()(double d) const { return format_float(d); }
+    std::string operator()(bool b) const { return b ? "true" : "false"; }
+    std::string operator()(const std::string& s) const { return yaml_string(s); }
+    std::string operator()(const std::vector<std::string>& l) const {
+      std::vector<std::string> items;
+      for (const auto& s : l) items.push_back(yaml_string(s));
+      return "[" + join(items, ", ") + "]";
+    }
+    std::string operator()(const MapValue& m) const { return m.json; }
+  };
+  return std::visit(Visitor{}, v);
+}
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> items;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t comma = std::min(text.find(',', start), text.size());
+    std::string item = text.substr(start, comma - start);
+    item.erase(0, item.find_first_not_of(" \t"));
+    item.erase(item.find_last_not_of(" \t") + 1);
+    if (!item.empty()) items.push_back(item);
+    start = comma + 1;
+  }
+  return items;
+}
+
+// Where a value or key came from, for error messages and Config::where().
+struct Source {
+  std::string name;  // the file path, or "--set key=value"
+  bool is_file = true;
+
+  std::string line(const YAML::Mark& m) const {
+    return is_file && !m.is_null() ? fmt::format("{}:{}", name, m.line + 1) : name;
+  }
+  std::string line_col(const YAML::Mark& m) const {
+    return is_file && !m.is_null() ? fmt::format("{}:{}:{}", name, m.line + 1, m.column + 1) : name;
+  }
+};
+
+}  // namespace
+
+// ---- Field ----
+
+Field& Field::required() {
+  presence = Presence::Required;
+  default_value.reset();
+  return *this;
+}
+
+Field& Field::optional() {
+  presence = Presence::Optional;
+  default_value.reset();
+  return *this;
+}
+
+namespace {
+Field& set_default(Field& f, Value v, std::initializer_list<FieldType> fits) {
+  PRIMER_CHECK(std::find(fits.begin(), fits.end(), f.type) != fits.end(),
+               "schema: default {} does not fit '{}', a {} field", yaml_value(v), f.key, type_name(f.type));
+  if (f.type == FieldType::Float && std::holds_alternative<int64_t>(v)) v = double(std::get<int64_t>(v));
+  if (f.type == FieldType::Enum)
+    PRIMER_CHECK(std::find(f.allowed.begin(), f.allowed.end(), std::get<std::string>(v)) != f.allowed.end(),
+                 "schema: default '{}' of '{}' is not one of {}", std::get<std::string>(v), f.key,
+                 join(f.allowed, ", "));
+  f.presence = Presence::Defaulted;
+  f.default_value = std::move(v);
+  return f;
+}
+}  // namespace
+
+Field& Field::defaults(int64_t v) { return set_default(*this, v, {FieldType::Int, FieldType::Float}); }
+Field& Field::defaults(double v) { return set_default(*this, v, {FieldType::Float}); }
+Field& Field::defaults(bool v) { return set_default(*this, v, {FieldType::Bool}); }
+Field& Field::defaults(std::string v) { return set_default(*this, std::move(v), {FieldType::String, FieldType::Enum}); }
+Field& Field::defaults(std::vector<std::string> v) { return set_default(*this, std::move(v), {FieldType::StringList}); }
+
+Field& Field::at_least(double v) {
+  PRIMER_CHECK(type == FieldType::Int || type == FieldType::Float, "schema: '{}' is not numeric", key);
+  min = v;
+  min_exclusive = false;
+  return *this;
+}
+
+Field& Field::above(double v) {
+  at_least(v);
+  min_exclusive = true;
+  return *this;
+}
+
+Field& Field::at_most(double v) {
+  PRIMER_CHECK(type == FieldType::Int || type == FieldType::Float, "schema: '{}' is not numeric", key);
+  max = v;
+  max_exclusive = false;
+  return *this;
+}
+
+Field& Field::below(double v) {
+  at_most(v);
+  max_exclusive = true;
+  return *this;
+}
+
+std::string Field::expectation() const {
+  switch (type) {
+    case FieldType::Int: return "an integer" + range_text(*this);
+    case FieldType::Float: return "a number" + range_text(*this);
+    case FieldType::Bool: return "true or false";
+    case FieldType::String: return "a string";
+    case FieldType::StringList: return "a list of strings (a YAML list or a comma-separated string)";
+    case FieldType::Enum: return "one of " + join(allowed, ", ");
+    case FieldType::Map: return "a mapping (YAML, or a string holding a JSON object)";
+  }
+  return "";
+}
+
+// ---- Schema ----
+
+Field& Schema::add(const std::string& key, FieldType type, const std::string& doc) {
+  static const std::regex segment("[A-Za-z_][A-Za-z0-9_]*(\\.[A-Za-z_][A-Za-z0-9_]*)*");
+  PRIMER_CHECK(std::regex_match(key, segment), "schema: key '{}' must be dot-separated identifiers", key);
+  PRIMER_CHECK(key != kBaseKey, "schema: '{}' is reserved for inheritance", key);
+  PRIMER_CHECK(!index_.count(key), "schema: key '{}' declared twice", key);
+  PRIMER_CHECK(!is_section(key), "schema: '{}' is already a section of other keys", key);
+  for (auto dot = key.find('.'); dot != std::string::npos; dot = key.find('.', dot + 1))
+    PRIMER_CHECK(!index_.count(key.substr(0, dot)), "schema: '{}' nests under the field '{}'", key, key.substr(0, dot));
+  index_[key] = fields_.size();
+  Field& f = fields_.emplace_back();
+  f.key = key;
+  f.type = type;
+  f.doc = doc;
+  return f;
+}
+
+Field& Schema::add_int(const std::string& key, const std::string& doc) { return add(key, FieldType::Int, doc); }
+Field& Schema::add_float(const std::string& key, const std::string& doc) { return add(key, FieldType::Float, doc); }
+Field& Schema::add_bool(const std::string& key, const std::string& doc) { return add(key, FieldType::Bool, doc); }
+Field& Schema::add_string(const std::string& key, const std::string& doc) { return add(key, FieldType::String, doc); }
+Field& Schema::add_string_list(const std::string& key, const std::string& doc) {
+  return add(key, FieldType::StringList, doc);
+}
+Field& Schema::add_enum(const std::string& key, std::vector<std::string> allowed, const std::string& doc) {
+  PRIMER_CHECK(!allowed.empty(), "schema: enum '{}' needs allowed values", key);
+  Field& f = add(key, FieldType::Enum, doc);
+  f.allowed = std::move(allowed);
+  return f;
+}
+Field& Schema::add_map(const std::string& key, const std::string& doc) { return add(key, FieldType::Map, doc); }
+
+void Schema::add_check(std::function<void(const Config&)> check) { checks_.push_back(std::move(check)); }
+
+const Field* Schema::find(const std::string& key) const {
+  auto it = index_.find(key);
+  return it == index_.end() ? nullptr : &fields_[it->second];
+}
+
+bool Schema::is_section(const std::string& path) const {
+  auto it = index_.lower_bound(path + ".");
+  return it != index_.end() && it->first.compare(0, path.size() + 1, path + ".") == 0;
+}
+
+// ---- loading ----
+
+class ConfigLoader {
+ public:
+  ConfigLoader(const Schema& schema, const std::string& path) {
+    config_.schema_ = schema;
+    config_.path_ = path;
+  }
+
+  void load_file(const std::string& path, std::vector<std::string> chain) {
+    std::string canonical = std::filesystem::weakly_canonical(path).string();
+    chain.push_back(path);
+    for (size_t i = 0; i + 1 < chain.size(); ++i) {
+      if (std::filesystem::weakly_canonical(chain[i]).string() == canonical)
+        PRIMER_FAIL("{}: 'base' inheritance cycle: {}", chain[0], join(chain, " -> "));
+    }
+    YAML::Node root;
+    try {
+      root = YAML::LoadFile(path);
+    } catch (const YAML::BadFile&) {
+      PRIMER_FAIL("cannot read config file '{}'", path);
+    } catch (const YAML::ParserException& e) {
+      PRIMER_FAIL("{}:{}:{}: YAML syntax error: {}", path, e.mark.line + 1, e.mark.column + 1, e.msg);
+    }
+    Source source{path, true};
+    if (root.IsNull()) return;  // an empty file sets nothing
+    PRIMER_CHECK(root.IsMap(), "{}: expected a mapping of keys at the top level, got {}", source.line_col(root.Mark()),
+                 describe(root));
+    for (auto it = root.begin(); it != root.end(); ++it) {
+      if (it->first.Scalar() != kBaseKey) continue;
+      const YAML::Node& base = it->second;
+      PRIMER_CHECK(base.IsScalar(), "{}: 'base' expected a file path, got {}", source.line_col(base.Mark()),
+                   describe(base));
+      auto resolved = (std::filesystem::path(path).parent_path() / base.Scalar()).lexically_normal();
+      PRIMER_CHECK(std::filesystem::exists(resolved), "{}: base file '{}' not found (looked for {})",
+                   source.line(it->first.Mark()), base.Scalar(), resolved.string());
+      load_file(resolved.string(), chain);
+    }
+    std::map<std::string, std::string> assigned_here;  // path -> where, to catch duplicate keys
+    walk(root, "", source, assigned_here);
+  }
+
+  void apply_override(const std::string& text) {
+    Source source{"--set " + text, false};
+    auto eq = text.find('=');
+    PRIMER_CHECK(eq != std::string::npos && eq > 0, "{}: expected key.path=value", source.name);
+    std::string key = text.substr(0, eq);
+    YAML::Node value;
+    try {
+      value = YAML::Load(text.substr(eq + 1));
+    } catch (const YAML::ParserException& e) {
+      PRIMER_FAIL("{}: YAML syntax error in the value: {}", source.name, e.msg);
+    }
+    if (const Field* f = enclosing_map_field(key))
+      PRIMER_FAIL("{}: '{}' is a free-form mapping and is set whole, e.g. --set '{}={{key: value}}'", source.name,
+                  f->key, f->key);
+    std::map<std::string, std::string> assigned;
+    assign_or_descend(key, value, YAML::Mark::null_mark(), source, assigned);
+  }
+
+  Config finish() {
+    std::vector<std::string> missing;
+    for (const Field& f : config_.schema_.fields()) {
+      if (config_.entries_.count(f.key)) continue;
+      if (f.presence == Presence::Required) missing.push_back(fmt::format("'{}' ({})", f.key, f.doc));
+      config_.entries_[f.key] = {f.default_value, "default"};
+    }
+    PRIMER_CHECK(missing.empty(), "{}: missing required key{} {}", config_.path_, missing.size() > 1 ? "s" : "",
+                 join(missing, ", "));
+    for (const auto& check : config_.schema_.checks()) check(config_);
+    return std::move(config_);
+  }
+
+ private:
+  static std::string describe(const YAML::Node& n) {
+    switch (n.Type()) {
+      case YAML::NodeType::Map: return "a mapping";
+      case YAML::NodeType::Sequence: return "a list";
+      case YAML::NodeType::Scalar: return is_plain(n) ? n.Scalar() : quoted(n.Scalar());
+      default: return "null";
+    }
+  }
+
+  const Field* enclosing_map_field(const std::string& path) const {
+    for (auto dot = path.find('.'); dot != std::string::npos; dot = path.find('.', dot + 1)) {
+      const Field* f = config_.schema_.find(path.substr(0, dot));
+      if (f && f->type == FieldType::Map) return f;
+    }
+    return nullptr;
+  }
+
+  void walk(const YAML::Node& mapping, const std::string& prefix, const Source& source,
+            std::map<std::string, std::string>& assigned_here) {
+    for (auto it = mapping.begin(); it != mapping.end(); ++it) {
+      const std::string& key = it->first.Scalar();
+      if (prefix.empty() && key == kBaseKey) continue;
+      assign_or_descend(join_path(prefix, key), it->second, it->first.Mark(), source, assigned_here);
+    }
+  }
+
+  void assign_or_descend(const std::string& path, const YAML::Node& value, const YAML::Mark& key_mark,
+                         const Source& source, std::map<std::string, std::string>& assigned_here) {
+    const Schema& schema = config_.schema_;
+    if (const Field* f = schema.find(path)) {
+      auto [it, fresh] = assigned_here.emplace(path, source.line(key_mark));
+      PRIMER_CHECK(fresh, "{}: duplicate key '{}' (first set at {})", source.line(key_mark), path, it->second);
+      YAML::Mark value_mark = value.Mark().is_null() ? key_mark : value.Mark();
+      config_.entries_[path] = {convert(*f, value, source.line_col(value_mark)), source.line(key_mark)};
+      return;
+    }
+    if (schema.is_section(path)) {
+      PRIMER_CHECK(value.IsMap(), "{}: '{}' is a section; expected a mapping of its keys, got {}",
+                   source.line_col(value.Mark().is_null() ? key_mark : value.Mark()), path, describe(value));
+      walk(value, path, source, assigned_here);
+      return;
+    }
+    std::string suggestion = closest_key(path);
+    PRIMER_FAIL("{}: unknown key '{}'{}", source.line(key_mark), path,
+                suggestion.empty() ? "" : fmt::format("; did you mean '{}'?", suggestion));
+  }
+
+  // The declared key (or section) nearest to an unknown one: by whole path, or by last component so that a
+  // key put in the wrong section finds its home. Nothing when no key is close.
+  std::string closest_key(const std::string& path) const {
+    std::vector<std::string> candidates;
+    for (const Field& f : config_.schema_.fields()) {
+      candidates.push_back(f.key);
+      for (auto dot = f.key.find('.'); dot != std::string::npos; dot = f.key.find('.', dot + 1))
+        candidates.push_back(f.key.substr(0, dot));
+    }
+    std::string best;
+    std::pair<size_t, size_t> best_score{SIZE_MAX, SIZE_MAX};
+    for (const auto& c : candidates) {
+      size_t whole = edit_distance(path, c);
+      std::pair<size_t, size_t> score{std::min(whole, edit_distance(leaf(path), leaf(c))), whole};
+      if (score < best_score) best_score = score, best = c;
+    }
+    size_t threshold = std::max<size_t>(2, leaf(path).size() / 3);
+    return best_score.first <= threshold ? best : "";
+  }
+
+  static std::optional<Value> convert(const Field& f, const YAML::Node& n, const std::string& where) {
+    auto fail = [&](const std::string& got) -> Value {
+      PRIMER_FAIL("{}: '{}' expected {}, got {}", where, f.key, f.expectation(), got);
+    };
+    if (n.IsNull()) {
+      if (f.presence == Presence::Optional) return std::nullopt;
+      return fail("null");
+    }
+    if (f.type == FieldType::Map) return convert_map(n, fail);
+    if (f.type == FieldType::StringList && n.IsSequence()) {
+      std::vector<std::string> items;
+      for (const auto& item : n) {
+        if (!item.IsScalar()) return fail("a list containing " + describe(item));
+        items.push_back(item.Scalar());
+      }
+      return items;
+    }
+    if (!n.IsScalar()) return fail(describe(n));
+    const std::string& s = n.Scalar();
+    const bool plain = is_plain(n);
+    switch (f.type) {
+      case FieldType::Int: {
+        auto v = plain ? parse_int(s) : std::nullopt;
+        if (!v) return fail(quoted(s));
+        if (!in_range(f, double(*v))) return fail(s);
+        return *v;
+      }
+      case FieldType::Float: {
+        auto v = plain ? parse_float(s) : std::nullopt;
+        if (!v) return fail(quoted(s));
+        if (!in_range(f, *v)) return fail(s);
+        return *v;
+      }
+      case FieldType::Bool: {
+        auto v = plain ? parse_bool(s) : std::nullopt;
+        if (!v) return fail(quoted(s));
+        return *v;
+      }
+      case FieldType::Enum:
+        if (std::find(f.allowed.begin(), f.allowed.end(), s) == f.allowed.end()) return fail(quoted(s));
+        return s;
+      case FieldType::StringList: return split_list(s);
+      default: return s;
+    }
+  }
+
+  template <class Fail>
+  static Value convert_map(const YAML::Node& n, Fail fail) {
+    if (n.IsMap()) return MapValue{to_json(n)};
+    if (!n.IsScalar()) return fail(describe(n));
+    YAML::Node parsed;
+    try {
+      parsed = YAML::Load(n.Scalar());
+    } catch (const YAML::ParserException& e) {
+      return fail(fmt::format("{} (not a valid JSON object: {})", quoted(n.Scalar()), e.msg));
+    }
+    if (!parsed.IsMap()) return fail(quoted(n.Scalar()));
+    return MapValue{to_json(parsed)};
+  }
+
+  Config config_;
+};
+
+Config load_config(const std::string& path, const Schema& schema, const std::vector<std::string>& overrides) {
+  ConfigLoader loader(schema, path);
+  loader.load_file(path, {});
+  for (const auto& o : overrides) loader.apply_override(o);
+  return loader.finish();
+}
+
+// ---- Config ----
+
+const Config::Entry& Config::entry(const std::string& key, FieldType expected_a, FieldType expected_b) const {
+  const Field* f = schema_.find(key);
+  if (!f) PRIMER_FAIL("config: '{}' is not a key of the schema (declare it before reading it)", key);
+  PRIMER_CHECK(f->type == expected_a || f->type == expected_b, "config: '{}' is declared as {} but read as {}", key,
+               type_name(f->type), type_name(expected_a));
+  const Entry& e = entries_.at(key);
+  PRIMER_CHECK(e.value.has_value(), "config: '{}' is not set (it is optional: check has() first)", key);
+  return e;
+}
+
+int64_t Config::get_int(const std::string& key) const {
+  return std::get<int64_t>(*entry(key, FieldType::Int, FieldType::Int).value);
+}
+double Config::get_float(const std::string& key) const {
+  return std::get<double>(*entry(key, FieldType::Float, FieldType::Float).value);
+}
+bool Config::get_bool(const std::string& key) const {
+  return std::get<bool>(*entry(key, FieldType::Bool, FieldType::Bool).value);
+}
+std::string Config::get_string(const std::string& key) const {
+  return std::get<std::string>(*entry(key, FieldType::String, FieldType::Enum).value);
+}
+std::vector<std::string> Config::get_list(const std::string& key) const {
+  return std::get<std::vector<std::string>>(*entry(key, FieldType::StringList, FieldType::StringList).value);
+}
+std::string Config::get_map_json(const std::string& key) const {
+  return std::get<MapValue>(*entry(key, FieldType::Map, FieldType::Map).value).json;
+}
+
+bool Config::has(const std::string& key) const {
+  if (!schema_.find(key)) PRIMER_FAIL("config: '{}' is not a key of the schema (declare it before reading it)", key);
+  return entries_.at(key).value.has_value();
+}
+
+std::string Config::where(const std::string& key) const {
+  if (!schema_.find(key)) PRIMER_FAIL("config: '{}' is not a key of the schema (declare it before reading it)", key);
+  return entries_.at(key).origin;
+}
+
+std::string Config::resolved_yaml() const {
+  std::string out = "# Resolved configuration: every key with its final value (defaults filled in).\n";
+  // Children of a section in order of first declaration, so a section is written once even when its keys
+  // were declared apart.
+  std::function<void(const std::string&, int)> emit = [&](const std::string& prefix, int depth) {
+    std::set<std::string> done;
+    for (const Field& f : schema_.fields()) {
+      if (!prefix.empty() && f.key.compare(0, prefix.size() + 1, prefix + ".") != 0) continue;
+      std::string rest = prefix.empty() ? f.key : f.key.substr(prefix.size() + 1);
+      std::string child = rest.substr(0, rest.find('.'));
+      if (!done.insert(child).second) continue;
+      std::string indent(size_t(2 * depth), ' ');
+      if (child == rest) {
+        const auto& value = entries_.at(f.key).value;
+        out += fmt::format("{}{}: {}\n", indent, child, value ? yaml_value(*value) : "null");
+      } else {
+        out += fmt::format("{}{}:\n", indent, child);
+        emit(join_path(prefix, child), depth + 1);
+      }
+    }
+  };
+  emit("", 0);
+  return out;
+}
+
+// ---- docs ----
+
+std::string render_schema_markdown(const Schema& schema) {
+  auto cell = [](std::string s) {
+    for (size_t p = s.find('|'); p != std::string::npos; p = s.find('|', p + 2)) s.replace(p, 1, "\\|");
+    return s;
+  };
+  std::string out = "| key | type | default | meaning |\n|---|---|---|---|\n";
+  for (const Field& f : schema.fields()) {
+    std::string type = type_name(f.type) + range_text(f);
+    if (f.type == FieldType::Enum) {
+      std::vector<std::string> values;
+      for (const auto& a : f.allowed) values.push_back(fmt::format("`{}`", a));
+      type = "one of " + join(values, ", ");
+    }
+    std::string def = f.presence == Presence::Required ? "**required**"
+                      : f.default_value                ? fmt::format("`{}`", yaml_value(*f.default_value))
+                                                       : "unset";
+    out += fmt::format("| `{}` | {} | {} | {} |\n", f.key, cell(type), cell(def), cell(f.doc));
+  }
+  return out;
+}
+
+}  // namespace primer::recipes

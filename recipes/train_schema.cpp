@@ -1,0 +1,134 @@
+#include "recipes/train_schema.h"
+
+#include "core/check.h"
+
+namespace primer::recipes {
+namespace {
+
+void check_exclusive(const Config& cfg, const std::string& a, const std::string& b) {
+  PRIMER_CHECK(!(cfg.has(a) && cfg.has(b)),
+               "{}: '{}' and '{}' are mutually exclusive ('{}' is set at {}); set only one", cfg.where(a), a, b, b,
+               cfg.where(b));
+}
+
+void check_one_of(const Config& cfg, const std::string& a, const std::string& b, const std::string& what) {
+  PRIMER_CHECK(cfg.has(a) || cfg.has(b), "{}: set '{}' or '{}' ({})", cfg.path(), a, b, what);
+}
+
+Schema build_train_schema() {
+  Schema s;
+  // Model.
+  s.add_string("model_name_or_path", "Hugging Face checkpoint directory (config.json + safetensors) to start from")
+      .optional();
+  s.add_map("model_config", "Inline Hugging Face config.json to train from scratch (e.g. a small Qwen3)").optional();
+  s.add_map("config_overrides_json",
+            "Applied to the model config after loading; dotted keys reach nested entries, e.g. "
+            "{\"rope_parameters.rope_theta\": 5000000}; saved in the checkpoint's config.json")
+      .optional();
+  // Method.
+  s.add_enum("stage", {"pt", "sft", "hkd"},
+             "pt: (continued) pretraining; sft: supervised fine-tuning on responses; hkd: Priming Stage-1 "
+             "distillation")
+      .defaults("pt");
+  s.add_string_list("hybrid_learnable_params",
+                    "Name substrings (e.g. gka,norm): a parameter trains iff its name contains one; unset: all train")
+      .optional();
+  // Data.
+  s.add_string_list("dataset", "Datasets to tokenize (names or paths; comma-separated as in the reference)").optional();
+  s.add_string("tokenized_path", "Tokenized dataset directory: read if it exists, else written from 'dataset'")
+      .optional();
+  s.add_int("cutoff_len", "Tokens per training sequence").at_least(1).defaults(2048);
+  s.add_bool("packing", "Concatenate samples into full cutoff_len rows (pt data is always concatenated)")
+      .defaults(false);
+  s.add_string("template", "Prompt template (e.g. qwen3, qwen3_nothink_pt); unset: plain text + EOS").optional();
+  // Optimisation.
+  s.add_int("per_device_train_batch_size", "Sequences per rank per micro-step").at_least(1).defaults(8);
+  s.add_int("gradient_accumulation_steps", "Micro-steps per optimizer step").at_least(1).defaults(1);
+  s.add_float("learning_rate", "Peak learning rate (AdamW)").above(0).defaults(5e-5);
+  s.add_enum("lr_scheduler_type", {"constant_with_warmup", "cosine", "linear"},
+             "Learning-rate schedule after warmup (linear and cosine decay to 0 at max_steps)")
+      .defaults("linear");
+  s.add_int("warmup_steps", "Linear warmup steps; exclusive with warmup_ratio; neither: no warmup")
+      .at_least(0)
+      .optional();
+  s.add_float("warmup_ratio", "Warmup as a fraction of max_steps; exclusive with warmup_steps")
+      .at_least(0)
+      .at_most(1)
+      .optional();
+  s.add_int("max_steps", "Optimizer steps to train").at_least(1).required();
+  s.add_float("max_grad_norm", "Clip the global gradient norm to this; 0 disables clipping").at_least(0).defaults(1.0);
+  s.add_float("weight_decay", "AdamW decoupled weight decay (parameters flagged for decay only)")
+      .at_least(0)
+      .defaults(0.0);
+  s.add_float("adam_beta1", "AdamW first-moment decay").at_least(0).below(1).defaults(0.9);
+  s.add_float("adam_beta2", "AdamW second-moment decay").at_least(0).below(1).defaults(0.999);
+  s.add_float("adam_epsilon", "AdamW denominator epsilon").above(0).defaults(1e-8);
+  s.add_int("seed", "Seed of initialisation, data order and dropout").at_least(0).defaults(42);
+  // Parallelism, precision, device.
+  s.add_int("sequence_parallel_size", "Ranks that share one sequence (sequence parallelism)").at_least(1).defaults(1);
+  s.add_bool("bf16", "Compute in bf16 on CUDA with fp32 master weights (CPU runs compute in fp32)").defaults(true);
+  s.add_bool("disable_gradient_checkpointing", "Keep all activations instead of recomputing each block")
+      .defaults(false);
+  s.add_enum("device", {"auto", "cpu", "cuda"}, "Where to train; auto: CUDA when a GPU is usable").defaults("auto");
+  // Output, evaluation, checkpoints.
+  s.add_string("output_dir", "Run directory: checkpoints, resolved_config.yaml, metrics").required();
+  s.add_int("logging_steps", "Log loss, learning rate, grad norm and throughput every N steps")
+      .at_least(1)
+      .defaults(10);
+  s.add_string("metrics_file", "JSONL metrics log; unset: <output_dir>/metrics.jsonl").optional();
+  s.add_int("eval_steps", "Evaluate held-out loss every N steps; 0: only before and after training")
+      .at_least(0)
+      .defaults(0);
+  s.add_int("eval_batches", "Held-out batches per evaluation").at_least(1).defaults(8);
+  s.add_int("save_steps", "Save a checkpoint every N steps; 0: only at the end").at_least(0).defaults(500);
+  s.add_int("save_total_limit", "Keep only the last N checkpoints; unset: keep all").at_least(1).optional();
+  s.add_string("resume_from_checkpoint",
+               "Unset: start fresh; auto: the latest checkpoint in output_dir (fresh if none); else a checkpoint path")
+      .optional();
+
+  s.add_check([](const Config& cfg) {
+    check_exclusive(cfg, "warmup_steps", "warmup_ratio");
+    check_exclusive(cfg, "model_name_or_path", "model_config");
+    check_one_of(cfg, "model_name_or_path", "model_config", "the model to start from, or to build from scratch");
+    check_one_of(cfg, "dataset", "tokenized_path", "the training data");
+  });
+  return s;
+}
+
+}  // namespace
+
+const Schema& train_schema() {
+  static const Schema schema = build_train_schema();
+  return schema;
+}
+
+std::string train_recipe_reference() {
+  return R"(# Recipe reference: `primer train run.yaml`
+
+<!-- Generated by primer::recipes::train_recipe_reference() from recipes/train_schema.cpp; do not edit.
+     Regenerate: PRIMER_UPDATE_DOCS=1 build/tests/primer_tests --gtest_filter='TrainSchema.DocsAreUpToDate' -->
+
+A recipe is a YAML mapping of the keys below. They are the flat keys of the reference Priming implementation
+(hybrid-model-factory, a LlamaFactory fork) with the same meanings, so its recipes carry over; the keys it
+lacks take Hugging Face Trainer names (`save_total_limit`, `eval_steps`) or are primer's own (`model_config`,
+`eval_batches`, `device`, `metrics_file`).
+
+- **Types.** Integers and numbers are plain YAML scalars (`1e-4` is a number; `"10"` in quotes is a string).
+  A string list is a YAML list or a comma-separated string: `hybrid_learnable_params: gka,norm` equals
+  `[gka, norm]`. A mapping is a YAML mapping or a string holding a JSON object. `null` (or `~`) leaves an
+  optional key unset.
+- **Inheritance.** `base: other.yaml` (relative to the file naming it) loads that file first; the child's
+  keys replace the base's whole values (a mapping is replaced, not merged). Cycles are an error.
+- **Overrides.** `--set key=value` on the command line, applied after the files and validated the same way;
+  the value is YAML: `--set max_steps=100`, `--set 'dataset=[a, b]'`, `--set 'model_config={hidden_size: 64}'`.
+- **Errors** name the file, line and key: an unknown key suggests the closest valid one; a wrong type or an
+  out-of-range value says what was expected.
+- **Resolved config.** The trainer writes every key with its final value to `<output_dir>/resolved_config.yaml`
+  (and into checkpoints); it loads back as a recipe that reproduces the run.
+- **Cross-key rules.** Exactly one of `model_name_or_path` and `model_config`; at least one of `dataset` and
+  `tokenized_path`; at most one of `warmup_steps` and `warmup_ratio`.
+
+)" + render_schema_markdown(train_schema());
+}
+
+}  // namespace primer::recipes
