@@ -395,7 +395,7 @@ TEST_F(ConfigTest, GettersRejectUndeclaredKeysWrongTypesAndUnsetOptionals) {
 }
 
 TEST(TrainSchema, DocsAreUpToDate) {
-  fs::path doc = fs::path(__FILE__).parent_path().parent_path().parent_path() / "docs" / "recipes.md";
+  fs::path doc = fs::path(PRIMER_SOURCE_DIR) / "docs" / "recipes.md";
   std::string expected = train_recipe_reference();
   if (std::getenv("PRIMER_UPDATE_DOCS")) std::ofstream(doc) << expected;
   std::ifstream in(doc);
