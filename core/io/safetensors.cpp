@@ -263,12 +263,12 @@ std::vector<std::string> write_safetensors(const std::string& dir,
   meta.set("format", "pt");
   for (const auto& [key, value] : metadata) meta.set(key, value);
 
-  // Greedy split in the given order.
+  // Greedy split in the given order; an empty tensor never opens a shard of its own.
   std::vector<std::vector<std::pair<std::string, Tensor>>> shards(1);
   uint64_t shard_bytes = 0, total_bytes = 0;
   for (const auto& item : tensors) {
     const uint64_t n = item.second.nbytes();
-    if (!shards.back().empty() && shard_bytes + n > max_shard_bytes) shards.emplace_back(), shard_bytes = 0;
+    if (n > 0 && !shards.back().empty() && shard_bytes + n > max_shard_bytes) shards.emplace_back(), shard_bytes = 0;
     shards.back().push_back(item);
     shard_bytes += n;
     total_bytes += n;
