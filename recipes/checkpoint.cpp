@@ -54,6 +54,15 @@ std::optional<pid_t> leftover_owner(const std::string& name) {
 
 bool process_alive(pid_t pid) { return ::kill(pid, 0) == 0 || errno != ESRCH; }
 
+// The entries of `dir`, listed before any is acted on (removing entries while iterating is unspecified).
+std::vector<fs::path> list_directory(const fs::path& dir) {
+  std::vector<fs::path> entries;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) entries.push_back(it->path());
+  PRIMER_CHECK(!ec, "cannot list checkpoint directory '{}': {}", dir.string(), ec.message());
+  return entries;
+}
+
 void remove_tree(const fs::path& path) {
   std::error_code ec;
   fs::remove_all(path, ec);
@@ -138,10 +147,10 @@ void write_shard(io::Hdf5File& file, const TrainingState& state, ParameterRegist
   }
 }
 
-Tensor read_to_device(const io::Hdf5File& file, const std::string& name, const Shape& shape, Device device) {
+Tensor read_to_host(const io::Hdf5File& file, const std::string& name, const Shape& shape) {
   Tensor host = Tensor::empty(shape, DType::F32);
   file.read(name, shape, host.data<float>());
-  return host.to(device);
+  return host;
 }
 
 }  // namespace
@@ -190,9 +199,9 @@ std::string CheckpointManager::save(const TrainingState& state, ParameterRegistr
 void CheckpointManager::rotate(const std::string& keep) const {
   if (keep_last_k_ <= 0) return;
   std::vector<std::pair<int64_t, fs::path>> older;
-  for (const fs::directory_entry& e : fs::directory_iterator(output_dir_)) {
-    const auto step = checkpoint_step(e.path().filename().string());
-    if (step && e.is_directory() && e.path() != fs::path(keep)) older.emplace_back(*step, e.path());
+  for (const fs::path& path : list_directory(output_dir_)) {
+    const auto step = checkpoint_step(path.filename().string());
+    if (step && fs::is_directory(path) && path != fs::path(keep)) older.emplace_back(*step, path);
   }
   std::sort(older.begin(), older.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
   // The checkpoint just written is one of the k kept, whatever its step.
@@ -211,25 +220,25 @@ void CheckpointManager::rotate(const std::string& keep) const {
 std::optional<std::string> CheckpointManager::latest() const {
   if (!fs::is_directory(output_dir_)) return std::nullopt;
   std::optional<std::pair<int64_t, std::string>> best;
-  for (const fs::directory_entry& e : fs::directory_iterator(output_dir_)) {
-    const std::string name = e.path().filename().string();
+  for (const fs::path& path : list_directory(output_dir_)) {
+    const std::string name = path.filename().string();
     if (const auto owner = leftover_owner(name)) {
       if (!process_alive(*owner)) {
         fmt::print(stderr, "checkpoint: removing '{}', left by an interrupted save or rotation (process {})\n",
-                   e.path().string(), *owner);
-        remove_tree(e.path());
+                   path.string(), *owner);
+        remove_tree(path);
       }
       continue;
     }
     const auto step = checkpoint_step(name);
-    if (!step || !e.is_directory()) continue;
+    if (!step || !fs::is_directory(path)) continue;
     try {
-      check_complete(e.path());
+      check_complete(path);
     } catch (const Error& error) {
-      fmt::print(stderr, "checkpoint: ignoring incomplete '{}': {}\n", e.path().string(), error.what());
+      fmt::print(stderr, "checkpoint: ignoring incomplete '{}': {}\n", path.string(), error.what());
       continue;
     }
-    if (!best || *step > best->first) best = std::make_pair(*step, e.path().string());
+    if (!best || *step > best->first) best = std::make_pair(*step, path.string());
   }
   if (!best) return std::nullopt;
   return best->second;
@@ -253,15 +262,15 @@ TrainingState CheckpointManager::load(const std::string& dir, ParameterRegistry&
     PRIMER_CHECK(p->master.defined(), "cannot load '{}' into parameter '{}': the registry is not materialized", dir,
                  p->name);
     const Device device = p->master.device();
-    p->master.copy_from(read_to_device(shard, kParams + p->name, p->shape, device));
+    p->master.copy_from(read_to_host(shard, kParams + p->name, p->shape));
     if (!p->trainable) continue;
     if (!shard.contains(kFirstMoment + p->name)) {
       PRIMER_CHECK(adamw_steps == 0, "checkpoint '{}' has no AdamW state for trainable parameter '{}' after {} steps",
                    dir, p->name, adamw_steps);
       continue;
     }
-    optimizer.set_state(p->name, read_to_device(shard, kFirstMoment + p->name, p->shape, device),
-                        read_to_device(shard, kSecondMoment + p->name, p->shape, device));
+    optimizer.set_state(p->name, read_to_host(shard, kFirstMoment + p->name, p->shape).to(device),
+                        read_to_host(shard, kSecondMoment + p->name, p->shape).to(device));
   }
   optimizer.set_steps(adamw_steps);
   params.sync_compute_copies();
