@@ -1,6 +1,7 @@
 #include "optim/adamw.h"
 
 #include <cmath>
+#include <utility>
 
 #include "core/check.h"
 #include "core/ops/dispatch.h"
@@ -13,15 +14,34 @@ namespace primer::optim {
 AdamW::AdamW(ParameterRegistry& params, AdamWConfig config) : params_(params), config_(config) {}
 
 Tensor& AdamW::first_moment(const std::string& name) {
+  return const_cast<Tensor&>(std::as_const(*this).first_moment(name));
+}
+
+Tensor& AdamW::second_moment(const std::string& name) {
+  return const_cast<Tensor&>(std::as_const(*this).second_moment(name));
+}
+
+const Tensor& AdamW::first_moment(const std::string& name) const {
   auto it = m_.find(name);
   PRIMER_CHECK(it != m_.end(), "no AdamW first moment for '{}'", name);
   return it->second;
 }
 
-Tensor& AdamW::second_moment(const std::string& name) {
+const Tensor& AdamW::second_moment(const std::string& name) const {
   auto it = v_.find(name);
   PRIMER_CHECK(it != v_.end(), "no AdamW second moment for '{}'", name);
   return it->second;
+}
+
+void AdamW::set_state(const std::string& name, Tensor m, Tensor v) {
+  const Parameter& p = params_.get(name);
+  for (const Tensor* t : {&m, &v})
+    PRIMER_CHECK(t->dtype() == DType::F32 && t->shape() == p.shape && t->is_contiguous() &&
+                     t->device() == p.master.device(),
+                 "AdamW state for '{}' must be contiguous f32{} on {}, got {}", name, shape_str(p.shape),
+                 p.master.device().str(), t->describe());
+  m_[name] = std::move(m);
+  v_[name] = std::move(v);
 }
 
 void AdamW::step(double lr) {

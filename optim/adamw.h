@@ -24,9 +24,14 @@ class AdamW {
   double grad_norm() const;  // reads the device scalar (host sync): call only when logging
   int64_t steps() const { return steps_; }
 
-  // Optimizer state by parameter name, for checkpoints.
+  // Optimizer state by parameter name, for checkpoints. A parameter has state from its first step on.
   Tensor& first_moment(const std::string& name);
   Tensor& second_moment(const std::string& name);
+  bool has_state(const std::string& name) const { return m_.count(name) != 0; }
+  const Tensor& first_moment(const std::string& name) const;
+  const Tensor& second_moment(const std::string& name) const;
+  // Restores a parameter's moments (f32, its shape, on its device), e.g. from a checkpoint.
+  void set_state(const std::string& name, Tensor m, Tensor v);
   void set_steps(int64_t s) { steps_ = s; }
 
  private:
