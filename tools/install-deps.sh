@@ -10,7 +10,6 @@ packages=(
   libcli11-dev                      # the primer CLI
   libfmt-dev                        # formatting of logs and errors
   libgtest-dev                      # tests
-  nlohmann-json3-dev                # config.json / safetensors headers / tokenizer.json
   libopenblas-dev                   # fast CPU GEMM (CPU training path and CI)
 )
 missing=()
