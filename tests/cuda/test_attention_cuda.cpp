@@ -18,7 +18,7 @@ struct Case {
 };
 
 const Case kCases[] = {
-    {1, 1, 8, 8, 64, {}},
+    {1, 63, 8, 8, 64, {0, true, 0, 62, 0}},     // one decoded token over a cache (a single key would make dq = dk = 0)
     {63, 63, 8, 2, 128, {}},
     {63, 128, 8, 2, 64, {0, true, 0, 65, 0}},    // query chunk right after a key chunk (sequence parallelism)
     {128, 128, 8, 8, 128, {0, false, 0, 0, 0}},  // non-causal

@@ -202,8 +202,12 @@ __global__ void __launch_bounds__(2 * kBlock) attention_backward_kernel(Backward
         for (int r = 0; r < 2; ++r) {
           if (qrow + 8 * r >= mask.Tq) continue;
           float* dst = dq_row + 8 * r * q_stride + c0 + d * 8 + 2 * t;
+#if __CUDA_ARCH__ >= 900  // one vector atomic for the pair (8-byte aligned: even column of an even row length)
+          atomicAdd(reinterpret_cast<float2*>(dst), make_float2(acc[d][2 * r], acc[d][2 * r + 1]));
+#else
           atomicAdd(dst, acc[d][2 * r]);
           atomicAdd(dst + 1, acc[d][2 * r + 1]);
+#endif
         }
     }
     __syncthreads();  // sdS, this stage and the statistics are reused two steps on
