@@ -1,0 +1,32 @@
+// Scaled dot-product softmax attention with GQA, a causal mask on global positions, an optional sliding window,
+// and the log-sum-exp the backward (and ring/sequence-parallel merges) need. Never materialises a T x T matrix.
+#pragma once
+#include <cstdint>
+
+#include "core/tensor.h"
+
+namespace primer::ops {
+
+struct AttentionOptions {
+  double scale = 0;      // 0 means 1/sqrt(head_dim)
+  bool causal = true;
+  int64_t window = 0;    // sliding window (needs causal): 0 = none; else query at p sees keys in (p - window, p]
+  int64_t q_offset = 0;  // global position of query row 0 (sequence parallelism, decoding)
+  int64_t k_offset = 0;  // global position of key row 0
+};
+
+// q [B, Tq, Hq, Dh]; k, v [B, Tk, Hkv, Dh], Hq a multiple of Hkv (query head h reads kv head h / (Hq / Hkv)).
+// Key (k_offset + j) is visible to query (q_offset + i) iff k_offset + j <= q_offset + i (when causal) and, with a
+// window, k_offset + j > q_offset + i - window. Returns out [B, Tq, Hq, Dh] (q's dtype). *lse_out (if given)
+// receives [B, Hq, Tq] natural-log sum-exp of the scaled visible scores: f32 (f64 for the f64 CPU reference).
+// A row with no visible key gets out = 0 and lse = -inf.
+// CPU: f32/f64, any head_dim. CUDA: bf16, head_dim 64 or 128, fp32 softmax and accumulation.
+Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& opt, Tensor* lse_out);
+
+// Gradients given dout, the forward's out and lse. dq, dk, dv receive new tensors of q's dtype; dk and dv are
+// summed over the query heads of each GQA group.
+// CUDA: dk/dv are deterministic; dq is accumulated with fp32 atomics over key tiles (not bitwise reproducible).
+void attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                        const Tensor& lse, const AttentionOptions& opt, Tensor* dq, Tensor* dk, Tensor* dv);
+
+}  // namespace primer::ops

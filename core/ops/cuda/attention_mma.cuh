@@ -1,0 +1,110 @@
+// Warp-level tensor-core building blocks for the flash attention kernels (sm_80+): cp.async tile copies into
+// XOR-swizzled shared memory, ldmatrix fragment loads and mma.sync m16n8k16 (bf16 in, fp32 accumulate).
+//
+// Fragment layout of mma m16n8k16, with g = lane / 4 and t = lane % 4:
+//   A (16x16): a0 (row g, cols 2t..2t+1), a1 (row g+8, same cols), a2 (row g, cols 2t+8..), a3 (row g+8, cols 2t+8..)
+//   B (16x8):  b0 (rows 2t..2t+1, col g), b1 (rows 2t+8.., col g)
+//   C (16x8):  c0, c1 (row g, cols 2t, 2t+1), c2, c3 (row g+8, same cols)
+// Two accumulator tiles side by side (16x16 of C) are exactly one A fragment once packed to bf16, which is how
+// probabilities go from one product into the next without touching shared memory.
+#pragma once
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+namespace primer::ops::cuda_ops::attn {
+
+using bf16 = __nv_bfloat16;
+
+// Element offset of (row, col) in a tile with kCols bf16 per row, stored in 16-byte chunks whose index is XORed
+// with row % 8: the 8 rows an ldmatrix reads at one column fall in 8 different bank groups.
+template <int kCols>
+__device__ __forceinline__ int swizzle(int row, int col) {
+  return row * kCols + ((((col >> 3) ^ (row & 7)) << 3) | (col & 7));
+}
+
+__device__ __forceinline__ uint32_t smem_address(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// 16-byte asynchronous copy; when !valid the destination is zero-filled and nothing is read.
+__device__ __forceinline__ void cp_async_16(void* smem, const void* global, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_address(smem)), "l"(global),
+               "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
+}
+
+// Copies rows [0, kRows) of a [*, kCols] bf16 tile whose rows are `row_stride` elements apart into swizzled shared
+// memory; rows at or beyond `valid_rows` are zero-filled (so padded keys and values can never inject NaN).
+template <int kRows, int kCols, int kThreads>
+__device__ __forceinline__ void load_tile_async(bf16* smem, const bf16* global, int64_t row_stride, int valid_rows) {
+  constexpr int kChunksPerRow = kCols / 8;
+#pragma unroll
+  for (int c = threadIdx.x; c < kRows * kChunksPerRow; c += kThreads) {
+    const int row = c / kChunksPerRow, col = (c % kChunksPerRow) * 8;
+    const bool valid = row < valid_rows;
+    cp_async_16(smem + swizzle<kCols>(row, col), valid ? global + row * row_stride + col : global, valid);
+  }
+}
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const bf16* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_address(p)));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const bf16* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_address(p)));
+}
+
+// A fragment of the 16x16 block at (m0, k0) of a row-major [m][k] tile.
+template <int kCols>
+__device__ __forceinline__ void load_a(uint32_t (&a)[4], const bf16* tile, int m0, int k0, int lane) {
+  ldmatrix_x4(a, tile + swizzle<kCols>(m0 + (lane & 15), k0 + (lane >> 4) * 8));
+}
+// A fragment of the 16x16 block at (m0, k0) of A when the tile stores A transposed, as [k][m].
+template <int kCols>
+__device__ __forceinline__ void load_a_transposed(uint32_t (&a)[4], const bf16* tile, int m0, int k0, int lane) {
+  const int quad = lane >> 3;
+  ldmatrix_x4_trans(a, tile + swizzle<kCols>(k0 + (quad >> 1) * 8 + (lane & 7), m0 + (quad & 1) * 8));
+}
+// B fragments of two n-tiles (n0 and n0 + 8; k0..k0+15) from a tile stored as [n][k] (B "column-major"):
+// {b[0], b[1]} for n0 and {b[2], b[3]} for n0 + 8.
+template <int kCols>
+__device__ __forceinline__ void load_b_pair_nk(uint32_t (&b)[4], const bf16* tile, int n0, int k0, int lane) {
+  ldmatrix_x4(b, tile + swizzle<kCols>(n0 + (lane >> 4) * 8 + (lane & 7), k0 + ((lane >> 3) & 1) * 8));
+}
+// The same two n-tiles from a tile stored as [k][n] (B row-major).
+template <int kCols>
+__device__ __forceinline__ void load_b_pair_kn(uint32_t (&b)[4], const bf16* tile, int n0, int k0, int lane) {
+  ldmatrix_x4_trans(b, tile + swizzle<kCols>(k0 + (lane & 15), n0 + (lane >> 4) * 8));
+}
+
+__device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);  // .x (the lower column) in the low half
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+// The A fragment of k-step `kk` (columns 16kk..16kk+15) of a row of 8-column accumulator tiles c[].
+template <int kTiles>
+__device__ __forceinline__ void accumulators_to_a(uint32_t (&a)[4], const float (&c)[kTiles][4], int kk) {
+  a[0] = pack_bf16(c[2 * kk][0], c[2 * kk][1]);
+  a[1] = pack_bf16(c[2 * kk][2], c[2 * kk][3]);
+  a[2] = pack_bf16(c[2 * kk + 1][0], c[2 * kk + 1][1]);
+  a[3] = pack_bf16(c[2 * kk + 1][2], c[2 * kk + 1][3]);
+}
+
+}  // namespace primer::ops::cuda_ops::attn
