@@ -135,6 +135,20 @@ Var softmax(const Var& x) {
   return y;
 }
 
+Var attention(const Var& q, const Var& k, const Var& v, const ops::AttentionOptions& options) {
+  Tensor lse;
+  Var out = output(ops::attention(q->value, k->value, v->value, options, &lse));
+  if (needs_grad({&q, &k, &v}))
+    record("attention", {out}, [q, k, v, out, lse, options] {
+      Tensor dq, dk, dv;
+      ops::attention_backward(out->grad, q->value, k->value, v->value, out->value, lse, options, &dq, &dk, &dv);
+      accumulate_grad(q, dq);
+      accumulate_grad(k, dk);
+      accumulate_grad(v, dv);
+    });
+  return out;
+}
+
 Var fused_linear_cross_entropy(const Var& x, const Var& W, const Tensor& targets, int64_t ignore_index,
                                double grad_scale) {
   const bool grad = needs_grad({&x, &W});

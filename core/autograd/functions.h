@@ -3,6 +3,7 @@
 // gradients through grad_accumulator(), so parameter gradients land in place in their f32 buffers.
 #pragma once
 #include "core/autograd/variable.h"
+#include "core/ops/attention.h"
 #include "core/ops/elementwise.h"
 
 namespace primer::ag {
@@ -22,6 +23,8 @@ Var swiglu(const Var& gate, const Var& up);
 Var embedding(const Var& weight, const Tensor& ids);
 Var causal_conv1d(const Var& x, const Var& w, const Var& bias, bool silu);
 Var softmax(const Var& x);
+// Flash attention: q [B, T, Hq, Dh], k/v [B, T, Hkv, Dh] (GQA); saves out and the log-sum-exp for backward.
+Var attention(const Var& q, const Var& k, const Var& v, const ops::AttentionOptions& options);
 
 // Sum of token cross-entropies of the LM head; its gradients (scaled by grad_scale) are computed during this
 // forward call, which is what fusing buys: the caller must use the result as the objective, seeded with 1.

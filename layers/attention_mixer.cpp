@@ -1,0 +1,52 @@
+#include "layers/attention_mixer.h"
+
+#include "core/autograd/functions.h"
+
+namespace primer::layers {
+
+AttentionMixer::AttentionMixer(const ModelConfig& c, const std::string& prefix, ParameterRegistry& params,
+                               int64_t window)
+    : config_(c), prefix_(prefix), params_(params), window_(window) {
+  const double std = c.initializer_range;
+  const int64_t q_dim = c.num_attention_heads * c.head_dim, kv_dim = c.num_key_value_heads * c.head_dim;
+  params.add(prefix + ".q_proj.weight", {q_dim, c.hidden_size}, InitRule::normal(std));
+  params.add(prefix + ".k_proj.weight", {kv_dim, c.hidden_size}, InitRule::normal(std));
+  params.add(prefix + ".v_proj.weight", {kv_dim, c.hidden_size}, InitRule::normal(std));
+  params.add(prefix + ".o_proj.weight", {c.hidden_size, q_dim}, InitRule::normal(std));
+  if (c.qk_norm) {
+    params.add(prefix + ".q_norm.weight", {c.head_dim}, InitRule::constant(1.0), false);
+    params.add(prefix + ".k_norm.weight", {c.head_dim}, InitRule::constant(1.0), false);
+  }
+}
+
+ag::Var AttentionMixer::project_heads(const ag::Var& x, const std::string& proj, const std::string& norm,
+                                      int64_t heads, const MixerContext& ctx, bool rotate) {
+  const int64_t B = x->value.size(0), T = x->value.size(1);
+  ag::Var h = ag::reshape(ag::linear(x, params_.get(prefix_ + proj).var), {B, T, heads, config_.head_dim});
+  if (!rotate) return h;
+  if (config_.qk_norm) h = ag::rmsnorm(h, params_.get(prefix_ + norm).var, config_.rms_norm_eps);
+  return ag::rope(h, ctx.positions, ctx.inv_freq);
+}
+
+ag::Var AttentionMixer::forward(const ag::Var& x, const MixerContext& ctx) {
+  const int64_t B = x->value.size(0), T = x->value.size(1);
+  ag::Var q = project_heads(x, ".q_proj.weight", ".q_norm.weight", config_.num_attention_heads, ctx, true);
+  ag::Var k = project_heads(x, ".k_proj.weight", ".k_norm.weight", config_.num_key_value_heads, ctx, true);
+  ag::Var v = project_heads(x, ".v_proj.weight", "", config_.num_key_value_heads, ctx, false);
+  ops::AttentionOptions opt;
+  opt.window = window_;
+  ag::Var o = ag::attention(q, k, v, opt);
+  return ag::linear(ag::reshape(o, {B, T, config_.num_attention_heads * config_.head_dim}),
+                    params_.get(prefix_ + ".o_proj.weight").var);
+}
+
+double AttentionMixer::flops_per_token(int64_t seq_len) const {
+  const double d = double(config_.hidden_size), hd = double(config_.head_dim);
+  const double q = double(config_.num_attention_heads) * hd, kv = double(config_.num_key_value_heads) * hd;
+  const double projections = 2.0 * d * (2 * q + 2 * kv);
+  // Causal: on average each query attends to half the context (or the window): QK^T and PV, 2 FLOPs per MAC.
+  const double context = window_ > 0 ? double(std::min(window_, seq_len)) : double(seq_len) / 2;
+  return projections + 4.0 * q * context;
+}
+
+}  // namespace primer::layers

@@ -1,0 +1,29 @@
+// Grouped-query softmax attention as in Qwen3/Llama/Mistral: q/k/v projections, optional per-head QK RMSNorm
+// (Qwen3), RoPE, causal (optionally sliding-window) flash attention, output projection.
+// Parameters: <prefix>.{q,k,v,o}_proj.weight and, with QK-norm, <prefix>.{q,k}_norm.weight.
+#pragma once
+#include <string>
+
+#include "core/parameters.h"
+#include "layers/mixer.h"
+#include "layers/model_config.h"
+
+namespace primer::layers {
+
+class AttentionMixer : public SequenceMixer {
+ public:
+  // window 0: full causal attention; > 0: sliding-window attention (the SWA token of hybrid patterns).
+  AttentionMixer(const ModelConfig& config, const std::string& prefix, ParameterRegistry& params, int64_t window = 0);
+  ag::Var forward(const ag::Var& x, const MixerContext& ctx) override;
+  double flops_per_token(int64_t seq_len) const override;
+
+ private:
+  ag::Var project_heads(const ag::Var& x, const std::string& proj, const std::string& norm, int64_t heads,
+                        const MixerContext& ctx, bool rotate);
+  ModelConfig config_;
+  std::string prefix_;
+  ParameterRegistry& params_;
+  int64_t window_;
+};
+
+}  // namespace primer::layers

@@ -1,0 +1,94 @@
+#include "layers/decoder_lm.h"
+
+#include "core/autograd/checkpoint.h"
+#include "core/autograd/functions.h"
+#include "core/ops/gemm.h"
+#include "layers/attention_mixer.h"
+
+namespace primer::layers {
+namespace {
+std::string layer_name(size_t i, const std::string& leaf) { return "model.layers." + std::to_string(i) + "." + leaf; }
+
+Tensor default_positions(int64_t B, int64_t T, Device device) {
+  std::vector<int32_t> p(size_t(B * T));
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < T; ++t) p[size_t(b * T + t)] = int32_t(t);
+  return Tensor::from_vector(p, {B, T}, DType::I32, device);
+}
+}  // namespace
+
+DecoderLM::DecoderLM(const ModelConfig& c, ParameterRegistry& params, DecoderOptions options)
+    : config_(c), params_(params), options_(options) {
+  config_.validate();
+  const double std = c.initializer_range;
+  params.add("model.embed_tokens.weight", {c.vocab_size, c.hidden_size}, InitRule::normal(std));
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+    const size_t l = size_t(i);
+    params.add(layer_name(l, "input_layernorm.weight"), {c.hidden_size}, InitRule::constant(1.0), false);
+    const int64_t window = c.layer_is_sliding(i) ? c.sliding_window : 0;
+    mixers_.push_back(std::make_unique<AttentionMixer>(c, layer_name(l, "self_attn"), params, window));
+    params.add(layer_name(l, "post_attention_layernorm.weight"), {c.hidden_size}, InitRule::constant(1.0), false);
+    params.add(layer_name(l, "mlp.gate_proj.weight"), {c.intermediate_size, c.hidden_size}, InitRule::normal(std));
+    params.add(layer_name(l, "mlp.up_proj.weight"), {c.intermediate_size, c.hidden_size}, InitRule::normal(std));
+    params.add(layer_name(l, "mlp.down_proj.weight"), {c.hidden_size, c.intermediate_size}, InitRule::normal(std));
+  }
+  params.add("model.norm.weight", {c.hidden_size}, InitRule::constant(1.0), false);
+  if (!c.tie_word_embeddings) params.add("lm_head.weight", {c.vocab_size, c.hidden_size}, InitRule::normal(std));
+  inv_freq_cpu_ = rope_inv_freq_for(c);
+}
+
+std::string DecoderLM::head_name() const {
+  return config_.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight";
+}
+
+ag::Var DecoderLM::block(size_t i, const ag::Var& h, const MixerContext& ctx) {
+  const double eps = config_.rms_norm_eps;
+  ag::Var a = ag::rmsnorm(h, weight(layer_name(i, "input_layernorm.weight")), eps);
+  ag::Var x = ag::add(h, mixers_[i]->forward(a, ctx));
+  ag::Var m = ag::rmsnorm(x, weight(layer_name(i, "post_attention_layernorm.weight")), eps);
+  ag::Var s = ag::swiglu(ag::linear(m, weight(layer_name(i, "mlp.gate_proj.weight"))),
+                         ag::linear(m, weight(layer_name(i, "mlp.up_proj.weight"))));
+  return ag::add(x, ag::linear(s, weight(layer_name(i, "mlp.down_proj.weight"))));
+}
+
+ag::Var DecoderLM::hidden_states(const Tensor& ids, const Tensor& positions) {
+  PRIMER_CHECK(ids.dim() == 2 && ids.dtype() == DType::I32, "input ids must be i32 [B, T], got {}", ids.describe());
+  const Device device = ids.device();
+  MixerContext ctx;
+  ctx.positions = positions.defined() ? positions : default_positions(ids.size(0), ids.size(1), device);
+  ctx.inv_freq = inv_freq_cpu_.to(device);
+  ag::Var h = ag::embedding(weight("model.embed_tokens.weight"), ids);
+  for (size_t i = 0; i < mixers_.size(); ++i) {
+    if (options_.recompute) {
+      h = ag::checkpoint(
+          "block " + std::to_string(i),
+          [this, i, ctx](const std::vector<ag::Var>& in) { return std::vector<ag::Var>{block(i, in[0], ctx)}; },
+          {h})[0];
+    } else {
+      h = block(i, h, ctx);
+    }
+  }
+  return ag::rmsnorm(h, weight("model.norm.weight"), config_.rms_norm_eps);
+}
+
+ag::Var DecoderLM::loss(const Tensor& ids, const Tensor& targets, double grad_scale, const Tensor& positions) {
+  ag::Var h = ag::reshape(hidden_states(ids, positions), {-1, config_.hidden_size});
+  return ag::fused_linear_cross_entropy(h, weight(head_name()), targets.reshape({-1}), -100, grad_scale);
+}
+
+Tensor DecoderLM::logits(const Tensor& ids, const Tensor& positions) {
+  ag::NoGrad no_grad;
+  const Tensor h = hidden_states(ids, positions)->value.to(DType::F32);
+  const Tensor w = weight(head_name())->value.to(DType::F32);
+  return ops::linear(h, w);
+}
+
+double DecoderLM::flops_per_token(int64_t seq_len) const {
+  const ModelConfig& c = config_;
+  const double d = double(c.hidden_size), f = double(c.intermediate_size);
+  double forward = 2.0 * d * double(c.vocab_size) + double(c.num_hidden_layers) * 2.0 * 3.0 * d * f;
+  for (const auto& m : mixers_) forward += m->flops_per_token(seq_len);
+  return 3.0 * forward;  // backward costs twice the forward
+}
+
+}  // namespace primer::layers
