@@ -20,13 +20,13 @@ Tensor default_positions(int64_t B, int64_t T, Device device) {
 DecoderLM::DecoderLM(const ModelConfig& c, ParameterRegistry& params, DecoderOptions options)
     : config_(c), params_(params), options_(options) {
   config_.validate();
+  PRIMER_CHECK(!c.attention_bias, "{} models with attention_bias are not supported yet", c.model_type);
   const double std = c.initializer_range;
   params.add("model.embed_tokens.weight", {c.vocab_size, c.hidden_size}, InitRule::normal(std));
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
     const size_t l = size_t(i);
     params.add(layer_name(l, "input_layernorm.weight"), {c.hidden_size}, InitRule::constant(1.0), false);
-    const int64_t window = c.layer_is_sliding(i) ? c.sliding_window : 0;
-    mixers_.push_back(std::make_unique<AttentionMixer>(c, layer_name(l, "self_attn"), params, window));
+    mixers_.push_back(std::make_unique<AttentionMixer>(c, layer_name(l, "self_attn"), params, c.sliding_window));
     params.add(layer_name(l, "post_attention_layernorm.weight"), {c.hidden_size}, InitRule::constant(1.0), false);
     params.add(layer_name(l, "mlp.gate_proj.weight"), {c.intermediate_size, c.hidden_size}, InitRule::normal(std));
     params.add(layer_name(l, "mlp.up_proj.weight"), {c.intermediate_size, c.hidden_size}, InitRule::normal(std));

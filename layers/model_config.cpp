@@ -93,6 +93,7 @@ ModelConfig from_hf_json(const json::Value& config, const std::string& source) {
     c.head_dim = c.hidden_size / c.num_attention_heads;
   }
   c.rms_norm_eps = root.double_or("rms_norm_eps", 1e-6);
+  c.initializer_range = root.double_or("initializer_range", 0.02);
   c.max_position_embeddings = root.at("max_position_embeddings").as_int();
   c.tie_word_embeddings = root.bool_or("tie_word_embeddings", false);
   c.attention_bias = root.bool_or("attention_bias", false);
@@ -141,6 +142,7 @@ void ModelConfig::validate(const std::string& source) const {
   PRIMER_CHECK(head_dim > 0 && head_dim % 2 == 0, "{}: head_dim is {}, expected a positive even number (RoPE pairs)",
                source, head_dim);
   PRIMER_CHECK(rms_norm_eps > 0, "{}: rms_norm_eps is {}, expected > 0", source, rms_norm_eps);
+  PRIMER_CHECK(initializer_range > 0, "{}: initializer_range is {}, expected > 0", source, initializer_range);
   PRIMER_CHECK(rope_theta > 0, "{}: rope_theta is {}, expected > 0", source, rope_theta);
   PRIMER_CHECK(sliding_window >= 0, "{}: sliding_window is {}, expected >= 0 (0: none)", source, sliding_window);
   if (rope_scaling.type == RopeScaling::Type::Llama3) {
@@ -175,6 +177,7 @@ json::Value to_hf_json(const ModelConfig& c) {
   j["hidden_act"] = "silu";
   j["max_position_embeddings"] = c.max_position_embeddings;
   j["rms_norm_eps"] = c.rms_norm_eps;
+  j["initializer_range"] = c.initializer_range;
   j["rope_theta"] = c.rope_theta;
   if (c.rope_scaling.type == RopeScaling::Type::Llama3) {
     json::Value& s = j["rope_scaling"];

@@ -36,6 +36,7 @@ struct ModelConfig {
   int64_t num_key_value_heads = 0;
   int64_t head_dim = 0;  // hidden_size / num_attention_heads unless given
   double rms_norm_eps = 1e-6;
+  double initializer_range = 0.02;  // std of the normal init of projections and embeddings
   double rope_theta = 10000.0;
   RopeScaling rope_scaling;
   int64_t max_position_embeddings = 0;

@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "core/check.h"
+#include "core/io/durable_file.h"
 
 namespace primer::io {
 namespace {
@@ -56,22 +57,13 @@ void AtomicFile::commit() {
   PRIMER_CHECK(::rename(temp_path_.c_str(), final_path_.c_str()) == 0, "cannot rename '{}' to '{}': {}", temp_path_,
                final_path_, std::strerror(errno));
   committed_ = true;
-  fsync_directory(parent_dir(final_path_));
+  sync_directory(parent_dir(final_path_));
 }
 
 void write_file_atomic(const std::string& path, std::string_view contents) {
   AtomicFile file(path);
   file.write(contents);
   file.commit();
-}
-
-void fsync_directory(const std::string& dir) {
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  PRIMER_CHECK(fd >= 0, "cannot open directory '{}': {}", dir, std::strerror(errno));
-  const int rc = ::fsync(fd);
-  const int err = errno;
-  ::close(fd);
-  PRIMER_CHECK(rc == 0, "cannot flush directory '{}' to disk: {}", dir, std::strerror(err));
 }
 
 bool is_atomic_temp_name(std::string_view file_name) {

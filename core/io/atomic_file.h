@@ -31,8 +31,6 @@ class AtomicFile {
 
 // Writes `contents` to `path` atomically.
 void write_file_atomic(const std::string& path, std::string_view contents);
-// Makes a rename or unlink in `dir` durable.
-void fsync_directory(const std::string& dir);
 // True for the temporary names AtomicFile uses, so that tools can spot leftovers.
 bool is_atomic_temp_name(std::string_view file_name);
 

@@ -8,6 +8,7 @@
 
 #include "core/check.h"
 #include "core/io/atomic_file.h"
+#include "core/io/durable_file.h"
 #include "core/io/json.h"
 
 namespace primer::io {
@@ -280,7 +281,7 @@ std::vector<std::string> write_safetensors(const std::string& dir,
   const std::string index_path = join_path(dir, kIndexFile);
   if (fs::exists(index_path)) {  // from here until the new index exists, no reader sees a half-replaced set
     remove_file(index_path);
-    fsync_directory(dir);
+    sync_directory(dir);
   }
 
   std::vector<std::string> written;
@@ -312,7 +313,7 @@ std::vector<std::string> write_safetensors(const std::string& dir,
       removed = true;
     }
   }
-  if (removed) fsync_directory(dir);
+  if (removed) sync_directory(dir);
   return written;
 }
 

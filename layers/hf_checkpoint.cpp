@@ -1,0 +1,50 @@
+#include "layers/hf_checkpoint.h"
+
+#include <filesystem>
+#include <set>
+
+#include "core/check.h"
+#include "core/io/atomic_file.h"
+#include "core/io/safetensors.h"
+
+namespace primer::layers {
+
+void load_hf_weights(const std::string& dir, ParameterRegistry& params) {
+  const io::SafetensorsCheckpoint ckpt(dir);
+  std::vector<std::string> missing, misshaped;
+  std::set<std::string> used;
+  for (Parameter* p : params.all()) {
+    if (!ckpt.contains(p->name)) {
+      missing.push_back(p->name);
+      continue;
+    }
+    used.insert(p->name);
+    if (ckpt.entry(p->name).shape != p->shape) {
+      misshaped.push_back(fmt::format("{} (checkpoint {}, model {})", p->name, shape_str(ckpt.entry(p->name).shape),
+                                      shape_str(p->shape)));
+      continue;
+    }
+    p->master.copy_from(ckpt.load(p->name, DType::F32, p->master.device()));
+  }
+  PRIMER_CHECK(missing.empty() && misshaped.empty(), "checkpoint '{}' does not fit the model: missing [{}]; mis-shaped [{}]",
+               dir, fmt::join(missing, ", "), fmt::join(misshaped, ", "));
+  std::vector<std::string> unused;
+  for (const std::string& n : ckpt.names())
+    if (!used.count(n)) unused.push_back(n);
+  if (!unused.empty()) fmt::print(stderr, "primer: {} tensors of '{}' are not used by the model: {}\n", unused.size(), dir,
+                                  fmt::join(unused, ", "));
+  params.sync_compute_copies();
+}
+
+void export_hf(const std::string& dir, const ModelConfig& config, ParameterRegistry& params, DType dtype,
+               uint64_t max_shard_bytes) {
+  std::filesystem::create_directories(dir);
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  for (Parameter* p : params.all()) tensors.emplace_back(p->name, p->master.to(Device::cpu()).to(dtype));
+  io::write_safetensors(dir, tensors, max_shard_bytes, {});
+  ModelConfig out = config;
+  out.torch_dtype = dtype;
+  io::write_file_atomic(dir + "/config.json", json::dump(to_hf_json(out), 2) + "\n");
+}
+
+}  // namespace primer::layers
