@@ -55,6 +55,12 @@ void AdamW::step(double lr) {
     if (!p->var->grad.defined()) p->var->grad = Tensor::zeros(p->shape, DType::F32, device);
     ops::add_(grad_sumsq_, ops::sumsq_all(p->var->grad));
   }
+  if (config_.check_finite && !std::isfinite(grad_sumsq_.item())) {
+    for (Parameter* p : trainable)
+      PRIMER_CHECK(std::isfinite(ops::sumsq_all(p->var->grad).item()),
+                   "non-finite gradient (NaN or inf) in '{}' at optimizer step {}: update skipped", p->name, steps_ + 1);
+    PRIMER_FAIL("the global gradient norm overflowed at optimizer step {}", steps_ + 1);
+  }
 
   ++steps_;
   AdamWStep s{};

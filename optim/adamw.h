@@ -12,6 +12,9 @@ struct AdamWConfig {
   double eps = 1e-8;
   double weight_decay = 0.1;  // applied to parameters whose weight_decay flag is set
   double max_grad_norm = 1.0; // <= 0 disables clipping
+  // Read the global gradient norm on the host before updating (one scalar sync per step) and refuse to apply
+  // a non-finite gradient, naming the first parameter whose gradient holds NaN/inf.
+  bool check_finite = false;
 };
 
 class AdamW {
