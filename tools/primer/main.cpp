@@ -5,13 +5,19 @@
 
 #include "core/check.h"
 #include "recipes/default_run.h"
+#include "recipes/trainer.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"primer: train hybrid State-Space/Attention language models"};
   app.require_subcommand(1);
 
   primer::recipes::DefaultRunOptions run;
-  CLI::App* train = app.add_subcommand("train", "train a model (with no recipe: the built-in default run)");
+  std::string recipe;
+  std::vector<std::string> overrides;
+  CLI::App* train = app.add_subcommand("train", "train a model from a YAML recipe (with none: the built-in default run)");
+  train->add_option("recipe", recipe, "recipe YAML (docs/recipes.md lists every key)");
+  train->add_option("--set", overrides, "override a recipe key: --set learning_rate=1e-4 (repeatable)");
+  // Options of the built-in default run (ignored with a recipe, whose keys --set overrides).
   train->add_option("--corpus", run.corpus, "text file to train on (file or directory; default: the license texts every Debian ships)");
   train->add_option("--device", run.device, "auto, cpu or cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   train->add_option("--out", run.out_dir, "run directory (metrics.jsonl)");
@@ -27,7 +33,11 @@ int main(int argc, char** argv) {
 
   CLI11_PARSE(app, argc, argv);
   try {
-    if (train->parsed()) return primer::recipes::run_default(run);
+    if (train->parsed()) {
+      if (!recipe.empty()) return primer::recipes::run_train(recipe, overrides);
+      PRIMER_CHECK(overrides.empty(), "--set needs a recipe");
+      return primer::recipes::run_default(run);
+    }
   } catch (const primer::Error& e) {
     std::fprintf(stderr, "primer: error: %s\n", e.what());
     return 2;

@@ -1,0 +1,244 @@
+#include "recipes/trainer.h"
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "core/autograd/variable.h"
+#include "core/check.h"
+#include "core/cuda_runtime.h"
+#include "core/io/atomic_file.h"
+#include "core/io/json.h"
+#include "core/ops/elementwise.h"
+#include "data/byte_corpus.h"
+#include "layers/decoder_lm.h"
+#include "layers/hf_checkpoint.h"
+#include "optim/adamw.h"
+#include "optim/schedule.h"
+#include "recipes/checkpoint.h"
+#include "recipes/config.h"
+#include "recipes/train_schema.h"
+
+namespace primer::recipes {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+Device pick_device(const std::string& name) {
+  if (name == "cpu") return Device::cpu();
+  if (name == "cuda") {
+    PRIMER_CHECK(cuda::available(), "device: cuda requested but no CUDA device is usable");
+    return Device::cuda(0);
+  }
+  return cuda::available() ? Device::cuda(0) : Device::cpu();
+}
+
+// Applies config_overrides_json ({"a.b": value}: dotted keys descend into objects) to a config.json document.
+void apply_overrides(json::Value& doc, const json::Value& overrides) {
+  for (const auto& [key, value] : overrides.as_object()) {
+    json::Value* node = &doc;
+    size_t start = 0;
+    for (size_t dot; (dot = key.find('.', start)) != std::string::npos; start = dot + 1)
+      node = &(*node)[key.substr(start, dot - start)];
+    (*node)[key.substr(start)] = value;
+  }
+}
+
+ModelConfig model_config_from(const Config& cfg) {
+  json::Value doc;
+  std::string source;
+  if (cfg.has("model_config")) {
+    source = cfg.where("model_config") + " (model_config)";
+    doc = json::parse(cfg.get_map_json("model_config"), source);
+  } else {
+    source = cfg.get_string("model_name_or_path") + "/config.json";
+    doc = json::parse_file(source);
+  }
+  if (cfg.has("config_overrides_json")) {
+    apply_overrides(doc, json::parse(cfg.get_map_json("config_overrides_json"), "config_overrides_json"));
+    source += " with config_overrides_json";
+  }
+  return from_hf_json(doc, source);
+}
+
+struct Metrics {
+  std::ofstream file;
+  void write(const json::Value& record) {
+    file << json::dump(record) << "\n";
+    file.flush();
+  }
+};
+
+double evaluate(layers::DecoderLM& model, const data::ByteCorpus& corpus, int64_t batches, int64_t B, int64_t T,
+                Device device) {
+  ag::NoGrad no_grad;
+  std::vector<int32_t> ids, targets;
+  const int64_t n = std::min(batches, corpus.heldout_batches(B, T));
+  PRIMER_CHECK(n > 0, "the held-out part of the dataset is smaller than one [{}, {}] batch", B, T);
+  Tensor sum = Tensor::zeros({1}, DType::F32, device);
+  for (int64_t i = 0; i < n; ++i) {
+    corpus.heldout_batch(i, B, T, ids, targets);
+    ops::add_(sum, model.loss(Tensor::from_vector(ids, {B, T}, DType::I32, device),
+                              Tensor::from_vector(targets, {B, T}, DType::I32, device), 1.0)
+                       ->value.to(DType::F32));
+  }
+  return sum.item() / double(n * B * T);
+}
+
+}  // namespace
+
+double peak_bf16_flops() {
+#ifdef PRIMER_WITH_CUDA
+  if (!cuda::available()) return 0;
+  cudaDeviceProp p{};
+  PRIMER_CUDA_CHECK(cudaGetDeviceProperties(&p, cuda::current_device()));
+  const std::string name = p.name;
+  if (name.find("H100") != std::string::npos || name.find("H200") != std::string::npos) return 989e12;
+  if (name.find("A100") != std::string::npos) return 312e12;
+#endif
+  return 0;
+}
+
+int run_train(const std::string& recipe, const std::vector<std::string>& overrides) {
+  const Config cfg = load_config(recipe, train_schema(), overrides);
+  const std::string out_dir = cfg.get_string("output_dir");
+  std::filesystem::create_directories(out_dir);
+  io::write_file_atomic(out_dir + "/resolved_config.yaml", cfg.resolved_yaml());
+  PRIMER_CHECK(cfg.get_string("stage") != "hkd", "{}: stage hkd (Priming Stage 1) arrives with the Priming pipeline",
+               cfg.where("stage"));
+  PRIMER_CHECK(cfg.get_int("sequence_parallel_size") == 1, "{}: sequence parallelism arrives with parallel/",
+               cfg.where("sequence_parallel_size"));
+  PRIMER_CHECK(!cfg.has("tokenized_path") && cfg.has("dataset"),
+               "{}: until the tokenizer and HDF5 shards land, training reads 'dataset' (a text file or directory) as bytes",
+               recipe);
+
+  const Device device = pick_device(cfg.get_string("device"));
+  if (device.is_cuda()) cuda::set_device(device.index);
+  const ModelConfig model_config = model_config_from(cfg);
+  PRIMER_CHECK(model_config.vocab_size >= 256, "byte-level training needs vocab_size >= 256, the model has {}",
+               model_config.vocab_size);
+  const DType compute = device.is_cuda() && cfg.get_bool("bf16") ? DType::BF16 : DType::F32;
+  const uint64_t seed = uint64_t(cfg.get_int("seed"));
+
+  ParameterRegistry params;
+  layers::DecoderLM model(model_config, params, {!cfg.get_bool("disable_gradient_checkpointing")});
+  params.materialize(device, compute, seed);
+  if (cfg.has("model_name_or_path")) layers::load_hf_weights(cfg.get_string("model_name_or_path"), params);
+  params.set_trainable(cfg.has("hybrid_learnable_params") ? cfg.get_list("hybrid_learnable_params")
+                                                         : std::vector<std::string>{});
+
+  optim::AdamWConfig adam;
+  adam.beta1 = cfg.get_float("adam_beta1");
+  adam.beta2 = cfg.get_float("adam_beta2");
+  adam.eps = cfg.get_float("adam_epsilon");
+  adam.weight_decay = cfg.get_float("weight_decay");
+  adam.max_grad_norm = cfg.get_float("max_grad_norm");
+  adam.check_finite = true;
+  optim::AdamW optimizer(params, adam);
+
+  const int64_t max_steps = cfg.get_int("max_steps");
+  optim::Schedule schedule;
+  schedule.kind = optim::Schedule::parse(cfg.get_string("lr_scheduler_type"));
+  schedule.peak_lr = cfg.get_float("learning_rate");
+  schedule.total_steps = max_steps;
+  schedule.warmup_steps = cfg.has("warmup_steps") ? cfg.get_int("warmup_steps")
+                          : cfg.has("warmup_ratio") ? int64_t(std::ceil(cfg.get_float("warmup_ratio") * double(max_steps)))
+                                                    : 0;
+
+  const data::ByteCorpus corpus(cfg.get_list("dataset").at(0), 0.05);
+  const int64_t B = cfg.get_int("per_device_train_batch_size"), T = cfg.get_int("cutoff_len");
+  const int64_t accumulation = cfg.get_int("gradient_accumulation_steps");
+  const double tokens_per_step = double(B * T * accumulation);
+
+  CheckpointManager checkpoints(out_dir, cfg.has("save_total_limit") ? int(cfg.get_int("save_total_limit")) : 0);
+  TrainingState state;
+  state.seed = seed;
+  state.resolved_config = cfg.resolved_yaml();
+  if (const auto from = checkpoints.resolve(cfg.has("resume_from_checkpoint") ? cfg.get_string("resume_from_checkpoint") : "")) {
+    state = checkpoints.load(*from, params, optimizer);
+    PRIMER_CHECK(state.seed == seed, "checkpoint '{}' was trained with seed {}, the recipe says {}", *from, state.seed, seed);
+    fmt::print("resumed from {} at step {}\n", *from, state.step);
+  }
+
+  Metrics metrics;
+  const std::string metrics_path = cfg.has("metrics_file") ? cfg.get_string("metrics_file") : out_dir + "/metrics.jsonl";
+  metrics.file.open(metrics_path, std::ios::app);
+  PRIMER_CHECK(metrics.file.good(), "cannot write metrics file '{}'", metrics_path);
+
+  const double flops_per_token = model.flops_per_token(T);
+  const double peak = device.is_cuda() ? peak_bf16_flops() : 0;
+  fmt::print("primer train {}: {} with {} layers, hidden {}, {:.2f}M parameters ({:.2f}M trainable), {} on {}\n", recipe,
+             model_config.model_type, model_config.num_hidden_layers, model_config.hidden_size,
+             double(params.count()) / 1e6, double(params.count(true)) / 1e6, dtype_name(compute), device.str());
+  fmt::print("data: {} ({} training bytes, {} held out); {} x {} tokens x {} micro-steps per step; {} steps\n",
+             cfg.get_list("dataset").at(0), corpus.train_bytes(), corpus.heldout_bytes(), B, T, accumulation, max_steps);
+
+  const int64_t eval_steps = cfg.get_int("eval_steps"), eval_batches = cfg.get_int("eval_batches");
+  const int64_t log_steps = cfg.get_int("logging_steps"), save_steps = cfg.get_int("save_steps");
+  auto log_eval = [&](int64_t step) {
+    const double loss = evaluate(model, corpus, eval_batches, B, T, device);
+    fmt::print("eval  step {:6d} | held-out loss {:.4f} | perplexity {:.3f}\n", step, loss, std::exp(loss));
+    json::Value r;
+    r["step"] = step;
+    r["eval_loss"] = loss;
+    r["eval_perplexity"] = std::exp(loss);
+    metrics.write(r);
+    return loss;
+  };
+  const double initial_eval = log_eval(state.step);
+
+  std::vector<int32_t> ids, targets;
+  reset_peak_memory(device);
+  Tensor loss_sum = Tensor::zeros({1}, DType::F32, device);
+  auto window_start = Clock::now();
+  int64_t window_steps = 0;
+  while (state.step < max_steps) {
+    params.zero_grads();
+    for (int64_t micro = 0; micro < accumulation; ++micro) {
+      corpus.train_batch(seed, state.step * accumulation + micro, B, T, ids, targets);
+      ag::Var loss = model.loss(Tensor::from_vector(ids, {B, T}, DType::I32, device),
+                                Tensor::from_vector(targets, {B, T}, DType::I32, device), 1.0 / tokens_per_step);
+      ag::backward(loss);
+      ops::add_(loss_sum, loss->value.to(DType::F32));
+    }
+    const double lr = schedule.lr(state.step);
+    optimizer.step(lr);
+    ++state.step;
+    ++window_steps;
+    state.data_cursor = std::to_string(state.step);
+
+    if (state.step % log_steps == 0 || state.step == max_steps) {
+      const double loss = loss_sum.item() / (tokens_per_step * double(window_steps));  // host sync at log points only
+      const double secs = std::chrono::duration<double>(Clock::now() - window_start).count();
+      const double tok_s = tokens_per_step * double(window_steps) / secs;
+      const double mfu = peak > 0 ? tok_s * flops_per_token / peak : 0;
+      const double peak_gb = double(memory_stats(device).peak) / 1e9;
+      fmt::print("train step {:6d} | loss {:.4f} | lr {:.3e} | grad norm {:.3f} | {:.0f} tok/s | MFU {} | peak mem {:.2f} GB\n",
+                 state.step, loss, lr, optimizer.grad_norm(), tok_s, peak > 0 ? fmt::format("{:.1f}%", 100 * mfu) : "n/a",
+                 peak_gb);
+      json::Value r;
+      r["step"] = state.step;
+      r["loss"] = loss;
+      r["lr"] = lr;
+      r["grad_norm"] = optimizer.grad_norm();
+      r["tokens_per_s"] = tok_s;
+      r["mfu"] = mfu;
+      r["peak_memory_gb"] = peak_gb;
+      metrics.write(r);
+      loss_sum.zero_();
+      window_steps = 0;
+      window_start = Clock::now();
+    }
+    const auto pause = Clock::now();  // evaluation and saving stay out of the throughput window
+    if (eval_steps > 0 && state.step % eval_steps == 0 && state.step != max_steps) log_eval(state.step);
+    if ((save_steps > 0 && state.step % save_steps == 0) || state.step == max_steps)
+      fmt::print("saved {}\n", checkpoints.save(state, params, optimizer));
+    window_start += Clock::now() - pause;
+  }
+  const double final_eval = log_eval(state.step);
+  fmt::print("held-out loss {:.4f} → {:.4f}; run directory {}\n", initial_eval, final_eval, out_dir);
+  return 0;
+}
+
+}  // namespace primer::recipes

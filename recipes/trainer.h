@@ -1,0 +1,16 @@
+// `primer train run.yaml`: one loop for every stage that trains on next-token cross-entropy — data → forward →
+// loss → backward (gradient accumulation) → clip → AdamW step → log → evaluate → checkpoint — driven by a
+// validated recipe (recipes/train_schema.h), resumable bit-exactly from its checkpoints.
+#pragma once
+#include <string>
+#include <vector>
+
+namespace primer::recipes {
+
+// Loads and validates `recipe` with `--set key=value` overrides and trains. Returns a process exit code.
+int run_train(const std::string& recipe, const std::vector<std::string>& overrides);
+
+// Dense bf16 peak of the current GPU for MFU (H100/H200 SXM 989 TFLOP/s, A100 312); 0 when unknown.
+double peak_bf16_flops();
+
+}  // namespace primer::recipes
