@@ -26,25 +26,27 @@ constexpr int kForwardPackBytes = 16, kBackwardPackBytes = 8;
 // Shortest span per thread: its K-1 halo rows are read twice.
 constexpr int64_t kMinSpan = 16;
 
-// Bit patterns of v rounded to T, for assembling packed stores.
-__device__ __forceinline__ uint32_t bits_as(float v, float) { return __float_as_uint(v); }
-__device__ __forceinline__ uint32_t bits_as(float v, __nv_bfloat16) { return __bfloat16_as_ushort(__float2bfloat16_rn(v)); }
+// Word i of the packed T values v: a float's bits, or a pair of bf16 rounded by one instruction.
+template <class T, int N> __device__ __forceinline__ uint32_t packed_word(const float (&v)[N], int i) {
+  if constexpr (sizeof(T) == 4) {
+    return __float_as_uint(v[i]);
+  } else {
+    const __nv_bfloat162 pair = __floats2bfloat162_rn(v[2 * i], v[2 * i + 1]);
+    return reinterpret_cast<const uint32_t&>(pair);
+  }
+}
 
 // Stores v as N elements of T (global memory) with one 4-, 8- or 16-byte access. Written in PTX because the
 // compiler splits the plain vector store here (store_floats' pack copy, or a uint4 store) into 2- or 4-byte stores.
 template <class T, int N> __device__ __forceinline__ void store_pack(T* p, const float (&v)[N]) {
-  constexpr int kBytes = N * int(sizeof(T)), kPerWord = 4 / int(sizeof(T));
+  constexpr int kBytes = N * int(sizeof(T));
   if constexpr (kBytes % 4 != 0) {
 #pragma unroll
     for (int n = 0; n < N; ++n) p[n] = from_float<T>(v[n]);
   } else {
     uint32_t words[kBytes / 4];
 #pragma unroll
-    for (int i = 0; i < kBytes / 4; ++i) {
-      words[i] = 0;
-#pragma unroll
-      for (int e = 0; e < kPerWord; ++e) words[i] |= bits_as(v[i * kPerWord + e], T{}) << (16 * e);
-    }
+    for (int i = 0; i < kBytes / 4; ++i) words[i] = packed_word<T, N>(v, i);
     if constexpr (kBytes == 16)
       asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "r"(words[0]), "r"(words[1]), "r"(words[2]),
                    "r"(words[3])
@@ -111,7 +113,9 @@ template <int M, int N> __device__ __forceinline__ void push(float (&win)[M][N],
   for (int n = 0; n < N; ++n) win[M - 1][n] = v[n];
 }
 
-__device__ __forceinline__ float sigmoid(float z) { return 1.f / (1.f + __expf(-z)); }
+// __fdividef: an IEEE division costs a dozen instructions per element, and these kernels are short of issue slots.
+// (It returns 0 for denominators past 2^126, where the sigmoid is 0 to fp32 precision anyway.)
+__device__ __forceinline__ float sigmoid(float z) { return __fdividef(1.f, 1.f + __expf(-z)); }
 __device__ __forceinline__ float dsilu(float z) {
   const float s = sigmoid(z);
   return s * (1.f + z * (1.f - s));
@@ -129,34 +133,42 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
   const int64_t c0 = (int64_t(blockIdx.x) * kBlockX + threadIdx.x) * N;
   const int64_t t0 = (int64_t(blockIdx.y) * kBlockY + threadIdx.y) * span;
   if (c0 >= in.channels || t0 >= in.time) return;
-  const int64_t t1 = min(t0 + span, in.time), b = blockIdx.z, C = in.channels;
-  const T* x_column = in.x + b * in.time * C + c0;
+  const int64_t t1 = min(t0 + span, in.time), b = blockIdx.z, C = in.channels, first = t0 - (K - 1);
+  const T* x_row = in.x + (b * in.time + t0) * C + c0;  // x of the row being used (from t0 on)
+  T* y_row = y + (b * in.time + t0) * C + c0;
   ConvRows<T, N, 1> rows(smem, int(threadIdx.y * kBlockX + threadIdx.x), kThreads);
-  auto source = [&](int64_t r) -> const T* { return r >= 0 && r < t1 ? x_column + r * C : nullptr; };
-  // Input row r: x, or the state for r < 0. Rows are taken in consecutive order.
-  auto take = [&](int64_t r, float (&v)[N]) {
-    rows.wait();
-    if (r >= 0) load_floats<T, N>(static_cast<const T*>(rows.at(r, 0, source(r))), v);
-    else load_state<T, K, N>(in, b, r, c0, v);
-    const int64_t ahead = r + kPrefetchDepth - 1;
-    rows.fetch(ahead, {source(ahead)});
+  // Pointers advance by C per row: 64-bit products per row would cost issue slots this kernel lacks.
+  int64_t ahead = first;
+  const T* ahead_row = x_row - (K - 1) * C;
+  auto fetch_next = [&] {
+    rows.fetch(ahead, {ahead >= 0 && ahead < t1 ? ahead_row : nullptr});
+    ++ahead;
+    ahead_row += C;
   };
-  const int64_t first = t0 - (K - 1);
   // Prefetch before reading the taps, so that their loads overlap the first rows'.
-  for (int64_t r = first; r < first + kPrefetchDepth - 1; ++r) rows.fetch(r, {source(r)});
+#pragma unroll
+  for (int i = 0; i < kPrefetchDepth - 1; ++i) fetch_next();
   float w[K][N], bias[N], win[K - 1][N];
   load_taps<T, K, N>(in, c0, w, bias);
 #pragma unroll
-  for (int k = 0; k < K - 1; ++k) take(first + k, win[k]);
+  for (int k = 0; k < K - 1; ++k) {  // inputs t0-(K-1) .. t0-1: x, or the state before the sequence
+    const int64_t r = first + k;
+    rows.wait();
+    if (r >= 0) load_floats<T, N>(static_cast<const T*>(rows.at(r, 0, x_row + (r - t0) * C)), win[k]);
+    else load_state<T, K, N>(in, b, r, c0, win[k]);
+    fetch_next();
+  }
 #pragma unroll 2
-  for (int64_t t = t0; t < t1; ++t) {
+  for (int64_t t = t0; t < t1; ++t, x_row += C, y_row += C) {
     float cur[N], z[N];
-    take(t, cur);
+    rows.wait();
+    load_floats<T, N>(static_cast<const T*>(rows.at(t, 0, x_row)), cur);
+    fetch_next();
     preactivation<K, N>(w, bias, win, cur, z);
     if constexpr (kSilu)
 #pragma unroll
       for (int n = 0; n < N; ++n) z[n] *= sigmoid(z[n]);
-    store_pack<T, N>(y + (b * in.time + t) * C + c0, z);
+    store_pack<T, N>(y_row, z);
     push<K - 1, N>(win, cur);
   }
 }
@@ -191,35 +203,45 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
   const int64_t steps = in.time, C = in.channels, b = blockIdx.z;
   float dw[K][N] = {}, db[N] = {};
   if (c0 < C && t0 < steps) {  // idle threads still take part in the block's sums below
-    const int64_t t1 = min(t0 + span, steps), t_stop = min(t1 + K - 1, steps);
-    const T* x_column = in.x + b * steps * C + c0;
-    const T* dy_column = dy + b * steps * C + c0;
+    const int64_t t1 = min(t0 + span, steps), t_stop = min(t1 + K - 1, steps), first = t0 - (K - 1);
     ConvRows<T, N, 2> rows(smem, int(threadIdx.y * kBlockX + threadIdx.x), kThreads);
-    auto x_source = [&](int64_t r) -> const T* { return r >= 0 && r < t_stop ? x_column + r * C : nullptr; };
-    auto dy_source = [&](int64_t r) -> const T* { return r >= t0 && r < t_stop ? dy_column + r * C : nullptr; };
-    // Row r: x (or the state for r < 0) and, from t0 on, dy. Rows are taken in consecutive order.
-    auto take = [&](int64_t r, float (&xv)[N], float (&gv)[N]) {
-      rows.wait();
-      if (r >= 0 && r < steps) load_floats<T, N>(static_cast<const T*>(rows.at(r, 0, x_source(r))), xv);
-      else if (r < 0) load_state<T, K, N>(in, b, r, c0, xv);
-      if (r >= t0 && r < steps) load_floats<T, N>(static_cast<const T*>(rows.at(r, 1, dy_source(r))), gv);
-      const int64_t ahead = r + kPrefetchDepth - 1;
-      rows.fetch(ahead, {x_source(ahead), dy_source(ahead)});
+    // Row pointers advance by C per row (64-bit products per row would cost issue slots). x rows are fetched from
+    // first on, dy rows from t0 on, both up to t_stop.
+    const int64_t column = b * steps * C + c0;
+    int64_t ahead = first;
+    const T* ahead_x = in.x + column + first * C;
+    const T* ahead_dy = dy + column + first * C;
+    auto fetch_next = [&] {
+      const bool valid = ahead >= 0 && ahead < t_stop;
+      rows.fetch(ahead, {valid ? ahead_x : nullptr, valid && ahead >= t0 ? ahead_dy : nullptr});
+      ++ahead;
+      ahead_x += C;
+      ahead_dy += C;
     };
-    const int64_t first = t0 - (K - 1);
-    for (int64_t r = first; r < first + kPrefetchDepth - 1; ++r) rows.fetch(r, {x_source(r), dy_source(r)});
-
+#pragma unroll
+    for (int i = 0; i < kPrefetchDepth - 1; ++i) fetch_next();
     float w[K][N], bias[N], xwin[K - 1][N], dzwin[K - 1][N] = {};
     load_taps<T, K, N>(in, c0, w, bias);
 #pragma unroll
-    for (int k = 0; k < K - 1; ++k) {
-      float unused[N];
-      take(first + k, xwin[k], unused);
+    for (int k = 0; k < K - 1; ++k) {  // inputs t0-(K-1) .. t0-1: x, or the state before the sequence
+      const int64_t r = first + k;
+      rows.wait();
+      if (r >= 0) load_floats<T, N>(static_cast<const T*>(rows.at(r, 0, in.x + column + r * C)), xwin[k]);
+      else load_state<T, K, N>(in, b, r, c0, xwin[k]);
+      fetch_next();
     }
-    for (int64_t t = t0; t < t1 + K - 1; ++t) {
-      float xs[N], gs[N], dz[N];
-      take(t, xs, gs);
-      if (t < steps) {
+
+    // Step t: dz[t] (zero past the sequence); dw, dbias when t is in the span; then dx[s], s = t - (K-1), which
+    // is sum_k w[k] dz[s + K-1 - k] = w[0] dz[t] + sum_{k>=1} w[k] dzwin[K-1-k]. kEdge steps (the first and the
+    // last K-1) check the bounds; the steps between need no checks.
+    auto step = [&](int64_t t, auto edge_tag) {
+      constexpr bool kEdge = decltype(edge_tag)::value;
+      float dz[N];
+      rows.wait();
+      if (!kEdge || t < steps) {
+        float xs[N], gs[N];
+        load_floats<T, N>(static_cast<const T*>(rows.at(t, 0, in.x + column + t * C)), xs);
+        load_floats<T, N>(static_cast<const T*>(rows.at(t, 1, dy + column + t * C)), gs);
         if constexpr (kSilu) {
           float z[N];
           preactivation<K, N>(w, bias, xwin, xs, z);
@@ -229,7 +251,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
 #pragma unroll
           for (int n = 0; n < N; ++n) dz[n] = gs[n];
         }
-        if (t < t1) {
+        if (!kEdge || t < t1) {
 #pragma unroll
           for (int n = 0; n < N; ++n) {
             db[n] += dz[n];
@@ -243,9 +265,9 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
 #pragma unroll
         for (int n = 0; n < N; ++n) dz[n] = 0.f;
       }
-      // dx[s] for s = t - (K-1): sum_k w[k] dz[s + K-1 - k] = w[0] dz[t] + sum_{k>=1} w[k] dzwin[K-1-k].
+      fetch_next();
       const int64_t s = t - (K - 1);
-      if (s >= t0) {
+      if (!kEdge || s >= t0) {
         float g[N];
 #pragma unroll
         for (int n = 0; n < N; ++n) {
@@ -254,13 +276,19 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
           for (int k = 1; k < K; ++k) acc = fmaf(w[k][n], dzwin[K - 1 - k][n], acc);
           g[n] = acc;
         }
-        if (dstate_out && s >= steps - (K - 1))
+        if (kEdge && dstate_out && s >= steps - (K - 1))
 #pragma unroll
           for (int n = 0; n < N; ++n) g[n] += to_float(dstate_out[(b * C + c0 + n) * (K - 1) + (s - (steps - (K - 1)))]);
-        store_pack<T, N>(dx + (b * steps + s) * C + c0, g);
+        store_pack<T, N>(dx + column + s * C, g);
       }
       push<K - 1, N>(dzwin, dz);
-    }
+    };
+    // Interior steps [t0 + K-1, t1): every row exists, is in the span and has its dx in the span.
+    const int64_t interior_begin = min(t0 + K - 1, t1);
+    for (int64_t t = t0; t < interior_begin; ++t) step(t, std::true_type{});
+#pragma unroll 2
+    for (int64_t t = interior_begin; t < t1; ++t) step(t, std::false_type{});
+    for (int64_t t = t1; t < t1 + K - 1; ++t) step(t, std::true_type{});
   }
 
   // sums[m][y][x * N + n]: component m (dw taps, then dbias) of thread (x, y)'s channel n.
