@@ -428,6 +428,12 @@ Launch launch_for(const Conv1dDims& d, int pack) {
   return {dim3(unsigned(column_blocks), unsigned(tiles), unsigned(d.batch)), dim3(kBlockX, kBlockY), best_span};
 }
 
+// Kernels staging more than the default 48 KB of shared memory per block must say so first.
+template <class Kernel> void allow_dynamic_smem(Kernel kernel, size_t bytes) {
+  if (bytes > 48 * 1024)
+    PRIMER_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+}
+
 template <class T> ConvIn<T> conv_in(const Conv1dDims& d, const void* x, const void* w, const void* bias,
                                      const void* state_in) {
   return {static_cast<const T*>(x), static_cast<const T*>(w), static_cast<const T*>(bias),
@@ -451,8 +457,9 @@ void causal_conv1d(const Conv1dDims& d, DType dtype, const void* x, const void* 
           const Launch l = launch_for(d, N);
           const size_t smem = ConvRows<T, N, 1>::smem_bytes(kThreads);
           visit_silu(silu, [&](auto silu_tag) {
-            conv1d_forward_kernel<T, K, N, decltype(silu_tag)::value>
-                <<<l.grid, l.block, smem, cuda::stream()>>>(in, l.span, static_cast<T*>(y));
+            auto kernel = conv1d_forward_kernel<T, K, N, decltype(silu_tag)::value>;
+            allow_dynamic_smem(kernel, smem);
+            kernel<<<l.grid, l.block, smem, cuda::stream()>>>(in, l.span, static_cast<T*>(y));
             PRIMER_CUDA_CHECK_LAUNCH();
           });
         });
@@ -485,10 +492,12 @@ void causal_conv1d_backward(const Conv1dDims& d, DType dtype, const void* dy, co
           constexpr int N = decltype(n_tag)::value;
           const Launch l = launch_for(d, N);
           visit_silu(silu, [&](auto silu_tag) {
-            conv1d_backward_kernel<T, K, N, decltype(silu_tag)::value>
-                <<<l.grid, l.block, backward_smem_bytes<T, K, N>(), cuda::stream()>>>(
-                    in, l.span, static_cast<const T*>(dy), static_cast<const T*>(dstate_out), static_cast<T*>(dx),
-                    workspace);
+            auto kernel = conv1d_backward_kernel<T, K, N, decltype(silu_tag)::value>;
+            const size_t smem = backward_smem_bytes<T, K, N>();
+            allow_dynamic_smem(kernel, smem);
+            kernel<<<l.grid, l.block, smem, cuda::stream()>>>(in, l.span, static_cast<const T*>(dy),
+                                                              static_cast<const T*>(dstate_out), static_cast<T*>(dx),
+                                                              workspace);
             PRIMER_CUDA_CHECK_LAUNCH();
           });
           const int64_t width = d.channels * (K + 1);
