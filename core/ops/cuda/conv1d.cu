@@ -2,22 +2,61 @@
 #include <type_traits>
 
 #include "core/cuda_runtime.h"
+#include "core/ops/cuda/async_rows.cuh"
 #include "core/ops/cuda/conv1d.h"
+#include "core/ops/cuda/sm_count.h"
 #include "core/ops/cuda/vector_pack.cuh"
 
 namespace primer::ops::cuda_ops {
 namespace {
 
-// Geometry: threadIdx.x walks packs of N channels (a warp reads 32 consecutive 16-byte packs of one time step),
+// Geometry: threadIdx.x walks packs of N channels (a warp reads 32 consecutive packs of one time step),
 // threadIdx.y and blockIdx.y walk spans of consecutive time steps, blockIdx.z the batch. Each thread streams its
-// span keeping the last K-1 inputs in registers, so every input is read from memory about once.
-constexpr int kBlockX = 32, kBlockY = 8;
-// Time steps whose loads are issued together (the backward loads two tensors per step).
-constexpr int kForwardUnroll = 4, kBackwardUnroll = 2;
+// span keeping the last K-1 inputs in registers, so every input is read from memory about once; the rows it is
+// about to use are prefetched into shared memory (AsyncRows), which keeps enough bytes in flight to run at memory
+// speed although the taps, windows and accumulators fill the registers.
+constexpr int kBlockX = 32, kBlockY = 8, kThreads = kBlockX * kBlockY;
+// Blocks per multiprocessor the kernels are built for (registers <= 128) and the grid is sized to in whole waves.
+constexpr int kBlocksPerSm = 2;
+// Rows staged per thread: kPrefetchDepth - 1 rows in flight, about 56 KB per multiprocessor.
+constexpr int kPrefetchDepth = 8;
 // Channels per thread, as bytes of one load. The backward keeps twice the state (windows of x and dz, dw
-// accumulators) in registers, so it takes 8-byte packs to stay clear of spills; a warp still reads 256
-// contiguous bytes per time step.
+// accumulators) in registers, so it takes 8-byte packs to stay clear of spills.
 constexpr int kForwardPackBytes = 16, kBackwardPackBytes = 8;
+// Shortest span per thread: its K-1 halo rows are read twice.
+constexpr int64_t kMinSpan = 16;
+
+// Word i of the packed T values v: a float's bits, or a pair of bf16 rounded by one instruction.
+template <class T, int N> __device__ __forceinline__ uint32_t packed_word(const float (&v)[N], int i) {
+  if constexpr (sizeof(T) == 4) {
+    return __float_as_uint(v[i]);
+  } else {
+    const __nv_bfloat162 pair = __floats2bfloat162_rn(v[2 * i], v[2 * i + 1]);
+    return reinterpret_cast<const uint32_t&>(pair);
+  }
+}
+
+// Stores v as N elements of T (global memory) with one 4-, 8- or 16-byte access. Written in PTX because the
+// compiler splits the plain vector store here (store_floats' pack copy, or a uint4 store) into 2- or 4-byte stores.
+template <class T, int N> __device__ __forceinline__ void store_pack(T* p, const float (&v)[N]) {
+  constexpr int kBytes = N * int(sizeof(T));
+  if constexpr (kBytes % 4 != 0) {
+#pragma unroll
+    for (int n = 0; n < N; ++n) p[n] = from_float<T>(v[n]);
+  } else {
+    uint32_t words[kBytes / 4];
+#pragma unroll
+    for (int i = 0; i < kBytes / 4; ++i) words[i] = packed_word<T, N>(v, i);
+    if constexpr (kBytes == 16)
+      asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "r"(words[0]), "r"(words[1]), "r"(words[2]),
+                   "r"(words[3])
+                   : "memory");
+    else if constexpr (kBytes == 8)
+      asm volatile("st.global.v2.b32 [%0], {%1, %2};\n" ::"l"(p), "r"(words[0]), "r"(words[1]) : "memory");
+    else
+      asm volatile("st.global.b32 [%0], %1;\n" ::"l"(p), "r"(words[0]) : "memory");
+  }
+}
 
 template <class T> struct ConvIn {
   const T* x;
@@ -27,16 +66,19 @@ template <class T> struct ConvIn {
   int64_t batch, time, channels;
 };
 
-// Position s of the input of batch b extended to the left by the state (s >= -(K-1)), channels c0 .. c0+N-1.
+// Input position s < 0 of batch b (the state extends the input to the left), channels c0 .. c0+N-1.
 template <class T, int K, int N>
-__device__ __forceinline__ void load_input(const ConvIn<T>& in, int64_t b, int64_t s, int64_t c0, float (&out)[N]) {
-  if (s >= 0) {
-    load_floats<T, N>(in.x + (b * in.time + s) * in.channels + c0, out);
-    return;
-  }
+__device__ __forceinline__ void load_state(const ConvIn<T>& in, int64_t b, int64_t s, int64_t c0, float (&out)[N]) {
 #pragma unroll
   for (int n = 0; n < N; ++n)
     out[n] = in.state_in ? to_float(in.state_in[(b * in.channels + c0 + n) * (K - 1) + (K - 1 + s)]) : 0.f;
+}
+
+// Input position s >= -(K-1) of batch b, channels c0 .. c0+N-1, read directly (the single-element kernels).
+template <class T, int K, int N>
+__device__ __forceinline__ void load_input(const ConvIn<T>& in, int64_t b, int64_t s, int64_t c0, float (&out)[N]) {
+  if (s >= 0) load_floats<T, N>(in.x + (b * in.time + s) * in.channels + c0, out);
+  else load_state<T, K, N>(in, b, s, c0, out);
 }
 
 template <class T, int K, int N>
@@ -71,39 +113,63 @@ template <int M, int N> __device__ __forceinline__ void push(float (&win)[M][N],
   for (int n = 0; n < N; ++n) win[M - 1][n] = v[n];
 }
 
-__device__ __forceinline__ float sigmoid(float z) { return 1.f / (1.f + __expf(-z)); }
+// __fdividef: an IEEE division costs a dozen instructions per element, and these kernels are short of issue slots.
+// (It returns 0 for denominators past 2^126, where the sigmoid is 0 to fp32 precision anyway.)
+__device__ __forceinline__ float sigmoid(float z) { return __fdividef(1.f, 1.f + __expf(-z)); }
 __device__ __forceinline__ float dsilu(float z) {
   const float s = sigmoid(z);
   return s * (1.f + z * (1.f - s));
 }
 
-template <class T, int K, int N>
-__global__ void __launch_bounds__(kBlockX * kBlockY)
-    conv1d_forward_kernel(ConvIn<T> in, bool silu, int64_t span, T* __restrict__ y) {
+// Packs of several channels are staged through shared memory; single channels (unaligned or odd C) are read in
+// place, since cp.async copies at least 4 aligned bytes.
+template <class T, int N, int kSources>
+using ConvRows = AsyncRows<int(sizeof(T)) * N, kSources, kPrefetchDepth, (N > 1)>;
+
+template <class T, int K, int N, bool kSilu>
+__global__ void __launch_bounds__(kThreads, kBlocksPerSm)
+    conv1d_forward_kernel(ConvIn<T> in, int64_t span, T* __restrict__ y) {
+  extern __shared__ __align__(16) unsigned char smem[];
   const int64_t c0 = (int64_t(blockIdx.x) * kBlockX + threadIdx.x) * N;
   const int64_t t0 = (int64_t(blockIdx.y) * kBlockY + threadIdx.y) * span;
   if (c0 >= in.channels || t0 >= in.time) return;
-  const int64_t t1 = min(t0 + span, in.time), b = blockIdx.z;
+  const int64_t t1 = min(t0 + span, in.time), b = blockIdx.z, C = in.channels, first = t0 - (K - 1);
+  const T* x_row = in.x + (b * in.time + t0) * C + c0;  // x of the row being used (from t0 on)
+  T* y_row = y + (b * in.time + t0) * C + c0;
+  ConvRows<T, N, 1> rows(smem, int(threadIdx.y * kBlockX + threadIdx.x), kThreads);
+  // Pointers advance by C per row: 64-bit products per row would cost issue slots this kernel lacks.
+  int64_t ahead = first;
+  const T* ahead_row = x_row - (K - 1) * C;
+  auto fetch_next = [&] {
+    rows.fetch(ahead, {ahead >= 0 && ahead < t1 ? ahead_row : nullptr});
+    ++ahead;
+    ahead_row += C;
+  };
+  // Prefetch before reading the taps, so that their loads overlap the first rows'.
+#pragma unroll
+  for (int i = 0; i < kPrefetchDepth - 1; ++i) fetch_next();
   float w[K][N], bias[N], win[K - 1][N];
   load_taps<T, K, N>(in, c0, w, bias);
 #pragma unroll
-  for (int k = 0; k < K - 1; ++k) load_input<T, K, N>(in, b, t0 - (K - 1) + k, c0, win[k]);
-  for (int64_t t = t0; t < t1; t += kForwardUnroll) {
-    float cur[kForwardUnroll][N];
+  for (int k = 0; k < K - 1; ++k) {  // inputs t0-(K-1) .. t0-1: x, or the state before the sequence
+    const int64_t r = first + k;
+    rows.wait();
+    if (r >= 0) load_floats<T, N>(static_cast<const T*>(rows.at(r, 0, x_row + (r - t0) * C)), win[k]);
+    else load_state<T, K, N>(in, b, r, c0, win[k]);
+    fetch_next();
+  }
+#pragma unroll 2
+  for (int64_t t = t0; t < t1; ++t, x_row += C, y_row += C) {
+    float cur[N], z[N];
+    rows.wait();
+    load_floats<T, N>(static_cast<const T*>(rows.at(t, 0, x_row)), cur);
+    fetch_next();
+    preactivation<K, N>(w, bias, win, cur, z);
+    if constexpr (kSilu)
 #pragma unroll
-    for (int u = 0; u < kForwardUnroll; ++u)
-      if (t + u < t1) load_floats<T, N>(in.x + (b * in.time + t + u) * in.channels + c0, cur[u]);
-#pragma unroll
-    for (int u = 0; u < kForwardUnroll; ++u) {
-      if (t + u >= t1) break;
-      float z[N];
-      preactivation<K, N>(w, bias, win, cur[u], z);
-      if (silu)
-#pragma unroll
-        for (int n = 0; n < N; ++n) z[n] *= sigmoid(z[n]);
-      store_floats<T, N>(y + (b * in.time + t + u) * in.channels + c0, z);
-      push<K - 1, N>(win, cur[u]);
-    }
+      for (int n = 0; n < N; ++n) z[n] *= sigmoid(z[n]);
+    store_pack<T, N>(y_row, z);
+    push<K - 1, N>(win, cur);
   }
 }
 
@@ -118,62 +184,90 @@ template <class T, int K> __global__ void conv1d_state_out_kernel(ConvIn<T> in, 
   }
 }
 
-// Backward of one span [t0, t1): streams t over [t0, t1 + K-1) because dx[s] needs dz[s .. s+K-1]. Writes dx of
-// the span and one row of parameter-gradient partials (dw[c][0..K-1], dbias[c]) for the second pass.
-template <class T, int K, int N>
-__global__ void __launch_bounds__(kBlockX * kBlockY)
-    conv1d_backward_kernel(ConvIn<T> in, bool silu, int64_t span, const T* __restrict__ dy,
-                           const T* __restrict__ dstate_out, T* __restrict__ dx, float* __restrict__ partials) {
-  const int64_t c0 = (int64_t(blockIdx.x) * kBlockX + threadIdx.x) * N;
-  const int64_t span_index = int64_t(blockIdx.y) * kBlockY + threadIdx.y, t0 = span_index * span;
-  if (c0 >= in.channels || t0 >= in.time) return;
-  const int64_t steps = in.time, C = in.channels, b = blockIdx.z;
-  const int64_t t1 = min(t0 + span, steps), t_stop = min(t1 + K - 1, steps);
-  float w[K][N], bias[N], xwin[K - 1][N], dzwin[K - 1][N] = {}, dw[K][N] = {}, db[N] = {};
-  load_taps<T, K, N>(in, c0, w, bias);
-#pragma unroll
-  for (int k = 0; k < K - 1; ++k) load_input<T, K, N>(in, b, t0 - (K - 1) + k, c0, xwin[k]);
+// Shared memory of the backward: the prefetch slots during the stream, then the block's parameter-gradient sums.
+template <class T, int K, int N> constexpr size_t backward_smem_bytes() {
+  return std::max(ConvRows<T, N, 2>::smem_bytes(kThreads), size_t(K + 1) * kThreads * N * sizeof(float));
+}
 
-  for (int64_t t = t0; t < t1 + K - 1; t += kBackwardUnroll) {
-    float xs[kBackwardUnroll][N], gs[kBackwardUnroll][N];
+// Backward of one span [t0, t1): streams t over [t0, t1 + K-1) because dx[s] needs dz[s .. s+K-1], with x from
+// t0 - (K-1) on (the pre-activation needs K-1 earlier inputs) and dy from t0 on. Writes dx of the span; the
+// block then sums its threads' parameter gradients over threadIdx.y in a fixed order and writes one row of
+// partials (dw[c][0..K-1], dbias[c]) for reduce_partials_kernel.
+template <class T, int K, int N, bool kSilu>
+__global__ void __launch_bounds__(kThreads, kBlocksPerSm)
+    conv1d_backward_kernel(ConvIn<T> in, int64_t span, const T* __restrict__ dy, const T* __restrict__ dstate_out,
+                           T* __restrict__ dx, float* __restrict__ partials) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  const int64_t c0 = (int64_t(blockIdx.x) * kBlockX + threadIdx.x) * N;
+  const int64_t t0 = (int64_t(blockIdx.y) * kBlockY + threadIdx.y) * span;
+  const int64_t steps = in.time, C = in.channels, b = blockIdx.z;
+  float dw[K][N] = {}, db[N] = {};
+  if (c0 < C && t0 < steps) {  // idle threads still take part in the block's sums below
+    const int64_t t1 = min(t0 + span, steps), t_stop = min(t1 + K - 1, steps), first = t0 - (K - 1);
+    ConvRows<T, N, 2> rows(smem, int(threadIdx.y * kBlockX + threadIdx.x), kThreads);
+    // Row pointers advance by C per row (64-bit products per row would cost issue slots). x rows are fetched from
+    // first on, dy rows from t0 on, both up to t_stop.
+    const int64_t column = b * steps * C + c0;
+    int64_t ahead = first;
+    const T* ahead_x = in.x + column + first * C;
+    const T* ahead_dy = dy + column + first * C;
+    auto fetch_next = [&] {
+      const bool valid = ahead >= 0 && ahead < t_stop;
+      rows.fetch(ahead, {valid ? ahead_x : nullptr, valid && ahead >= t0 ? ahead_dy : nullptr});
+      ++ahead;
+      ahead_x += C;
+      ahead_dy += C;
+    };
 #pragma unroll
-    for (int u = 0; u < kBackwardUnroll; ++u)
-      if (t + u < t_stop) {
-        load_floats<T, N>(in.x + (b * steps + t + u) * C + c0, xs[u]);
-        load_floats<T, N>(dy + (b * steps + t + u) * C + c0, gs[u]);
-      }
+    for (int i = 0; i < kPrefetchDepth - 1; ++i) fetch_next();
+    float w[K][N], bias[N], xwin[K - 1][N], dzwin[K - 1][N] = {};
+    load_taps<T, K, N>(in, c0, w, bias);
 #pragma unroll
-    for (int u = 0; u < kBackwardUnroll; ++u) {
-      const int64_t tt = t + u;
-      if (tt >= t1 + K - 1) break;
+    for (int k = 0; k < K - 1; ++k) {  // inputs t0-(K-1) .. t0-1: x, or the state before the sequence
+      const int64_t r = first + k;
+      rows.wait();
+      if (r >= 0) load_floats<T, N>(static_cast<const T*>(rows.at(r, 0, in.x + column + r * C)), xwin[k]);
+      else load_state<T, K, N>(in, b, r, c0, xwin[k]);
+      fetch_next();
+    }
+
+    // Step t: dz[t] (zero past the sequence); dw, dbias when t is in the span; then dx[s], s = t - (K-1), which
+    // is sum_k w[k] dz[s + K-1 - k] = w[0] dz[t] + sum_{k>=1} w[k] dzwin[K-1-k]. kEdge steps (the first and the
+    // last K-1) check the bounds; the steps between need no checks.
+    auto step = [&](int64_t t, auto edge_tag) {
+      constexpr bool kEdge = decltype(edge_tag)::value;
       float dz[N];
-      if (tt < steps) {
-        if (silu) {
+      rows.wait();
+      if (!kEdge || t < steps) {
+        float xs[N], gs[N];
+        load_floats<T, N>(static_cast<const T*>(rows.at(t, 0, in.x + column + t * C)), xs);
+        load_floats<T, N>(static_cast<const T*>(rows.at(t, 1, dy + column + t * C)), gs);
+        if constexpr (kSilu) {
           float z[N];
-          preactivation<K, N>(w, bias, xwin, xs[u], z);
+          preactivation<K, N>(w, bias, xwin, xs, z);
 #pragma unroll
-          for (int n = 0; n < N; ++n) dz[n] = gs[u][n] * dsilu(z[n]);
+          for (int n = 0; n < N; ++n) dz[n] = gs[n] * dsilu(z[n]);
         } else {
 #pragma unroll
-          for (int n = 0; n < N; ++n) dz[n] = gs[u][n];
+          for (int n = 0; n < N; ++n) dz[n] = gs[n];
         }
-        if (tt < t1) {
+        if (!kEdge || t < t1) {
 #pragma unroll
           for (int n = 0; n < N; ++n) {
             db[n] += dz[n];
 #pragma unroll
             for (int k = 0; k < K - 1; ++k) dw[k][n] = fmaf(dz[n], xwin[k][n], dw[k][n]);
-            dw[K - 1][n] = fmaf(dz[n], xs[u][n], dw[K - 1][n]);
+            dw[K - 1][n] = fmaf(dz[n], xs[n], dw[K - 1][n]);
           }
         }
-        push<K - 1, N>(xwin, xs[u]);
+        push<K - 1, N>(xwin, xs);
       } else {
 #pragma unroll
         for (int n = 0; n < N; ++n) dz[n] = 0.f;
       }
-      // dx[s] for s = tt - (K-1): sum_k w[k] dz[s + K-1 - k] = w[0] dz[tt] + sum_{k>=1} w[k] dzwin[K-1-k].
-      const int64_t s = tt - (K - 1);
-      if (s >= t0) {
+      fetch_next();
+      const int64_t s = t - (K - 1);
+      if (!kEdge || s >= t0) {
         float g[N];
 #pragma unroll
         for (int n = 0; n < N; ++n) {
@@ -182,21 +276,41 @@ __global__ void __launch_bounds__(kBlockX * kBlockY)
           for (int k = 1; k < K; ++k) acc = fmaf(w[k][n], dzwin[K - 1 - k][n], acc);
           g[n] = acc;
         }
-        if (dstate_out && s >= steps - (K - 1))
+        if (kEdge && dstate_out && s >= steps - (K - 1))
 #pragma unroll
           for (int n = 0; n < N; ++n) g[n] += to_float(dstate_out[(b * C + c0 + n) * (K - 1) + (s - (steps - (K - 1)))]);
-        store_floats<T, N>(dx + (b * steps + s) * C + c0, g);
+        store_pack<T, N>(dx + column + s * C, g);
       }
       push<K - 1, N>(dzwin, dz);
-    }
+    };
+    // Interior steps [t0 + K-1, t1): every row exists, is in the span and has its dx in the span.
+    const int64_t interior_begin = min(t0 + K - 1, t1);
+    for (int64_t t = t0; t < interior_begin; ++t) step(t, std::true_type{});
+#pragma unroll 2
+    for (int64_t t = interior_begin; t < t1; ++t) step(t, std::false_type{});
+    for (int64_t t = t1; t < t1 + K - 1; ++t) step(t, std::true_type{});
   }
-  const int64_t spans = (steps + span - 1) / span;
-  float* row = partials + (b * spans + span_index) * C * (K + 1);
+
+  // sums[m][y][x * N + n]: component m (dw taps, then dbias) of thread (x, y)'s channel n.
+  constexpr int kWidth = kBlockX * N;
+  __syncthreads();  // every thread is done with its prefetch slots
+  float* sums = reinterpret_cast<float*>(smem);
 #pragma unroll
   for (int n = 0; n < N; ++n) {
 #pragma unroll
-    for (int k = 0; k < K; ++k) row[(c0 + n) * (K + 1) + k] = dw[k][n];
-    row[(c0 + n) * (K + 1) + K] = db[n];
+    for (int k = 0; k < K; ++k) sums[(k * kBlockY + threadIdx.y) * kWidth + threadIdx.x * N + n] = dw[k][n];
+    sums[(K * kBlockY + threadIdx.y) * kWidth + threadIdx.x * N + n] = db[n];
+  }
+  __syncthreads();
+  const int64_t block_c0 = int64_t(blockIdx.x) * kWidth;
+  float* row = partials + (b * gridDim.y + blockIdx.y) * C * (K + 1);
+  for (int i = threadIdx.y * kBlockX + threadIdx.x; i < (K + 1) * kWidth; i += kThreads) {
+    const int j = i / (K + 1), m = i % (K + 1);
+    if (block_c0 + j >= C) break;
+    float total = 0.f;
+#pragma unroll
+    for (int y = 0; y < kBlockY; ++y) total += sums[(m * kBlockY + y) * kWidth + j];
+    row[block_c0 * (K + 1) + i] = total;
   }
 }
 
@@ -272,6 +386,11 @@ template <class F> void visit_taps(int taps, F&& f) {
   }
 }
 
+template <class F> void visit_silu(bool silu, F&& f) {
+  if (silu) f(std::true_type{});
+  else f(std::false_type{});
+}
+
 // Packs of kBytes when every row starts aligned to them, else one channel per thread.
 template <class T, int kBytes, class F>
 void visit_pack_width(const Conv1dDims& d, std::initializer_list<const void*> ptrs, F&& f) {
@@ -282,23 +401,37 @@ void visit_pack_width(const Conv1dDims& d, std::initializer_list<const void*> pt
   else f(std::integral_constant<int, 1>{});
 }
 
-// Span of time per thread: as long as possible (fewer re-read windows and partial rows) while keeping about
-// 2^17 threads in flight.
-int64_t pick_span(const Conv1dDims& d, int64_t packs) {
-  int64_t span = 256;
-  while (span > 16 && d.batch * ((d.time + span - 1) / span) * packs < (int64_t(1) << 17)) span /= 2;
-  return span;
-}
-
+// Blocks along time and the span per thread: the grid should fill whole waves of resident blocks (a partial last
+// wave leaves multiprocessors idle) while spans stay long (each re-reads K-1 halo rows). Tries grids of 1 to 4
+// waves and keeps the best product of wave fill and useful fraction of rows read.
 struct Launch {
   dim3 grid, block;
-  int64_t span, spans;
+  int64_t span;
 };
 
 Launch launch_for(const Conv1dDims& d, int pack) {
-  const int64_t packs = (d.channels + pack - 1) / pack, span = pick_span(d, packs), spans = (d.time + span - 1) / span;
-  return {dim3(unsigned((packs + kBlockX - 1) / kBlockX), unsigned((spans + kBlockY - 1) / kBlockY), unsigned(d.batch)),
-          dim3(kBlockX, kBlockY), span, spans};
+  const int64_t packs = (d.channels + pack - 1) / pack, column_blocks = (packs + kBlockX - 1) / kBlockX;
+  const int64_t resident = int64_t(sm_count()) * kBlocksPerSm, per_tile = d.batch * column_blocks;
+  const int64_t one_tile_span = std::max<int64_t>(1, (d.time + kBlockY - 1) / kBlockY);
+  const int64_t shortest = std::min(kMinSpan, one_tile_span);
+  int64_t best_span = one_tile_span;
+  double best_score = -1;
+  for (int64_t waves = 1; waves <= 4; ++waves) {
+    const int64_t tiles_wanted = std::max<int64_t>(1, waves * resident / per_tile);
+    const int64_t span = std::max(shortest, (d.time + tiles_wanted * kBlockY - 1) / (tiles_wanted * kBlockY));
+    const int64_t blocks = per_tile * ((d.time + span * kBlockY - 1) / (span * kBlockY));
+    const double fill = double(blocks) / double((blocks + resident - 1) / resident * resident);
+    const double score = fill * double(span) / double(span + d.taps - 1);
+    if (score > best_score) best_score = score, best_span = span;
+  }
+  const int64_t tiles = (d.time + best_span * kBlockY - 1) / (best_span * kBlockY);
+  return {dim3(unsigned(column_blocks), unsigned(tiles), unsigned(d.batch)), dim3(kBlockX, kBlockY), best_span};
+}
+
+// Kernels staging more than the default 48 KB of shared memory per block must say so first.
+template <class Kernel> void allow_dynamic_smem(Kernel kernel, size_t bytes) {
+  if (bytes > 48 * 1024)
+    PRIMER_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
 }
 
 template <class T> ConvIn<T> conv_in(const Conv1dDims& d, const void* x, const void* w, const void* bias,
@@ -322,8 +455,13 @@ void causal_conv1d(const Conv1dDims& d, DType dtype, const void* x, const void* 
         visit_pack_width<T, kForwardPackBytes>(d, {x, y}, [&](auto n_tag) {
           constexpr int N = decltype(n_tag)::value;
           const Launch l = launch_for(d, N);
-          conv1d_forward_kernel<T, K, N><<<l.grid, l.block, 0, cuda::stream()>>>(in, silu, l.span, static_cast<T*>(y));
-          PRIMER_CUDA_CHECK_LAUNCH();
+          const size_t smem = ConvRows<T, N, 1>::smem_bytes(kThreads);
+          visit_silu(silu, [&](auto silu_tag) {
+            auto kernel = conv1d_forward_kernel<T, K, N, decltype(silu_tag)::value>;
+            allow_dynamic_smem(kernel, smem);
+            kernel<<<l.grid, l.block, smem, cuda::stream()>>>(in, l.span, static_cast<T*>(y));
+            PRIMER_CUDA_CHECK_LAUNCH();
+          });
         });
       if (state_out) {
         const int64_t n = d.batch * d.channels * (K - 1);
@@ -335,9 +473,9 @@ void causal_conv1d(const Conv1dDims& d, DType dtype, const void* x, const void* 
 }
 
 size_t causal_conv1d_backward_workspace_floats(const Conv1dDims& d, DType dtype) {
-  // Alignment decides the pack width at launch; size for whichever width has more spans.
-  const int64_t spans = std::max(launch_for(d, int(kBackwardPackBytes / dtype_size(dtype))).spans, launch_for(d, 1).spans);
-  return size_t(d.batch * spans * d.channels * (d.taps + 1));
+  // Alignment decides the pack width at launch; size for whichever width has more blocks along time.
+  const unsigned tiles = std::max(launch_for(d, int(kBackwardPackBytes / dtype_size(dtype))).grid.y, launch_for(d, 1).grid.y);
+  return size_t(d.batch) * tiles * size_t(d.channels) * size_t(d.taps + 1);
 }
 
 void causal_conv1d_backward(const Conv1dDims& d, DType dtype, const void* dy, const void* x, const void* w,
@@ -353,13 +491,18 @@ void causal_conv1d_backward(const Conv1dDims& d, DType dtype, const void* dy, co
         visit_pack_width<T, kBackwardPackBytes>(d, {x, dy, dx}, [&](auto n_tag) {
           constexpr int N = decltype(n_tag)::value;
           const Launch l = launch_for(d, N);
-          conv1d_backward_kernel<T, K, N><<<l.grid, l.block, 0, cuda::stream()>>>(
-              in, silu, l.span, static_cast<const T*>(dy), static_cast<const T*>(dstate_out), static_cast<T*>(dx),
-              workspace);
-          PRIMER_CUDA_CHECK_LAUNCH();
+          visit_silu(silu, [&](auto silu_tag) {
+            auto kernel = conv1d_backward_kernel<T, K, N, decltype(silu_tag)::value>;
+            const size_t smem = backward_smem_bytes<T, K, N>();
+            allow_dynamic_smem(kernel, smem);
+            kernel<<<l.grid, l.block, smem, cuda::stream()>>>(in, l.span, static_cast<const T*>(dy),
+                                                              static_cast<const T*>(dstate_out), static_cast<T*>(dx),
+                                                              workspace);
+            PRIMER_CUDA_CHECK_LAUNCH();
+          });
           const int64_t width = d.channels * (K + 1);
           reduce_partials_kernel<<<unsigned((width + kBlockX - 1) / kBlockX), dim3(kBlockX, kBlockY), 0,
-                                   cuda::stream()>>>(workspace, d.batch * l.spans, d.channels, K, dw_accum,
+                                   cuda::stream()>>>(workspace, d.batch * l.grid.y, d.channels, K, dw_accum,
                                                      dbias_accum);
           PRIMER_CUDA_CHECK_LAUNCH();
         });

@@ -2,8 +2,10 @@
 #include <type_traits>
 
 #include "core/cuda_runtime.h"
+#include "core/ops/cuda/async_rows.cuh"
 #include "core/ops/cuda/rmsnorm.h"
 #include "core/ops/cuda/rowops_vec.cuh"
+#include "core/ops/cuda/sm_count.h"
 #include "core/storage.h"
 
 // Each row is handled by a "row group" of consecutive threads (a multiple of 32, at most 256); short rows share a
@@ -86,17 +88,42 @@ __global__ void __launch_bounds__(kMaxRowThreads)
   }
 }
 
+// Rows of x and dy staged ahead of use per thread (AsyncRows): more for short rows, so that a block keeps about
+// 32-64 KB in flight. Narrow packs (unaligned data) are read in place.
+template <int P> constexpr int kBackwardDepth = P <= 2 ? 4 : 2;
+template <class T, int N, bool kWide, int P>
+using BackwardRows = AsyncRows<int(sizeof(T)) * N, 2 * P, kBackwardDepth<P>, kWide>;
+
 // dx = rstd * (g - xhat * mean(g * xhat)) with xhat = x * rstd, g = dy * w. Blocks stride over the rows; each thread
 // sums dy * xhat for the columns it owns in registers and finally writes them to its group's row of dw_partial
-// ([gridDim.x * groups per block, D]), which sum_partials_kernel reduces in a fixed order.
+// ([gridDim.x * groups per block, D]), which sum_partials_kernel reduces in a fixed order. The x and dy of the
+// next rows are copied into shared memory while the current row is reduced and written.
 template <class T, int N, bool kWide, int P>
 __global__ void __launch_bounds__(kMaxRowThreads)
     rmsnorm_backward_kernel(T* __restrict__ dx, float* __restrict__ dw_partial, const T* __restrict__ dy,
                             const T* __restrict__ x, const T* __restrict__ w, const float* __restrict__ rstd,
                             int64_t rows, int D, int row_threads) {
+  extern __shared__ __align__(16) unsigned char staged[];
   __shared__ float scratch[kMaxRowThreads / kWarp];
   const int lane = threadIdx.x % row_threads, group = threadIdx.x / row_threads;
   const int groups = blockDim.x / row_threads, packs = D / N;
+  const int64_t first_row = int64_t(blockIdx.x) * groups, step = int64_t(gridDim.x) * groups;
+
+  // Unit j < P of iteration i is pack j of the thread's x row, unit P + j the same pack of dy (null: none).
+  BackwardRows<T, N, kWide, P> staging(staged, threadIdx.x, blockDim.x);
+  auto fetch = [&](int64_t i) {
+    const int64_t row = first_row + i * step + group;
+    const void* src[2 * P];
+#pragma unroll
+    for (int j = 0; j < P; ++j) {
+      const int p = lane + j * row_threads;
+      const bool valid = row < rows && p < packs;
+      src[j] = valid ? x + row * D + p * N : nullptr;
+      src[P + j] = valid ? dy + row * D + p * N : nullptr;
+    }
+    staging.fetch(i, src);
+  };
+  for (int i = 0; i < kBackwardDepth<P> - 1; ++i) fetch(i);
 
   Pack<T, N, kWide> ws[P];
 #pragma unroll
@@ -105,22 +132,24 @@ __global__ void __launch_bounds__(kMaxRowThreads)
   float dw[P][N] = {};
 
   // Every thread runs the same number of iterations: group_sum synchronises the block.
-  for (int64_t first = int64_t(blockIdx.x) * groups; first < rows; first += int64_t(gridDim.x) * groups) {
-    const int64_t row = first + group;
+  for (int64_t i = 0; first_row + i * step < rows; ++i) {
+    const int64_t row = first_row + i * step + group;
     const bool active = row < rows;
     const float rs = active ? rstd[row] : 0.f;
     Pack<T, N, kWide> xs[P], ds[P];
     float dot = 0;
+    staging.wait();
 #pragma unroll
     for (int j = 0; j < P; ++j) {
       const int p = lane + j * row_threads;
       if (active && p < packs) {
-        xs[j].load(x + row * D + p * N);
-        ds[j].load(dy + row * D + p * N);
+        xs[j].load(static_cast<const T*>(staging.at(i, j, x + row * D + p * N)));
+        ds[j].load(static_cast<const T*>(staging.at(i, P + j, dy + row * D + p * N)));
 #pragma unroll
         for (int k = 0; k < N; ++k) dot += ds[j][k] * ws[j][k] * xs[j][k];
       }
     }
+    fetch(i + kBackwardDepth<P> - 1);
     const float mean_dot = group_sum(dot, row_threads, scratch) * rs / float(D);
 #pragma unroll
     for (int j = 0; j < P; ++j) {
@@ -148,15 +177,18 @@ __global__ void __launch_bounds__(kMaxRowThreads)
   }
 }
 
-constexpr int kSumSlices = 16;
+// A block of 32 columns x 32 slices: with about 400 parts (one per resident row group) each thread sums about a
+// dozen, with several loads in flight, so this pass takes a few microseconds instead of 6.
+constexpr int kSumSlices = 32;
 
-// dw[c] += sum over parts of partial[part][c], in a fixed order: slice y sums parts y, y + 16, ..., then slice
-// totals are added in slice order.
+// dw[c] += sum over parts of partial[part][c], in a fixed order: slice y sums parts y, y + kSumSlices, ..., then
+// slice totals are added in slice order.
 __global__ void sum_partials_kernel(float* __restrict__ dw, const float* __restrict__ partial, int parts, int D) {
   __shared__ float slice_sum[kSumSlices][kWarp + 1];
   const int c = blockIdx.x * kWarp + threadIdx.x;
   float s = 0;
   if (c < D)
+#pragma unroll 4
     for (int p = threadIdx.y; p < parts; p += kSumSlices) s += partial[int64_t(p) * D + c];
   slice_sum[threadIdx.y][threadIdx.x] = s;
   __syncthreads();
@@ -165,15 +197,6 @@ __global__ void sum_partials_kernel(float* __restrict__ dw, const float* __restr
     for (int i = 0; i < kSumSlices; ++i) total += slice_sum[i][threadIdx.x];
     dw[c] += total;
   }
-}
-
-int sm_count() {
-  static const int count = [] {
-    int n = 0;
-    PRIMER_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, cuda::current_device()));
-    return n;
-  }();
-  return count;
 }
 
 template <class T, int N, bool kWide, int P>
@@ -188,8 +211,10 @@ template <class T, int N, bool kWide, int P>
 void backward_with(const Layout& l, T* dx, float* dw, const T* dy, const T* x, const T* w, const float* rstd,
                    int64_t rows, int D) {
   auto kernel = rmsnorm_backward_kernel<T, N, kWide, P>;
+  const size_t smem = BackwardRows<T, N, kWide, P>::smem_bytes(l.threads());
+  PRIMER_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   int per_sm = 0;
-  PRIMER_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, l.threads(), 0));
+  PRIMER_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, l.threads(), smem));
   const int64_t needed = (rows + l.rows_per_block - 1) / l.rows_per_block;
   const int64_t resident = int64_t(sm_count()) * (per_sm > 0 ? per_sm : 1);
   const int blocks = int(needed < resident ? needed : resident);
@@ -199,7 +224,8 @@ void backward_with(const Layout& l, T* dx, float* dw, const T* dy, const T* x, c
   const std::shared_ptr<Storage> partial =
       allocate(Device::cuda(cuda::current_device()), size_t(parts) * size_t(D) * sizeof(float));
   auto* partial_ptr = static_cast<float*>(partial->data());
-  kernel<<<unsigned(blocks), l.threads(), 0, cuda::stream()>>>(dx, partial_ptr, dy, x, w, rstd, rows, D, l.row_threads);
+  kernel<<<unsigned(blocks), l.threads(), smem, cuda::stream()>>>(dx, partial_ptr, dy, x, w, rstd, rows, D,
+                                                                   l.row_threads);
   PRIMER_CUDA_CHECK_LAUNCH();
   sum_partials_kernel<<<unsigned((D + kWarp - 1) / kWarp), dim3(kWarp, kSumSlices), 0, cuda::stream()>>>(
       dw, partial_ptr, parts, D);
