@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <vector>
 
-#include "core/ops/compute_dtypes.h"
 #include "core/ops/cpu/elementwise.h"
 #include "core/ops/cuda/elementwise.h"
 #include "core/ops/reduce.h"
+#include "core/ops/dispatch.h"
 
 namespace primer::ops {
 namespace {

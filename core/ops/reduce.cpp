@@ -1,8 +1,8 @@
 #include "core/ops/reduce.h"
 
-#include "core/ops/compute_dtypes.h"
 #include "core/ops/cpu/reduce.h"
 #include "core/ops/cuda/reduce.h"
+#include "core/ops/dispatch.h"
 
 namespace primer::ops {
 namespace {

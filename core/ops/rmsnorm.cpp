@@ -2,14 +2,14 @@
 
 #include "core/ops/cpu/rmsnorm.h"
 #include "core/ops/cuda/rmsnorm.h"
-#include "core/ops/rowops_args.h"
+#include "core/ops/dispatch.h"
 
 namespace primer::ops {
 namespace {
 
 // Validates x and w; returns D, the normalised (last) dimension.
 int64_t check_x_and_w(const char* op, const Tensor& x, const Tensor& w) {
-  expect_float_io(x, op, "x");
+  expect_float(x, op, "x", x.device());
   PRIMER_CHECK(x.dim() >= 1 && x.size(-1) > 0, "{}: argument 'x' is {}, expected a non-empty last dimension", op,
                x.describe());
   const int64_t D = x.size(-1);

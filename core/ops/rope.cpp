@@ -5,7 +5,7 @@
 
 #include "core/ops/cpu/rope.h"
 #include "core/ops/cuda/rope.h"
-#include "core/ops/rowops_args.h"
+#include "core/ops/dispatch.h"
 
 namespace primer::ops {
 namespace {
@@ -13,7 +13,7 @@ namespace {
 // Shared by the forward and the backward, which is the same rotation by the opposite angle.
 Tensor rotate(const char* op, const char* arg, const Tensor& x, const Tensor& positions, const Tensor& inv_freq,
               bool inverse) {
-  expect_float_io(x, op, arg);
+  expect_float(x, op, arg, x.device());
   PRIMER_CHECK(x.dim() == 4 && x.size(3) % 2 == 0 && x.size(3) > 0,
                "{}: argument '{}' is {}, expected [B, T, H, Dh] with Dh even", op, arg, x.describe());
   expect(positions, op, "positions", x.device(), {DType::I32});

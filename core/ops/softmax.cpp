@@ -1,8 +1,8 @@
 #include "core/ops/softmax.h"
 
-#include "core/ops/compute_dtypes.h"
 #include "core/ops/cpu/softmax.h"
 #include "core/ops/cuda/softmax.h"
+#include "core/ops/dispatch.h"
 
 namespace primer::ops {
 

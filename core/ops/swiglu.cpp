@@ -2,7 +2,7 @@
 
 #include "core/ops/cpu/swiglu.h"
 #include "core/ops/cuda/swiglu.h"
-#include "core/ops/rowops_args.h"
+#include "core/ops/dispatch.h"
 
 namespace primer::ops {
 namespace {
@@ -16,7 +16,7 @@ void expect_like_gate(const Tensor& t, const char* op, const char* arg, const Te
 }  // namespace
 
 Tensor swiglu(const Tensor& gate, const Tensor& up) {
-  expect_float_io(gate, "swiglu", "gate");
+  expect_float(gate, "swiglu", "gate", gate.device());
   expect_like_gate(up, "swiglu", "up", gate);
   const Tensor gc = gate.contiguous(), uc = up.contiguous();
   Tensor h = Tensor::empty(gate.shape(), gate.dtype(), gate.device());
@@ -31,7 +31,7 @@ Tensor swiglu(const Tensor& gate, const Tensor& up) {
 
 void swiglu_backward(const Tensor& dh, const Tensor& gate, const Tensor& up, Tensor* dgate, Tensor* dup) {
   constexpr const char* op = "swiglu_backward";
-  expect_float_io(gate, op, "gate");
+  expect_float(gate, op, "gate", gate.device());
   expect_like_gate(up, op, "up", gate);
   expect_like_gate(dh, op, "dh", gate);
   PRIMER_CHECK(dgate != nullptr && dup != nullptr, "{}: the outputs dgate and dup must both be given", op);

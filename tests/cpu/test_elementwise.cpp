@@ -197,15 +197,7 @@ TEST(Elementwise, SumToShapeSumsBroadcastDims) {
   }(), 1e-12);
 }
 
-// Runs fn and expects a primer::Error whose message contains every one of `needles`.
-template <class F> void expect_error(F&& fn, std::initializer_list<const char*> needles) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected an error";
-  } catch (const Error& e) {
-    for (const char* n : needles) EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << e.what();
-  }
-}
+using test::expect_error;
 
 TEST(Elementwise, BadArgumentsNameTheArgument) {
   Tensor a = Tensor::zeros({2, 3}, DType::F32);

@@ -14,15 +14,7 @@
 namespace primer {
 namespace {
 
-template <class F>
-void expect_error(F&& fn, std::initializer_list<const char*> fragments) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected an error";
-  } catch (const Error& e) {
-    for (const char* f : fragments) EXPECT_NE(std::string(e.what()).find(f), std::string::npos) << e.what();
-  }
-}
+using test::expect_error;
 
 TEST(Json, ScalarsAndNumbers) {
   const json::Value v = json::parse(

@@ -14,15 +14,7 @@
 namespace primer {
 namespace {
 
-template <class F>
-void expect_error(F&& fn, std::initializer_list<const char*> fragments) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected an error";
-  } catch (const Error& e) {
-    for (const char* f : fragments) EXPECT_NE(std::string(e.what()).find(f), std::string::npos) << e.what();
-  }
-}
+using test::expect_error;
 
 ModelConfig parse(const std::string& text) { return from_hf_json(json::parse(text, "config.json"), "config.json"); }
 

@@ -12,16 +12,7 @@
 namespace primer {
 namespace {
 
-// Expects `fn` to throw a primer::Error whose message contains every fragment.
-template <class F>
-void expect_error(F&& fn, std::initializer_list<const char*> fragments) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected an error";
-  } catch (const Error& e) {
-    for (const char* f : fragments) EXPECT_NE(std::string(e.what()).find(f), std::string::npos) << e.what();
-  }
-}
+using test::expect_error;
 
 TEST(RmsNorm, ForwardMatchesFormula) {
   const uint64_t seed = test::fresh_seed();

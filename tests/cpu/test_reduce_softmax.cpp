@@ -118,14 +118,7 @@ TEST(Softmax, Gradient) {
   test::run_gradcheck(check, seed);
 }
 
-template <class F> void expect_error(F&& fn, std::initializer_list<const char*> needles) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected an error";
-  } catch (const Error& e) {
-    for (const char* n : needles) EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << e.what();
-  }
-}
+using test::expect_error;
 
 TEST(ReduceSoftmax, BadArgumentsNameTheArgument) {
   Tensor x = Tensor::zeros({2, 3}, DType::F32);

@@ -20,15 +20,7 @@ namespace fs = std::filesystem;
 using io::SafetensorsCheckpoint;
 using io::SafetensorsFile;
 
-template <class F>
-void expect_error(F&& fn, std::initializer_list<std::string> fragments) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected an error";
-  } catch (const Error& e) {
-    for (const std::string& f : fragments) EXPECT_NE(std::string(e.what()).find(f), std::string::npos) << e.what();
-  }
-}
+using test::expect_error;
 
 // A fresh empty directory per test, removed afterwards.
 class SafetensorsTest : public ::testing::Test {

@@ -37,6 +37,15 @@ void poison(const Tensor& t) {
   t.fill_(is_floating(t.dtype()) ? std::numeric_limits<double>::quiet_NaN() : -12345.0);
 }
 
+void expect_error(const std::function<void()>& fn, std::initializer_list<std::string> fragments) {
+  try {
+    fn();
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& e) {
+    for (const std::string& f : fragments) EXPECT_NE(std::string(e.what()).find(f), std::string::npos) << e.what();
+  }
+}
+
 Diff compare(const Tensor& actual, const Tensor& expected) {
   EXPECT_EQ(actual.shape(), expected.shape()) << actual.describe() << " vs " << expected.describe();
   const auto a = actual.to_vector<double>();

@@ -27,6 +27,9 @@ Tensor rand_ints(const Shape& shape, uint64_t seed, int64_t lo, int64_t hi, DTyp
 // Fills with NaN (floating) or a sentinel (integers) so that elements a kernel fails to write are caught.
 void poison(const Tensor& t);
 
+// Runs fn and expects a primer::Error whose message contains every one of `fragments`.
+void expect_error(const std::function<void()>& fn, std::initializer_list<std::string> fragments);
+
 struct Diff {
   double rel_l2 = 0;   // ||a - b|| / ||b||
   double max_abs = 0;  // max |a - b|

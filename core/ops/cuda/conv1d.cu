@@ -5,7 +5,7 @@
 #include "core/ops/cuda/async_rows.cuh"
 #include "core/ops/cuda/conv1d.h"
 #include "core/ops/cuda/sm_count.h"
-#include "core/ops/cuda/vector_pack.cuh"
+#include "core/ops/cuda/vector_io.cuh"
 
 namespace primer::ops::cuda_ops {
 namespace {
@@ -27,37 +27,6 @@ constexpr int kForwardPackBytes = 16, kBackwardPackBytes = 8;
 constexpr int64_t kMinSpan = 16;
 
 // Word i of the packed T values v: a float's bits, or a pair of bf16 rounded by one instruction.
-template <class T, int N> __device__ __forceinline__ uint32_t packed_word(const float (&v)[N], int i) {
-  if constexpr (sizeof(T) == 4) {
-    return __float_as_uint(v[i]);
-  } else {
-    const __nv_bfloat162 pair = __floats2bfloat162_rn(v[2 * i], v[2 * i + 1]);
-    return reinterpret_cast<const uint32_t&>(pair);
-  }
-}
-
-// Stores v as N elements of T (global memory) with one 4-, 8- or 16-byte access. Written in PTX because the
-// compiler splits the plain vector store here (store_floats' pack copy, or a uint4 store) into 2- or 4-byte stores.
-template <class T, int N> __device__ __forceinline__ void store_pack(T* p, const float (&v)[N]) {
-  constexpr int kBytes = N * int(sizeof(T));
-  if constexpr (kBytes % 4 != 0) {
-#pragma unroll
-    for (int n = 0; n < N; ++n) p[n] = from_float<T>(v[n]);
-  } else {
-    uint32_t words[kBytes / 4];
-#pragma unroll
-    for (int i = 0; i < kBytes / 4; ++i) words[i] = packed_word<T, N>(v, i);
-    if constexpr (kBytes == 16)
-      asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "r"(words[0]), "r"(words[1]), "r"(words[2]),
-                   "r"(words[3])
-                   : "memory");
-    else if constexpr (kBytes == 8)
-      asm volatile("st.global.v2.b32 [%0], {%1, %2};\n" ::"l"(p), "r"(words[0]), "r"(words[1]) : "memory");
-    else
-      asm volatile("st.global.b32 [%0], %1;\n" ::"l"(p), "r"(words[0]) : "memory");
-  }
-}
-
 template <class T> struct ConvIn {
   const T* x;
   const T* w;
@@ -168,7 +137,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
     if constexpr (kSilu)
 #pragma unroll
       for (int n = 0; n < N; ++n) z[n] *= sigmoid(z[n]);
-    store_pack<T, N>(y_row, z);
+    store_floats<T, N>(y_row, z);
     push<K - 1, N>(win, cur);
   }
 }
@@ -279,7 +248,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
         if (kEdge && dstate_out && s >= steps - (K - 1))
 #pragma unroll
           for (int n = 0; n < N; ++n) g[n] += to_float(dstate_out[(b * C + c0 + n) * (K - 1) + (s - (steps - (K - 1)))]);
-        store_pack<T, N>(dx + column + s * C, g);
+        store_floats<T, N>(dx + column + s * C, g);
       }
       push<K - 1, N>(dzwin, dz);
     };

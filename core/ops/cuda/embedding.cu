@@ -2,7 +2,7 @@
 
 #include "core/cuda_runtime.h"
 #include "core/ops/cuda/embedding.h"
-#include "core/ops/cuda/vector_pack.cuh"
+#include "core/ops/cuda/vector_io.cuh"
 
 namespace primer::ops::cuda_ops {
 namespace {
@@ -109,7 +109,7 @@ void embedding(const void* weight, DType dtype, const void* ids, DType id_dtype,
             static_cast<const T*>(weight), static_cast<const I*>(ids), n_tokens, vocab, dim, static_cast<T*>(out));
         PRIMER_CUDA_CHECK_LAUNCH();
       };
-      if (dim % kPack16<T> == 0 && aligned16(weight) && aligned16(out)) launch(std::integral_constant<int, kPack16<T>>{});
+      if (dim % kPack<T> == 0 && aligned16(weight) && aligned16(out)) launch(std::integral_constant<int, kPack<T>>{});
       else launch(std::integral_constant<int, 1>{});
     });
   });
@@ -145,7 +145,7 @@ void embedding_backward(const void* dy, DType dtype, const void* ids, DType id_d
           static_cast<const T*>(dy), keys_out, pos_out, n_tokens, vocab, dim, dweight);
       PRIMER_CUDA_CHECK_LAUNCH();
     };
-    if (dim % kPack16<T> == 0 && aligned16(dy) && aligned16(dweight)) launch(std::integral_constant<int, kPack16<T>>{});
+    if (dim % kPack<T> == 0 && aligned16(dy) && aligned16(dweight)) launch(std::integral_constant<int, kPack<T>>{});
     else launch(std::integral_constant<int, 1>{});
   });
 }

@@ -3,12 +3,14 @@
 // unaligned head and the tail.
 #pragma once
 #include <cstdint>
+#include <type_traits>
 
 #include "core/ops/cuda/device_types.cuh"
 
 namespace primer::ops::cuda_ops {
 
-template <class T, int V> struct alignas(sizeof(T) * V) Pack {
+// V consecutive elements moved as one aligned unit: a single 16-byte access when V * sizeof(T) == 16.
+template <class T, int V> struct alignas(sizeof(T) * V < 16 ? sizeof(T) * V : 16) Pack {
   T v[V];
 };
 
@@ -29,7 +31,51 @@ template <int V, class T> __device__ __forceinline__ int64_t head_length(const T
   return h < n ? h : n;
 }
 
-template <class T> constexpr int kPack = int(16 / sizeof(T));
+template <class T> constexpr int kPack = int(16 / sizeof(T));  // elements per 16-byte access
+
+inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+// N elements at p (aligned to their pack) widened to float.
+template <class T, int N> __device__ __forceinline__ void load_floats(const T* p, float (&out)[N]) {
+  const Pack<T, N> pk = *reinterpret_cast<const Pack<T, N>*>(p);
+#pragma unroll
+  for (int i = 0; i < N; ++i) out[i] = to_float(pk.v[i]);
+}
+
+// Word i of v rounded to T and packed as the bits that land in memory.
+template <class T, int N> __device__ __forceinline__ uint32_t packed_word(const float (&v)[N], int i) {
+  if constexpr (sizeof(T) == 4) {
+    return __float_as_uint(v[i]);
+  } else if constexpr (std::is_same_v<T, __half>) {
+    const __half2 pair = __floats2half2_rn(v[2 * i], v[2 * i + 1]);
+    return reinterpret_cast<const uint32_t&>(pair);
+  } else {
+    const __nv_bfloat162 pair = __floats2bfloat162_rn(v[2 * i], v[2 * i + 1]);
+    return reinterpret_cast<const uint32_t&>(pair);
+  }
+}
+
+// Stores v as N elements of T (global memory) with one 4-, 8- or 16-byte access. Written in PTX because the
+// compiler splits a plain pack copy of 16-bit elements into 2-byte stores.
+template <class T, int N> __device__ __forceinline__ void store_floats(T* p, const float (&v)[N]) {
+  constexpr int kBytes = N * int(sizeof(T));
+  if constexpr (kBytes % 4 != 0 || kBytes > 16) {
+#pragma unroll
+    for (int n = 0; n < N; ++n) p[n] = from_float<T>(v[n]);
+  } else {
+    uint32_t words[kBytes / 4];
+#pragma unroll
+    for (int i = 0; i < kBytes / 4; ++i) words[i] = packed_word<T, N>(v, i);
+    if constexpr (kBytes == 16)
+      asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "r"(words[0]), "r"(words[1]), "r"(words[2]),
+                   "r"(words[3])
+                   : "memory");
+    else if constexpr (kBytes == 8)
+      asm volatile("st.global.v2.b32 [%0], {%1, %2};\n" ::"l"(p), "r"(words[0]), "r"(words[1]) : "memory");
+    else
+      asm volatile("st.global.b32 [%0], %1;\n" ::"l"(p), "r"(words[0]) : "memory");
+  }
+}
 
 // Loads V elements starting at p, `stride` apart: one vector load when stride is 1 (V > 1 needs p pack-aligned).
 template <int V, class T> __device__ __forceinline__ Pack<T, V> load_run(const T* p, int64_t stride) {
