@@ -32,7 +32,7 @@ fi
 for b in "${benches[@]}"; do
   echo "## $b"
   if [[ "$b" == *.py ]]; then
-    PYTHONUNBUFFERED=1 python3 "tools/bench/$b" 2>&1 | tee "$out/${b%.py}.log"
+    BENCH_LOG_DIR="$out" PYTHONUNBUFFERED=1 python3 "tools/bench/$b" 2>&1 | tee "$out/${b%.py}.log"
   elif [ -x "build-device/$b" ]; then
     "build-device/$b" 2>&1 | tee "$out/$b.log"
   else

@@ -5,6 +5,7 @@ timing, printed side by side with primer's figures parsed from bench_attention's
 Usage: python3 tools/bench/sdpa_peer.py [--ours bench_attention.log]
 """
 import argparse
+import os
 
 import torch
 import torch.nn.functional as F
@@ -56,7 +57,10 @@ def read_ours(path):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--ours", help="bench_attention output holding csv,<pass>,<B>,<T>,<ms> lines")
+    # tools/device-check.sh exports BENCH_LOG_DIR, where bench_attention's output already lies.
+    default_ours = os.path.join(os.environ.get("BENCH_LOG_DIR", ""), "bench_attention.log")
+    parser.add_argument("--ours", default=default_ours if os.path.exists(default_ours) else None,
+                        help="bench_attention output holding csv,<pass>,<B>,<T>,<ms> lines")
     args = parser.parse_args()
     ours = read_ours(args.ours)
     print(f"# torch {torch.__version__}, {torch.cuda.get_device_name()}, causal bf16 H={HEADS} D={HEAD_DIM}")
