@@ -22,8 +22,9 @@ import transformers
 from safetensors.torch import save_file
 from transformers import LlamaConfig, LlamaForCausalLM, Qwen3Config, Qwen3ForCausalLM
 
-SHAPE = dict(vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=3,
-             num_attention_heads=4, num_key_value_heads=2, head_dim=16, rms_norm_eps=1e-6,
+# head_dim 64: the smallest head size primer's CUDA attention kernels take, so the GPU path is checked too.
+SHAPE = dict(vocab_size=512, hidden_size=128, intermediate_size=256, num_hidden_layers=3,
+             num_attention_heads=4, num_key_value_heads=2, head_dim=64, rms_norm_eps=1e-6,
              bos_token_id=1, eos_token_id=2, attention_bias=False)
 
 
@@ -69,8 +70,8 @@ def main():
                         attn_implementation="eager")
     save(build(Qwen3ForCausalLM, qwen3, args.seed), args.out_dir / "qwen3-tiny", input_ids)
 
-    # original context 256 puts the 8 frequencies of head_dim 16 (theta 1e4) on both sides of the llama3
-    # thresholds (wavelengths 64 and 256): 3 kept, 1 blended, 4 divided by the factor.
+    # original context 256 puts the 32 frequencies of head_dim 64 (theta 1e4) on both sides of the llama3
+    # thresholds (wavelengths 64 and 256): some kept, some blended, the rest divided by the factor.
     llama = LlamaConfig(**SHAPE, **rope(1e4, "llama3", factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0,
                                        original_max_position_embeddings=256),
                         max_position_embeddings=2048, tie_word_embeddings=False, attn_implementation="eager")

@@ -10,5 +10,5 @@ dir="$(mktemp -d)/hf-parity"
 python3 tools/hf/make_tiny_models.py "$dir"
 rc=0
 PRIMER_HF_PARITY_DIR="$dir" "$build/tests/primer_tests" --gtest_filter='HfParity.*' >"$dir/parity.log" 2>&1 || rc=$?
-grep -E "hf-parity|OK \]|FAILED|Failure|SKIPPED" "$dir/parity.log"
+grep -E "hf-parity|OK \]|FAILED|Failure|SKIPPED|exception|rel" "$dir/parity.log"
 exit $rc
