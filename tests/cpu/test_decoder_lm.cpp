@@ -46,36 +46,12 @@ TEST_P(DecoderGradients, EveryParameterMatchesFiniteDifferences) {
   ParameterRegistry params;
   layers::DecoderLM model(tiny(GetParam()), params);
   params.materialize(Device::cpu(), DType::F64, seed);
-  for (Parameter* p : params.all())
-    p->var->value = test::randn(p->shape, seed + p->name.size() * 17, DType::F64, Device::cpu(), 0.4);
   const Tensor ids = test::rand_ints({2, 5}, seed + 1, 0, 13);
   std::vector<int32_t> t = test::rand_ints({2, 5}, seed + 2, 0, 13).to_vector<int32_t>();
   t[7] = -100;
   const Tensor targets = Tensor::from_vector(t, {2, 5}, DType::I32);
 
-  test::GradCheck check;
-  for (Parameter* p : params.all()) {
-    check.inputs.push_back(p->var->value);
-    check.names.push_back(p->name);
-  }
-  auto set_values = [&](const std::vector<Tensor>& ins) {
-    const auto all = params.all();
-    for (size_t k = 0; k < all.size(); ++k) all[k]->var->value = ins[k];
-  };
-  check.forward = [&](const std::vector<Tensor>& ins) {
-    set_values(ins);
-    ag::NoGrad no_grad;
-    return std::vector<Tensor>{model.loss(ids, targets, 1.0)->value};
-  };
-  check.backward = [&](const std::vector<Tensor>& ins, const std::vector<Tensor>& gout) {
-    set_values(ins);
-    for (Parameter* p : params.all()) p->var->grad = Tensor();
-    ag::backward(model.loss(ids, targets, gout[0].item()));
-    std::vector<Tensor> grads;
-    for (Parameter* p : params.all()) grads.push_back(p->var->grad);
-    return grads;
-  };
-  test::run_gradcheck(check, seed + 3);
+  test::run_model_gradcheck(params, [&](double scale) { return model.loss(ids, targets, scale); }, seed);
 }
 
 INSTANTIATE_TEST_SUITE_P(QwenAndLlama, DecoderGradients, ::testing::Values("qwen3", "llama", "mistral"));

@@ -128,4 +128,31 @@ void run_gradcheck(const GradCheck& c, uint64_t seed) {
   }
 }
 
+void run_model_gradcheck(ParameterRegistry& params, const std::function<ag::Var(double)>& loss, uint64_t seed) {
+  const std::vector<Parameter*> all = params.all();
+  GradCheck check;
+  for (Parameter* p : all) {
+    p->var->value = randn(p->shape, seed ^ std::hash<std::string>{}(p->name), DType::F64, Device::cpu(), 0.5);
+    check.inputs.push_back(p->var->value);
+    check.names.push_back(p->name);
+  }
+  auto set_values = [&](const std::vector<Tensor>& ins) {
+    for (size_t k = 0; k < all.size(); ++k) all[k]->var->value = ins[k];
+  };
+  check.forward = [&](const std::vector<Tensor>& ins) {
+    set_values(ins);
+    ag::NoGrad no_grad;
+    return std::vector<Tensor>{loss(1.0)->value};
+  };
+  check.backward = [&](const std::vector<Tensor>& ins, const std::vector<Tensor>& gout) {
+    set_values(ins);
+    for (Parameter* p : all) p->var->grad = Tensor();
+    ag::backward(loss(gout[0].item()));  // the checked objective's weight enters as grad_scale
+    std::vector<Tensor> grads;
+    for (Parameter* p : all) grads.push_back(p->var->grad);
+    return grads;
+  };
+  run_gradcheck(check, seed + 3);
+}
+
 }  // namespace primer::test

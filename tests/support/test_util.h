@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/cuda_runtime.h"
+#include "core/parameters.h"
 #include "core/tensor.h"
 
 namespace primer::test {
@@ -56,6 +57,12 @@ struct GradCheck {
   double tolerance = 1e-6;  // on ||analytic - numeric|| / max(||numeric||, 1e-12)
 };
 void run_gradcheck(const GradCheck& check, uint64_t seed);
+
+// Gradient check of every parameter of a model in f64: `loss(grad_scale)` must record the model's scalar loss
+// whose backward yields gradients of grad_scale * loss (as the fused cross-entropy does). Parameter values are
+// first redrawn as N(0, 0.5²) so that constant-initialised ones (norm weights, biases) are exercised too.
+void run_model_gradcheck(ParameterRegistry& params, const std::function<ag::Var(double grad_scale)>& loss,
+                         uint64_t seed);
 
 }  // namespace primer::test
 
