@@ -12,6 +12,7 @@
 #include "layers/short_conv_lm.h"
 #include "optim/adamw.h"
 #include "optim/schedule.h"
+#include "recipes/trainer.h"
 
 namespace primer::recipes {
 namespace {
@@ -21,16 +22,6 @@ std::string default_corpus() {
   for (const char* p : {"/usr/share/common-licenses", "README.md"})
     if (std::filesystem::exists(p)) return p;
   PRIMER_FAIL("no built-in corpus found: pass --corpus FILE");
-}
-
-Device pick_device(const std::string& name) {
-  if (name == "cpu") return Device::cpu();
-  if (name == "cuda") {
-    PRIMER_CHECK(cuda::available(), "--device cuda requested but no CUDA device is usable");
-    return Device::cuda(0);
-  }
-  PRIMER_CHECK(name == "auto", "--device '{}': expected auto, cpu or cuda", name);
-  return cuda::available() ? Device::cuda(0) : Device::cpu();
 }
 
 double heldout_loss(layers::ShortConvLM& model, const data::ByteCorpus& corpus, int64_t batch, int64_t seq,

@@ -25,15 +25,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-Device pick_device(const std::string& name) {
-  if (name == "cpu") return Device::cpu();
-  if (name == "cuda") {
-    PRIMER_CHECK(cuda::available(), "device: cuda requested but no CUDA device is usable");
-    return Device::cuda(0);
-  }
-  return cuda::available() ? Device::cuda(0) : Device::cpu();
-}
-
 // Applies config_overrides_json ({"a.b": value}: dotted keys descend into objects) to a config.json document.
 void apply_overrides(json::Value& doc, const json::Value& overrides) {
   for (const auto& [key, value] : overrides.as_object()) {
@@ -87,6 +78,16 @@ double evaluate(layers::DecoderLM& model, const data::ByteCorpus& corpus, int64_
 }
 
 }  // namespace
+
+Device pick_device(const std::string& name) {
+  if (name == "cpu") return Device::cpu();
+  if (name == "cuda") {
+    PRIMER_CHECK(cuda::available(), "device: cuda requested but no CUDA device is usable");
+    return Device::cuda(0);
+  }
+  PRIMER_CHECK(name == "auto", "device '{}': expected auto, cpu or cuda", name);
+  return cuda::available() ? Device::cuda(0) : Device::cpu();
+}
 
 double peak_bf16_flops() {
 #ifdef PRIMER_WITH_CUDA

@@ -5,10 +5,15 @@
 #include <string>
 #include <vector>
 
+#include "core/device.h"
+
 namespace primer::recipes {
 
 // Loads and validates `recipe` with `--set key=value` overrides and trains. Returns a process exit code.
 int run_train(const std::string& recipe, const std::vector<std::string>& overrides);
+
+// "cpu", "cuda" (errors when no GPU is usable) or "auto" (CUDA when usable).
+Device pick_device(const std::string& name);
 
 // Dense bf16 peak of the current GPU for MFU (H100/H200 SXM 989 TFLOP/s, A100 312); 0 when unknown.
 double peak_bf16_flops();
