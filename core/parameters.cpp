@@ -1,9 +1,29 @@
 #include "core/parameters.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include "core/check.h"
 #include "core/rng.h"
 
 namespace primer {
+namespace {
+
+// The two log-space SSM rules, element i from uniform01(key, i) as every rule draws.
+void fill_log_rule(const Tensor& host, const InitRule& rule, uint64_t key) {
+  float* out = host.data<float>();
+  for (int64_t i = 0; i < host.numel(); ++i) {
+    const double u = uniform01(key, uint64_t(i));
+    if (rule.kind == InitRule::Kind::LogUniform) {
+      out[i] = float(std::log(rule.a + (rule.b - rule.a) * u));
+    } else {
+      const double dt = std::max(std::exp(std::log(rule.a) + (std::log(rule.b) - std::log(rule.a)) * u), rule.c);
+      out[i] = float(dt + std::log(-std::expm1(-dt)));  // softplus⁻¹(dt) = log(e^dt − 1), stable for small dt
+    }
+  }
+}
+
+}  // namespace
 
 Parameter& ParameterRegistry::add(const std::string& name, const Shape& shape, InitRule init, bool weight_decay) {
   PRIMER_CHECK(!contains(name), "parameter '{}' registered twice", name);
@@ -28,6 +48,8 @@ void ParameterRegistry::materialize(Device device, DType compute_dtype, uint64_t
       case InitRule::Kind::Normal: fill_normal(host, key_for(seed, p->name), 0.0, p->init.a); break;
       case InitRule::Kind::Uniform: fill_uniform(host, key_for(seed, p->name), p->init.a, p->init.b); break;
       case InitRule::Kind::Constant: host.fill_(p->init.a); break;
+      case InitRule::Kind::LogUniform:
+      case InitRule::Kind::SoftplusInverseLogUniform: fill_log_rule(host, p->init, key_for(seed, p->name)); break;
     }
     p->master = host.to(device);
     p->var->grad = Tensor();
@@ -37,7 +59,7 @@ void ParameterRegistry::materialize(Device device, DType compute_dtype, uint64_t
 
 void ParameterRegistry::sync_compute_copies() {
   for (auto& p : params_) {
-    if (compute_dtype_ == DType::F32) {
+    if (compute_dtype_ == DType::F32 || p->keep_f32) {
       p->var->value = p->master;
     } else {
       if (!p->var->value.defined() || p->var->value.dtype() != compute_dtype_)

@@ -14,12 +14,19 @@
 namespace primer {
 
 struct InitRule {
-  enum class Kind { Normal, Uniform, Constant } kind = Kind::Normal;
-  double a = 0.0;   // Normal: std; Uniform: low; Constant: value
-  double b = 0.0;   // Uniform: high
+  // LogUniform: log(u), u ~ U(a, b) (an SSM's A_log). SoftplusInverseLogUniform: softplus⁻¹(dt) with
+  // dt = exp(U(log a, log b)) clamped below at c (an SSM's dt_bias, so that softplus(dt_bias) = dt).
+  enum class Kind { Normal, Uniform, Constant, LogUniform, SoftplusInverseLogUniform } kind = Kind::Normal;
+  double a = 0.0;  // Normal: std; Uniform, LogUniform, SoftplusInverseLogUniform: low; Constant: value
+  double b = 0.0;  // high
+  double c = 0.0;  // SoftplusInverseLogUniform: floor of dt
   static InitRule normal(double std) { return {Kind::Normal, std, 0.0}; }
   static InitRule uniform(double lo, double hi) { return {Kind::Uniform, lo, hi}; }
   static InitRule constant(double v) { return {Kind::Constant, v, 0.0}; }
+  static InitRule log_uniform(double lo, double hi) { return {Kind::LogUniform, lo, hi}; }
+  static InitRule softplus_inverse_log_uniform(double lo, double hi, double floor) {
+    return {Kind::SoftplusInverseLogUniform, lo, hi, floor};
+  }
 };
 
 struct Parameter {
@@ -28,6 +35,9 @@ struct Parameter {
   InitRule init;
   bool trainable = true;
   bool weight_decay = true;
+  // Compute in f32 even under bf16 mixed precision (an SSM's A_log, dt_bias and D feed fp32 gate math): the
+  // compute copy is then the master itself.
+  bool keep_f32 = false;
   Tensor master;  // f32
   ag::Var var;    // value = compute copy, grad = f32 accumulator
 };

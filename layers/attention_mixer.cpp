@@ -1,6 +1,7 @@
 #include "layers/attention_mixer.h"
 
 #include "core/autograd/functions.h"
+#include "core/check.h"
 
 namespace primer::layers {
 
@@ -28,7 +29,10 @@ ag::Var AttentionMixer::project_heads(const ag::Var& x, const std::string& proj,
   return ag::rope(h, ctx.positions, ctx.inv_freq);
 }
 
-ag::Var AttentionMixer::forward(const ag::Var& x, const MixerContext& ctx) {
+ag::Var AttentionMixer::forward(const ag::Var& x, const MixerContext& ctx, const MixerState* state_in,
+                                MixerState* /*state_out*/) {
+  PRIMER_CHECK(!state_in || state_in->empty(), "{}: attention keeps no recurrent state (a KV cache is not supported)",
+               prefix_);
   const int64_t B = x->value.size(0), T = x->value.size(1);
   ag::Var q = project_heads(x, ".q_proj.weight", ".q_norm.weight", config_.num_attention_heads, ctx, true);
   ag::Var k = project_heads(x, ".k_proj.weight", ".k_norm.weight", config_.num_key_value_heads, ctx, true);

@@ -14,7 +14,8 @@ class AttentionMixer : public SequenceMixer {
  public:
   // window 0: full causal attention; > 0: sliding-window attention (the SWA token of hybrid patterns).
   AttentionMixer(const ModelConfig& config, const std::string& prefix, ParameterRegistry& params, int64_t window = 0);
-  ag::Var forward(const ag::Var& x, const MixerContext& ctx) override;
+  ag::Var forward(const ag::Var& x, const MixerContext& ctx, const MixerState* state_in = nullptr,
+                  MixerState* state_out = nullptr) override;
   double flops_per_token(int64_t seq_len) const override;
 
  private:

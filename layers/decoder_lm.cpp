@@ -3,7 +3,7 @@
 #include "core/autograd/checkpoint.h"
 #include "core/autograd/functions.h"
 #include "core/ops/gemm.h"
-#include "layers/attention_mixer.h"
+#include "layers/mixer_factory.h"
 
 namespace primer::layers {
 namespace {
@@ -26,7 +26,7 @@ DecoderLM::DecoderLM(const ModelConfig& c, ParameterRegistry& params, DecoderOpt
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
     const size_t l = size_t(i);
     params.add(layer_name(l, "input_layernorm.weight"), {c.hidden_size}, InitRule::constant(1.0), false);
-    mixers_.push_back(std::make_unique<AttentionMixer>(c, layer_name(l, "self_attn"), params, c.sliding_window));
+    mixers_.push_back(make_mixer(c, i, params));
     params.add(layer_name(l, "post_attention_layernorm.weight"), {c.hidden_size}, InitRule::constant(1.0), false);
     params.add(layer_name(l, "mlp.gate_proj.weight"), {c.intermediate_size, c.hidden_size}, InitRule::normal(std));
     params.add(layer_name(l, "mlp.up_proj.weight"), {c.intermediate_size, c.hidden_size}, InitRule::normal(std));

@@ -1,6 +1,8 @@
-// The sequence-mixer interface every token mixer implements (softmax attention today; Mamba-2, Gated DeltaNet
-// and Gated KalmaNet next), so the decoder, the Priming stages and sequence parallelism treat them alike.
+// The sequence-mixer interface every token mixer implements (softmax attention, Mamba-2, Gated DeltaNet, Gated
+// KalmaNet), so the decoder, the Priming stages and sequence parallelism treat them alike.
 #pragma once
+#include <vector>
+
 #include "core/autograd/variable.h"
 
 namespace primer::layers {
@@ -11,11 +13,25 @@ struct MixerContext {
   Tensor inv_freq;   // f32 [head_dim / 2] RoPE inverse frequencies (attention only)
 };
 
+// A recurrent mixer's carried state between two calls: the short convolutions' last conv_size−1 inputs and the
+// recurrent matrices (f32). Each mixer documents its entries' order and shapes. As Vars on the tape, gradients
+// flow into an initial state (if it requires grad) and out of a final state (if a later use gives it one):
+// what decoding and P2P sequence parallelism need.
+struct MixerState {
+  std::vector<ag::Var> conv;       // [B, C, conv_size − 1] per short convolution, in x's dtype
+  std::vector<ag::Var> recurrent;  // f32, e.g. [B, H, K, V]
+  bool empty() const { return conv.empty() && recurrent.empty(); }
+};
+
 class SequenceMixer {
  public:
   virtual ~SequenceMixer() = default;
-  // x [B, T, D] → y [B, T, D], recorded on the current tape.
-  virtual ag::Var forward(const ag::Var& x, const MixerContext& ctx) = 0;
+  // x [B, T, D] → y [B, T, D], recorded on the current tape. Recurrent mixers start from `state_in` (null or
+  // empty: zeros) and, if `state_out` is non-null, fill it with the state after the last token, so that
+  // forward over [x1; x2] equals forward(x1) then forward(x2) from its state (a decode step is T = 1).
+  // Attention keeps no state: it rejects a non-empty state_in and leaves state_out empty.
+  virtual ag::Var forward(const ag::Var& x, const MixerContext& ctx, const MixerState* state_in = nullptr,
+                          MixerState* state_out = nullptr) = 0;
   // Forward FLOPs per token of the mixer at sequence length T (for MFU).
   virtual double flops_per_token(int64_t seq_len) const = 0;
 };

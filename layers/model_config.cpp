@@ -160,6 +160,13 @@ void ModelConfig::validate(const std::string& source) const {
   };
   if (bos_token_id) check_token("bos_token_id", *bos_token_id);
   for (const int64_t id : eos_token_ids) check_token("eos_token_id", id);
+  PRIMER_CHECK(layer_types.empty() || int64_t(layer_types.size()) == num_hidden_layers,
+               "{}: the hybrid pattern has {} layers, expected num_hidden_layers = {}", source, layer_types.size(),
+               num_hidden_layers);
+  for (const MixerKind kind : layer_types)
+    PRIMER_CHECK(kind != MixerKind::SlidingWindow || swa.window_size > 0,
+                 "{}: the hybrid pattern has SWA layers but swa_config.window_size is {}, expected > 0", source,
+                 swa.window_size);
 }
 
 json::Value to_hf_json(const ModelConfig& c) {

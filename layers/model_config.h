@@ -11,6 +11,7 @@
 #include "core/dtype.h"
 #include "core/io/json.h"
 #include "core/tensor.h"
+#include "layers/hybrid_config.h"
 
 namespace primer {
 
@@ -47,6 +48,17 @@ struct ModelConfig {
   std::optional<int64_t> bos_token_id;
   std::vector<int64_t> eos_token_ids;  // config.json allows one id or a list
   DType torch_dtype = DType::BF16;     // dtype of the released weights
+
+  // Hybrid models: one mixer per layer (empty: attention everywhere, a plain Transformer) and the options of
+  // each mixer kind the pattern uses.
+  std::vector<MixerKind> layer_types;
+  GkaConfig gka;
+  GdnConfig gdn;
+  Mamba2Config mamba2;
+  SwaConfig swa;
+  MixerKind mixer(int64_t layer) const {
+    return layer_types.empty() ? MixerKind::Attention : layer_types[size_t(layer)];
+  }
 
   // Checks internal consistency; errors name `source` and the offending field.
   void validate(const std::string& source = "ModelConfig") const;

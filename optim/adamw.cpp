@@ -87,7 +87,7 @@ void AdamW::step(double lr) {
       adamw_update_cpu(p->master.data<float>(), m.data<float>(), v.data<float>(), g.data<float>(), p->master.numel(), s,
                        grad_sumsq_.data<float>());
     } else {
-      const bool bf16_copy = params_.compute_dtype() == DType::BF16;
+      [[maybe_unused]] const bool bf16_copy = p->var->value.dtype() == DType::BF16;  // keep_f32 parameters compute on the master
       PRIMER_ON_CUDA(adamw_update_cuda(p->master.data<float>(), m.data<float>(), v.data<float>(), g.data<float>(),
                                        bf16_copy ? p->var->value.data_ptr() : nullptr, p->master.numel(), s,
                                        grad_sumsq_.data<float>()));

@@ -117,15 +117,31 @@ Var embedding(const Var& weight, const Tensor& ids) {
 }
 
 Var causal_conv1d(const Var& x, const Var& w, const Var& bias, bool silu) {
+  return causal_conv1d(x, w, bias, silu, nullptr, nullptr);
+}
+
+Var causal_conv1d(const Var& x, const Var& w, const Var& bias, bool silu, const Var& state_in, Var* state_out) {
   const Tensor b = bias ? bias->value : Tensor();
-  Var y = output(ops::causal_conv1d(x->value, w->value, b, silu, Tensor(), nullptr));
-  if (needs_grad({&x, &w, &bias}))
-    record("causal_conv1d", {y}, [x, w, bias, b, y, silu] {
-      const Tensor dw = w->requires_grad ? grad_accumulator(w) : Tensor::zeros(w->value.shape(), DType::F32, w->value.device());
+  const Tensor s = state_in ? state_in->value : Tensor();
+  Tensor st;
+  Var y = output(ops::causal_conv1d(x->value, w->value, b, silu, s, state_out ? &st : nullptr));
+  Var so = state_out ? output(st) : nullptr;
+  if (state_out) *state_out = so;
+  if (needs_grad({&x, &w, &bias, &state_in})) {
+    std::vector<Var> outs{y};
+    if (so) outs.push_back(so);
+    record("causal_conv1d", outs, [x, w, bias, b, s, y, so, state_in, silu] {
+      const DType acc = w->value.dtype() == DType::F64 ? DType::F64 : DType::F32;
+      const Tensor dw = w->requires_grad ? grad_accumulator(w) : Tensor::zeros(w->value.shape(), acc, w->value.device());
       const Tensor db = bias && bias->requires_grad ? grad_accumulator(bias) : Tensor();
-      accumulate_grad(x, ops::causal_conv1d_backward(y->grad, x->value, w->value, b, silu, Tensor(), Tensor(), dw, db,
-                                                     nullptr));
+      const Tensor dso = so ? so->grad : Tensor();
+      Tensor ds;
+      const bool want_ds = state_in && state_in->requires_grad;
+      accumulate_grad(x, ops::causal_conv1d_backward(grad_or_zeros(y), x->value, w->value, b, silu, s, dso, dw, db,
+                                                     want_ds ? &ds : nullptr));
+      if (want_ds) accumulate_grad(state_in, ds);
     });
+  }
   return y;
 }
 

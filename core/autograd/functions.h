@@ -22,6 +22,9 @@ Var rope(const Var& x, const Tensor& positions, const Tensor& inv_freq);
 Var swiglu(const Var& gate, const Var& up);
 Var embedding(const Var& weight, const Tensor& ids);
 Var causal_conv1d(const Var& x, const Var& w, const Var& bias, bool silu);
+// With a carried state (see ops::causal_conv1d): state_in [B, C, K-1] (null Var: zeros) and, if state_out is
+// non-null, the last K-1 inputs after x. Gradients flow into state_in and out of *state_out.
+Var causal_conv1d(const Var& x, const Var& w, const Var& bias, bool silu, const Var& state_in, Var* state_out);
 Var softmax(const Var& x);
 // Flash attention: q [B, T, Hq, Dh], k/v [B, T, Hkv, Dh] (GQA); saves out and the log-sum-exp for backward.
 Var attention(const Var& q, const Var& k, const Var& v, const ops::AttentionOptions& options);

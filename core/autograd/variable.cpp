@@ -46,6 +46,10 @@ Tensor grad_accumulator(const Var& v) {
   return v->grad;
 }
 
+Tensor grad_or_zeros(const Var& v) {
+  return v->grad.defined() ? v->grad : Tensor::zeros(v->value.shape(), v->value.dtype(), v->value.device());
+}
+
 void Tape::backward() {
   for (auto it = nodes_.rbegin(); it != nodes_.rend(); ++it) {
     bool any = false;

@@ -28,6 +28,9 @@ Var leaf(const Tensor& value, const std::string& name = "");      // an input th
 void accumulate_grad(const Var& v, const Tensor& g);
 // The f32 buffer that backward kernels accumulate weight-like gradients into (+=); created zeroed on first use.
 Tensor grad_accumulator(const Var& v);
+// v's gradient, or zeros like its value when none arrived (a node with several outputs runs its backward when
+// any one of them has a gradient).
+Tensor grad_or_zeros(const Var& v);
 
 struct Node {
   std::string name;

@@ -1,0 +1,37 @@
+// The gated delta rule (Gated DeltaNet), chunked. Per batch b, head h and token t, with an fp32 state S [K, V]:
+//   S'_t = exp(g_t) · S_{t−1}
+//   S_t  = S'_t + β_t k_t (v_t − S'_tᵀ k_t)ᵀ        i.e. S_t = exp(g_t)(I − β_t k_t k_tᵀ) S_{t−1} + β_t k_t v_tᵀ
+//   o_t  = scale · S_tᵀ q_t,                        S_0 = state_in (zeros if undefined)
+// q and k arrive L2-normalised from the layer. Three implementations that must agree: reference:: (token by token
+// in f64), the chunked CPU path (f32/f64) and the chunked CUDA kernels (bf16/f32 I/O, fp32 state and accumulation).
+#pragma once
+#include "core/tensor.h"
+
+namespace primer::ops {
+
+// q, k [B, T, H, K]; v [B, T, H, V]; g [B, T, H] log decay; beta [B, T, H] write strength.
+// CPU: every tensor f32 or every tensor f64. CUDA: q, k, v all bf16 or all f32; g, beta and state_in f32.
+// Returns o [B, T, H, V] in v's dtype. If state_out is non-null it receives S_T [B, H, K, V] (f32; f64 for f64).
+Tensor gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
+                        double scale, const Tensor& state_in, Tensor* state_out);
+
+struct GatedDeltaGrads {
+  Tensor dq, dk, dv;  // like q, k, v
+  Tensor dg, dbeta;   // like g, beta
+  Tensor dstate_in;   // like state_in; defined iff state_in is
+};
+// Gradients of <dout, o> + <dstate_out, S_T> (dstate_out may be undefined: zero).
+GatedDeltaGrads gated_delta_rule_backward(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
+                                          const Tensor& g, const Tensor& beta, double scale, const Tensor& state_in,
+                                          const Tensor& dstate_out);
+
+namespace reference {
+// The ground truth: the recurrence above token by token, f64 CPU tensors only, with a hand-written backward.
+Tensor gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
+                        double scale, const Tensor& state_in, Tensor* state_out);
+GatedDeltaGrads gated_delta_rule_backward(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
+                                          const Tensor& g, const Tensor& beta, double scale, const Tensor& state_in,
+                                          const Tensor& dstate_out);
+}  // namespace reference
+
+}  // namespace primer::ops

@@ -1,0 +1,34 @@
+// Scalar-gated linear attention, chunked: the recurrence of Mamba-2's SSD and of simple GLA, which Gated KalmaNet
+// also uses for its readout. Per batch b, head h and token t, with an fp32 state S [K, V]:
+//   S_t = exp(g_t) · S_{t−1} + k_t v_tᵀ,      o_t = scale · S_tᵀ q_t,      S_0 = state_in (zeros if undefined)
+// Three implementations that must agree: reference:: (token by token in f64, straight from the equations), the
+// chunked CPU path (f32/f64) and the chunked CUDA kernels (bf16/f32 I/O, fp32 state and accumulation).
+#pragma once
+#include "core/tensor.h"
+
+namespace primer::ops {
+
+// q, k [B, T, H, K]; v [B, T, H, V]; g [B, T, H] log decay (≤ 0 in models; any finite value is valid).
+// CPU: q, k, v, g, state_in all f32 or all f64. CUDA: q, k, v all bf16 or all f32; g and state_in f32.
+// Returns o [B, T, H, V] in v's dtype. If state_out is non-null it receives S_T [B, H, K, V] (f32; f64 for f64).
+Tensor gla(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, double scale, const Tensor& state_in,
+           Tensor* state_out);
+
+struct GlaGrads {
+  Tensor dq, dk, dv;  // like q, k, v
+  Tensor dg;          // like g
+  Tensor dstate_in;   // like state_in; defined iff state_in is
+};
+// Gradients of <dout, o> + <dstate_out, S_T> (dstate_out may be undefined: zero).
+GlaGrads gla_backward(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
+                      double scale, const Tensor& state_in, const Tensor& dstate_out);
+
+namespace reference {
+// The ground truth: the recurrence above token by token, f64 CPU tensors only, with a hand-written backward.
+Tensor gla(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, double scale, const Tensor& state_in,
+           Tensor* state_out);
+GlaGrads gla_backward(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
+                      double scale, const Tensor& state_in, const Tensor& dstate_out);
+}  // namespace reference
+
+}  // namespace primer::ops

@@ -1,0 +1,81 @@
+// The hybrid side of a model's shape: which sequence mixer each layer uses (the hybrid pattern of the Priming
+// reference implementation) and each SSM mixer's options, with the reference's names and defaults
+// (shared/notes/anchors/hmf.md §1.3, §2, §8.1), so recipes and checkpoints carry over.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace primer {
+
+// One layer's mixer, from the pattern token that names it. Fused Stage-0/1 tokens ("*DA", "GKA*", ...) are
+// parsed by the Priming stages, not here.
+enum class MixerKind {
+  Attention,      // "*"   causal softmax attention (GQA, QK-norm, RoPE)
+  SlidingWindow,  // "SWA" sliding-window attention (window from SwaConfig)
+  Mamba2,         // "M2"
+  GatedDeltaNet,  // "GDN"
+  GatedKalmaNet,  // "GKA"
+};
+
+MixerKind parse_mixer_token(const std::string& token, const std::string& source);
+const char* mixer_token(MixerKind kind);
+// The module name that holds the mixer's parameters in a layer: self_attn, swa, mamba, gdn, gka.
+const char* mixer_module(MixerKind kind);
+bool is_ssm(MixerKind kind);
+
+// "*-GKA-*-GKA" → one kind per layer. Errors name `source` and the offending token.
+std::vector<MixerKind> parse_hybrid_pattern(const std::string& pattern, const std::string& source);
+std::string format_hybrid_pattern(const std::vector<MixerKind>& layers);
+
+// Gated KalmaNet (gka_config). Head counts default to the Transformer's (num_q_heads = num_attention_heads,
+// num_k_heads = num_v_heads = num_key_value_heads, head_dim = the attention head_dim).
+struct GkaConfig {
+  bool use_alpha_connection = true;
+  bool use_v_conv = true;
+  bool use_forgetting_gate = true;
+  bool gla_rescale = true;  // readout scale head_dim^-1/2
+  bool bp_lambda = true;    // backpropagate through λ_t = ridge_strength·‖H_t‖_F
+  int64_t num_iter = 30;    // Chebyshev iterations (the test-time compute knob; may change at run time)
+  double ridge_strength = 0.02;
+  bool use_gate = true;  // output gate silu(g_proj x) after the output RMSNorm
+  int64_t conv_size = 4;
+  double norm_eps = 1e-6;
+  bool use_forgetting_gate_kk = true;  // the same decay on H as on the GLA state
+  bool use_beta_gate = true;
+  int64_t chunk_size = 64;
+  std::optional<int64_t> kv_proj_rank;  // Adaptive GQA (low-rank K/V expansion); none = plain repetition
+  bool kv_learnable_residual = false;
+  bool operator==(const GkaConfig&) const = default;
+};
+
+// Gated DeltaNet (gdn_config).
+struct GdnConfig {
+  bool use_gate = true;
+  bool use_short_conv = true;
+  bool allow_neg_eigval = false;  // β ∈ (0, 2) instead of (0, 1)
+  int64_t conv_size = 4;
+  bool conv_bias = false;
+  double norm_eps = 1e-5;
+  std::optional<int64_t> kv_proj_rank;
+  bool kv_learnable_residual = false;
+  bool operator==(const GdnConfig&) const = default;
+};
+
+// Mamba-2 in the Mamba-in-Llama mapping (mamba2_config): d_inner = Hq·D, d_xb = Hkv·D, d_state = head_dim,
+// ngroups = nheads = Hq, expand 1, d_conv 4, conv bias, gated RMSNorm (gate then norm) with group size D.
+struct Mamba2Config {
+  bool use_qk_norm = true;   // per-head RMSNorm of B (keys) and C (queries) before the conv
+  bool use_pos_emb = false;  // RoPE on B and C
+  int64_t conv_size = 4;
+  double norm_eps = 1e-5;
+  bool operator==(const Mamba2Config&) const = default;
+};
+
+struct SwaConfig {
+  int64_t window_size = 0;  // required when the pattern has SWA
+  bool operator==(const SwaConfig&) const = default;
+};
+
+}  // namespace primer

@@ -1,0 +1,23 @@
+#include "layers/mixer_factory.h"
+
+#include <string>
+
+#include "core/check.h"
+#include "layers/attention_mixer.h"
+
+namespace primer::layers {
+
+std::unique_ptr<SequenceMixer> make_mixer(const ModelConfig& c, int64_t layer, ParameterRegistry& params) {
+  const MixerKind kind = c.mixer(layer);
+  const std::string prefix = "model.layers." + std::to_string(layer) + "." + mixer_module(kind);
+  switch (kind) {
+    case MixerKind::Attention: return std::make_unique<AttentionMixer>(c, prefix, params, c.sliding_window);
+    case MixerKind::SlidingWindow: return std::make_unique<AttentionMixer>(c, prefix, params, c.swa.window_size);
+    case MixerKind::Mamba2:
+    case MixerKind::GatedDeltaNet:
+    case MixerKind::GatedKalmaNet: break;
+  }
+  PRIMER_FAIL("layer {}: the {} mixer is not available yet", layer, mixer_token(kind));
+}
+
+}  // namespace primer::layers
