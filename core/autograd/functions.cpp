@@ -82,7 +82,7 @@ Var rmsnorm(const Var& x, const Var& w, double eps) {
   Var y = output(ops::rmsnorm(x->value, w->value, eps, &rstd));
   if (needs_grad({&x, &w}))
     record("rmsnorm", {y}, [x, w, y, rstd] {
-      Tensor dw = w->requires_grad ? grad_accumulator(w) : Tensor::zeros(w->value.shape(), DType::F32, w->value.device());
+      const Tensor dw = grad_accumulator_or_scratch(w);
       accumulate_grad(x, ops::rmsnorm_backward(y->grad, x->value, w->value, rstd, dw));
     });
   return y;
@@ -131,8 +131,7 @@ Var causal_conv1d(const Var& x, const Var& w, const Var& bias, bool silu, const 
     std::vector<Var> outs{y};
     if (so) outs.push_back(so);
     record("causal_conv1d", outs, [x, w, bias, b, s, y, so, state_in, silu] {
-      const DType acc = w->value.dtype() == DType::F64 ? DType::F64 : DType::F32;
-      const Tensor dw = w->requires_grad ? grad_accumulator(w) : Tensor::zeros(w->value.shape(), acc, w->value.device());
+      const Tensor dw = grad_accumulator_or_scratch(w);
       const Tensor db = bias && bias->requires_grad ? grad_accumulator(bias) : Tensor();
       const Tensor dso = so ? so->grad : Tensor();
       Tensor ds;

@@ -38,12 +38,18 @@ void accumulate_grad(const Var& v, const Tensor& g) {
   }
 }
 
+namespace {
+DType accumulator_dtype(const Tensor& value) { return value.dtype() == DType::F64 ? DType::F64 : DType::F32; }
+}  // namespace
+
 Tensor grad_accumulator(const Var& v) {
-  if (!v->grad.defined()) {
-    const DType dt = v->value.dtype() == DType::F64 ? DType::F64 : DType::F32;
-    v->grad = Tensor::zeros(v->value.shape(), dt, v->value.device());
-  }
+  if (!v->grad.defined()) v->grad = Tensor::zeros(v->value.shape(), accumulator_dtype(v->value), v->value.device());
   return v->grad;
+}
+
+Tensor grad_accumulator_or_scratch(const Var& v) {
+  return v->requires_grad ? grad_accumulator(v)
+                          : Tensor::zeros(v->value.shape(), accumulator_dtype(v->value), v->value.device());
 }
 
 Tensor grad_or_zeros(const Var& v) {

@@ -28,6 +28,9 @@ Var leaf(const Tensor& value, const std::string& name = "");      // an input th
 void accumulate_grad(const Var& v, const Tensor& g);
 // The f32 buffer that backward kernels accumulate weight-like gradients into (+=); created zeroed on first use.
 Tensor grad_accumulator(const Var& v);
+// Where a backward kernel that always accumulates a weight gradient writes it: v's accumulator, or a scratch
+// buffer of the accumulator's dtype when v wants no gradient.
+Tensor grad_accumulator_or_scratch(const Var& v);
 // v's gradient, or zeros like its value when none arrived (a node with several outputs runs its backward when
 // any one of them has a gradient).
 Tensor grad_or_zeros(const Var& v);

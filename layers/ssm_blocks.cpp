@@ -1,0 +1,45 @@
+#include "layers/ssm_blocks.h"
+
+#include <cmath>
+
+#include "core/autograd/functions.h"
+#include "core/check.h"
+
+namespace primer::layers {
+
+ag::Var short_conv(const ag::Var& x, const ag::Var& weight, const ag::Var& bias, bool silu, const ag::Var& state_in,
+                   ag::Var* state_out) {
+  const Shape& w = weight->value.shape();
+  PRIMER_CHECK(w.size() == 3 && w[1] == 1, "short_conv: weight '{}' is {}, expected [C, 1, K]", weight->name,
+               weight->value.describe());
+  return ag::causal_conv1d(x, ag::reshape(weight, {w[0], w[2]}), bias, silu, state_in, state_out);
+}
+
+ag::Var expand_heads(const ag::Var& x, int64_t groups) {
+  if (groups == 1) return x;
+  const Shape& s = x->value.shape();
+  PRIMER_CHECK(s.size() == 4, "expand_heads: x is {}, expected [B, T, H, D]", x->value.describe());
+  // Broadcasting against ones [groups, 1] repeats each head; the backward of the broadcast sums the copies.
+  const Tensor ones = Tensor::full({groups, 1}, 1.0, x->value.dtype(), x->value.device());
+  const ag::Var repeated = ag::mul(ag::reshape(x, {s[0], s[1], s[2], 1, s[3]}), ag::constant(ones));
+  return ag::reshape(repeated, {s[0], s[1], s[2] * groups, s[3]});
+}
+
+ag::Var l2_normalize(const ag::Var& x, double eps) {
+  // RMSNorm with unit weight and eps/D is x·sqrt(D)/sqrt(Σx² + eps); the scale removes the sqrt(D). (A weight of
+  // D^-1/2 instead would not be exact in bf16.)
+  const int64_t d = x->value.size(-1);
+  const Tensor ones = Tensor::full({d}, 1.0, x->value.dtype(), x->value.device());
+  return ag::scale(ag::rmsnorm(x, ag::constant(ones), eps / double(d)), 1.0 / std::sqrt(double(d)));
+}
+
+ag::Var ssm_decay(const ag::Var& a, const ag::Var& A_log, const ag::Var& dt_bias) {
+  const ag::Var dt = ag::unary(ops::Unary::Softplus, ag::add(ag::cast(a, A_log->value.dtype()), dt_bias));
+  return ag::mul(dt, ag::scale(ag::unary(ops::Unary::Exp, A_log), -1.0));
+}
+
+ag::Var gated_rmsnorm(const ag::Var& o, const ag::Var& w, const ag::Var& gate, double eps) {
+  return ag::swiglu(gate, ag::rmsnorm(o, w, eps));
+}
+
+}  // namespace primer::layers

@@ -1,0 +1,31 @@
+// Building blocks the SSM mixers (Mamba-2, Gated DeltaNet, Gated KalmaNet) share, composed from differentiable
+// ops so that each has its gradient without new kernels: the short convolution with the reference's [C, 1, K]
+// weights, GQA head expansion, L2 normalisation, the Mamba-2-style decay gate and the gated output RMSNorm.
+#pragma once
+#include <cstdint>
+
+#include "core/autograd/variable.h"
+
+namespace primer::layers {
+
+// Depthwise causal conv over time of x [B, T, C] with weight [C, 1, K] (the Hugging Face layout), optional bias
+// [C] (null: none) and SiLU, carrying the last K−1 inputs: state_in [B, C, K−1] (null: zeros), *state_out.
+ag::Var short_conv(const ag::Var& x, const ag::Var& weight, const ag::Var& bias, bool silu, const ag::Var& state_in,
+                   ag::Var* state_out);
+
+// x [B, T, Hk, D] → [B, T, Hk·groups, D], each head repeated `groups` times in place (repeat_interleave, as
+// Hugging Face's repeat_kv): kv head j serves expanded heads j·groups … j·groups + groups − 1.
+ag::Var expand_heads(const ag::Var& x, int64_t groups);
+
+// x / sqrt(Σ x² + eps) over the last dimension (eps inside the root, as fla's in-kernel L2 norm).
+ag::Var l2_normalize(const ag::Var& x, double eps);
+
+// The decay of Mamba-2, GDN and GKA in log space, in A_log's dtype (f32 parameters kept f32; f64 in references):
+// g = −exp(A_log) · softplus(a + dt_bias); a [B, T, H] (any float dtype), A_log and dt_bias [H].
+ag::Var ssm_decay(const ag::Var& a, const ag::Var& A_log, const ag::Var& dt_bias);
+
+// Norm then gate, per head (fla's FusedRMSNormGated with swish): RMSNorm_D(o) · w ⊙ silu(gate);
+// o and gate [..., D] of one dtype, w [D].
+ag::Var gated_rmsnorm(const ag::Var& o, const ag::Var& w, const ag::Var& gate, double eps);
+
+}  // namespace primer::layers
