@@ -29,6 +29,15 @@ bool is_ssm(MixerKind kind);
 std::vector<MixerKind> parse_hybrid_pattern(const std::string& pattern, const std::string& source);
 std::string format_hybrid_pattern(const std::vector<MixerKind>& layers);
 
+// Stage 0/1 fused teacher-student patterns: "*DA" (attention run on both streams) and "X*" (student mixer X next
+// to the frozen teacher attention), e.g. "*DA-GKA*-*DA-GKA*". A pattern is either all fused or all plain.
+struct HybridPattern {
+  std::vector<MixerKind> layers;  // the student's mixers ("*DA" → Attention, "GKA*" → GatedKalmaNet)
+  bool fused = false;
+};
+HybridPattern parse_any_hybrid_pattern(const std::string& pattern, const std::string& source);
+std::string format_hybrid_pattern(const HybridPattern& pattern);  // fused tokens when fused
+
 // Gated KalmaNet (gka_config). Head counts default to the Transformer's (num_q_heads = num_attention_heads,
 // num_k_heads = num_v_heads = num_key_value_heads, head_dim = the attention head_dim).
 struct GkaConfig {

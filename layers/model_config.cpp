@@ -5,6 +5,7 @@
 
 #include "core/check.h"
 #include "core/ops/rope.h"
+#include "layers/hybrid_config_json.h"
 
 namespace primer {
 namespace {
@@ -71,8 +72,11 @@ ModelConfig from_hf_json(const json::Value& config, const std::string& source) {
   ModelConfig c;
   const json::Node model_type = root.at("model_type");
   c.model_type = model_type.as_string();
-  if (!find_family(c.model_type))
-    model_type.fail(fmt::format("unsupported model_type '{}' (expected qwen3, llama or mistral)", c.model_type));
+  const std::string hybrid_base = hybrid_base_model_type(c.model_type);
+  if (!hybrid_base.empty()) c.model_type = hybrid_base;
+  if (!find_family(c.model_type) || (!hybrid_base.empty() && c.model_type == "mistral"))
+    model_type.fail(fmt::format("unsupported model_type '{}' (expected qwen3, llama, mistral, hybrid_qwen3 or "
+                                "hybrid_llama)", model_type.as_string()));
   if (const auto act = root.find("hidden_act"); act && act->as_string() != "silu")
     act->fail(fmt::format("unsupported activation '{}' (the MLP is SwiGLU: expected silu)", act->as_string()));
   if (root.bool_or("mlp_bias", false)) root.at("mlp_bias").fail("MLP biases are not supported (expected false)");
@@ -118,6 +122,7 @@ ModelConfig from_hf_json(const json::Value& config, const std::string& source) {
   }
   const auto dtype = root.find("dtype") ? root.find("dtype") : root.find("torch_dtype");  // transformers 5 : 4
   if (dtype) c.torch_dtype = parse_dtype(*dtype);
+  if (!hybrid_base.empty()) parse_hybrid_fields(root, c);
   c.validate(source);
   return c;
 }
@@ -160,6 +165,7 @@ void ModelConfig::validate(const std::string& source) const {
   };
   if (bos_token_id) check_token("bos_token_id", *bos_token_id);
   for (const int64_t id : eos_token_ids) check_token("eos_token_id", id);
+  PRIMER_CHECK(!fused || !layer_types.empty(), "{}: a fused teacher-student model needs a hybrid pattern", source);
   PRIMER_CHECK(layer_types.empty() || int64_t(layer_types.size()) == num_hidden_layers,
                "{}: the hybrid pattern has {} layers, expected num_hidden_layers = {}", source, layer_types.size(),
                num_hidden_layers);
@@ -172,8 +178,10 @@ void ModelConfig::validate(const std::string& source) const {
 json::Value to_hf_json(const ModelConfig& c) {
   c.validate("to_hf_json");
   json::Value j;
-  j["architectures"] = json::Array{json::Value(find_family(c.model_type)->architecture)};
-  j["model_type"] = c.model_type;
+  const bool hybrid = !c.layer_types.empty();
+  j["architectures"] =
+      json::Array{json::Value(hybrid ? hybrid_architecture(c.model_type) : find_family(c.model_type)->architecture)};
+  j["model_type"] = hybrid ? hybrid_model_type(c.model_type) : c.model_type;
   j["vocab_size"] = c.vocab_size;
   j["hidden_size"] = c.hidden_size;
   j["intermediate_size"] = c.intermediate_size;
@@ -210,6 +218,7 @@ json::Value to_hf_json(const ModelConfig& c) {
   }
   j["torch_dtype"] = hf_dtype_name(c.torch_dtype);
   j["use_cache"] = true;
+  if (hybrid) write_hybrid_fields(c, j);
   return j;
 }
 

@@ -52,6 +52,9 @@ struct ModelConfig {
   // Hybrid models: one mixer per layer (empty: attention everywhere, a plain Transformer) and the options of
   // each mixer kind the pattern uses.
   std::vector<MixerKind> layer_types;
+  // Stage 0/1 fused teacher-student model: every layer also keeps the teacher's attention (`self_attn`), run on
+  // a second, gradient-free residual stream (pattern tokens "*DA" and "X*").
+  bool fused = false;
   GkaConfig gka;
   GdnConfig gdn;
   Mamba2Config mamba2;
@@ -65,11 +68,15 @@ struct ModelConfig {
   bool operator==(const ModelConfig&) const = default;
 };
 
-// Parses a config.json document; errors name `source` (the file) and the key. Calls validate().
+// Parses a config.json document (Qwen3, Llama, Mistral, and the Priming reference's hybrid_qwen3 / hybrid_llama
+// with hybrid_override_pattern and gka_config / gdn_config / mamba2_config / swa_config); errors name `source`
+// (the file) and the key. Calls validate().
 ModelConfig from_hf_json(const json::Value& config, const std::string& source);
 ModelConfig load_hf_config(const std::string& path);  // parse_file + from_hf_json
 
-// A config.json that transformers loads into <Arch>ForCausalLM (architectures, model_type and the fields above).
+// A config.json that transformers loads into <Arch>ForCausalLM (architectures, model_type and the fields above);
+// a hybrid model (layer_types set) is written in the reference's format, which its Hugging Face code and vLLM
+// plugin load (shared/notes/anchors/hmf.md §8.1).
 json::Value to_hf_json(const ModelConfig& config);
 
 // RoPE inverse frequencies f32 [head_dim/2] on the CPU: theta^(-2i/head_dim), with the Llama-3 scaling applied

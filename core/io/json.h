@@ -117,6 +117,7 @@ class Node {
 
   const Value& value() const { return *value_; }
   const std::string& path() const { return path_; }  // "rope_scaling.factor", "eos_token_id[1]", "" at the root
+  const std::string& source() const { return source_; }
   Type type() const { return value_->type(); }
   bool is_null() const { return value_->is_null(); }
 

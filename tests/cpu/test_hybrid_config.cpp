@@ -5,7 +5,9 @@
 #include "core/autograd/functions.h"
 #include "core/parameters.h"
 #include "layers/decoder_lm.h"
+#include "core/io/json.h"
 #include "layers/hybrid_config.h"
+#include "layers/model_config.h"
 #include "tests/support/test_util.h"
 
 namespace primer {
@@ -128,6 +130,98 @@ TEST(CausalConv1dState, ChunkedCallsChainAndPassGradients) {
     };
     test::run_gradcheck(check, seed);
   }
+}
+
+}  // namespace
+}  // namespace primer
+
+namespace primer {
+namespace {
+
+// A config.json as the Priming reference writes it for a 4-layer hybrid Qwen3 (hmf.md §8.1), Stage 2 form.
+const char* kHybridQwen3 = R"({
+  "architectures": ["HybridQwen3ForCausalLM"], "model_type": "hybrid_qwen3",
+  "vocab_size": 128, "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 4,
+  "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "hidden_act": "silu",
+  "max_position_embeddings": 256, "rms_norm_eps": 1e-6, "tie_word_embeddings": true,
+  "rope_parameters": {"rope_type": "default", "rope_theta": 1000000},
+  "attention_bias": false, "use_sliding_window": false, "sliding_window": null, "torch_dtype": "bfloat16",
+  "hybrid_override_pattern": "*-GKA-GDN-M2", "layer_types": ["*", "GKA", "GDN", "M2"],
+  "gka_config": {"hidden_size": 64, "head_dim": 16, "num_q_heads": 4, "num_k_heads": 2, "num_v_heads": 2,
+                 "use_alpha_connection": true, "use_v_conv": false, "use_forgetting_gate": true, "gla_rescale": true,
+                 "solver_type": "chebyshev", "bp_lambda": false, "num_iter": 10, "ridge_strength": 0.05,
+                 "use_gate": true, "conv_size": 4, "norm_eps": 1e-6, "use_forgetting_gate_kk": true,
+                 "use_beta_gate": true, "chunk_size": 64, "kv_proj_rank": null, "kv_learnable_residual": false},
+  "gdn_config": {"hidden_size": 64, "head_dim": 16, "num_q_heads": 4, "num_k_heads": 2, "num_v_heads": 2,
+                 "use_gate": true, "use_short_conv": true, "allow_neg_eigval": true, "conv_size": 4,
+                 "conv_bias": false, "norm_eps": 1e-5, "kv_proj_rank": null, "kv_learnable_residual": false},
+  "mamba2_config": {"d_model": 64, "d_inner": 64, "d_xb": 32, "intermediate_size": 96, "hidden_act": "silu",
+                    "rms_norm_eps": 1e-6, "n_layer": 4, "ssm_cfg": {"expand": 1, "ngroups": 4, "d_state": 16},
+                    "use_qk_norm": true, "use_pos_emb": false}
+})";
+
+ModelConfig parse_config(const std::string& text) {
+  return from_hf_json(json::parse(text, "config.json"), "config.json");
+}
+
+std::string with(std::string text, const std::string& from, const std::string& to) {
+  const size_t at = text.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  return text.replace(at, from.size(), to);
+}
+
+TEST(HybridConfigJson, ReadsTheReferenceFormat) {
+  const ModelConfig c = parse_config(kHybridQwen3);
+  EXPECT_EQ(c.model_type, "qwen3");
+  EXPECT_EQ(format_hybrid_pattern(c.layer_types), "*-GKA-GDN-M2");
+  EXPECT_FALSE(c.fused);
+  EXPECT_FALSE(c.gka.use_v_conv);
+  EXPECT_FALSE(c.gka.bp_lambda);
+  EXPECT_EQ(c.gka.num_iter, 10);
+  EXPECT_EQ(c.gka.ridge_strength, 0.05);
+  EXPECT_TRUE(c.gdn.allow_neg_eigval);
+  EXPECT_TRUE(c.mamba2.use_qk_norm);
+  EXPECT_FALSE(c.gka.kv_proj_rank.has_value());
+}
+
+TEST(HybridConfigJson, RoundTripsPlainAndFused) {
+  ModelConfig c = parse_config(kHybridQwen3);
+  for (const bool fused : {false, true}) {
+    c.fused = fused;
+    const json::Value j = to_hf_json(c);
+    EXPECT_EQ(json::Node(j, "w").at("model_type").as_string(), "hybrid_qwen3");
+    EXPECT_EQ(json::Node(j, "w").at("architectures").at(size_t(0)).as_string(), "HybridQwen3ForCausalLM");
+    EXPECT_EQ(json::Node(j, "w").at("hybrid_override_pattern").as_string(),
+              fused ? "*DA-GKA*-GDN*-M2*" : "*-GKA-GDN-M2");
+    EXPECT_EQ(json::Node(j, "w").at("layer_types").at(size_t(1)).as_string(), fused ? "GKA*" : "GKA");
+    EXPECT_EQ(from_hf_json(json::parse(json::dump(j, 2), "written"), "written"), c) << json::dump(j, 2);
+  }
+}
+
+TEST(HybridConfigJson, ErrorsNameTheKey) {
+  test::expect_error([] { parse_config(with(kHybridQwen3, "\"num_q_heads\": 4", "\"num_q_heads\": 8")); },
+                     {"config.json", "gka_config.num_q_heads", "is 8", "the model has 4"});
+  test::expect_error([] { parse_config(with(kHybridQwen3, "\"chebyshev\"", "\"cg\"")); },
+                     {"gka_config.solver_type", "expected chebyshev"});
+  test::expect_error([] { parse_config(with(kHybridQwen3, "*-GKA-GDN-M2\"", "*-GKA-GDN\"")); },
+                     {"hybrid_override_pattern", "3 layers", "num_hidden_layers = 4"});
+  test::expect_error([] { parse_config(with(kHybridQwen3, "*-GKA-GDN-M2\"", "*-GKA-SWA-M2\"")); },
+                     {"swa_config"});
+  test::expect_error([] { parse_config(with(kHybridQwen3, "*-GKA-GDN-M2\"", "*DA-GKA*-GDN-M2\"")); },
+                     {"layer 2", "mixes fused and plain"});
+  test::expect_error([] { parse_config(with(kHybridQwen3, "\"d_state\": 16", "\"d_state\": 64")); },
+                     {"mamba2_config.ssm_cfg.d_state"});
+}
+
+TEST(HybridPattern, FusedTokens) {
+  const HybridPattern p = parse_any_hybrid_pattern("*DA-GKA*-*DA-M2*", "stage0.yaml");
+  EXPECT_TRUE(p.fused);
+  const std::vector<MixerKind> expected = {MixerKind::Attention, MixerKind::GatedKalmaNet, MixerKind::Attention,
+                                           MixerKind::Mamba2};
+  EXPECT_EQ(p.layers, expected);
+  EXPECT_EQ(format_hybrid_pattern(p), "*DA-GKA*-*DA-M2*");
+  EXPECT_FALSE(parse_any_hybrid_pattern("*-GDN", "x").fused);
+  test::expect_error([] { parse_any_hybrid_pattern("*DA-**", "x"); }, {"'**' is not a fused token"});
 }
 
 }  // namespace
