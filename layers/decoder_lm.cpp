@@ -9,6 +9,14 @@ namespace primer::layers {
 namespace {
 std::string layer_name(size_t i, const std::string& leaf) { return "model.layers." + std::to_string(i) + "." + leaf; }
 
+// The teacher attention that a fused model keeps next to a student mixer, under the reference's `self_attn`.
+std::unique_ptr<SequenceMixer> make_teacher_attention(const ModelConfig& c, int64_t layer, ParameterRegistry& params) {
+  ModelConfig attention = c;
+  attention.layer_types.clear();
+  attention.fused = false;
+  return make_mixer(attention, layer, params);
+}
+
 Tensor default_positions(int64_t B, int64_t T, Device device) {
   std::vector<int32_t> p(size_t(B * T));
   for (int64_t b = 0; b < B; ++b)
@@ -26,6 +34,8 @@ DecoderLM::DecoderLM(const ModelConfig& c, ParameterRegistry& params, DecoderOpt
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
     const size_t l = size_t(i);
     params.add(layer_name(l, "input_layernorm.weight"), {c.hidden_size}, InitRule::constant(1.0), false);
+    const bool separate_teacher = c.fused && c.mixer(i) != MixerKind::Attention;
+    teachers_.push_back(separate_teacher ? make_teacher_attention(c, i, params) : nullptr);
     mixers_.push_back(make_mixer(c, i, params));
     params.add(layer_name(l, "post_attention_layernorm.weight"), {c.hidden_size}, InitRule::constant(1.0), false);
     params.add(layer_name(l, "mlp.gate_proj.weight"), {c.intermediate_size, c.hidden_size}, InitRule::normal(std));
@@ -41,34 +51,85 @@ std::string DecoderLM::head_name() const {
   return config_.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight";
 }
 
-ag::Var DecoderLM::block(size_t i, const ag::Var& h, const MixerContext& ctx) {
+ag::Var DecoderLM::block(size_t i, const ag::Var& h, const MixerContext& ctx, SequenceMixer& mixer) {
   const double eps = config_.rms_norm_eps;
   ag::Var a = ag::rmsnorm(h, weight(layer_name(i, "input_layernorm.weight")), eps);
-  ag::Var x = ag::add(h, mixers_[i]->forward(a, ctx));
+  ag::Var x = ag::add(h, mixer.forward(a, ctx));
   ag::Var m = ag::rmsnorm(x, weight(layer_name(i, "post_attention_layernorm.weight")), eps);
   ag::Var s = ag::swiglu(ag::linear(m, weight(layer_name(i, "mlp.gate_proj.weight"))),
                          ag::linear(m, weight(layer_name(i, "mlp.up_proj.weight"))));
   return ag::add(x, ag::linear(s, weight(layer_name(i, "mlp.down_proj.weight"))));
 }
 
-ag::Var DecoderLM::hidden_states(const Tensor& ids, const Tensor& positions) {
+MixerContext DecoderLM::context(const Tensor& ids, const Tensor& positions) const {
   PRIMER_CHECK(ids.dim() == 2 && ids.dtype() == DType::I32, "input ids must be i32 [B, T], got {}", ids.describe());
   const Device device = ids.device();
   MixerContext ctx;
   ctx.positions = positions.defined() ? positions : default_positions(ids.size(0), ids.size(1), device);
   ctx.inv_freq = inv_freq_cpu_.to(device);
+  return ctx;
+}
+
+ag::Var DecoderLM::stream(const Tensor& ids, const MixerContext& ctx, bool teacher,
+                          std::vector<ag::Var>* layer_outputs) {
   ag::Var h = ag::embedding(weight("model.embed_tokens.weight"), ids);
   for (size_t i = 0; i < mixers_.size(); ++i) {
+    SequenceMixer* mixer = teacher && teachers_[i] ? teachers_[i].get() : mixers_[i].get();
     if (options_.recompute) {
       h = ag::checkpoint(
           "block " + std::to_string(i),
-          [this, i, ctx](const std::vector<ag::Var>& in) { return std::vector<ag::Var>{block(i, in[0], ctx)}; },
+          [this, i, ctx, mixer](const std::vector<ag::Var>& in) {
+            return std::vector<ag::Var>{block(i, in[0], ctx, *mixer)};
+          },
           {h})[0];
     } else {
-      h = block(i, h, ctx);
+      h = block(i, h, ctx, *mixer);
     }
+    if (layer_outputs) layer_outputs->push_back(h);
   }
+  return h;
+}
+
+ag::Var DecoderLM::hidden_states(const Tensor& ids, const Tensor& positions) {
+  const ag::Var h = stream(ids, context(ids, positions), false, nullptr);
   return ag::rmsnorm(h, weight("model.norm.weight"), config_.rms_norm_eps);
+}
+
+DecoderLM::TeacherTargets DecoderLM::teacher_targets(const Tensor& ids, const DistillOptions& opt,
+                                                     const Tensor& positions) {
+  PRIMER_CHECK(config_.fused, "teacher_targets: the model is not a fused teacher-student model (pattern '{}')",
+               format_hybrid_pattern(config_.layer_types));
+  PRIMER_CHECK(opt.pre_lm_head || opt.layerwise,
+               "distillation has nothing to match: set hybrid_distill_pre_lm_head or a layerwise target");
+  ag::NoGrad no_grad;
+  std::vector<ag::Var> outs;
+  const ag::Var h = stream(ids, context(ids, positions), true, opt.layerwise ? &outs : nullptr);
+  TeacherTargets t;
+  for (const ag::Var& o : outs) t.layers.push_back(o->value);
+  t.final_hidden = ag::rmsnorm(h, weight("model.norm.weight"), config_.rms_norm_eps)->value;
+  return t;
+}
+
+ag::Var DecoderLM::distill_loss(const Tensor& ids, const TeacherTargets& targets, const DistillOptions& opt,
+                                const Tensor& positions) {
+  std::vector<ag::Var> student_layers;
+  const ag::Var h = stream(ids, context(ids, positions), false, opt.layerwise ? &student_layers : nullptr);
+  ag::Var loss;
+  auto add = [&loss](const ag::Var& term) { loss = loss ? ag::add(loss, term) : term; };
+  if (opt.layerwise) {
+    PRIMER_CHECK(targets.layers.size() == student_layers.size(), "distill_loss: {} layer targets for {} layers",
+                 targets.layers.size(), student_layers.size());
+    // The reference sums the per-layer errors and divides by the layer count.
+    ag::Var sum;
+    for (size_t i = 0; i < student_layers.size(); ++i) {
+      const ag::Var term = ag::mse_loss(student_layers[i], targets.layers[i]);
+      sum = sum ? ag::add(sum, term) : term;
+    }
+    add(ag::scale(sum, 1.0 / double(student_layers.size())));
+  }
+  if (opt.pre_lm_head)
+    add(ag::mse_loss(ag::rmsnorm(h, weight("model.norm.weight"), config_.rms_norm_eps), targets.final_hidden));
+  return loss;
 }
 
 ag::Var DecoderLM::loss(const Tensor& ids, const Tensor& targets, double grad_scale, const Tensor& positions) {

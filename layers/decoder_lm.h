@@ -1,7 +1,9 @@
 // The decoder language model: embedding, N pre-norm blocks (RMSNorm → mixer → residual → RMSNorm → SwiGLU MLP
 // → residual), final RMSNorm, LM head (tied to the embedding or not) and the fused linear + cross-entropy.
-// Configured from a Hugging Face config (Qwen3, Llama, Mistral); each layer's mixer comes from the hybrid
-// pattern (today `*` = attention; the SSM tokens plug in through layers/mixer.h). Names follow Hugging Face.
+// Configured from a Hugging Face config (Qwen3, Llama, Mistral, and their hybrids); each layer's mixer comes from
+// the hybrid pattern (layers/mixer_factory.h). Names follow Hugging Face and the Priming reference.
+// A fused config (Stage 0/1) also keeps every layer's teacher attention (`self_attn`) and runs a second,
+// gradient-free teacher stream through the shared weights: the Stage 1 distillation model.
 #pragma once
 #include <memory>
 #include <string>
@@ -17,6 +19,12 @@ struct DecoderOptions {
   bool recompute = false;  // activation checkpointing per block
 };
 
+// Stage 1 objective (the reference's hybrid_distill_pre_lm_head and hybrid_lw_distill_target: none | decoder).
+struct DistillOptions {
+  bool pre_lm_head = true;  // MSE of the final-norm hidden states
+  bool layerwise = false;   // plus the mean over layers of the MSE of each decoder layer's output
+};
+
 class DecoderLM {
  public:
   DecoderLM(const ModelConfig& config, ParameterRegistry& params, DecoderOptions options = {});
@@ -29,19 +37,38 @@ class DecoderLM {
   // f32 logits [B, T, V] without recording (evaluation and parity checks; small inputs only).
   Tensor logits(const Tensor& ids, const Tensor& positions = Tensor());
 
+  // Fused models: the teacher stream's final-norm hidden states [B, T, D] and (layerwise) each layer's output;
+  // no gradients, nothing recorded.
+  struct TeacherTargets {
+    Tensor final_hidden;
+    std::vector<Tensor> layers;
+  };
+  TeacherTargets teacher_targets(const Tensor& ids, const DistillOptions& options, const Tensor& positions = Tensor());
+  // The Stage 1 loss: MSE (mean over elements) of the student stream against the detached teacher's targets.
+  ag::Var distill_loss(const Tensor& ids, const TeacherTargets& targets, const DistillOptions& options,
+                       const Tensor& positions = Tensor());
+  ag::Var distill_loss(const Tensor& ids, const DistillOptions& options, const Tensor& positions = Tensor()) {
+    return distill_loss(ids, teacher_targets(ids, options, positions), options, positions);
+  }
+
   // 6·(dense parameters) + attention FLOPs per token at sequence length T, forward + backward (for MFU).
   double flops_per_token(int64_t seq_len) const;
   const ModelConfig& config() const { return config_; }
   std::string head_name() const;  // "lm_head.weight" or the tied embedding
 
  private:
-  ag::Var block(size_t layer, const ag::Var& h, const MixerContext& ctx);
+  ag::Var block(size_t layer, const ag::Var& h, const MixerContext& ctx, SequenceMixer& mixer);
+  MixerContext context(const Tensor& ids, const Tensor& positions) const;
+  // The residual stream through every layer (before the final norm), the student's mixers or the teacher's;
+  // each layer's output is appended to layer_outputs when given.
+  ag::Var stream(const Tensor& ids, const MixerContext& ctx, bool teacher, std::vector<ag::Var>* layer_outputs);
   ag::Var weight(const std::string& name) { return params_.get(name).var; }
 
   ModelConfig config_;
   ParameterRegistry& params_;
   DecoderOptions options_;
-  std::vector<std::unique_ptr<SequenceMixer>> mixers_;
+  std::vector<std::unique_ptr<SequenceMixer>> mixers_;    // the student's (the only ones when not fused)
+  std::vector<std::unique_ptr<SequenceMixer>> teachers_;  // fused: the teacher attention of non-attention layers
   Tensor inv_freq_cpu_;
 };
 

@@ -4,6 +4,7 @@
 #include "core/ops/cross_entropy.h"
 #include "core/ops/embedding.h"
 #include "core/ops/gemm.h"
+#include "core/ops/reduce.h"
 #include "core/ops/rmsnorm.h"
 #include "core/ops/rope.h"
 #include "core/ops/softmax.h"
@@ -141,6 +142,20 @@ Var causal_conv1d(const Var& x, const Var& w, const Var& bias, bool silu, const 
       if (want_ds) accumulate_grad(state_in, ds);
     });
   }
+  return y;
+}
+
+Var mse_loss(const Var& a, const Tensor& target) {
+  PRIMER_CHECK(target.shape() == a->value.shape() && target.dtype() == a->value.dtype(),
+               "mse_loss: target {} must match the prediction '{}' {}", target.describe(), a->name,
+               a->value.describe());
+  const Tensor diff = ops::sub(a->value, target);
+  const double inv_n = 1.0 / double(diff.numel());
+  Var y = output(ops::scale(ops::sumsq_all(diff), inv_n));
+  if (needs_grad({&a}))
+    record("mse_loss", {y}, [a, y, diff, inv_n] {
+      accumulate_grad(a, ops::scale(ops::mul(diff, y->grad.to(diff.dtype())), 2.0 * inv_n));
+    });
   return y;
 }
 

@@ -29,6 +29,10 @@ Var softmax(const Var& x);
 // Flash attention: q [B, T, Hq, Dh], k/v [B, T, Hkv, Dh] (GQA); saves out and the log-sum-exp for backward.
 Var attention(const Var& q, const Var& k, const Var& v, const ops::AttentionOptions& options);
 
+// Mean squared error over every element, mean((a − target)²), a scalar [1] (f32; f64 for f64 a); the target is a
+// constant (a teacher's output). Gradient 2(a − target)/N into a.
+Var mse_loss(const Var& a, const Tensor& target);
+
 // Sum of token cross-entropies of the LM head; its gradients (scaled by grad_scale) are computed during this
 // forward call, which is what fusing buys: the caller must use the result as the objective, seeded with 1.
 Var fused_linear_cross_entropy(const Var& x, const Var& W, const Tensor& targets, int64_t ignore_index,
