@@ -9,7 +9,11 @@
 
 namespace primer::layers {
 
-void load_hf_weights(const std::string& dir, ParameterRegistry& params) {
+namespace {
+
+// Copies every tensor the registry and the checkpoint share; returns the registry's names the checkpoint lacks
+// (an error when require_all).
+std::vector<std::string> load_shared(const std::string& dir, ParameterRegistry& params, bool require_all) {
   const io::SafetensorsCheckpoint ckpt(dir);
   std::vector<std::string> missing, misshaped;
   std::set<std::string> used;
@@ -26,14 +30,24 @@ void load_hf_weights(const std::string& dir, ParameterRegistry& params) {
     }
     p->master.copy_from(ckpt.load(p->name, DType::F32, p->master.device()));
   }
-  PRIMER_CHECK(missing.empty() && misshaped.empty(), "checkpoint '{}' does not fit the model: missing [{}]; mis-shaped [{}]",
-               dir, fmt::join(missing, ", "), fmt::join(misshaped, ", "));
+  PRIMER_CHECK(misshaped.empty() && (missing.empty() || !require_all),
+               "checkpoint '{}' does not fit the model: missing [{}]; mis-shaped [{}]", dir,
+               fmt::join(require_all ? missing : std::vector<std::string>{}, ", "), fmt::join(misshaped, ", "));
   std::vector<std::string> unused;
   for (const std::string& n : ckpt.names())
     if (!used.count(n)) unused.push_back(n);
   if (!unused.empty()) fmt::print(stderr, "primer: {} tensors of '{}' are not used by the model: {}\n", unused.size(), dir,
                                   fmt::join(unused, ", "));
   params.sync_compute_copies();
+  return missing;
+}
+
+}  // namespace
+
+void load_hf_weights(const std::string& dir, ParameterRegistry& params) { load_shared(dir, params, true); }
+
+std::vector<std::string> load_hf_weights_present(const std::string& dir, ParameterRegistry& params) {
+  return load_shared(dir, params, false);
 }
 
 void export_hf(const std::string& dir, const ModelConfig& config, ParameterRegistry& params, DType dtype,

@@ -2,6 +2,7 @@
 // loaded into a ParameterRegistry whose names are the Hugging Face names, and written back the same way.
 #pragma once
 #include <string>
+#include <vector>
 
 #include "core/parameters.h"
 #include "layers/model_config.h"
@@ -13,6 +14,10 @@ namespace primer::layers {
 // and the directory; a missing lm_head.weight is fine when the config ties embeddings. Tensors the checkpoint
 // has beyond the registry are reported in one line (e.g. rotary caches of older exports).
 void load_hf_weights(const std::string& dir, ParameterRegistry& params);
+
+// As load_hf_weights, but parameters the checkpoint lacks keep their values and are returned (Stage 0 copies a
+// Transformer's weights into a hybrid whose new mixers it initialises). Mis-shaped tensors are still errors.
+std::vector<std::string> load_hf_weights_present(const std::string& dir, ParameterRegistry& params);
 
 // Writes config.json and model.safetensors (or shards of at most max_shard_bytes) with every parameter's master
 // converted to `dtype`, atomically per file.

@@ -4,6 +4,7 @@
 #include <variant>
 
 #include "core/check.h"
+#include "layers/hybrid_config_fields.h"
 
 namespace primer {
 namespace {
@@ -22,19 +23,12 @@ const HybridFamily* find_hybrid(const std::string& base) {
   return nullptr;
 }
 
-// One flag of an options block: its config.json key and the member it binds.
 template <class C>
-struct Field {
-  const char* key;
-  std::variant<bool C::*, int64_t C::*, double C::*> member;
-};
-
-template <class C>
-void read_fields(const json::Node& block, C& out, std::initializer_list<Field<C>> fields) {
-  for (const Field<C>& f : fields)
+void read_fields(const json::Node& block, C& out, const std::vector<ConfigField<C>>& fields) {
+  for (const ConfigField<C>& f : fields)
     std::visit(
         [&](auto member) {
-          using T = std::remove_reference_t<decltype(out.*member)>;
+          using T = std::remove_cvref_t<decltype(out.*member)>;
           if constexpr (std::is_same_v<T, bool>) out.*member = block.bool_or(f.key, out.*member);
           if constexpr (std::is_same_v<T, int64_t>) out.*member = block.int_or(f.key, out.*member);
           if constexpr (std::is_same_v<T, double>) out.*member = block.double_or(f.key, out.*member);
@@ -43,39 +37,9 @@ void read_fields(const json::Node& block, C& out, std::initializer_list<Field<C>
 }
 
 template <class C>
-void write_fields(json::Value& block, const C& in, std::initializer_list<Field<C>> fields) {
-  for (const Field<C>& f : fields) std::visit([&](auto member) { block[f.key] = in.*member; }, f.member);
+void write_fields(json::Value& block, const C& in, const std::vector<ConfigField<C>>& fields) {
+  for (const ConfigField<C>& f : fields) std::visit([&](auto member) { block[f.key] = in.*member; }, f.member);
 }
-
-const std::initializer_list<Field<GkaConfig>> kGkaFields = {
-    {"use_alpha_connection", &GkaConfig::use_alpha_connection},
-    {"use_v_conv", &GkaConfig::use_v_conv},
-    {"use_forgetting_gate", &GkaConfig::use_forgetting_gate},
-    {"gla_rescale", &GkaConfig::gla_rescale},
-    {"bp_lambda", &GkaConfig::bp_lambda},
-    {"num_iter", &GkaConfig::num_iter},
-    {"ridge_strength", &GkaConfig::ridge_strength},
-    {"use_gate", &GkaConfig::use_gate},
-    {"conv_size", &GkaConfig::conv_size},
-    {"norm_eps", &GkaConfig::norm_eps},
-    {"use_forgetting_gate_kk", &GkaConfig::use_forgetting_gate_kk},
-    {"use_beta_gate", &GkaConfig::use_beta_gate},
-    {"chunk_size", &GkaConfig::chunk_size},
-    {"kv_learnable_residual", &GkaConfig::kv_learnable_residual},
-};
-const std::initializer_list<Field<GdnConfig>> kGdnFields = {
-    {"use_gate", &GdnConfig::use_gate},
-    {"use_short_conv", &GdnConfig::use_short_conv},
-    {"allow_neg_eigval", &GdnConfig::allow_neg_eigval},
-    {"conv_size", &GdnConfig::conv_size},
-    {"conv_bias", &GdnConfig::conv_bias},
-    {"norm_eps", &GdnConfig::norm_eps},
-    {"kv_learnable_residual", &GdnConfig::kv_learnable_residual},
-};
-const std::initializer_list<Field<Mamba2Config>> kMamba2Fields = {
-    {"use_qk_norm", &Mamba2Config::use_qk_norm},
-    {"use_pos_emb", &Mamba2Config::use_pos_emb},
-};
 
 // A block's shape entries must describe the model they sit in (the reference derives them from it).
 void expect_equal(const json::Node& block, const char* key, int64_t expected) {
@@ -143,7 +107,7 @@ void parse_hybrid_fields(const json::Node& root, ModelConfig& c) {
   if (uses(c, MixerKind::GatedKalmaNet)) {
     if (const auto block = root.find("gka_config")) {
       check_heads(*block, c);
-      read_fields(*block, c.gka, kGkaFields);
+      read_fields(*block, c.gka, gka_fields());
       c.gka.kv_proj_rank = optional_int(*block, "kv_proj_rank");
       if (const auto solver = block->find("solver_type"); solver && solver->as_string() != "chebyshev")
         solver->fail(fmt::format("is '{}', expected chebyshev (the only solver of the reference)",
@@ -153,7 +117,7 @@ void parse_hybrid_fields(const json::Node& root, ModelConfig& c) {
   if (uses(c, MixerKind::GatedDeltaNet)) {
     if (const auto block = root.find("gdn_config")) {
       check_heads(*block, c);
-      read_fields(*block, c.gdn, kGdnFields);
+      read_fields(*block, c.gdn, gdn_fields());
       c.gdn.kv_proj_rank = optional_int(*block, "kv_proj_rank");
     }
   }
@@ -167,7 +131,7 @@ void parse_hybrid_fields(const json::Node& root, ModelConfig& c) {
         expect_equal(*ssm, "ngroups", c.num_attention_heads);
         expect_equal(*ssm, "expand", 1);
       }
-      read_fields(*block, c.mamba2, kMamba2Fields);
+      read_fields(*block, c.mamba2, mamba2_fields());
     }
   }
   if (uses(c, MixerKind::SlidingWindow)) {
@@ -188,7 +152,7 @@ void write_hybrid_fields(const ModelConfig& c, json::Value& j) {
   if (uses(c, MixerKind::GatedKalmaNet)) {
     json::Value& b = j["gka_config"];
     write_heads(b, c);
-    write_fields(b, c.gka, kGkaFields);
+    write_fields(b, c.gka, gka_fields());
     b["solver_type"] = "chebyshev";
     b["kv_proj_rank"] = optional_json(c.gka.kv_proj_rank);
     b["conv_bias"] = false;
@@ -196,7 +160,7 @@ void write_hybrid_fields(const ModelConfig& c, json::Value& j) {
   if (uses(c, MixerKind::GatedDeltaNet)) {
     json::Value& b = j["gdn_config"];
     write_heads(b, c);
-    write_fields(b, c.gdn, kGdnFields);
+    write_fields(b, c.gdn, gdn_fields());
     b["kv_proj_rank"] = optional_json(c.gdn.kv_proj_rank);
   }
   if (uses(c, MixerKind::Mamba2)) {
@@ -212,7 +176,7 @@ void write_hybrid_fields(const ModelConfig& c, json::Value& j) {
     ssm["expand"] = 1;
     ssm["ngroups"] = c.num_attention_heads;
     ssm["d_state"] = c.head_dim;
-    write_fields(b, c.mamba2, kMamba2Fields);
+    write_fields(b, c.mamba2, mamba2_fields());
   }
   if (uses(c, MixerKind::SlidingWindow)) j["swa_config"]["window_size"] = c.swa.window_size;
 }

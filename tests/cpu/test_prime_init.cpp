@@ -1,0 +1,161 @@
+// Priming Stage 0 and unfuse: hybrid patterns from ratios and importance scores, the gate initialisation,
+// prime-init end to end on a small Qwen3 checkpoint (what is copied lands bit for bit, the teacher is the source),
+// and unfuse (the student stream of the fused model is the standalone hybrid).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "core/autograd/functions.h"
+#include "core/io/json.h"
+#include "layers/decoder_lm.h"
+#include "layers/hf_checkpoint.h"
+#include "recipes/hybrid_patterns.h"
+#include "recipes/prime_init.h"
+#include "recipes/prime_init_schema.h"
+#include "recipes/unfuse.h"
+#include "tests/support/test_util.h"
+
+namespace primer {
+namespace {
+
+namespace fs = std::filesystem;
+using recipes::selective_pattern;
+using recipes::uniform_pattern;
+
+constexpr MixerKind A = MixerKind::Attention, G = MixerKind::GatedKalmaNet;
+
+TEST(HybridPatterns, UniformSpacesAttentionFromLayerZero) {
+  EXPECT_EQ(uniform_pattern(6, 0.5, G), (std::vector<MixerKind>{A, G, A, G, A, G}));
+  EXPECT_EQ(uniform_pattern(8, 0.75, G), (std::vector<MixerKind>{A, G, G, G, A, G, G, G}));
+  EXPECT_EQ(uniform_pattern(4, 0.0, G), (std::vector<MixerKind>{A, A, A, A}));
+  EXPECT_EQ(format_hybrid_pattern(uniform_pattern(36, 0.5, G)).substr(0, 10), "*-GKA-*-GK");
+}
+
+TEST(HybridPatterns, SelectiveConvertsTheLeastImportantLayers) {
+  const std::vector<double> importance = {0.01, 0.30, 0.02, 0.25, 0.02, 0.10};
+  EXPECT_EQ(selective_pattern(importance, 0.5, G), (std::vector<MixerKind>{G, A, G, A, G, A}));
+  EXPECT_EQ(selective_pattern(importance, 1.0 / 3.0, G), (std::vector<MixerKind>{G, A, G, A, A, A}));  // tie: 2 < 4
+}
+
+TEST(HybridPatterns, ImportanceCsvErrorsNameFileAndLine) {
+  const std::string path = testing::TempDir() + "/importance-" + std::to_string(test::fresh_seed()) + ".csv";
+  std::ofstream(path) << "layer,heldout_loss,importance\n0,2.5,0.1\n1,2.7,x\n";
+  test::expect_error([&] { recipes::read_importance_csv(path); }, {path + ":3", "'x' is not a number"});
+  std::ofstream(path) << "layer,heldout_loss,importance\n0,2.5,0.1\n2,2.7,0.3\n";
+  test::expect_error([&] { recipes::read_importance_csv(path); }, {path + ":3", "layer '2', expected 1"});
+  std::ofstream(path) << "layer,loss\n0,1\n";
+  test::expect_error([&] { recipes::read_importance_csv(path); }, {"lacks the columns"});
+  std::ofstream(path) << "layer,heldout_loss,importance\n0,2.5,0.1\n1,2.7,0.3\n";
+  EXPECT_EQ(recipes::read_importance_csv(path), (std::vector<double>{0.1, 0.3}));
+  fs::remove(path);
+}
+
+TEST(PrimeInit, GateIsHalfTheSumOfOutputTransposeAndExpandedValues) {
+  const uint64_t seed = test::fresh_seed();
+  const int64_t hidden = 3, D = 2, Hq = 4, Hkv = 2, groups = Hq / Hkv;
+  const Tensor w_o = test::randn({hidden, Hq * D}, seed, DType::F32), w_v = test::randn({Hkv * D, hidden}, seed + 1, DType::F32);
+  const auto o = w_o.to_vector<double>(), v = w_v.to_vector<double>();
+  for (const bool rowwise : {false, true}) {
+    const Tensor gate = Tensor::empty({Hq * D, hidden}, DType::F32);
+    recipes::init_gate(gate, w_o, w_v, D, groups, rowwise);
+    const auto g = gate.to_vector<double>();
+    for (int64_t h = 0; h < Hq; ++h)
+      for (int64_t d = 0; d < D; ++d)
+        for (int64_t c = 0; c < hidden; ++c) {
+          const int64_t row = h * D + d;
+          // Head-wise: query head h reads kv head h / groups, same dim d. Row-wise: W_V row `row / groups`.
+          const int64_t v_row = rowwise ? row / groups : (h / groups) * D + d;
+          EXPECT_FLOAT_EQ(g[size_t(row * hidden + c)], 0.5 * (o[size_t(c * Hq * D + row)] + v[size_t(v_row * hidden + c)]))
+              << (rowwise ? "row-wise" : "head-wise") << " row " << row;
+        }
+  }
+}
+
+ModelConfig tiny_qwen3() {
+  ModelConfig c;
+  c.model_type = "qwen3";
+  c.vocab_size = 17, c.hidden_size = 8, c.intermediate_size = 12, c.num_hidden_layers = 4;
+  c.num_attention_heads = 4, c.num_key_value_heads = 2, c.head_dim = 4, c.max_position_embeddings = 64;
+  c.qk_norm = true, c.tie_word_embeddings = true;
+  c.torch_dtype = DType::F32;
+  return c;
+}
+
+struct TinyBase {
+  std::string dir;
+  ParameterRegistry params;
+  explicit TinyBase(uint64_t seed) : dir(testing::TempDir() + "/primer-base-" + std::to_string(seed)) {
+    layers::DecoderLM model(tiny_qwen3(), params);
+    params.materialize(Device::cpu(), DType::F32, seed);
+    layers::export_hf(dir, tiny_qwen3(), params, DType::F32);
+    std::ofstream(dir + "/tokenizer.json") << "{}";
+  }
+  ~TinyBase() { fs::remove_all(dir); }
+};
+
+TEST(PrimeInit, EndToEndWithSlidingWindowStudentsThenUnfuse) {
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  TinyBase base(seed);
+  const std::string out = base.dir + "-stage0", yaml = base.dir + "-stage0.yaml";
+  std::ofstream(yaml) << "base_model_name_or_path: " << base.dir << "\noutput_dir: " << out
+                      << "\nhybrid_ratio: 0.5\nssm_mixer: SWA\nswa:\n  window_size: 3\ndtype: fp32\n";
+  ASSERT_EQ(recipes::run_prime_init(yaml, {}), 0);
+  const ModelConfig fused = load_hf_config(out + "/config.json");
+  EXPECT_TRUE(fused.fused);
+  EXPECT_EQ(format_hybrid_pattern(HybridPattern{fused.layer_types, true}), "*DA-SWA*-*DA-SWA*");
+  EXPECT_TRUE(fs::exists(out + "/tokenizer.json"));
+  EXPECT_TRUE(fs::exists(out + "/prime_init_log.txt"));
+
+  ParameterRegistry params;
+  layers::DecoderLM model(fused, params);
+  params.materialize(Device::cpu(), DType::F32, seed + 1);
+  layers::load_hf_weights(out, params);
+  for (Parameter* p : base.params.all())  // the teacher and every shared weight are the source's, bit for bit
+    test::expect_close(params.get(p->name).master, p->master, 0, 0, p->name);
+  for (const char* leaf : {"q_proj", "k_proj", "v_proj", "o_proj", "q_norm", "k_norm"})
+    test::expect_close(params.get(std::string("model.layers.1.swa.") + leaf + ".weight").master,
+                       base.params.get(std::string("model.layers.1.self_attn.") + leaf + ".weight").master, 0, 0, leaf);
+
+  ASSERT_EQ(recipes::run_unfuse(out + "/", ""), 0);
+  const ModelConfig hybrid = load_hf_config(out + "_unfused/config.json");
+  EXPECT_FALSE(hybrid.fused);
+  EXPECT_EQ(format_hybrid_pattern(hybrid.layer_types), "*-SWA-*-SWA");
+  ParameterRegistry hybrid_params;
+  layers::DecoderLM hybrid_model(hybrid, hybrid_params);
+  hybrid_params.materialize(Device::cpu(), DType::F32, seed + 2);
+  layers::load_hf_weights(out + "_unfused", hybrid_params);
+  EXPECT_FALSE(hybrid_params.contains("model.layers.1.self_attn.q_proj.weight"));
+  const Tensor ids = test::rand_ints({2, 6}, seed + 3, 0, 17);
+  ag::NoGrad no_grad;
+  test::expect_close(hybrid_model.hidden_states(ids)->value, model.hidden_states(ids)->value, 0, 0,
+                     "unfused hybrid = fused student stream");
+  for (const std::string& d : {out, out + "_unfused"}) fs::remove_all(d);
+  fs::remove(yaml);
+}
+
+TEST(PrimeInit, RecipeErrors) {
+  const std::string yaml = testing::TempDir() + "/stage0-bad-" + std::to_string(test::fresh_seed()) + ".yaml";
+  std::ofstream(yaml) << "base_model_name_or_path: x\noutput_dir: y\n";
+  test::expect_error([&] { recipes::run_prime_init(yaml, {}); },
+                     {"exactly one of 'hybrid_override_pattern' and 'hybrid_ratio'"});
+  std::ofstream(yaml) << "base_model_name_or_path: x\noutput_dir: y\nhybrid_ratio: 0.5\ngka:\n  num_iters: 10\n";
+  test::expect_error([&] { recipes::run_prime_init(yaml, {}); }, {yaml + ":5", "did you mean 'gka.num_iter'"});
+  fs::remove(yaml);
+}
+
+TEST(PrimeInit, DocsAreUpToDate) {
+  const fs::path doc = fs::path(PRIMER_SOURCE_DIR) / "docs" / "stage0.md";
+  const std::string expected = recipes::prime_init_reference();
+  if (std::getenv("PRIMER_UPDATE_DOCS")) std::ofstream(doc) << expected;
+  std::ifstream in(doc);
+  ASSERT_TRUE(in) << "cannot read " << doc;
+  std::stringstream actual;
+  actual << in.rdbuf();
+  EXPECT_EQ(actual.str(), expected) << doc << " is stale; regenerate it with PRIMER_UPDATE_DOCS=1 "
+                                    << "primer_tests --gtest_filter='PrimeInit.DocsAreUpToDate'";
+}
+
+}  // namespace
+}  // namespace primer
