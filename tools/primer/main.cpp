@@ -5,7 +5,9 @@
 
 #include "core/check.h"
 #include "recipes/default_run.h"
+#include "recipes/prime_init.h"
 #include "recipes/trainer.h"
+#include "recipes/unfuse.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"primer: train hybrid State-Space/Attention language models"};
@@ -31,6 +33,19 @@ int main(int argc, char** argv) {
   train->add_option("--log-every", run.log_every, "steps between log lines")->check(CLI::PositiveNumber);
   train->add_flag("--recompute", run.recompute, "recompute each block's activations in backward");
 
+  std::string stage0_recipe;
+  std::vector<std::string> stage0_overrides;
+  CLI::App* prime_init = app.add_subcommand(
+      "prime-init", "Priming Stage 0: a Transformer checkpoint -> a fused hybrid checkpoint (docs/stage0.md)");
+  prime_init->add_option("recipe", stage0_recipe, "Stage 0 YAML")->required();
+  prime_init->add_option("--set", stage0_overrides, "override a key: --set hybrid_ratio=0.5 (repeatable)");
+
+  std::string fused_dir, unfused_dir;
+  CLI::App* unfuse = app.add_subcommand(
+      "unfuse", "after Stage 1: drop the teacher attention of a fused checkpoint, write the standalone hybrid");
+  unfuse->add_option("checkpoint", fused_dir, "fused Hugging Face checkpoint directory")->required();
+  unfuse->add_option("--save-dir", unfused_dir, "output directory (default: <checkpoint>_unfused)");
+
   CLI11_PARSE(app, argc, argv);
   try {
     if (train->parsed()) {
@@ -38,6 +53,8 @@ int main(int argc, char** argv) {
       PRIMER_CHECK(overrides.empty(), "--set needs a recipe");
       return primer::recipes::run_default(run);
     }
+    if (prime_init->parsed()) return primer::recipes::run_prime_init(stage0_recipe, stage0_overrides);
+    if (unfuse->parsed()) return primer::recipes::run_unfuse(fused_dir, unfused_dir);
   } catch (const primer::Error& e) {
     std::fprintf(stderr, "primer: error: %s\n", e.what());
     return 2;
