@@ -17,6 +17,9 @@ class AttentionMixer : public SequenceMixer {
   ag::Var forward(const ag::Var& x, const MixerContext& ctx, const MixerState* state_in = nullptr,
                   MixerState* state_out = nullptr) override;
   double flops_per_token(int64_t seq_len) const override;
+  // Layer selection swaps one layer at a time to sliding-window attention with the same weights.
+  void set_window(int64_t window) { window_ = window; }
+  int64_t window() const { return window_; }
 
  private:
   ag::Var project_heads(const ag::Var& x, const std::string& proj, const std::string& norm, int64_t heads,

@@ -11,6 +11,7 @@
 #include "layers/decoder_lm.h"
 #include "layers/hf_checkpoint.h"
 #include "recipes/hybrid_patterns.h"
+#include "recipes/layer_selection.h"
 #include "recipes/prime_init.h"
 #include "recipes/prime_init_schema.h"
 #include "recipes/unfuse.h"
@@ -155,6 +156,55 @@ TEST(PrimeInit, DocsAreUpToDate) {
   actual << in.rdbuf();
   EXPECT_EQ(actual.str(), expected) << doc << " is stale; regenerate it with PRIMER_UPDATE_DOCS=1 "
                                     << "primer_tests --gtest_filter='PrimeInit.DocsAreUpToDate'";
+}
+
+}  // namespace
+}  // namespace primer
+
+namespace primer {
+namespace {
+
+TEST(LayerSelection, ScoresEachLayerWindowedAloneAndRestoresIt) {
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  ParameterRegistry params;
+  layers::DecoderLM model(tiny_qwen3(), params);
+  params.materialize(Device::cpu(), DType::F64, seed);
+  const Tensor ids = test::rand_ints({2, 12}, seed + 1, 0, 17), targets = test::rand_ints({2, 12}, seed + 2, 0, 17);
+  auto evaluate = [&] {
+    ag::NoGrad no_grad;
+    return model.loss(ids, targets, 1.0)->value.item() / 24;
+  };
+  double baseline = 0;
+  std::vector<int64_t> heard;
+  const auto scores = recipes::score_layers(model, 2, evaluate, &baseline,
+                                            [&](const recipes::LayerScore& s) { heard.push_back(s.layer); });
+  EXPECT_EQ(heard, (std::vector<int64_t>{0, 1, 2, 3}));
+  EXPECT_EQ(evaluate(), baseline);  // every window restored
+  for (const auto& s : scores) {
+    // The same loss with only that layer windowed, computed independently.
+    ModelConfig c = tiny_qwen3();
+    c.layer_types.assign(4, MixerKind::Attention);
+    c.layer_types[size_t(s.layer)] = MixerKind::SlidingWindow;
+    c.swa.window_size = 2;
+    ParameterRegistry p2;
+    layers::DecoderLM windowed(c, p2);
+    p2.materialize(Device::cpu(), DType::F64, seed);
+    for (Parameter* p : p2.all()) {
+      std::string name = p->name;
+      if (const size_t at = name.find(".swa."); at != std::string::npos) name.replace(at, 5, ".self_attn.");
+      p->var->value = params.get(name).var->value;
+    }
+    ag::NoGrad no_grad;
+    EXPECT_NEAR(s.metric, windowed.loss(ids, targets, 1.0)->value.item() / 24, 1e-12) << "layer " << s.layer;
+    EXPECT_NEAR(s.importance, (s.metric - baseline) / baseline, 1e-15);
+  }
+  const std::string csv = testing::TempDir() + "/scores-" + std::to_string(seed) + ".csv";
+  recipes::write_importance_csv(csv, baseline, scores);
+  const auto importance = recipes::read_importance_csv(csv);
+  ASSERT_EQ(importance.size(), 4u);
+  for (size_t i = 0; i < 4; ++i) EXPECT_NEAR(importance[i], scores[i].importance, 1e-8);
+  fs::remove(csv);
 }
 
 }  // namespace
