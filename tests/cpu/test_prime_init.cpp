@@ -209,3 +209,30 @@ TEST(LayerSelection, ScoresEachLayerWindowedAloneAndRestoresIt) {
 
 }  // namespace
 }  // namespace primer
+
+#include "recipes/soup.h"
+
+namespace primer {
+namespace {
+
+TEST(Soup, AveragesCheckpointsElementwise) {
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  TinyBase a(seed), b(seed + 1);
+  const std::string out = a.dir + "-soup";
+  ASSERT_EQ(recipes::run_soup({a.dir, b.dir}, {0.25, 0.75}, out), 0);
+  ParameterRegistry soup;
+  layers::DecoderLM model(tiny_qwen3(), soup);
+  soup.materialize(Device::cpu(), DType::F32, 0);
+  layers::load_hf_weights(out, soup);
+  for (Parameter* p : soup.all()) {
+    const auto x = a.params.get(p->name).master.to_vector<double>(), y = b.params.get(p->name).master.to_vector<double>();
+    const auto s = p->master.to_vector<double>();
+    for (size_t i = 0; i < s.size(); ++i) EXPECT_NEAR(s[i], 0.25 * x[i] + 0.75 * y[i], 1e-6) << p->name;
+  }
+  test::expect_error([&] { recipes::run_soup({a.dir, b.dir}, {0.5, 0.6}, out); }, {"sum to 1.1"});
+  fs::remove_all(out);
+}
+
+}  // namespace
+}  // namespace primer

@@ -6,6 +6,7 @@
 #include "core/check.h"
 #include "recipes/default_run.h"
 #include "recipes/prime_init.h"
+#include "recipes/soup.h"
 #include "recipes/trainer.h"
 #include "recipes/unfuse.h"
 
@@ -46,6 +47,14 @@ int main(int argc, char** argv) {
   unfuse->add_option("checkpoint", fused_dir, "fused Hugging Face checkpoint directory")->required();
   unfuse->add_option("--save-dir", unfused_dir, "output directory (default: <checkpoint>_unfused)");
 
+  std::vector<std::string> soup_inputs;
+  std::vector<double> soup_weights;
+  std::string soup_out;
+  CLI::App* soup = app.add_subcommand("soup", "average the parameters of Hugging Face checkpoints of one model");
+  soup->add_option("checkpoints", soup_inputs, "checkpoint directories")->required();
+  soup->add_option("--out", soup_out, "output directory")->required();
+  soup->add_option("--weights", soup_weights, "one weight per checkpoint, summing to 1 (default: uniform)");
+
   CLI11_PARSE(app, argc, argv);
   try {
     if (train->parsed()) {
@@ -55,6 +64,7 @@ int main(int argc, char** argv) {
     }
     if (prime_init->parsed()) return primer::recipes::run_prime_init(stage0_recipe, stage0_overrides);
     if (unfuse->parsed()) return primer::recipes::run_unfuse(fused_dir, unfused_dir);
+    if (soup->parsed()) return primer::recipes::run_soup(soup_inputs, soup_weights, soup_out);
   } catch (const primer::Error& e) {
     std::fprintf(stderr, "primer: error: %s\n", e.what());
     return 2;
