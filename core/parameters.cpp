@@ -23,6 +23,14 @@ void fill_log_rule(const Tensor& host, const InitRule& rule, uint64_t key) {
   }
 }
 
+void fill_gqa_replication(const Tensor& host, int64_t groups, const std::string& name) {
+  PRIMER_CHECK(host.dim() == 2 && groups > 0 && host.size(0) == host.size(1) * groups,
+               "parameter '{}' {}: a GQA replication needs shape [H, H / {}]", name, host.describe(), groups);
+  float* out = host.data<float>();
+  for (int64_t h = 0; h < host.size(0); ++h)
+    for (int64_t j = 0; j < host.size(1); ++j) out[h * host.size(1) + j] = h / groups == j ? 1.0f : 0.0f;
+}
+
 }  // namespace
 
 Parameter& ParameterRegistry::add(const std::string& name, const Shape& shape, InitRule init, bool weight_decay) {
@@ -50,6 +58,7 @@ void ParameterRegistry::materialize(Device device, DType compute_dtype, uint64_t
       case InitRule::Kind::Constant: host.fill_(p->init.a); break;
       case InitRule::Kind::LogUniform:
       case InitRule::Kind::SoftplusInverseLogUniform: fill_log_rule(host, p->init, key_for(seed, p->name)); break;
+      case InitRule::Kind::GqaReplication: fill_gqa_replication(host, int64_t(p->init.a), p->name); break;
     }
     p->master = host.to(device);
     p->var->grad = Tensor();

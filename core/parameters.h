@@ -16,7 +16,8 @@ namespace primer {
 struct InitRule {
   // LogUniform: log(u), u ~ U(a, b) (an SSM's A_log). SoftplusInverseLogUniform: softplus⁻¹(dt) with
   // dt = exp(U(log a, log b)) clamped below at c (an SSM's dt_bias, so that softplus(dt_bias) = dt).
-  enum class Kind { Normal, Uniform, Constant, LogUniform, SoftplusInverseLogUniform } kind = Kind::Normal;
+  // GqaReplication: [H, Hk] with element (h, j) = 1 iff h / a == j (I_Hk ⊗ 1_{a×1}; Adaptive GQA's residual).
+  enum class Kind { Normal, Uniform, Constant, LogUniform, SoftplusInverseLogUniform, GqaReplication } kind = Kind::Normal;
   double a = 0.0;  // Normal: std; Uniform, LogUniform, SoftplusInverseLogUniform: low; Constant: value
   double b = 0.0;  // high
   double c = 0.0;  // SoftplusInverseLogUniform: floor of dt
@@ -27,6 +28,7 @@ struct InitRule {
   static InitRule softplus_inverse_log_uniform(double lo, double hi, double floor) {
     return {Kind::SoftplusInverseLogUniform, lo, hi, floor};
   }
+  static InitRule gqa_replication(int64_t groups) { return {Kind::GqaReplication, double(groups), 0.0}; }
 };
 
 struct Parameter {

@@ -96,3 +96,35 @@ TEST(SsmBlocks, GatedRmsNormNormalisesThenGates) {
 
 }  // namespace
 }  // namespace primer
+
+#include "layers/kv_expansion.h"
+
+namespace primer {
+namespace {
+
+TEST(KvExpansion, StartsAsPlainGqaAndHasFiniteDifferenceGradients) {
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const int64_t B = 2, T = 3, Hk = 2, H = 6, D = 4, rank = 3;
+  for (const bool learnable : {false, true}) {
+    SCOPED_TRACE(learnable ? "learnable residual" : "fixed residual");
+    ParameterRegistry params;
+    layers::KvExpansion expand("model.layers.0.gka", "k", rank, Hk, H, D, learnable, 0.02, params);
+    EXPECT_TRUE(params.contains("model.layers.0.gka.proj_k.linearA.weight"));
+    EXPECT_TRUE(params.contains("model.layers.0.gka.proj_k.linearB.weight"));
+    EXPECT_EQ(params.contains("model.layers.0.gka.k_rep"), learnable);
+    params.materialize(Device::cpu(), DType::F64, seed);
+    const Tensor x = test::randn({B, T, Hk, D}, seed + 1);
+    {
+      ag::NoGrad no_grad;
+      test::expect_close(expand.forward(ag::constant(x))->value, layers::expand_heads(ag::constant(x), H / Hk)->value,
+                         0, 0, "Stage 0 init is GQA repetition");
+    }
+    const Tensor target = test::randn({B, T, H, D}, seed + 2);
+    test::run_model_gradcheck(
+        params, [&](double s) { return ag::scale(ag::mse_loss(expand.forward(ag::constant(x)), target), s); }, seed);
+  }
+}
+
+}  // namespace
+}  // namespace primer

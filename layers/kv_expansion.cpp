@@ -1,0 +1,40 @@
+#include "layers/kv_expansion.h"
+
+#include "core/autograd/functions.h"
+#include "core/check.h"
+#include "layers/ssm_blocks.h"
+
+namespace primer::layers {
+
+KvExpansion::KvExpansion(const std::string& prefix, const std::string& which, int64_t rank, int64_t kv_heads,
+                         int64_t heads, int64_t head_dim, bool learnable_residual, double init_std,
+                         ParameterRegistry& params)
+    : a_name_(prefix + ".proj_" + which + ".linearA.weight"),
+      b_name_(prefix + ".proj_" + which + ".linearB.weight"),
+      kv_heads_(kv_heads),
+      heads_(heads),
+      head_dim_(head_dim),
+      params_(params) {
+  PRIMER_CHECK(rank > 0 && heads % kv_heads == 0, "{}: Adaptive GQA needs rank > 0 and H ({}) a multiple of Hk ({})",
+               prefix, heads, kv_heads);
+  params.add(a_name_, {rank, kv_heads * head_dim}, InitRule::normal(init_std));
+  params.add(b_name_, {heads * head_dim, rank}, InitRule::constant(0.0));  // starts as plain GQA
+  if (learnable_residual) {
+    rep_name_ = prefix + "." + which + "_rep";
+    params.add(rep_name_, {heads, kv_heads}, InitRule::gqa_replication(heads / kv_heads), false);
+  }
+}
+
+ag::Var KvExpansion::forward(const ag::Var& x) {
+  const int64_t B = x->value.size(0), T = x->value.size(1);
+  const ag::Var flat = ag::reshape(x, {B, T, kv_heads_ * head_dim_});
+  const ag::Var hidden = ag::unary(ops::Unary::Silu, ag::linear(flat, params_.get(a_name_).var));
+  const ag::Var low_rank = ag::reshape(ag::linear(hidden, params_.get(b_name_).var), {B, T, heads_, head_dim_});
+  if (rep_name_.empty()) return ag::add(low_rank, expand_heads(x, heads_ / kv_heads_));
+  // R · X over the head axis: heads last, a linear map [Hk] → [H], heads back in place.
+  const ag::Var heads_last = ag::transpose(x, 2, 3);  // [B, T, D, Hk]
+  const ag::Var mixed = ag::linear(heads_last, params_.get(rep_name_).var);  // [B, T, D, H]
+  return ag::add(low_rank, ag::transpose(mixed, 2, 3));
+}
+
+}  // namespace primer::layers

@@ -1,0 +1,27 @@
+// Adaptive GQA ("AGQA", Priming §3.2.3): the expansion of a layer's Hk key or value heads to its H mixer heads
+//   F(X) = mat(W2 · SiLU(W1 · vec(X))) + R · X,        X [Hk, D] per token
+// with a low-rank branch W1 [rank, Hk·D], W2 [H·D, rank] (zero-initialised) and a residual R [H, Hk] initialised as
+// the GQA replication I_Hk ⊗ 1_{G×1} (fixed, or learnable), so that at Stage 0 it is exactly plain GQA. Names as
+// the reference: <prefix>.proj_<k|v>.linearA.weight, .linearB.weight and <prefix>.<k|v>_rep.
+#pragma once
+#include <string>
+
+#include "core/parameters.h"
+
+namespace primer::layers {
+
+class KvExpansion {
+ public:
+  // which: "k" or "v"; heads: H (the mixer's), kv_heads: Hk, learnable_residual: R is a parameter.
+  KvExpansion(const std::string& prefix, const std::string& which, int64_t rank, int64_t kv_heads, int64_t heads,
+              int64_t head_dim, bool learnable_residual, double init_std, ParameterRegistry& params);
+  // x [B, T, Hk, D] → [B, T, H, D].
+  ag::Var forward(const ag::Var& x);
+
+ private:
+  std::string a_name_, b_name_, rep_name_;  // rep_name_ empty: fixed replication
+  int64_t kv_heads_, heads_, head_dim_;
+  ParameterRegistry& params_;
+};
+
+}  // namespace primer::layers
