@@ -173,6 +173,7 @@ TEST(Gla, AutogradNodeMatchesFiniteDifferences) {
     ag::current_tape().backward();
     std::vector<Tensor> r;
     for (const ag::Var& a : v) r.push_back(a->grad);
+    for (size_t i = 0; i < r.size(); ++i) EXPECT_TRUE(r[i].defined()) << "no gradient for " << check.names[i];
     return r;
   };
   test::run_gradcheck(check, seed);
