@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <limits>
 
 #include "core/ops/gla.h"
 #include "tests/cuda/parity_util.h"
@@ -48,6 +49,20 @@ void expect_match(const Tensor& gpu, const Tensor& ref, double rel, double elem,
   test::expect_close(gpu, ref, rel, elem * max_abs(ref) + 1e-6, what);
 }
 
+// dg in relative L2, except where it vanishes analytically (a single token from a zero state); there the kernel's
+// q·dq − k·dk + ∂/∂G_L cancels up to the bf16 operands' rounding, bounded relative to the mean row size Σ_i |k_i dk_i|.
+void expect_dg_match(const Tensor& dg, const Tensor& ref, const Tensor& ref_dk, const Tensor& k, double rel, double elem,
+                     const std::string& what) {
+  if (max_abs(ref) > 0) return expect_match(dg, ref, rel, elem, what);
+  const auto dk = ref_dk.to_vector<double>(), kv = test::cpu_f64(k).to_vector<double>();
+  double terms = 0;
+  for (size_t i = 0; i < dk.size(); ++i) terms += std::abs(dk[i] * kv[i]);
+  terms /= double(ref.numel());
+  const test::Diff d = test::compare(dg, ref);
+  std::printf("  %-58s max abs %.2e   mean row |k·dk| %.2e\n", what.c_str(), d.max_abs, terms);
+  test::expect_close(dg, ref, std::numeric_limits<double>::infinity(), rel * terms, what + " (zero)");
+}
+
 TEST(GlaCuda, ForwardAndBackwardMatchTheF64Reference) {
   PRIMER_REQUIRE_CUDA();
   const uint64_t seed = test::fresh_seed();
@@ -71,10 +86,11 @@ TEST(GlaCuda, ForwardAndBackwardMatchTheF64Reference) {
       poison_next_allocation(v.shape(), dtype);
       const Tensor o = ops::gla(q, k, v, g, c.scale, s0, &st);
       const Tensor ro = ops::reference::gla(ref(q), ref(k), ref(v), ref(g), c.scale, ref(s0), &rst);
-      // Every product takes bf16 operands with fp32 accumulation: the decayed scores P and values w ⊙ v and the
+      // Every product takes bf16 operands with fp32 accumulation: the decayed scores P and keys w ⊙ k and the
       // chunk-boundary states are rounded to bf16 (2^-9 relative each) and o is rounded to bf16; the rounding errors
-      // are independent, so sums over 64–200 terms keep the relative L2 near 2^-9·√3 ≈ 3.5e-3 (f32 inputs add
-      // their own rounding to bf16, same order). 1e-2 relative L2, and each element within 2e-2 of max |o|.
+      // are independent, so sums over 64–200 terms keep the relative L2 near 2^-9·√3 ≈ 3.5e-3 (f32 inputs are
+      // rounded to bf16 for the tensor cores: same order; measured ≤ 3.4e-3 for o). 1e-2 relative L2, and each
+      // element within 2e-2 of max |o|.
       expect_match(o, ro, 1e-2, 2e-2, "o " + what);
       // The state is carried in fp32 registers; only its update's operands are bf16.
       expect_match(st, rst, 1e-2, 2e-2, "state_out " + what);
@@ -91,8 +107,8 @@ TEST(GlaCuda, ForwardAndBackwardMatchTheF64Reference) {
       ASSERT_EQ(d.dstate_in.defined(), c.with_state);
       if (c.with_state) expect_match(d.dstate_in, rd.dstate_in, 1e-2, 2e-2, "dstate_in " + what);
       // dg_s sums q·dq − k·dk over the rest of the chunk plus e^{G_L}<dE, S>: differences of terms each as accurate
-      // as dq and dk, so cancellation may double their error (fla allows 2.5× its dq tolerance for dg): 2e-2.
-      expect_match(d.dg, rd.dg, 2e-2, 4e-2, "dg " + what);
+      // as dq and dk, without systematic cancellation for these inputs (measured ≤ 4.2e-3): as for dq.
+      expect_dg_match(d.dg, rd.dg, rd.dk, k, 1e-2, 2e-2, "dg " + what);
     }
 }
 

@@ -18,6 +18,7 @@
 #include "core/cuda_runtime.h"
 #include "core/ops/cuda/gla_scan.h"
 #include "core/ops/elementwise.h"
+#include "core/ops/gemm.h"
 #include "core/ops/gla.h"
 #include "core/rng.h"
 #include "layers/mamba2_mixer.h"
@@ -84,8 +85,8 @@ int main() {
       {k.data_ptr(), v.data_ptr(), nullptr, states.data_ptr(), nullptr, false},
       {q.data_ptr(), dout.data_ptr(), nullptr,
        static_cast<char*>(states.data_ptr()) + states.nbytes() / 2, nullptr, true}};
-  const double scan1_ms = bench::median_ms([&] { ops::cuda_ops::gla_state_scans(d, DType::BF16, g.data<float>(), 1.0f, jobs, 1); });
-  const double scan2_ms = bench::median_ms([&] { ops::cuda_ops::gla_state_scans(d, DType::BF16, g.data<float>(), 1.0f, jobs, 2); });
+  const double scan1_ms = bench::median_ms([&] { ops::cuda_ops::gla_state_scans(d, g.data<float>(), 1.0f, jobs, 1); });
+  const double scan2_ms = bench::median_ms([&] { ops::cuda_ops::gla_state_scans(d, g.data<float>(), 1.0f, jobs, 2); });
 
   rows.push_back(row("  state pass, forward (1 scan)", scan1_ms, chunk_heads * 2 * CKV, 0));
   rows.push_back(row("  output kernel (forward − scan)", fwd_ms - scan1_ms, chunk_heads * (2 * CKV + 2 * CCK), 0));
@@ -114,8 +115,23 @@ int main() {
     y->grad = dy;
     ag::current_tape().backward();
   });
+  // Its two projections alone (forward and both backward GEMMs), to separate GEMM time from the rest of the layer.
+  const Tensor& w_in = params.get("model.layers.0.mamba.in_proj.weight").var->value;
+  const Tensor& w_out = params.get("model.layers.0.mamba.out_proj.weight").var->value;
+  const Tensor hidden = random_gpu({kB, kT, w_out.size(1)}, 10);
+  const Tensor dw_in = Tensor::zeros(w_in.shape(), DType::F32, Device::cuda());
+  const Tensor dw_out = Tensor::zeros(w_out.shape(), DType::F32, Device::cuda());
+  const double gemm_ms = bench::median_ms([&] {
+    Tensor dx, dh;
+    const Tensor proj = ops::linear(x, w_in);
+    ops::linear(hidden, w_out);
+    ops::linear_backward(proj, x, w_in, &dx, dw_in);
+    ops::linear_backward(dy, hidden, w_out, &dh, dw_out);
+  });
+  const double gemm_flops = 6.0 * double(kB * kT) * double(w_in.numel() + w_out.numel());
   rows.push_back(row("Mamba-2 layer forward", layer_fwd_ms, layer_flops, 0));
   rows.push_back(row("Mamba-2 layer forward + backward", layer_train_ms, 3 * layer_flops, 0));
+  rows.push_back(row("  its in_proj + out_proj GEMMs, fwd + bwd", gemm_ms, gemm_flops, 0));
 
   bench::print_table({"what", "ms", "TFLOP/s", "GB/s"}, rows);
   std::printf("copy ceiling: %.0f GB/s (read + write)\n", bench::measure_copy_gbps());
