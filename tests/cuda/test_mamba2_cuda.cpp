@@ -73,8 +73,9 @@ TEST(Mamba2Cuda, Bf16LayerMatchesTheF64Layer) {
   const LayerRun r = run(cpu_mixer, true);
   // A chain of about ten bf16-rounded activations (projections, normed B and C, the conv output, v = Δ·x, the GLA
   // output and its bf16 operands, the gated and normed output) each adds an independent 2^-9 relative error, which
-  // the norms and products pass on at about unit gain: ~1e-2 relative L2 expected. 3e-2, and each element within
-  // 5e-2 of the largest reference magnitude.
+  // the norms and products pass on at about unit gain: ~1e-2 relative L2 expected (measured ≤ 6.6e-3, and 1.1e-2
+  // for D's gradient, a sum of bf16 products D·x over every token). 3e-2, and each element within 5e-2 of the
+  // largest reference magnitude.
   constexpr double kRel = 3e-2, kElem = 5e-2;
   expect_match(g.y->value, r.y->value, kRel, kElem, "y");
   expect_match(g.out.conv[0]->value, r.out.conv[0]->value, kRel, kElem, "conv state out");
