@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <memory>
 
 #include "core/autograd/functions.h"
 #include "core/io/json.h"
@@ -133,6 +134,49 @@ TEST(PrimeInit, EndToEndWithSlidingWindowStudentsThenUnfuse) {
   test::expect_close(hybrid_model.hidden_states(ids)->value, model.hidden_states(ids)->value, 0, 0,
                      "unfused hybrid = fused student stream");
   for (const std::string& d : {out, out + "_unfused"}) fs::remove_all(d);
+  fs::remove(yaml);
+}
+
+// Loads a Stage 0 output directory into a fused model on the CPU (f32 masters).
+struct Loaded {
+  ModelConfig config;
+  ParameterRegistry params;
+  std::unique_ptr<layers::DecoderLM> model;
+  explicit Loaded(const std::string& dir) : config(load_hf_config(dir + "/config.json")) {
+    model = std::make_unique<layers::DecoderLM>(config, params);
+    params.materialize(Device::cpu(), DType::F32, 1);
+    layers::load_hf_weights(dir, params);
+  }
+  Tensor get(const std::string& name) { return params.get(name).master; }
+};
+
+TEST(PrimeInit, Mamba2InProjRowsComeFromTheAttention) {
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  TinyBase base(seed);
+  const std::string out = base.dir + "-m2", yaml = base.dir + "-m2.yaml";
+  std::ofstream(yaml) << "base_model_name_or_path: " << base.dir << "\noutput_dir: " << out
+                      << "\nhybrid_override_pattern: '*-M2-*-*'\ndtype: fp32\n";
+  ASSERT_EQ(recipes::run_prime_init(yaml, {}), 0);
+  Loaded fused(out);
+  EXPECT_EQ(format_hybrid_pattern(HybridPattern{fused.config.layer_types, true}), "*DA-M2*-*DA-*DA");
+  auto teacher = [&](const char* leaf) { return base.params.get(std::string("model.layers.1.self_attn.") + leaf).master; };
+  const Tensor in_proj = fused.get("model.layers.1.mamba.in_proj.weight");
+  const int64_t d_inner = 16, d_xb = 8;  // Hq·D, Hkv·D
+  test::expect_close(in_proj.slice(0, d_inner, d_inner + d_xb), teacher("v_proj.weight"), 0, 0, "x ← W_V");
+  test::expect_close(in_proj.slice(0, d_inner + d_xb, d_inner + 2 * d_xb), teacher("k_proj.weight"), 0, 0, "B ← W_K");
+  test::expect_close(in_proj.slice(0, d_inner + 2 * d_xb, 2 * d_inner + 2 * d_xb), teacher("q_proj.weight"), 0, 0,
+                     "C ← W_Q");
+  const Tensor gate = Tensor::empty({d_inner, 8}, DType::F32);
+  recipes::init_gate(gate, teacher("o_proj.weight"), teacher("v_proj.weight"), 4, 2, false);
+  test::expect_close(in_proj.slice(0, 0, d_inner), gate, 0, 0, "z ← head-wise gate");
+  test::expect_close(fused.get("model.layers.1.mamba.out_proj.weight"), teacher("o_proj.weight"), 0, 0, "out_proj");
+  test::expect_close(fused.get("model.layers.1.mamba.B_norm.weight"), teacher("k_norm.weight"), 0, 0, "B_norm");
+  test::expect_close(fused.get("model.layers.1.mamba.C_norm.weight"), teacher("q_norm.weight"), 0, 0, "C_norm");
+  // The dt rows and the dynamics keep the reference's random initialisation.
+  EXPECT_GT(test::compare(in_proj.slice(0, 2 * d_inner + 2 * d_xb, 2 * d_inner + 2 * d_xb + 4),
+                          Tensor::zeros({4, 8}, DType::F32)).max_abs, 0);
+  fs::remove_all(out);
   fs::remove(yaml);
 }
 
