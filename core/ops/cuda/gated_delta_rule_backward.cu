@@ -1,0 +1,431 @@
+// The gated delta rule's backward on CUDA in four kernels: the forward's chunk prep again (now also keeping A) and
+// its state pass storing the chunk-start states and U; then
+//  3. the reverse state pass, one CTA per (64 value columns, head, batch) walking the chunks backwards with its
+//     slice of dS = ∂L/∂(state at the chunk's end) in fp32 registers (the columns of dS never mix):
+//       dU = diag(D_last) K dS + Pᵀ dO,   dS ← γ_last dS + Qᵀ diag(scale·γ) dO − Wᵀ dU,
+//     storing dU and each chunk's dS for the last kernel, and dS after the first chunk as dstate_in;
+//  4. the per-chunk gradients, one CTA per (chunk, head, batch), everything on tensor cores from shared memory:
+//       Ds = scale (dO Uᵀ ⊙ D) (lower with the diagonal);  dq = scale diag(γ) dO Sᵀ + Ds K;
+//       dk = diag(D_last) U dSᵀ + Dsᵀ Q + diag(βγ) Aᵀ dW + Dl K + Dlᵀ K  with dW = −dU Sᵀ,
+//       dv = diag(β) Aᵀ dU,  dL = −Aᵀ (dW X_wᵀ + dU X_uᵀ) Aᵀ,  Dl = dL ⊙ diag(β) D (strictly lower),
+//     and the gate gradients as row sums (∂L/∂G_r = dq_r·q_r − dk_r·k_r on the output and state paths, plus the
+//     WY and L terms), reverse-cumsummed within the chunk. Row sums are combined in a fixed order: deterministic.
+#include "core/cuda_runtime.h"
+#include "core/ops/cuda/chunk_mma.cuh"
+#include "core/ops/cuda/gated_delta_rule.h"
+#include "core/ops/cuda/gated_delta_rule_kernels.cuh"
+
+namespace primer::ops::cuda_ops::gdr {
+namespace {
+
+using namespace chunk;
+using attn::pack_bf16;
+using attn::swizzle;
+
+// ---------------------------------------------------------------------------------------------------------------
+// Reverse state pass.
+
+template <int D>
+struct ReverseLayout {
+  static constexpr int kTile = kChunk * D;
+  // One stage: Q, K, W tiles, the dO slice, P, G.
+  static constexpr int kStageHalves = 3 * kTile + kChunk * kBV + kChunk * kChunk;
+  static constexpr size_t kStageBytes = kStageHalves * sizeof(bf16) + kChunk * sizeof(float);
+  // Two stages, then dS [D][kBV] in bf16, −dU and scale·γ⊙dO [64][kBV].
+  static constexpr size_t kBytes = 2 * kStageBytes + (D * kBV + 2 * kChunk * kBV) * sizeof(bf16);
+};
+
+template <int D>
+__global__ void __launch_bounds__(kThreads) reverse_pass_kernel(Sizes sz, Inputs in, const bf16* dout, Scratch s,
+                                                                const float* dstate_out, float* dstate_in) {
+  using Ly = ReverseLayout<D>;
+  using GS = WarpGrid<D, kBV, kThreads / 32>;
+  using GU = WarpGrid<kChunk, kBV, kThreads / 32>;
+  extern __shared__ __align__(128) unsigned char smem[];
+  struct Stage {
+    bf16 *Q, *K, *W, *dO, *P;
+    float* G;
+  } stages[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    bf16* base = reinterpret_cast<bf16*>(smem + i * Ly::kStageBytes);
+    stages[i].Q = base;
+    stages[i].K = base + Ly::kTile;
+    stages[i].W = base + 2 * Ly::kTile;
+    stages[i].dO = base + 3 * Ly::kTile;
+    stages[i].P = stages[i].dO + kChunk * kBV;
+    stages[i].G = reinterpret_cast<float*>(base + Ly::kStageHalves);
+  }
+  bf16* sdS = reinterpret_cast<bf16*>(smem + 2 * Ly::kStageBytes);
+  bf16* sdUn = sdS + D * kBV;
+  bf16* sdOg = sdUn + kChunk * kBV;
+
+  const int col0 = blockIdx.x * kBV, h = blockIdx.y, b = blockIdx.z;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t bh = int64_t(b) * sz.H + h;
+  const int64_t row_stride = int64_t(sz.H) * D;
+  const int ms = GS::m0(warp), ns = GS::n0(warp), mu = GU::m0(warp), nu = GU::n0(warp);
+
+  float dS[GS::kTiles][4];
+  for_each(dS, ms, ns, lane, [&](int r, int c, float& v) {
+    v = dstate_out ? dstate_out[(bh * D + r) * D + col0 + c] : 0.f;
+  });
+
+  auto load = [&](int n, const Stage& st) {
+    const int t0 = n * kChunk, valid = min(kChunk, sz.T - t0);
+    const int64_t in_row = (int64_t(b) * sz.T + t0) * sz.H + h, crow = bh * int64_t(sz.chunks) * kChunk + t0;
+    attn::load_tile_async<kChunk, D, kThreads>(st.Q, in.q + in_row * D, row_stride, valid);
+    attn::load_tile_async<kChunk, D, kThreads>(st.K, in.k + in_row * D, row_stride, valid);
+    attn::load_tile_async<kChunk, D, kThreads>(st.W, s.W + crow * D, D, kChunk);
+    attn::load_tile_async<kChunk, kBV, kThreads>(st.dO, dout + in_row * D + col0, row_stride, valid);
+    attn::load_tile_async<kChunk, kChunk, kThreads>(st.P, s.P + crow * kChunk, kChunk, kChunk);
+    load_row_async(st.G, s.G2 + crow);
+    attn::cp_async_commit();
+  };
+
+  load(sz.chunks - 1, stages[0]);
+  for (int i = 0; i < sz.chunks; ++i) {
+    const int n = sz.chunks - 1 - i;
+    const Stage& st = stages[i & 1];
+    if (n > 0) {
+      load(n - 1, stages[(i + 1) & 1]);
+      attn::cp_async_wait<1>();
+    } else {
+      attn::cp_async_wait<0>();
+    }
+    const int64_t crow = bh * int64_t(sz.chunks) * kChunk + n * kChunk;
+
+    store_tile<kBV>(sdS, dS, ms, ns, lane);
+    for_each_pair(dS, ms, ns, lane, [&](int r, int c, float v0, float v1) {
+      *reinterpret_cast<uint32_t*>(s.dstates + ((bh * sz.chunks + n) * D + r) * D + col0 + c) = pack_bf16(v0, v1);
+    });
+    __syncthreads();
+
+    const float* G = st.G;
+    const float g_last = G[kChunk - 1];
+    // dU = diag(D_last) K dS + Pᵀ dO.
+    float acc[GU::kTiles][4];
+    zero(acc);
+    warp_mma<D, GU::kTiles>(acc, MatA<D>{st.K}, MatB<kBV>{sdS}, mu, nu, lane);
+    for_each(acc, mu, nu, lane, [&](int r, int, float& v) { v *= exp2f(g_last - G[r]); });
+    warp_mma<kChunk, GU::kTiles>(acc, MatAT<kChunk>{st.P}, MatB<kBV>{st.dO}, mu, nu, lane);
+    for_each_pair(acc, mu, nu, lane, [&](int r, int c, float v0, float v1) {
+      *reinterpret_cast<uint32_t*>(s.dU + (crow + r) * D + col0 + c) = pack_bf16(v0, v1);
+      *reinterpret_cast<uint32_t*>(sdUn + swizzle<kBV>(r, c)) = pack_bf16(-v0, -v1);
+    });
+    for (int e = threadIdx.x; e < kChunk * kBV / 2; e += kThreads) {
+      const int r = 2 * e / kBV;  // swizzling permutes within a row
+      const float f = sz.scale * exp2f(G[r]);
+      const float2 x = __bfloat1622float2(reinterpret_cast<const __nv_bfloat162*>(st.dO)[e]);
+      reinterpret_cast<__nv_bfloat162*>(sdOg)[e] = __floats2bfloat162_rn(f * x.x, f * x.y);
+    }
+    __syncthreads();
+
+    // dS ← γ_last dS + Qᵀ (scale·γ ⊙ dO) + Wᵀ (−dU).
+    const float decay = exp2f(g_last);
+    for_each(dS, ms, ns, lane, [&](int, int, float& v) { v *= decay; });
+    warp_mma<kChunk, GS::kTiles>(dS, MatAT<D>{st.Q}, MatB<kBV>{sdOg}, ms, ns, lane);
+    warp_mma<kChunk, GS::kTiles>(dS, MatAT<D>{st.W}, MatB<kBV>{sdUn}, ms, ns, lane);
+    __syncthreads();
+  }
+  if (dstate_in)
+    for_each_pair(dS, ms, ns, lane, [&](int r, int c, float v0, float v1) {
+      *reinterpret_cast<float2*>(dstate_in + (bh * D + r) * D + col0 + c) = make_float2(v0, v1);
+    });
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Per-chunk gradients.
+
+template <int D>
+struct GradLayout {
+  static constexpr int kTile = kChunk * D, kSquare = kChunk * kChunk;
+  // R1 holds S, later X_w and X_u; R2 holds dS_end, later dW, dA and T1 = dA Aᵀ.
+  static constexpr int kR1 = D * D > 2 * kTile ? D * D : 2 * kTile;
+  static constexpr int kR2 = D * D > kTile + 2 * kSquare ? D * D : kTile + 2 * kSquare;
+  static constexpr int kHalves = 6 * kTile + kR1 + kR2 + 2 * kSquare;  // Q K V dO U dU, R1, R2, A, Ds (then Dl)
+  // G, β, per-column-block row sums of dG and dβ (2 × 64 each), per-row-block column sums of dG (4 × 64), the
+  // per-warp partials of the last row's dG (8), the totals (64).
+  static constexpr int kFloats = 2 * kChunk + 4 * kChunk + 4 * kChunk + 8 + kChunk;
+  static constexpr size_t kBytes = kHalves * sizeof(bf16) + kFloats * sizeof(float);
+};
+
+template <int D>
+__global__ void __launch_bounds__(kThreads)
+    chunk_grads_kernel(Sizes sz, Inputs in, const bf16* dout, Scratch s, bf16* dq, bf16* dk, bf16* dv, float* dg,
+                       float* dbeta) {
+  using Ly = GradLayout<D>;
+  using G64 = WarpGrid<kChunk, kChunk, kThreads / 32>;
+  using GD = WarpGrid<kChunk, D, kThreads / 32>;
+  static_assert(G64::kWarpsM == 4 && GD::kWarpsM == 4 && G64::kWarpsN == 2 && GD::kWarpsN == 2,
+                "the row- and column-sum arrays assume 4 × 2 warps on every 64-row product");
+  extern __shared__ __align__(128) unsigned char smem[];
+  bf16* sQ = reinterpret_cast<bf16*>(smem);
+  bf16* sK = sQ + Ly::kTile;
+  bf16* sV = sK + Ly::kTile;
+  bf16* sdO = sV + Ly::kTile;
+  bf16* sU = sdO + Ly::kTile;
+  bf16* sdU = sU + Ly::kTile;
+  bf16* sR1 = sdU + Ly::kTile;
+  bf16* sR2 = sR1 + Ly::kR1;
+  bf16* sA = sR2 + Ly::kR2;
+  bf16* sDs = sA + Ly::kSquare;
+  float* sG = reinterpret_cast<float*>(sDs + Ly::kSquare);
+  float* sBeta = sG + kChunk;
+  float* sRowG = sBeta + kChunk;      // [2][64]
+  float* sRowB = sRowG + 2 * kChunk;  // [2][64]
+  float* sColG = sRowB + 2 * kChunk;  // [4][64]
+  float* sLast = sColG + 4 * kChunk;  // [8]
+  float* sTotal = sLast + 8;          // [64]
+  bf16 *sS = sR1, *sXw = sR1, *sXu = sR1 + Ly::kTile;
+  bf16 *sdS = sR2, *sdW = sR2, *sdA = sR2 + Ly::kTile, *sT1 = sdA + Ly::kSquare;
+  bf16* sDl = sDs;
+
+  const int n = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+  const int t0 = n * kChunk, valid = min(kChunk, sz.T - t0);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int wm = warp % G64::kWarpsM, wn = warp / G64::kWarpsM;
+  const int64_t bh = int64_t(b) * sz.H + h;
+  const int64_t in_row = (int64_t(b) * sz.T + t0) * sz.H + h, row_stride = int64_t(sz.H) * D;
+  const int64_t crow = bh * int64_t(sz.chunks) * kChunk + t0;
+  const int64_t state = (bh * sz.chunks + n) * D * D;
+
+  attn::load_tile_async<kChunk, D, kThreads>(sQ, in.q + in_row * D, row_stride, valid);
+  attn::load_tile_async<kChunk, D, kThreads>(sK, in.k + in_row * D, row_stride, valid);
+  attn::load_tile_async<kChunk, D, kThreads>(sV, in.v + in_row * D, row_stride, valid);
+  attn::load_tile_async<kChunk, D, kThreads>(sdO, dout + in_row * D, row_stride, valid);
+  attn::load_tile_async<kChunk, D, kThreads>(sU, s.U + crow * D, D, kChunk);
+  attn::load_tile_async<kChunk, D, kThreads>(sdU, s.dU + crow * D, D, kChunk);
+  attn::load_tile_async<D, D, kThreads>(sS, s.states + state, D, D);
+  attn::load_tile_async<D, D, kThreads>(sdS, s.dstates + state, D, D);
+  attn::load_tile_async<kChunk, kChunk, kThreads>(sA, s.A + crow * kChunk, kChunk, kChunk);
+  load_row_async(sG, s.G2 + crow);
+  attn::cp_async_commit();
+  if (threadIdx.x < kChunk)
+    sBeta[threadIdx.x] = threadIdx.x < valid ? in.beta[in_row + int64_t(threadIdx.x) * sz.H] : 0.f;
+  for (int i = threadIdx.x; i < 8 * kChunk + 8; i += kThreads) sRowG[i] = 0.f;  // sRowG .. sLast
+  attn::cp_async_wait<0>();
+  __syncthreads();
+
+  const int m0 = G64::m0(warp), n64 = G64::n0(warp), nD = GD::n0(warp);
+  const float g_last = sG[kChunk - 1];
+  auto decay = [&](int r, int c) { return exp2f(sG[r] - sG[c]); };  // only for c ≤ r
+  auto store_rows = [&](bf16* out, const float (&acc)[GD::kTiles][4], auto&& row_scale) {
+    for_each_pair(acc, m0, nD, lane, [&](int r, int c, float v0, float v1) {
+      const float f = row_scale(r);
+      if (r < valid) *reinterpret_cast<uint32_t*>(out + (in_row + int64_t(r) * sz.H) * D + c) = pack_bf16(f * v0, f * v1);
+    });
+  };
+
+  // Ds = scale (dO Uᵀ ⊙ D) on and below the diagonal; LL = K Kᵀ ⊙ D strictly below (kept for the L terms).
+  float LL[G64::kTiles][4];
+  {
+    float acc[G64::kTiles][4];
+    zero(acc);
+    warp_mma<D, G64::kTiles>(acc, MatA<D>{sdO}, MatBT<D>{sU}, m0, n64, lane);
+    for_each(acc, m0, n64, lane, [&](int r, int c, float& v) { v = c <= r ? sz.scale * decay(r, c) * v : 0.f; });
+    store_tile<kChunk>(sDs, acc, m0, n64, lane);
+    zero(LL);
+    warp_mma<D, G64::kTiles>(LL, MatA<D>{sK}, MatBT<D>{sK}, m0, n64, lane);
+    for_each(LL, m0, n64, lane, [&](int r, int c, float& v) { v = c < r ? decay(r, c) * v : 0.f; });
+  }
+  __syncthreads();
+
+  // dq = scale diag(γ) dO Sᵀ + Ds K;  ∂L/∂G_r += dq_r·q_r.
+  {
+    float acc[GD::kTiles][4];
+    zero(acc);
+    warp_mma<D, GD::kTiles>(acc, MatA<D>{sdO}, MatBT<D>{sS}, m0, nD, lane);
+    for_each(acc, m0, nD, lane, [&](int r, int, float& v) { v *= sz.scale * exp2f(sG[r]); });
+    warp_mma<kChunk, GD::kTiles>(acc, MatA<kChunk>{sDs}, MatB<D>{sK}, m0, nD, lane);
+    accumulate_rows(acc, m0, nD, lane, sRowG + wn * kChunk,
+                    [&](int r, int c, float v) { return v * tile_at<D>(sQ, r, c); });
+    store_rows(dq, acc, [](int) { return 1.f; });
+  }
+
+  // The state path of dk, diag(D_last) U dS_endᵀ, and its share of the last row's ∂L/∂G together with
+  // γ_last ⟨dS_end, S⟩; and dW = −dU Sᵀ, while S and dS_end are still here.
+  float dK[GD::kTiles][4], dW[GD::kTiles][4];
+  zero(dK);
+  zero(dW);
+  {
+    warp_mma<D, GD::kTiles>(dK, MatA<D>{sU}, MatBT<D>{sdS}, m0, nD, lane);
+    float last = 0.f;
+    for_each(dK, m0, nD, lane, [&](int r, int c, float& v) {
+      v *= exp2f(g_last - sG[r]);
+      last += v * tile_at<D>(sK, r, c);
+    });
+    float overlap = 0.f;
+    for (int i = threadIdx.x; i < D * D / 2; i += kThreads) {
+      const float2 x = __bfloat1622float2(reinterpret_cast<const __nv_bfloat162*>(sS)[i]);
+      const float2 y = __bfloat1622float2(reinterpret_cast<const __nv_bfloat162*>(sdS)[i]);
+      overlap += x.x * y.x + x.y * y.y;
+    }
+    last = warp_sum(last + exp2f(g_last) * overlap);
+    if (lane == 0) sLast[warp] = last;
+    warp_mma<D, GD::kTiles>(dW, MatA<D>{sdU}, MatBT<D>{sS}, m0, nD, lane);
+  }
+  __syncthreads();  // S and dS_end are dead: R1 and R2 take the WY operands
+
+  // dk += Dsᵀ Q (the output path), then ∂L/∂G_r −= dk_r·k_r over both paths; dW, X_w = diag(βγ) K, X_u = diag(β) V.
+  for_each(dW, m0, nD, lane, [&](int, int, float& v) { v = -v; });
+  store_tile<D>(sdW, dW, m0, nD, lane);
+  warp_mma<kChunk, GD::kTiles>(dK, MatAT<kChunk>{sDs}, MatB<D>{sQ}, m0, nD, lane);
+  accumulate_rows(dK, m0, nD, lane, sRowG + wn * kChunk,
+                  [&](int r, int c, float v) { return -v * tile_at<D>(sK, r, c); });
+  for (int i = threadIdx.x; i < Ly::kTile / 2; i += kThreads) {
+    const int r = 2 * i / D;
+    const float bu = sBeta[r], bw = bu * exp2f(sG[r]);
+    const float2 k2 = __bfloat1622float2(reinterpret_cast<const __nv_bfloat162*>(sK)[i]);
+    const float2 v2 = __bfloat1622float2(reinterpret_cast<const __nv_bfloat162*>(sV)[i]);
+    reinterpret_cast<__nv_bfloat162*>(sXw)[i] = __floats2bfloat162_rn(bw * k2.x, bw * k2.y);
+    reinterpret_cast<__nv_bfloat162*>(sXu)[i] = __floats2bfloat162_rn(bu * v2.x, bu * v2.y);
+  }
+  __syncthreads();
+
+  // dA = dW X_wᵀ + dU X_uᵀ;  dX_w = Aᵀ dW feeds dk, dβ and ∂L/∂G;  dX_u = Aᵀ dU gives dv and dβ.
+  {
+    float acc[G64::kTiles][4];
+    zero(acc);
+    warp_mma<D, G64::kTiles>(acc, MatA<D>{sdW}, MatBT<D>{sXw}, m0, n64, lane);
+    warp_mma<D, G64::kTiles>(acc, MatA<D>{sdU}, MatBT<D>{sXu}, m0, n64, lane);
+    store_tile<kChunk>(sdA, acc, m0, n64, lane);
+  }
+  {
+    float acc[GD::kTiles][4];
+    zero(acc);
+    warp_mma<kChunk, GD::kTiles>(acc, MatAT<kChunk>{sA}, MatB<D>{sdW}, m0, nD, lane);
+#pragma unroll
+    for (int j = 0; j < GD::kTiles; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = m0 + lane / 4 + 8 * (e >> 1);
+        dK[j][e] += sBeta[r] * exp2f(sG[r]) * acc[j][e];
+      }
+    accumulate_rows(acc, m0, nD, lane, sRowB + wn * kChunk,
+                    [&](int r, int c, float v) { return exp2f(sG[r]) * v * tile_at<D>(sK, r, c); });
+    accumulate_rows(acc, m0, nD, lane, sRowG + wn * kChunk,
+                    [&](int r, int c, float v) { return sBeta[r] * exp2f(sG[r]) * v * tile_at<D>(sK, r, c); });
+    zero(acc);
+    warp_mma<kChunk, GD::kTiles>(acc, MatAT<kChunk>{sA}, MatB<D>{sdU}, m0, nD, lane);
+    accumulate_rows(acc, m0, nD, lane, sRowB + wn * kChunk,
+                    [&](int r, int c, float v) { return v * tile_at<D>(sV, r, c); });
+    store_rows(dv, acc, [&](int r) { return sBeta[r]; });
+  }
+  __syncthreads();
+
+  // T1 = dA Aᵀ.
+  {
+    float acc[G64::kTiles][4];
+    zero(acc);
+    warp_mma<kChunk, G64::kTiles>(acc, MatA<kChunk>{sdA}, MatBT<kChunk>{sA}, m0, n64, lane);
+    store_tile<kChunk>(sT1, acc, m0, n64, lane);
+  }
+  __syncthreads();
+
+  // dL = −Aᵀ T1 (strictly lower); with L_rj = β_r D_rj k_r·k_j: dβ_r += Σ_j dL·LL, ∂L/∂G_r += Σ_j dL β_r LL,
+  // ∂L/∂G_j −= the same, and Dl = dL β_r D_rj for dk.
+  {
+    float acc[G64::kTiles][4], t[G64::kTiles][4];
+    zero(acc);
+    warp_mma<kChunk, G64::kTiles>(acc, MatAT<kChunk>{sA}, MatB<kChunk>{sT1}, m0, n64, lane);
+#pragma unroll
+    for (int j = 0; j < G64::kTiles; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = m0 + lane / 4 + 8 * (e >> 1), c = n64 + 8 * j + 2 * (lane % 4) + (e & 1);
+        const float dl = c < r ? -acc[j][e] : 0.f;
+        t[j][e] = dl * LL[j][e];
+        acc[j][e] = c < r ? dl * sBeta[r] * decay(r, c) : 0.f;
+      }
+    accumulate_rows(t, m0, n64, lane, sRowB + wn * kChunk, [](int, int, float v) { return v; });
+    accumulate_rows(t, m0, n64, lane, sRowG + wn * kChunk, [&](int r, int, float v) { return sBeta[r] * v; });
+    accumulate_columns(t, m0, n64, lane, sColG + wm * kChunk, [&](int r, int, float v) { return -sBeta[r] * v; });
+    store_tile<kChunk>(sDl, acc, m0, n64, lane);  // Ds was last read before two barriers ago
+  }
+  __syncthreads();
+
+  // dk += Dl K + Dlᵀ K.
+  warp_mma<kChunk, GD::kTiles>(dK, MatA<kChunk>{sDl}, MatB<D>{sK}, m0, nD, lane);
+  warp_mma<kChunk, GD::kTiles>(dK, MatAT<kChunk>{sDl}, MatB<D>{sK}, m0, nD, lane);
+  store_rows(dk, dK, [](int) { return 1.f; });
+
+  // ∂L/∂G_r in a fixed order, then g_t's gradient: Σ over the rows r ≥ t of its chunk (padded rows included: the
+  // last row carries the state's decay, whose gradient belongs to every token of the chunk).
+  if (threadIdx.x < kChunk) {
+    const int r = threadIdx.x;
+    float x = sRowG[r] + sRowG[kChunk + r];
+    for (int i = 0; i < 4; ++i) x += sColG[i * kChunk + r];
+    if (r == kChunk - 1)
+      for (int i = 0; i < 8; ++i) x += sLast[i];
+    sTotal[r] = x;
+  }
+  __syncthreads();
+  if (threadIdx.x < valid) {
+    const int r = threadIdx.x;
+    float suffix = 0.f;
+    for (int i = kChunk - 1; i >= r; --i) suffix += sTotal[i];
+    dg[in_row + int64_t(r) * sz.H] = suffix;
+    dbeta[in_row + int64_t(r) * sz.H] = sRowB[r] + sRowB[kChunk + r];
+  }
+}
+
+template <int D>
+void reverse_pass(const GatedDeltaDims& d, const Inputs& in, const bf16* dout, const Scratch& s,
+                  const float* dstate_out, float* dstate_in) {
+  static const bool configured = (allow_smem(reverse_pass_kernel<D>, ReverseLayout<D>::kBytes), true);
+  (void)configured;
+  const dim3 grid(unsigned(D / kBV), unsigned(d.heads), unsigned(d.batch));
+  reverse_pass_kernel<D><<<grid, kThreads, ReverseLayout<D>::kBytes, cuda::stream()>>>(sizes_of(d), in, dout, s,
+                                                                                       dstate_out, dstate_in);
+  PRIMER_CUDA_CHECK_LAUNCH();
+}
+
+template <int D>
+void chunk_grads(const GatedDeltaDims& d, const Inputs& in, const bf16* dout, const Scratch& s, bf16* dq, bf16* dk,
+                 bf16* dv, float* dg, float* dbeta) {
+  static const bool configured = (allow_smem(chunk_grads_kernel<D>, GradLayout<D>::kBytes), true);
+  (void)configured;
+  const dim3 grid(unsigned(chunks_of(d)), unsigned(d.heads), unsigned(d.batch));
+  chunk_grads_kernel<D><<<grid, kThreads, GradLayout<D>::kBytes, cuda::stream()>>>(sizes_of(d), in, dout, s, dq, dk,
+                                                                                   dv, dg, dbeta);
+  PRIMER_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+}  // namespace primer::ops::cuda_ops::gdr
+
+namespace primer::ops::cuda_ops {
+
+void gated_delta_rule_backward(const GatedDeltaDims& d, const void* dout, const void* q, const void* k, const void* v,
+                               const float* g, const float* beta, const float* state_in, const float* dstate_out,
+                               void* dq, void* dk, void* dv, float* dg, float* dbeta, float* dstate_in,
+                               void* workspace) {
+  if (d.time == 0) {  // nothing to read: the state gradient passes through
+    const size_t state_bytes = size_t(d.batch * d.heads * d.key_dim * d.value_dim) * sizeof(float);
+    if (dstate_in && dstate_out)
+      PRIMER_CUDA_CHECK(cudaMemcpyAsync(dstate_in, dstate_out, state_bytes, cudaMemcpyDeviceToDevice, cuda::stream()));
+    else if (dstate_in)
+      PRIMER_CUDA_CHECK(cudaMemsetAsync(dstate_in, 0, state_bytes, cuda::stream()));
+    return;
+  }
+  using gdr::bf16;
+  gdr::Scratch s;
+  gdr::carve_scratch(d, true, workspace, &s);
+  const gdr::Inputs in{static_cast<const bf16*>(q), static_cast<const bf16*>(k), static_cast<const bf16*>(v), g, beta};
+  const bf16* dO = static_cast<const bf16*>(dout);
+  gdr::launch_chunk_prep(d, in, s);
+  gdr::launch_state_pass(d, in, s, state_in, nullptr, nullptr);
+  auto* dq_ = static_cast<bf16*>(dq);
+  auto* dk_ = static_cast<bf16*>(dk);
+  auto* dv_ = static_cast<bf16*>(dv);
+  if (d.key_dim == 64) {
+    gdr::reverse_pass<64>(d, in, dO, s, dstate_out, dstate_in);
+    gdr::chunk_grads<64>(d, in, dO, s, dq_, dk_, dv_, dg, dbeta);
+  } else {
+    gdr::reverse_pass<128>(d, in, dO, s, dstate_out, dstate_in);
+    gdr::chunk_grads<128>(d, in, dO, s, dq_, dk_, dv_, dg, dbeta);
+  }
+}
+
+}  // namespace primer::ops::cuda_ops
