@@ -45,17 +45,13 @@ __global__ void __launch_bounds__(kThreads) reverse_pass_kernel(Sizes sz, Inputs
   struct Stage {
     bf16 *Q, *K, *W, *dO, *P;
     float* G;
-  } stages[2];
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    bf16* base = reinterpret_cast<bf16*>(smem + i * Ly::kStageBytes);
-    stages[i].Q = base;
-    stages[i].K = base + Ly::kTile;
-    stages[i].W = base + 2 * Ly::kTile;
-    stages[i].dO = base + 3 * Ly::kTile;
-    stages[i].P = stages[i].dO + kChunk * kBV;
-    stages[i].G = reinterpret_cast<float*>(base + Ly::kStageHalves);
-  }
+  };
+  auto stage = [&](int i) {  // the two stages' tiles, by arithmetic (an array of them would live in local memory)
+    bf16* base = reinterpret_cast<bf16*>(smem + (i & 1) * Ly::kStageBytes);
+    bf16* dO = base + 3 * Ly::kTile;
+    return Stage{base, base + Ly::kTile, base + 2 * Ly::kTile, dO, dO + kChunk * kBV,
+                 reinterpret_cast<float*>(base + Ly::kStageHalves)};
+  };
   bf16* sdS = reinterpret_cast<bf16*>(smem + 2 * Ly::kStageBytes);
   bf16* sdUn = sdS + D * kBV;
   bf16* sdOg = sdUn + kChunk * kBV;
@@ -83,12 +79,12 @@ __global__ void __launch_bounds__(kThreads) reverse_pass_kernel(Sizes sz, Inputs
     attn::cp_async_commit();
   };
 
-  load(sz.chunks - 1, stages[0]);
+  load(sz.chunks - 1, stage(0));
   for (int i = 0; i < sz.chunks; ++i) {
     const int n = sz.chunks - 1 - i;
-    const Stage& st = stages[i & 1];
+    const Stage st = stage(i);
     if (n > 0) {
-      load(n - 1, stages[(i + 1) & 1]);
+      load(n - 1, stage(i + 1));
       attn::cp_async_wait<1>();
     } else {
       attn::cp_async_wait<0>();

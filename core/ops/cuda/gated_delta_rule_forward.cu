@@ -95,25 +95,26 @@ __global__ void __launch_bounds__(kThreads) chunk_prep_kernel(Sizes sz, Inputs i
   }
   __syncthreads();
 
-  // A = (I + L)⁻¹: thread j solves (I + L) x = e_j by forward substitution, x in registers.
+  // A = (I + L)⁻¹: thread j solves (I + L) x = e_j by forward substitution, x in registers; four partial sums
+  // per row shorten the dependent chain of fused multiply-adds fourfold.
   if (threadIdx.x < kChunk) {
     const int j = threadIdx.x;
     float x[kChunk];
 #pragma unroll
     for (int r = 0; r < kChunk; ++r) {
       const float* Lr = sL + r * Ly::kLStride;
-      float acc = r == j ? 1.f : 0.f;
+      float acc[4] = {r == j ? 1.f : 0.f, 0.f, 0.f, 0.f};
 #pragma unroll
       for (int c = 0; c < (r & ~3); c += 4) {
         const float4 l = *reinterpret_cast<const float4*>(Lr + c);
-        acc -= l.x * x[c];
-        acc -= l.y * x[c + 1];
-        acc -= l.z * x[c + 2];
-        acc -= l.w * x[c + 3];
+        acc[0] -= l.x * x[c];
+        acc[1] -= l.y * x[c + 1];
+        acc[2] -= l.z * x[c + 2];
+        acc[3] -= l.w * x[c + 3];
       }
 #pragma unroll
-      for (int c = r & ~3; c < r; ++c) acc -= Lr[c] * x[c];
-      x[r] = acc;
+      for (int c = r & ~3; c < r; ++c) acc[c & 3] -= Lr[c] * x[c];
+      x[r] = (acc[0] + acc[1]) + (acc[2] + acc[3]);
     }
 #pragma unroll
     for (int r = 0; r < kChunk; ++r) {
@@ -173,17 +174,13 @@ __global__ void __launch_bounds__(kThreads)
   struct Stage {
     bf16 *W, *K, *u, *Q, *P;
     float* G;
-  } stages[2];
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    bf16* base = reinterpret_cast<bf16*>(smem + i * Ly::kStageBytes);
-    stages[i].W = base;
-    stages[i].K = base + Ly::kTile;
-    stages[i].u = base + 2 * Ly::kTile;
-    stages[i].Q = stages[i].u + kChunk * kBV;
-    stages[i].P = stages[i].Q + Ly::kTile;
-    stages[i].G = reinterpret_cast<float*>(base + Ly::kStageHalves);
-  }
+  };
+  auto stage = [&](int i) {  // the two stages' tiles, by arithmetic (an array of them would live in local memory)
+    bf16* base = reinterpret_cast<bf16*>(smem + (i & 1) * Ly::kStageBytes);
+    bf16* u = base + 2 * Ly::kTile;
+    return Stage{base, base + Ly::kTile, u, u + kChunk * kBV, u + kChunk * kBV + Ly::kTile,
+                 reinterpret_cast<float*>(base + Ly::kStageHalves)};
+  };
   bf16* sS = reinterpret_cast<bf16*>(smem + 2 * Ly::kStageBytes);
   bf16* sU = sS + D * kBV;
   bf16* sU2 = sU + kChunk * kBV;
@@ -213,11 +210,11 @@ __global__ void __launch_bounds__(kThreads)
     attn::cp_async_commit();
   };
 
-  load(0, stages[0]);
+  load(0, stage(0));
   for (int n = 0; n < sz.chunks; ++n) {
-    const Stage& st = stages[n & 1];
+    const Stage st = stage(n);
     if (n + 1 < sz.chunks) {
-      load(n + 1, stages[(n + 1) & 1]);  // that stage was released by the previous iteration's last barrier
+      load(n + 1, stage(n + 1));  // that stage was released by the previous iteration's last barrier
       attn::cp_async_wait<1>();
     } else {
       attn::cp_async_wait<0>();
