@@ -18,6 +18,9 @@
 
 #include "core/autograd/functions.h"
 #include "core/ops/gated_delta_rule.h"
+#ifdef PRIMER_WITH_CUDA
+#include "core/ops/cuda/gated_delta_rule.h"
+#endif
 #include "layers/gdn_mixer.h"
 #include "tests/cuda/parity_util.h"
 #include "tests/support/gated_delta_inputs.h"
@@ -31,12 +34,37 @@ constexpr double kOutTol = 5e-3, kGradTol = 8e-3, kGateTol = 2e-2;
 // makes the stream-ordered pool hand NaN-filled memory to the op, so any element a kernel fails to write shows up.
 void poison_pool() { test::poison(Tensor::empty({int64_t(64) << 20}, DType::F32, Device::cuda())); }
 
-void expect_ratio(const Tensor& gpu, const Tensor& ref, double tol, const std::string& what) {
-  double max_ref = 0;
-  for (double v : ref.to_vector<double>()) max_ref = std::max(max_ref, std::abs(v));
-  const test::Diff d = test::compare(gpu.to(Device::cpu()), ref);
-  std::printf("  %-10s rms ratio %.2e  max abs %.2e (max |ref| %.2e)\n", what.c_str(), d.rel_l2, d.max_abs, max_ref);
-  test::expect_close(gpu.to(Device::cpu()), ref, tol, 10 * tol * max_ref, what);
+// The RMS ratio against `floor_rms` where the reference itself vanishes: with one token and no initial state, dg is
+// exactly zero (the decay multiplies a zero state), and what the GPU returns is the rounding of the cancelling terms
+// that make it up, the same terms that make up dβ; its size is the floor there.
+void expect_ratio(const Tensor& gpu, const Tensor& ref, double tol, const std::string& what, double floor_rms = 0) {
+  const auto a = gpu.to(Device::cpu()).to_vector<double>(), b = ref.to_vector<double>();
+  ASSERT_EQ(a.size(), b.size()) << what;
+  double err2 = 0, ref2 = 0, max_abs = 0, max_ref = 0;
+  int64_t nonfinite = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    ref2 += b[i] * b[i];
+    max_ref = std::max(max_ref, std::abs(b[i]));
+    if (!std::isfinite(a[i])) {
+      ++nonfinite;
+      continue;
+    }
+    err2 += (a[i] - b[i]) * (a[i] - b[i]);
+    max_abs = std::max(max_abs, std::abs(a[i] - b[i]));
+  }
+  const double n = double(b.size()), scale = std::max(std::sqrt(ref2 / n), floor_rms);
+  const double ratio = std::sqrt(err2 / n) / scale;
+  std::printf("  %-10s rms ratio %.2e  max abs %.2e (max |ref| %.2e)\n", what.c_str(), ratio, max_abs, max_ref);
+  EXPECT_EQ(nonfinite, 0) << what << ": non-finite or unwritten elements";
+  EXPECT_LE(ratio, tol) << what << ": RMS ratio (max abs " << max_abs << ")";
+  EXPECT_LE(max_abs, 10 * tol * std::max(max_ref, floor_rms)) << what << ": max abs error (RMS ratio " << ratio << ")";
+}
+
+double rms(const Tensor& t) {
+  double s = 0;
+  const auto v = t.to_vector<double>();
+  for (double x : v) s += x * x;
+  return std::sqrt(s / double(v.size()));
 }
 
 struct Case {
@@ -89,7 +117,7 @@ TEST_P(GatedDeltaRuleCuda, MatchesTheF64Reference) {
   expect_ratio(d.dq, r.dq, kGradTol, "dq");
   expect_ratio(d.dk, r.dk, kGradTol, "dk");
   expect_ratio(d.dv, r.dv, kGradTol, "dv");
-  expect_ratio(d.dg, r.dg, kGateTol, "dg");
+  expect_ratio(d.dg, r.dg, kGateTol, "dg", rms(r.dbeta));
   expect_ratio(d.dbeta, r.dbeta, kGateTol, "dbeta");
   ASSERT_EQ(d.dstate_in.defined(), c.with_state);
   if (c.with_state) expect_ratio(d.dstate_in, r.dstate_in, kGradTol, "dstate_in");
@@ -110,6 +138,52 @@ std::vector<Case> all_cases() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, GatedDeltaRuleCuda, ::testing::ValuesIn(all_cases()), case_name);
+
+#ifdef PRIMER_WITH_CUDA
+// The sequential passes with 128 value columns per CTA compute what 64 columns per CTA do (the same products in
+// the same order per element), through the launchers directly.
+TEST(GatedDeltaRuleCuda, ValueBlocksAgree) {
+  PRIMER_REQUIRE_CUDA();
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const int64_t B = 2, T = 150, H = 2, D = 128;
+  const test::GatedDeltaInputs in = test::gated_delta_inputs(B, T, H, D, D, seed);
+  auto gpu = [&](const Tensor& t, DType dt) { return t.to(dt).to(Device::cuda()); };
+  const Tensor q = gpu(in.q, DType::BF16), k = gpu(in.k, DType::BF16), v = gpu(in.v, DType::BF16);
+  const Tensor g = gpu(in.g, DType::F32), beta = gpu(in.beta, DType::F32), s0 = gpu(in.state, DType::F32);
+  const Tensor dout = gpu(test::randn({B, T, H, D}, seed + 1), DType::BF16);
+  const Tensor ds = gpu(test::randn({B, H, D, D}, seed + 2), DType::F32);
+  const ops::GatedDeltaDims d{B, T, H, D, D, 1.0 / std::sqrt(double(D))};
+  const Tensor ws = Tensor::empty({int64_t(ops::cuda_ops::gated_delta_rule_workspace_bytes(d, true))}, DType::U8,
+                                  Device::cuda());
+  auto run = [&](int value_block) {
+    std::vector<Tensor> out{Tensor::empty(v.shape(), DType::BF16, Device::cuda()),
+                            Tensor::empty(s0.shape(), DType::F32, Device::cuda()),
+                            Tensor::empty(q.shape(), DType::BF16, Device::cuda()),
+                            Tensor::empty(k.shape(), DType::BF16, Device::cuda()),
+                            Tensor::empty(v.shape(), DType::BF16, Device::cuda()),
+                            Tensor::empty(g.shape(), DType::F32, Device::cuda()),
+                            Tensor::empty(g.shape(), DType::F32, Device::cuda()),
+                            Tensor::empty(s0.shape(), DType::F32, Device::cuda())};
+    for (const Tensor& t : out) test::poison(t);
+    const ops::cuda_ops::GatedDeltaConfig config{value_block};
+    ops::cuda_ops::gated_delta_rule_forward(d, q.data_ptr(), k.data_ptr(), v.data_ptr(), g.data<float>(),
+                                            beta.data<float>(), s0.data<float>(), out[0].data_ptr(),
+                                            out[1].data<float>(), ws.data_ptr(), config);
+    ops::cuda_ops::gated_delta_rule_backward(d, dout.data_ptr(), q.data_ptr(), k.data_ptr(), v.data_ptr(),
+                                             g.data<float>(), beta.data<float>(), s0.data<float>(), ds.data<float>(),
+                                             out[2].data_ptr(), out[3].data_ptr(), out[4].data_ptr(),
+                                             out[5].data<float>(), out[6].data<float>(), out[7].data<float>(),
+                                             ws.data_ptr(), config);
+    std::vector<Tensor> host;
+    for (const Tensor& t : out) host.push_back(t.to(Device::cpu()).to(DType::F64));
+    return host;
+  };
+  const std::vector<Tensor> a = run(64), b = run(128);
+  const char* names[] = {"o", "state_out", "dq", "dk", "dv", "dg", "dbeta", "dstate_in"};
+  for (size_t i = 0; i < a.size(); ++i) test::expect_close(b[i], a[i], 1e-6, 1e-5, names[i]);
+}
+#endif
 
 // [x1; x2] as x1 from S_0, then x2 from x1's final state (split mid-chunk), forward and backward (the second call's
 // dstate_in is the first call's dstate_out), against the reference over the whole sequence.

@@ -25,22 +25,22 @@ using attn::swizzle;
 // ---------------------------------------------------------------------------------------------------------------
 // Reverse state pass.
 
-template <int D>
+template <int D, int BV>
 struct ReverseLayout {
   static constexpr int kTile = kChunk * D;
   // One stage: Q, K, W tiles, the dO slice, P, G.
-  static constexpr int kStageHalves = 3 * kTile + kChunk * kBV + kChunk * kChunk;
+  static constexpr int kStageHalves = 3 * kTile + kChunk * BV + kChunk * kChunk;
   static constexpr size_t kStageBytes = kStageHalves * sizeof(bf16) + kChunk * sizeof(float);
-  // Two stages, then dS [D][kBV] in bf16, −dU and scale·γ⊙dO [64][kBV].
-  static constexpr size_t kBytes = 2 * kStageBytes + (D * kBV + 2 * kChunk * kBV) * sizeof(bf16);
+  // Two stages, then dS [D][BV] in bf16, −dU and scale·γ⊙dO [64][BV].
+  static constexpr size_t kBytes = 2 * kStageBytes + (D * BV + 2 * kChunk * BV) * sizeof(bf16);
 };
 
-template <int D>
+template <int D, int BV>
 __global__ void __launch_bounds__(kThreads) reverse_pass_kernel(Sizes sz, Inputs in, const bf16* dout, Scratch s,
                                                                 const float* dstate_out, float* dstate_in) {
-  using Ly = ReverseLayout<D>;
-  using GS = WarpGrid<D, kBV, kThreads / 32>;
-  using GU = WarpGrid<kChunk, kBV, kThreads / 32>;
+  using Ly = ReverseLayout<D, BV>;
+  using GS = WarpGrid<D, BV, kThreads / 32>;
+  using GU = WarpGrid<kChunk, BV, kThreads / 32>;
   extern __shared__ __align__(128) unsigned char smem[];
   struct Stage {
     bf16 *Q, *K, *W, *dO, *P;
@@ -49,14 +49,14 @@ __global__ void __launch_bounds__(kThreads) reverse_pass_kernel(Sizes sz, Inputs
   auto stage = [&](int i) {  // the two stages' tiles, by arithmetic (an array of them would live in local memory)
     bf16* base = reinterpret_cast<bf16*>(smem + (i & 1) * Ly::kStageBytes);
     bf16* dO = base + 3 * Ly::kTile;
-    return Stage{base, base + Ly::kTile, base + 2 * Ly::kTile, dO, dO + kChunk * kBV,
+    return Stage{base, base + Ly::kTile, base + 2 * Ly::kTile, dO, dO + kChunk * BV,
                  reinterpret_cast<float*>(base + Ly::kStageHalves)};
   };
   bf16* sdS = reinterpret_cast<bf16*>(smem + 2 * Ly::kStageBytes);
-  bf16* sdUn = sdS + D * kBV;
-  bf16* sdOg = sdUn + kChunk * kBV;
+  bf16* sdUn = sdS + D * BV;
+  bf16* sdOg = sdUn + kChunk * BV;
 
-  const int col0 = blockIdx.x * kBV, h = blockIdx.y, b = blockIdx.z;
+  const int col0 = blockIdx.x * BV, h = blockIdx.y, b = blockIdx.z;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t bh = int64_t(b) * sz.H + h;
   const int64_t row_stride = int64_t(sz.H) * D;
@@ -73,7 +73,7 @@ __global__ void __launch_bounds__(kThreads) reverse_pass_kernel(Sizes sz, Inputs
     attn::load_tile_async<kChunk, D, kThreads>(st.Q, in.q + in_row * D, row_stride, valid);
     attn::load_tile_async<kChunk, D, kThreads>(st.K, in.k + in_row * D, row_stride, valid);
     attn::load_tile_async<kChunk, D, kThreads>(st.W, s.W + crow * D, D, kChunk);
-    attn::load_tile_async<kChunk, kBV, kThreads>(st.dO, dout + in_row * D + col0, row_stride, valid);
+    attn::load_tile_async<kChunk, BV, kThreads>(st.dO, dout + in_row * D + col0, row_stride, valid);
     attn::load_tile_async<kChunk, kChunk, kThreads>(st.P, s.P + crow * kChunk, kChunk, kChunk);
     load_row_async(st.G, s.G2 + crow);
     attn::cp_async_commit();
@@ -91,7 +91,7 @@ __global__ void __launch_bounds__(kThreads) reverse_pass_kernel(Sizes sz, Inputs
     }
     const int64_t crow = bh * int64_t(sz.chunks) * kChunk + n * kChunk;
 
-    store_tile<kBV>(sdS, dS, ms, ns, lane);
+    store_tile<BV>(sdS, dS, ms, ns, lane);
     for_each_pair(dS, ms, ns, lane, [&](int r, int c, float v0, float v1) {
       *reinterpret_cast<uint32_t*>(s.dstates + ((bh * sz.chunks + n) * D + r) * D + col0 + c) = pack_bf16(v0, v1);
     });
@@ -102,15 +102,15 @@ __global__ void __launch_bounds__(kThreads) reverse_pass_kernel(Sizes sz, Inputs
     // dU = diag(D_last) K dS + Pᵀ dO.
     float acc[GU::kTiles][4];
     zero(acc);
-    warp_mma<D, GU::kTiles>(acc, MatA<D>{st.K}, MatB<kBV>{sdS}, mu, nu, lane);
+    warp_mma<D, GU::kTiles>(acc, MatA<D>{st.K}, MatB<BV>{sdS}, mu, nu, lane);
     for_each(acc, mu, nu, lane, [&](int r, int, float& v) { v *= exp2f(g_last - G[r]); });
-    warp_mma<kChunk, GU::kTiles>(acc, MatAT<kChunk>{st.P}, MatB<kBV>{st.dO}, mu, nu, lane);
+    warp_mma<kChunk, GU::kTiles>(acc, MatAT<kChunk>{st.P}, MatB<BV>{st.dO}, mu, nu, lane);
     for_each_pair(acc, mu, nu, lane, [&](int r, int c, float v0, float v1) {
       *reinterpret_cast<uint32_t*>(s.dU + (crow + r) * D + col0 + c) = pack_bf16(v0, v1);
-      *reinterpret_cast<uint32_t*>(sdUn + swizzle<kBV>(r, c)) = pack_bf16(-v0, -v1);
+      *reinterpret_cast<uint32_t*>(sdUn + swizzle<BV>(r, c)) = pack_bf16(-v0, -v1);
     });
-    for (int e = threadIdx.x; e < kChunk * kBV / 2; e += kThreads) {
-      const int r = 2 * e / kBV;  // swizzling permutes within a row
+    for (int e = threadIdx.x; e < kChunk * BV / 2; e += kThreads) {
+      const int r = 2 * e / BV;  // swizzling permutes within a row
       const float f = sz.scale * exp2f(G[r]);
       const float2 x = __bfloat1622float2(reinterpret_cast<const __nv_bfloat162*>(st.dO)[e]);
       reinterpret_cast<__nv_bfloat162*>(sdOg)[e] = __floats2bfloat162_rn(f * x.x, f * x.y);
@@ -120,8 +120,8 @@ __global__ void __launch_bounds__(kThreads) reverse_pass_kernel(Sizes sz, Inputs
     // dS ← γ_last dS + Qᵀ (scale·γ ⊙ dO) + Wᵀ (−dU).
     const float decay = exp2f(g_last);
     for_each(dS, ms, ns, lane, [&](int, int, float& v) { v *= decay; });
-    warp_mma<kChunk, GS::kTiles>(dS, MatAT<D>{st.Q}, MatB<kBV>{sdOg}, ms, ns, lane);
-    warp_mma<kChunk, GS::kTiles>(dS, MatAT<D>{st.W}, MatB<kBV>{sdUn}, ms, ns, lane);
+    warp_mma<kChunk, GS::kTiles>(dS, MatAT<D>{st.Q}, MatB<BV>{sdOg}, ms, ns, lane);
+    warp_mma<kChunk, GS::kTiles>(dS, MatAT<D>{st.W}, MatB<BV>{sdUn}, ms, ns, lane);
     __syncthreads();
   }
   if (dstate_in)
@@ -186,21 +186,25 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t crow = bh * int64_t(sz.chunks) * kChunk + t0;
   const int64_t state = (bh * sz.chunks + n) * D * D;
 
-  attn::load_tile_async<kChunk, D, kThreads>(sQ, in.q + in_row * D, row_stride, valid);
-  attn::load_tile_async<kChunk, D, kThreads>(sK, in.k + in_row * D, row_stride, valid);
-  attn::load_tile_async<kChunk, D, kThreads>(sV, in.v + in_row * D, row_stride, valid);
+  // Four cp.async groups in the order the phases need them, so that later tiles land while earlier phases compute.
   attn::load_tile_async<kChunk, D, kThreads>(sdO, dout + in_row * D, row_stride, valid);
   attn::load_tile_async<kChunk, D, kThreads>(sU, s.U + crow * D, D, kChunk);
-  attn::load_tile_async<kChunk, D, kThreads>(sdU, s.dU + crow * D, D, kChunk);
-  attn::load_tile_async<D, D, kThreads>(sS, s.states + state, D, D);
-  attn::load_tile_async<D, D, kThreads>(sdS, s.dstates + state, D, D);
-  attn::load_tile_async<kChunk, kChunk, kThreads>(sA, s.A + crow * kChunk, kChunk, kChunk);
+  attn::load_tile_async<kChunk, D, kThreads>(sK, in.k + in_row * D, row_stride, valid);
   load_row_async(sG, s.G2 + crow);
+  attn::cp_async_commit();
+  attn::load_tile_async<D, D, kThreads>(sS, s.states + state, D, D);
+  attn::load_tile_async<kChunk, D, kThreads>(sQ, in.q + in_row * D, row_stride, valid);
+  attn::cp_async_commit();
+  attn::load_tile_async<D, D, kThreads>(sdS, s.dstates + state, D, D);
+  attn::load_tile_async<kChunk, D, kThreads>(sdU, s.dU + crow * D, D, kChunk);
+  attn::cp_async_commit();
+  attn::load_tile_async<kChunk, D, kThreads>(sV, in.v + in_row * D, row_stride, valid);
+  attn::load_tile_async<kChunk, kChunk, kThreads>(sA, s.A + crow * kChunk, kChunk, kChunk);
   attn::cp_async_commit();
   if (threadIdx.x < kChunk)
     sBeta[threadIdx.x] = threadIdx.x < valid ? in.beta[in_row + int64_t(threadIdx.x) * sz.H] : 0.f;
   for (int i = threadIdx.x; i < 8 * kChunk + 8; i += kThreads) sRowG[i] = 0.f;  // sRowG .. sLast
-  attn::cp_async_wait<0>();
+  attn::cp_async_wait<3>();
   __syncthreads();
 
   const int m0 = G64::m0(warp), n64 = G64::n0(warp), nD = GD::n0(warp);
@@ -225,6 +229,7 @@ __global__ void __launch_bounds__(kThreads)
     warp_mma<D, G64::kTiles>(LL, MatA<D>{sK}, MatBT<D>{sK}, m0, n64, lane);
     for_each(LL, m0, n64, lane, [&](int r, int c, float& v) { v = c < r ? decay(r, c) * v : 0.f; });
   }
+  attn::cp_async_wait<2>();  // S, Q
   __syncthreads();
 
   // dq = scale diag(γ) dO Sᵀ + Ds K;  ∂L/∂G_r += dq_r·q_r.
@@ -238,6 +243,8 @@ __global__ void __launch_bounds__(kThreads)
                     [&](int r, int c, float v) { return v * tile_at<D>(sQ, r, c); });
     store_rows(dq, acc, [](int) { return 1.f; });
   }
+  attn::cp_async_wait<1>();  // dS_end, dU
+  __syncthreads();
 
   // The state path of dk, diag(D_last) U dS_endᵀ, and its share of the last row's ∂L/∂G together with
   // γ_last ⟨dS_end, S⟩; and dW = −dU Sᵀ, while S and dS_end are still here.
@@ -261,6 +268,7 @@ __global__ void __launch_bounds__(kThreads)
     if (lane == 0) sLast[warp] = last;
     warp_mma<D, GD::kTiles>(dW, MatA<D>{sdU}, MatBT<D>{sS}, m0, nD, lane);
   }
+  attn::cp_async_wait<0>();  // V, A
   __syncthreads();  // S and dS_end are dead: R1 and R2 take the WY operands
 
   // dk += Dsᵀ Q (the output path), then ∂L/∂G_r −= dk_r·k_r over both paths; dW, X_w = diag(βγ) K, X_u = diag(β) V.
@@ -366,14 +374,15 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-template <int D>
+template <int D, int BV>
 void reverse_pass(const GatedDeltaDims& d, const Inputs& in, const bf16* dout, const Scratch& s,
                   const float* dstate_out, float* dstate_in) {
-  static const bool configured = (allow_smem(reverse_pass_kernel<D>, ReverseLayout<D>::kBytes), true);
+  using Ly = ReverseLayout<D, BV>;
+  static const bool configured = (allow_smem(reverse_pass_kernel<D, BV>, Ly::kBytes), true);
   (void)configured;
-  const dim3 grid(unsigned(D / kBV), unsigned(d.heads), unsigned(d.batch));
-  reverse_pass_kernel<D><<<grid, kThreads, ReverseLayout<D>::kBytes, cuda::stream()>>>(sizes_of(d), in, dout, s,
-                                                                                       dstate_out, dstate_in);
+  const dim3 grid(unsigned(D / BV), unsigned(d.heads), unsigned(d.batch));
+  reverse_pass_kernel<D, BV><<<grid, kThreads, Ly::kBytes, cuda::stream()>>>(sizes_of(d), in, dout, s, dstate_out,
+                                                                             dstate_in);
   PRIMER_CUDA_CHECK_LAUNCH();
 }
 
@@ -393,35 +402,52 @@ void chunk_grads(const GatedDeltaDims& d, const Inputs& in, const bf16* dout, co
 
 namespace primer::ops::cuda_ops {
 
-void gated_delta_rule_backward(const GatedDeltaDims& d, const void* dout, const void* q, const void* k, const void* v,
-                               const float* g, const float* beta, const float* state_in, const float* dstate_out,
-                               void* dq, void* dk, void* dv, float* dg, float* dbeta, float* dstate_in,
-                               void* workspace) {
+std::vector<GatedDeltaKernel> gated_delta_rule_backward_kernels(
+    const GatedDeltaDims& d, const void* dout, const void* q, const void* k, const void* v, const float* g,
+    const float* beta, const float* state_in, const float* dstate_out, void* dq, void* dk, void* dv, float* dg,
+    float* dbeta, float* dstate_in, void* workspace, const GatedDeltaConfig& config) {
   if (d.time == 0) {  // nothing to read: the state gradient passes through
-    const size_t state_bytes = size_t(d.batch * d.heads * d.key_dim * d.value_dim) * sizeof(float);
-    if (dstate_in && dstate_out)
-      PRIMER_CUDA_CHECK(cudaMemcpyAsync(dstate_in, dstate_out, state_bytes, cudaMemcpyDeviceToDevice, cuda::stream()));
-    else if (dstate_in)
-      PRIMER_CUDA_CHECK(cudaMemsetAsync(dstate_in, 0, state_bytes, cuda::stream()));
-    return;
+    const size_t bytes = size_t(d.batch * d.heads * d.key_dim * d.value_dim) * sizeof(float);
+    return {{"state gradient copy", [=] {
+               if (dstate_in && dstate_out)
+                 PRIMER_CUDA_CHECK(cudaMemcpyAsync(dstate_in, dstate_out, bytes, cudaMemcpyDeviceToDevice, cuda::stream()));
+               else if (dstate_in)
+                 PRIMER_CUDA_CHECK(cudaMemsetAsync(dstate_in, 0, bytes, cuda::stream()));
+             }}};
   }
   using gdr::bf16;
   gdr::Scratch s;
   gdr::carve_scratch(d, true, workspace, &s);
   const gdr::Inputs in{static_cast<const bf16*>(q), static_cast<const bf16*>(k), static_cast<const bf16*>(v), g, beta};
   const bf16* dO = static_cast<const bf16*>(dout);
-  gdr::launch_chunk_prep(d, in, s);
-  gdr::launch_state_pass(d, in, s, state_in, nullptr, nullptr);
   auto* dq_ = static_cast<bf16*>(dq);
   auto* dk_ = static_cast<bf16*>(dk);
   auto* dv_ = static_cast<bf16*>(dv);
+  const int value_block = config.value_block ? config.value_block : gated_delta_rule_default_value_block(d);
+  std::vector<GatedDeltaKernel> kernels{
+      {"chunk prep", [=] { gdr::launch_chunk_prep(d, in, s); }},
+      {"state pass (recompute)", [=] { gdr::launch_state_pass(d, in, s, state_in, nullptr, nullptr, value_block); }}};
   if (d.key_dim == 64) {
-    gdr::reverse_pass<64>(d, in, dO, s, dstate_out, dstate_in);
-    gdr::chunk_grads<64>(d, in, dO, s, dq_, dk_, dv_, dg, dbeta);
+    kernels.push_back({"reverse state pass", [=] { gdr::reverse_pass<64, 64>(d, in, dO, s, dstate_out, dstate_in); }});
+    kernels.push_back({"chunk gradients", [=] { gdr::chunk_grads<64>(d, in, dO, s, dq_, dk_, dv_, dg, dbeta); }});
   } else {
-    gdr::reverse_pass<128>(d, in, dO, s, dstate_out, dstate_in);
-    gdr::chunk_grads<128>(d, in, dO, s, dq_, dk_, dv_, dg, dbeta);
+    if (value_block == 64)
+      kernels.push_back({"reverse state pass", [=] { gdr::reverse_pass<128, 64>(d, in, dO, s, dstate_out, dstate_in); }});
+    else
+      kernels.push_back({"reverse state pass", [=] { gdr::reverse_pass<128, 128>(d, in, dO, s, dstate_out, dstate_in); }});
+    kernels.push_back({"chunk gradients", [=] { gdr::chunk_grads<128>(d, in, dO, s, dq_, dk_, dv_, dg, dbeta); }});
   }
+  return kernels;
+}
+
+void gated_delta_rule_backward(const GatedDeltaDims& d, const void* dout, const void* q, const void* k, const void* v,
+                               const float* g, const float* beta, const float* state_in, const float* dstate_out,
+                               void* dq, void* dk, void* dv, float* dg, float* dbeta, float* dstate_in,
+                               void* workspace, const GatedDeltaConfig& config) {
+  for (const GatedDeltaKernel& kernel :
+       gated_delta_rule_backward_kernels(d, dout, q, k, v, g, beta, state_in, dstate_out, dq, dk, dv, dg, dbeta,
+                                         dstate_in, workspace, config))
+    kernel.launch();
 }
 
 }  // namespace primer::ops::cuda_ops

@@ -154,22 +154,22 @@ __global__ void __launch_bounds__(kThreads) chunk_prep_kernel(Sizes sz, Inputs i
 // ---------------------------------------------------------------------------------------------------------------
 // State pass.
 
-template <int D, bool kOutput>
+template <int D, int BV, bool kOutput>
 struct PassLayout {
   static constexpr int kTile = kChunk * D;
   // One stage: W, K (and Q) tiles, the u slice (and P), G.
-  static constexpr int kStageHalves = 2 * kTile + kChunk * kBV + (kOutput ? kTile + kChunk * kChunk : 0);
+  static constexpr int kStageHalves = 2 * kTile + kChunk * BV + (kOutput ? kTile + kChunk * kChunk : 0);
   static constexpr size_t kStageBytes = kStageHalves * sizeof(bf16) + kChunk * sizeof(float);
-  // Two stages, then the bf16 state [D][kBV] and U, D_last·U [64][kBV].
-  static constexpr size_t kBytes = 2 * kStageBytes + (D * kBV + 2 * kChunk * kBV) * sizeof(bf16);
+  // Two stages, then the bf16 state [D][BV] and U, D_last·U [64][BV].
+  static constexpr size_t kBytes = 2 * kStageBytes + (D * BV + 2 * kChunk * BV) * sizeof(bf16);
 };
 
-template <int D, bool kOutput>
+template <int D, int BV, bool kOutput>
 __global__ void __launch_bounds__(kThreads)
     state_pass_kernel(Sizes sz, Inputs in, Scratch s, const float* state_in, bf16* o, float* state_out) {
-  using Ly = PassLayout<D, kOutput>;
-  using GS = WarpGrid<D, kBV, kThreads / 32>;       // the state slice [D][kBV]
-  using GU = WarpGrid<kChunk, kBV, kThreads / 32>;  // U and o [64][kBV]
+  using Ly = PassLayout<D, BV, kOutput>;
+  using GS = WarpGrid<D, BV, kThreads / 32>;       // the state slice [D][BV]
+  using GU = WarpGrid<kChunk, BV, kThreads / 32>;  // U and o [64][BV]
   extern __shared__ __align__(128) unsigned char smem[];
   struct Stage {
     bf16 *W, *K, *u, *Q, *P;
@@ -178,14 +178,14 @@ __global__ void __launch_bounds__(kThreads)
   auto stage = [&](int i) {  // the two stages' tiles, by arithmetic (an array of them would live in local memory)
     bf16* base = reinterpret_cast<bf16*>(smem + (i & 1) * Ly::kStageBytes);
     bf16* u = base + 2 * Ly::kTile;
-    return Stage{base, base + Ly::kTile, u, u + kChunk * kBV, u + kChunk * kBV + Ly::kTile,
+    return Stage{base, base + Ly::kTile, u, u + kChunk * BV, u + kChunk * BV + Ly::kTile,
                  reinterpret_cast<float*>(base + Ly::kStageHalves)};
   };
   bf16* sS = reinterpret_cast<bf16*>(smem + 2 * Ly::kStageBytes);
-  bf16* sU = sS + D * kBV;
-  bf16* sU2 = sU + kChunk * kBV;
+  bf16* sU = sS + D * BV;
+  bf16* sU2 = sU + kChunk * BV;
 
-  const int col0 = blockIdx.x * kBV, h = blockIdx.y, b = blockIdx.z;
+  const int col0 = blockIdx.x * BV, h = blockIdx.y, b = blockIdx.z;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t bh = int64_t(b) * sz.H + h;
   const int64_t row_stride = int64_t(sz.H) * D;
@@ -201,7 +201,7 @@ __global__ void __launch_bounds__(kThreads)
     const int64_t in_row = (int64_t(b) * sz.T + t0) * sz.H + h, crow = bh * int64_t(sz.chunks) * kChunk + t0;
     attn::load_tile_async<kChunk, D, kThreads>(st.W, s.W + crow * D, D, kChunk);
     attn::load_tile_async<kChunk, D, kThreads>(st.K, in.k + in_row * D, row_stride, valid);
-    attn::load_tile_async<kChunk, kBV, kThreads>(st.u, s.u + crow * D + col0, D, kChunk);
+    attn::load_tile_async<kChunk, BV, kThreads>(st.u, s.u + crow * D + col0, D, kChunk);
     if constexpr (kOutput) {
       attn::load_tile_async<kChunk, D, kThreads>(st.Q, in.q + in_row * D, row_stride, valid);
       attn::load_tile_async<kChunk, kChunk, kThreads>(st.P, s.P + crow * kChunk, kChunk, kChunk);
@@ -223,7 +223,7 @@ __global__ void __launch_bounds__(kThreads)
     const int64_t crow = bh * int64_t(sz.chunks) * kChunk + t0;
     const float* G = st.G;
 
-    store_tile<kBV>(sS, S, ms, ns, lane);
+    store_tile<BV>(sS, S, ms, ns, lane);
     if constexpr (!kOutput)
       for_each_pair(S, ms, ns, lane, [&](int r, int c, float v0, float v1) {
         *reinterpret_cast<uint32_t*>(s.states + ((bh * sz.chunks + n) * D + r) * D + col0 + c) = pack_bf16(v0, v1);
@@ -233,23 +233,23 @@ __global__ void __launch_bounds__(kThreads)
     const float g_last = G[kChunk - 1];
     float acc[GU::kTiles][4];
     zero(acc);
-    warp_mma<D, GU::kTiles>(acc, MatA<D>{st.W}, MatB<kBV>{sS}, mu, nu, lane);
+    warp_mma<D, GU::kTiles>(acc, MatA<D>{st.W}, MatB<BV>{sS}, mu, nu, lane);
     for_each_pair(acc, mu, nu, lane, [&](int r, int c, float w0, float w1) {
-      const float u0 = tile_at<kBV>(st.u, r, c) - w0, u1 = tile_at<kBV>(st.u, r, c + 1) - w1;
+      const float u0 = tile_at<BV>(st.u, r, c) - w0, u1 = tile_at<BV>(st.u, r, c + 1) - w1;
       const float f = exp2f(g_last - G[r]);
-      *reinterpret_cast<uint32_t*>(sU + swizzle<kBV>(r, c)) = pack_bf16(u0, u1);
-      *reinterpret_cast<uint32_t*>(sU2 + swizzle<kBV>(r, c)) = pack_bf16(f * u0, f * u1);
+      *reinterpret_cast<uint32_t*>(sU + swizzle<BV>(r, c)) = pack_bf16(u0, u1);
+      *reinterpret_cast<uint32_t*>(sU2 + swizzle<BV>(r, c)) = pack_bf16(f * u0, f * u1);
       if constexpr (!kOutput) *reinterpret_cast<uint32_t*>(s.U + (crow + r) * D + col0 + c) = pack_bf16(u0, u1);
     });
     if constexpr (kOutput) {
       zero(acc);
-      warp_mma<D, GU::kTiles>(acc, MatA<D>{st.Q}, MatB<kBV>{sS}, mu, nu, lane);
+      warp_mma<D, GU::kTiles>(acc, MatA<D>{st.Q}, MatB<BV>{sS}, mu, nu, lane);
       for_each(acc, mu, nu, lane, [&](int r, int, float& v) { v *= sz.scale * exp2f(G[r]); });
     }
     __syncthreads();  // U complete
 
     if constexpr (kOutput) {
-      warp_mma<kChunk, GU::kTiles>(acc, MatA<kChunk>{st.P}, MatB<kBV>{sU}, mu, nu, lane);
+      warp_mma<kChunk, GU::kTiles>(acc, MatA<kChunk>{st.P}, MatB<BV>{sU}, mu, nu, lane);
       for_each_pair(acc, mu, nu, lane, [&](int r, int c, float v0, float v1) {
         if (r < valid)
           *reinterpret_cast<uint32_t*>(o + ((int64_t(b) * sz.T + t0 + r) * sz.H + h) * D + col0 + c) =
@@ -258,7 +258,7 @@ __global__ void __launch_bounds__(kThreads)
     }
     const float decay = exp2f(g_last);
     for_each(S, ms, ns, lane, [&](int, int, float& v) { v *= decay; });
-    warp_mma<kChunk, GS::kTiles>(S, MatAT<D>{st.K}, MatB<kBV>{sU2}, ms, ns, lane);
+    warp_mma<kChunk, GS::kTiles>(S, MatAT<D>{st.K}, MatB<BV>{sU2}, ms, ns, lane);
     __syncthreads();  // everyone is done with this stage and with sS, sU, sU2
   }
   if (state_out)
@@ -276,14 +276,14 @@ void chunk_prep(const GatedDeltaDims& d, const Inputs& in, const Scratch& s) {
   PRIMER_CUDA_CHECK_LAUNCH();
 }
 
-template <int D, bool kOutput>
+template <int D, int BV, bool kOutput>
 void state_pass(const GatedDeltaDims& d, const Inputs& in, const Scratch& s, const float* state_in, bf16* o,
                 float* state_out) {
-  using Ly = PassLayout<D, kOutput>;
-  static const bool configured = (allow_smem(state_pass_kernel<D, kOutput>, Ly::kBytes), true);
+  using Ly = PassLayout<D, BV, kOutput>;
+  static const bool configured = (allow_smem(state_pass_kernel<D, BV, kOutput>, Ly::kBytes), true);
   (void)configured;
-  const dim3 grid(unsigned(D / kBV), unsigned(d.heads), unsigned(d.batch));
-  state_pass_kernel<D, kOutput><<<grid, kThreads, Ly::kBytes, cuda::stream()>>>(sizes_of(d), in, s, state_in, o,
+  const dim3 grid(unsigned(D / BV), unsigned(d.heads), unsigned(d.batch));
+  state_pass_kernel<D, BV, kOutput><<<grid, kThreads, Ly::kBytes, cuda::stream()>>>(sizes_of(d), in, s, state_in, o,
                                                                                  state_out);
   PRIMER_CUDA_CHECK_LAUNCH();
 }
@@ -321,14 +321,15 @@ void launch_chunk_prep(const GatedDeltaDims& d, const Inputs& in, const Scratch&
 }
 
 void launch_state_pass(const GatedDeltaDims& d, const Inputs& in, const Scratch& s, const float* state_in, bf16* o,
-                       float* state_out) {
-  if (o) {
-    if (d.key_dim == 64) state_pass<64, true>(d, in, s, state_in, o, state_out);
-    else state_pass<128, true>(d, in, s, state_in, o, state_out);
-  } else {
-    if (d.key_dim == 64) state_pass<64, false>(d, in, s, state_in, nullptr, state_out);
-    else state_pass<128, false>(d, in, s, state_in, nullptr, state_out);
-  }
+                       float* state_out, int value_block) {
+  auto run = [&](auto output) {
+    constexpr bool kOutput = decltype(output)::value;
+    if (d.key_dim == 64) state_pass<64, 64, kOutput>(d, in, s, state_in, o, state_out);
+    else if (value_block == 64) state_pass<128, 64, kOutput>(d, in, s, state_in, o, state_out);
+    else state_pass<128, 128, kOutput>(d, in, s, state_in, o, state_out);
+  };
+  if (o) run(std::true_type{});
+  else run(std::false_type{});
 }
 
 }  // namespace primer::ops::cuda_ops::gdr
@@ -340,22 +341,38 @@ size_t gated_delta_rule_workspace_bytes(const GatedDeltaDims& d, bool backward) 
   return gdr::carve_scratch(d, backward, nullptr, &s);
 }
 
-void gated_delta_rule_forward(const GatedDeltaDims& d, const void* q, const void* k, const void* v, const float* g,
-                              const float* beta, const float* state_in, void* o, float* state_out, void* workspace) {
-  const size_t state_bytes = size_t(d.batch * d.heads * d.key_dim * d.value_dim) * sizeof(float);
+int gated_delta_rule_default_value_block(const GatedDeltaDims&) { return 64; }
+
+std::vector<GatedDeltaKernel> gated_delta_rule_forward_kernels(const GatedDeltaDims& d, const void* q, const void* k,
+                                                               const void* v, const float* g, const float* beta,
+                                                               const float* state_in, void* o, float* state_out,
+                                                               void* workspace, const GatedDeltaConfig& config) {
   if (d.time == 0) {  // nothing to read: the state passes through
-    if (state_out && state_in)
-      PRIMER_CUDA_CHECK(cudaMemcpyAsync(state_out, state_in, state_bytes, cudaMemcpyDeviceToDevice, cuda::stream()));
-    else if (state_out)
-      PRIMER_CUDA_CHECK(cudaMemsetAsync(state_out, 0, state_bytes, cuda::stream()));
-    return;
+    const size_t bytes = size_t(d.batch * d.heads * d.key_dim * d.value_dim) * sizeof(float);
+    return {{"state copy", [=] {
+               if (state_out && state_in)
+                 PRIMER_CUDA_CHECK(cudaMemcpyAsync(state_out, state_in, bytes, cudaMemcpyDeviceToDevice, cuda::stream()));
+               else if (state_out)
+                 PRIMER_CUDA_CHECK(cudaMemsetAsync(state_out, 0, bytes, cuda::stream()));
+             }}};
   }
   gdr::Scratch s;
   gdr::carve_scratch(d, false, workspace, &s);
   const gdr::Inputs in{static_cast<const gdr::bf16*>(q), static_cast<const gdr::bf16*>(k),
                        static_cast<const gdr::bf16*>(v), g, beta};
-  gdr::launch_chunk_prep(d, in, s);
-  gdr::launch_state_pass(d, in, s, state_in, static_cast<gdr::bf16*>(o), state_out);
+  const int value_block = config.value_block ? config.value_block : gated_delta_rule_default_value_block(d);
+  return {{"chunk prep", [=] { gdr::launch_chunk_prep(d, in, s); }},
+          {"state pass + output", [=] {
+             gdr::launch_state_pass(d, in, s, state_in, static_cast<gdr::bf16*>(o), state_out, value_block);
+           }}};
+}
+
+void gated_delta_rule_forward(const GatedDeltaDims& d, const void* q, const void* k, const void* v, const float* g,
+                              const float* beta, const float* state_in, void* o, float* state_out, void* workspace,
+                              const GatedDeltaConfig& config) {
+  for (const GatedDeltaKernel& kernel :
+       gated_delta_rule_forward_kernels(d, q, k, v, g, beta, state_in, o, state_out, workspace, config))
+    kernel.launch();
 }
 
 }  // namespace primer::ops::cuda_ops

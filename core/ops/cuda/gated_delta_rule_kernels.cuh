@@ -26,7 +26,6 @@ using bf16 = __nv_bfloat16;
 
 constexpr int kChunk = 64;
 constexpr int kThreads = 256;  // 8 warps in every kernel
-constexpr int kBV = 64;         // value columns per CTA of the sequential passes
 constexpr float kLog2e = 1.4426950408889634f;
 
 // Scratch of one call, [BH, Tp, ·] with Tp = chunks · 64 (padded rows hold the zero-padding's values).
@@ -75,9 +74,9 @@ void allow_smem(Kernel kernel, size_t bytes) {
 
 // Chunk prep for every chunk (writes G2, P, W, u, and A when s.A is set).
 void launch_chunk_prep(const GatedDeltaDims& d, const Inputs& in, const Scratch& s);
-// The sequential state pass. Forward: o (bf16 [B, T, H, V]) and state_out (nullable). Backward recompute
-// (o null): the chunk-start states and U into the scratch.
+// The sequential state pass, each CTA owning `value_block` (64 or 128) value columns. Forward: o (bf16
+// [B, T, H, V]) and state_out (nullable). Backward recompute (o null): the chunk-start states and U into the scratch.
 void launch_state_pass(const GatedDeltaDims& d, const Inputs& in, const Scratch& s, const float* state_in, bf16* o,
-                       float* state_out);
+                       float* state_out, int value_block);
 
 }  // namespace primer::ops::cuda_ops::gdr
