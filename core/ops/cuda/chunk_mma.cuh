@@ -110,12 +110,6 @@ __device__ __forceinline__ void store_tile(bf16* tile, const float (&acc)[kTiles
   });
 }
 
-// Reads element (row, col) of a swizzled bf16 tile.
-template <int kCols>
-__device__ __forceinline__ float tile_at(const bf16* tile, int row, int col) {
-  return __bfloat162float(tile[attn::swizzle<kCols>(row, col)]);
-}
-
 // Sum over the 4 lanes that share an accumulator row (lanes 4g .. 4g + 3).
 __device__ __forceinline__ float row_sum(float v) {
   v += __shfl_xor_sync(0xffffffffu, v, 1);
@@ -128,26 +122,48 @@ __device__ __forceinline__ float column_sum(float v) {
   return v + __shfl_xor_sync(0xffffffffu, v, 16);
 }
 
-// dst[row] += Σ over this warp's columns of f(row, col, value), for the warp's 16 rows: one lane per row writes,
-// so with one warp per (row block, column block) and one array per column block the sums are deterministic.
+// v *= f(row) for every accumulator element, f evaluated once for each of the lane's two rows (m0 + g, m0 + g + 8).
 template <int kTiles, class F>
-__device__ __forceinline__ void accumulate_rows(const float (&acc)[kTiles][4], int m0, int n0, int lane, float* dst,
-                                                F&& f) {
+__device__ __forceinline__ void scale_rows(float (&acc)[kTiles][4], int m0, int lane, F&& f) {
+  const float lo = f(m0 + lane / 4), hi = f(m0 + lane / 4 + 8);
+#pragma unroll
+  for (int j = 0; j < kTiles; ++j) {
+    acc[j][0] *= lo;
+    acc[j][1] *= lo;
+    acc[j][2] *= hi;
+    acc[j][3] *= hi;
+  }
+}
+
+// Elements (row, col) and (row, col + 1) of a swizzled bf16 tile (col even).
+template <int kCols>
+__device__ __forceinline__ float2 tile_pair(const bf16* tile, int row, int col) {
+  return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(tile + attn::swizzle<kCols>(row, col)));
+}
+
+// Σ over this warp's columns of f(row, col, v0, v1) (a pair of horizontally adjacent elements) for the lane's two
+// rows, {m0 + g, m0 + g + 8}; every lane of a row gets its total.
+template <int kTiles, class F>
+__device__ __forceinline__ float2 row_sums(const float (&acc)[kTiles][4], int m0, int n0, int lane, F&& f) {
   const int g = lane / 4, t = lane % 4;
-  float lo = 0.f, hi = 0.f;  // rows m0 + g and m0 + g + 8
+  float lo = 0.f, hi = 0.f;
 #pragma unroll
-  for (int j = 0; j < kTiles; ++j)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const float x = f(m0 + g + 8 * (e >> 1), n0 + 8 * j + 2 * t + (e & 1), acc[j][e]);
-      if (e < 2) lo += x;
-      else hi += x;
-    }
-  lo = row_sum(lo);
-  hi = row_sum(hi);
-  if (t == 0) {
-    dst[m0 + g] += lo;
-    dst[m0 + g + 8] += hi;
+  for (int j = 0; j < kTiles; ++j) {
+    const int c = n0 + 8 * j + 2 * t;
+    lo += f(m0 + g, c, acc[j][0], acc[j][1]);
+    hi += f(m0 + g + 8, c, acc[j][2], acc[j][3]);
+  }
+  return make_float2(row_sum(lo), row_sum(hi));
+}
+
+// dst[row] += factor(row) · sums for the lane's two rows, written by one lane per row: with one warp per (row block,
+// column block) and one array per column block, sums collected this way are deterministic.
+template <class F>
+__device__ __forceinline__ void add_rows(float* dst, float2 sums, int m0, int lane, F&& factor) {
+  if (lane % 4 == 0) {
+    const int r = m0 + lane / 4;
+    dst[r] += factor(r) * sums.x;
+    dst[r + 8] += factor(r + 8) * sums.y;
   }
 }
 

@@ -103,23 +103,24 @@ __global__ void __launch_bounds__(kThreads) reverse_pass_kernel(Sizes sz, Inputs
     float acc[GU::kTiles][4];
     zero(acc);
     warp_mma<D, GU::kTiles>(acc, MatA<D>{st.K}, MatB<BV>{sdS}, mu, nu, lane);
-    for_each(acc, mu, nu, lane, [&](int r, int, float& v) { v *= exp2f(g_last - G[r]); });
+    scale_rows(acc, mu, lane, [&](int r) { return exp2f(g_last - G[r]); });
     warp_mma<kChunk, GU::kTiles>(acc, MatAT<kChunk>{st.P}, MatB<BV>{st.dO}, mu, nu, lane);
     for_each_pair(acc, mu, nu, lane, [&](int r, int c, float v0, float v1) {
       *reinterpret_cast<uint32_t*>(s.dU + (crow + r) * D + col0 + c) = pack_bf16(v0, v1);
       *reinterpret_cast<uint32_t*>(sdUn + swizzle<BV>(r, c)) = pack_bf16(-v0, -v1);
     });
-    for (int e = threadIdx.x; e < kChunk * BV / 2; e += kThreads) {
-      const int r = 2 * e / BV;  // swizzling permutes within a row
-      const float f = sz.scale * exp2f(G[r]);
-      const float2 x = __bfloat1622float2(reinterpret_cast<const __nv_bfloat162*>(st.dO)[e]);
-      reinterpret_cast<__nv_bfloat162*>(sdOg)[e] = __floats2bfloat162_rn(f * x.x, f * x.y);
-    }
+    // scale·γ ⊙ dO, each warp over its own block of the tile.
+    const float o_lo = sz.scale * exp2f(G[mu + lane / 4]), o_hi = sz.scale * exp2f(G[mu + lane / 4 + 8]);
+    for_each_pair(acc, mu, nu, lane, [&](int r, int c, float, float) {
+      const float f = r == mu + lane / 4 ? o_lo : o_hi;
+      const float2 x = tile_pair<BV>(st.dO, r, c);
+      *reinterpret_cast<uint32_t*>(sdOg + swizzle<BV>(r, c)) = pack_bf16(f * x.x, f * x.y);
+    });
     __syncthreads();
 
     // dS ← γ_last dS + Qᵀ (scale·γ ⊙ dO) + Wᵀ (−dU).
     const float decay = exp2f(g_last);
-    for_each(dS, ms, ns, lane, [&](int, int, float& v) { v *= decay; });
+    scale_rows(dS, ms, lane, [&](int) { return decay; });
     warp_mma<kChunk, GS::kTiles>(dS, MatAT<D>{st.Q}, MatB<BV>{sdOg}, ms, ns, lane);
     warp_mma<kChunk, GS::kTiles>(dS, MatAT<D>{st.W}, MatB<BV>{sdUn}, ms, ns, lane);
     __syncthreads();
@@ -140,9 +141,9 @@ struct GradLayout {
   static constexpr int kR1 = D * D > 2 * kTile ? D * D : 2 * kTile;
   static constexpr int kR2 = D * D > kTile + 2 * kSquare ? D * D : kTile + 2 * kSquare;
   static constexpr int kHalves = 6 * kTile + kR1 + kR2 + 2 * kSquare;  // Q K V dO U dU, R1, R2, A, Ds (then Dl)
-  // G, β, per-column-block row sums of dG and dβ (2 × 64 each), per-row-block column sums of dG (4 × 64), the
-  // per-warp partials of the last row's dG (8), the totals (64).
-  static constexpr int kFloats = 2 * kChunk + 4 * kChunk + 4 * kChunk + 8 + kChunk;
+  // G, β, γ = e^G and D_last = e^{G_last − G} per row, per-column-block row sums of dG and dβ (2 × 64 each),
+  // per-row-block column sums of dG (4 × 64), the per-warp partials of the last row's dG (8), the totals (64).
+  static constexpr int kFloats = 4 * kChunk + 4 * kChunk + 4 * kChunk + 8 + kChunk;
   static constexpr size_t kBytes = kHalves * sizeof(bf16) + kFloats * sizeof(float);
 };
 
@@ -168,7 +169,9 @@ __global__ void __launch_bounds__(kThreads)
   bf16* sDs = sA + Ly::kSquare;
   float* sG = reinterpret_cast<float*>(sDs + Ly::kSquare);
   float* sBeta = sG + kChunk;
-  float* sRowG = sBeta + kChunk;      // [2][64]
+  float* sGamma = sBeta + kChunk;
+  float* sDecayLast = sGamma + kChunk;
+  float* sRowG = sDecayLast + kChunk;  // [2][64]
   float* sRowB = sRowG + 2 * kChunk;  // [2][64]
   float* sColG = sRowB + 2 * kChunk;  // [4][64]
   float* sLast = sColG + 4 * kChunk;  // [8]
@@ -209,13 +212,25 @@ __global__ void __launch_bounds__(kThreads)
 
   const int m0 = G64::m0(warp), n64 = G64::n0(warp), nD = GD::n0(warp);
   const float g_last = sG[kChunk - 1];
+  if (threadIdx.x < kChunk) {  // row factors, first read after the next barrier
+    sGamma[threadIdx.x] = exp2f(sG[threadIdx.x]);
+    sDecayLast[threadIdx.x] = exp2f(g_last - sG[threadIdx.x]);
+  }
   auto decay = [&](int r, int c) { return exp2f(sG[r] - sG[c]); };  // only for c ≤ r
-  auto store_rows = [&](bf16* out, const float (&acc)[GD::kTiles][4], auto&& row_scale) {
+  auto dot_with = [&](const bf16* tile) {  // f(row, col, v0, v1) = v · tile[row, col..col+1]
+    return [tile](int r, int c, float v0, float v1) {
+      const float2 x = tile_pair<D>(tile, r, c);
+      return v0 * x.x + v1 * x.y;
+    };
+  };
+  auto one = [](int) { return 1.f; };
+  auto store_rows = [&](bf16* out, const float (&acc)[GD::kTiles][4]) {
     for_each_pair(acc, m0, nD, lane, [&](int r, int c, float v0, float v1) {
-      const float f = row_scale(r);
-      if (r < valid) *reinterpret_cast<uint32_t*>(out + (in_row + int64_t(r) * sz.H) * D + c) = pack_bf16(f * v0, f * v1);
+      if (r < valid) *reinterpret_cast<uint32_t*>(out + (in_row + int64_t(r) * sz.H) * D + c) = pack_bf16(v0, v1);
     });
   };
+  float* row_g = sRowG + wn * kChunk;  // this warp's column block's share of ∂L/∂G_r and dβ_r
+  float* row_b = sRowB + wn * kChunk;
 
   // Ds = scale (dO Uᵀ ⊙ D) on and below the diagonal; LL = K Kᵀ ⊙ D strictly below (kept for the L terms).
   float LL[G64::kTiles][4];
@@ -237,11 +252,10 @@ __global__ void __launch_bounds__(kThreads)
     float acc[GD::kTiles][4];
     zero(acc);
     warp_mma<D, GD::kTiles>(acc, MatA<D>{sdO}, MatBT<D>{sS}, m0, nD, lane);
-    for_each(acc, m0, nD, lane, [&](int r, int, float& v) { v *= sz.scale * exp2f(sG[r]); });
+    scale_rows(acc, m0, lane, [&](int r) { return sz.scale * sGamma[r]; });
     warp_mma<kChunk, GD::kTiles>(acc, MatA<kChunk>{sDs}, MatB<D>{sK}, m0, nD, lane);
-    accumulate_rows(acc, m0, nD, lane, sRowG + wn * kChunk,
-                    [&](int r, int c, float v) { return v * tile_at<D>(sQ, r, c); });
-    store_rows(dq, acc, [](int) { return 1.f; });
+    add_rows(row_g, row_sums(acc, m0, nD, lane, dot_with(sQ)), m0, lane, one);
+    store_rows(dq, acc);
   }
   attn::cp_async_wait<1>();  // dS_end, dU
   __syncthreads();
@@ -253,11 +267,9 @@ __global__ void __launch_bounds__(kThreads)
   zero(dW);
   {
     warp_mma<D, GD::kTiles>(dK, MatA<D>{sU}, MatBT<D>{sdS}, m0, nD, lane);
+    scale_rows(dK, m0, lane, [&](int r) { return sDecayLast[r]; });
     float last = 0.f;
-    for_each(dK, m0, nD, lane, [&](int r, int c, float& v) {
-      v *= exp2f(g_last - sG[r]);
-      last += v * tile_at<D>(sK, r, c);
-    });
+    for_each_pair(dK, m0, nD, lane, [&](int r, int c, float v0, float v1) { last += dot_with(sK)(r, c, v0, v1); });
     float overlap = 0.f;
     for (int i = threadIdx.x; i < D * D / 2; i += kThreads) {
       const float2 x = __bfloat1622float2(reinterpret_cast<const __nv_bfloat162*>(sS)[i]);
@@ -272,14 +284,13 @@ __global__ void __launch_bounds__(kThreads)
   __syncthreads();  // S and dS_end are dead: R1 and R2 take the WY operands
 
   // dk += Dsᵀ Q (the output path), then ∂L/∂G_r −= dk_r·k_r over both paths; dW, X_w = diag(βγ) K, X_u = diag(β) V.
-  for_each(dW, m0, nD, lane, [&](int, int, float& v) { v = -v; });
+  scale_rows(dW, m0, lane, [](int) { return -1.f; });
   store_tile<D>(sdW, dW, m0, nD, lane);
   warp_mma<kChunk, GD::kTiles>(dK, MatAT<kChunk>{sDs}, MatB<D>{sQ}, m0, nD, lane);
-  accumulate_rows(dK, m0, nD, lane, sRowG + wn * kChunk,
-                  [&](int r, int c, float v) { return -v * tile_at<D>(sK, r, c); });
+  add_rows(row_g, row_sums(dK, m0, nD, lane, dot_with(sK)), m0, lane, [](int) { return -1.f; });
   for (int i = threadIdx.x; i < Ly::kTile / 2; i += kThreads) {
-    const int r = 2 * i / D;
-    const float bu = sBeta[r], bw = bu * exp2f(sG[r]);
+    const int r = 2 * i / D;  // swizzling permutes within a row
+    const float bu = sBeta[r], bw = bu * sGamma[r];
     const float2 k2 = __bfloat1622float2(reinterpret_cast<const __nv_bfloat162*>(sK)[i]);
     const float2 v2 = __bfloat1622float2(reinterpret_cast<const __nv_bfloat162*>(sV)[i]);
     reinterpret_cast<__nv_bfloat162*>(sXw)[i] = __floats2bfloat162_rn(bw * k2.x, bw * k2.y);
@@ -287,7 +298,8 @@ __global__ void __launch_bounds__(kThreads)
   }
   __syncthreads();
 
-  // dA = dW X_wᵀ + dU X_uᵀ;  dX_w = Aᵀ dW feeds dk, dβ and ∂L/∂G;  dX_u = Aᵀ dU gives dv and dβ.
+  // dA = dW X_wᵀ + dU X_uᵀ;  dX_w = Aᵀ dW feeds dk (× βγ), dβ (γ k·dX_w) and ∂L/∂G (βγ k·dX_w);
+  // dX_u = Aᵀ dU gives dv (× β) and dβ (v·dX_u).
   {
     float acc[G64::kTiles][4];
     zero(acc);
@@ -299,22 +311,19 @@ __global__ void __launch_bounds__(kThreads)
     float acc[GD::kTiles][4];
     zero(acc);
     warp_mma<kChunk, GD::kTiles>(acc, MatAT<kChunk>{sA}, MatB<D>{sdW}, m0, nD, lane);
+    const float2 kw = row_sums(acc, m0, nD, lane, dot_with(sK));
+    add_rows(row_b, kw, m0, lane, [&](int r) { return sGamma[r]; });
+    add_rows(row_g, kw, m0, lane, [&](int r) { return sBeta[r] * sGamma[r]; });
+    scale_rows(acc, m0, lane, [&](int r) { return sBeta[r] * sGamma[r]; });
 #pragma unroll
     for (int j = 0; j < GD::kTiles; ++j)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int r = m0 + lane / 4 + 8 * (e >> 1);
-        dK[j][e] += sBeta[r] * exp2f(sG[r]) * acc[j][e];
-      }
-    accumulate_rows(acc, m0, nD, lane, sRowB + wn * kChunk,
-                    [&](int r, int c, float v) { return exp2f(sG[r]) * v * tile_at<D>(sK, r, c); });
-    accumulate_rows(acc, m0, nD, lane, sRowG + wn * kChunk,
-                    [&](int r, int c, float v) { return sBeta[r] * exp2f(sG[r]) * v * tile_at<D>(sK, r, c); });
+      for (int e = 0; e < 4; ++e) dK[j][e] += acc[j][e];
     zero(acc);
     warp_mma<kChunk, GD::kTiles>(acc, MatAT<kChunk>{sA}, MatB<D>{sdU}, m0, nD, lane);
-    accumulate_rows(acc, m0, nD, lane, sRowB + wn * kChunk,
-                    [&](int r, int c, float v) { return v * tile_at<D>(sV, r, c); });
-    store_rows(dv, acc, [&](int r) { return sBeta[r]; });
+    add_rows(row_b, row_sums(acc, m0, nD, lane, dot_with(sV)), m0, lane, one);
+    scale_rows(acc, m0, lane, [&](int r) { return sBeta[r]; });
+    store_rows(dv, acc);
   }
   __syncthreads();
 
@@ -342,8 +351,9 @@ __global__ void __launch_bounds__(kThreads)
         t[j][e] = dl * LL[j][e];
         acc[j][e] = c < r ? dl * sBeta[r] * decay(r, c) : 0.f;
       }
-    accumulate_rows(t, m0, n64, lane, sRowB + wn * kChunk, [](int, int, float v) { return v; });
-    accumulate_rows(t, m0, n64, lane, sRowG + wn * kChunk, [&](int r, int, float v) { return sBeta[r] * v; });
+    const float2 tl = row_sums(t, m0, n64, lane, [](int, int, float v0, float v1) { return v0 + v1; });
+    add_rows(row_b, tl, m0, lane, one);
+    add_rows(row_g, tl, m0, lane, [&](int r) { return sBeta[r]; });
     accumulate_columns(t, m0, n64, lane, sColG + wm * kChunk, [&](int r, int, float v) { return -sBeta[r] * v; });
     store_tile<kChunk>(sDl, acc, m0, n64, lane);  // Ds was last read before two barriers ago
   }
@@ -352,7 +362,7 @@ __global__ void __launch_bounds__(kThreads)
   // dk += Dl K + Dlᵀ K.
   warp_mma<kChunk, GD::kTiles>(dK, MatA<kChunk>{sDl}, MatB<D>{sK}, m0, nD, lane);
   warp_mma<kChunk, GD::kTiles>(dK, MatAT<kChunk>{sDl}, MatB<D>{sK}, m0, nD, lane);
-  store_rows(dk, dK, [](int) { return 1.f; });
+  store_rows(dk, dK);
 
   // ∂L/∂G_r in a fixed order, then g_t's gradient: Σ over the rows r ≥ t of its chunk (padded rows included: the
   // last row carries the state's decay, whose gradient belongs to every token of the chunk).

@@ -234,9 +234,11 @@ __global__ void __launch_bounds__(kThreads)
     float acc[GU::kTiles][4];
     zero(acc);
     warp_mma<D, GU::kTiles>(acc, MatA<D>{st.W}, MatB<BV>{sS}, mu, nu, lane);
+    const float f_lo = exp2f(g_last - G[mu + lane / 4]), f_hi = exp2f(g_last - G[mu + lane / 4 + 8]);
     for_each_pair(acc, mu, nu, lane, [&](int r, int c, float w0, float w1) {
-      const float u0 = tile_at<BV>(st.u, r, c) - w0, u1 = tile_at<BV>(st.u, r, c + 1) - w1;
-      const float f = exp2f(g_last - G[r]);
+      const float2 u = tile_pair<BV>(st.u, r, c);
+      const float u0 = u.x - w0, u1 = u.y - w1;
+      const float f = r == mu + lane / 4 ? f_lo : f_hi;
       *reinterpret_cast<uint32_t*>(sU + swizzle<BV>(r, c)) = pack_bf16(u0, u1);
       *reinterpret_cast<uint32_t*>(sU2 + swizzle<BV>(r, c)) = pack_bf16(f * u0, f * u1);
       if constexpr (!kOutput) *reinterpret_cast<uint32_t*>(s.U + (crow + r) * D + col0 + c) = pack_bf16(u0, u1);
@@ -244,7 +246,7 @@ __global__ void __launch_bounds__(kThreads)
     if constexpr (kOutput) {
       zero(acc);
       warp_mma<D, GU::kTiles>(acc, MatA<D>{st.Q}, MatB<BV>{sS}, mu, nu, lane);
-      for_each(acc, mu, nu, lane, [&](int r, int, float& v) { v *= sz.scale * exp2f(G[r]); });
+      scale_rows(acc, mu, lane, [&](int r) { return sz.scale * exp2f(G[r]); });
     }
     __syncthreads();  // U complete
 
@@ -257,7 +259,7 @@ __global__ void __launch_bounds__(kThreads)
       });
     }
     const float decay = exp2f(g_last);
-    for_each(S, ms, ns, lane, [&](int, int, float& v) { v *= decay; });
+    scale_rows(S, ms, lane, [&](int) { return decay; });
     warp_mma<kChunk, GS::kTiles>(S, MatAT<D>{st.K}, MatB<BV>{sU2}, ms, ns, lane);
     __syncthreads();  // everyone is done with this stage and with sS, sU, sU2
   }
