@@ -1,0 +1,51 @@
+// CUDA launchers for the chunked gated delta rule (compute stream, no host sync). q, k, v, o and their gradients
+// are dense bf16; g, beta, the states and dg, dbeta dense f32. Head dims K = V ∈ {64, 128}. Tensor-core products
+// take bf16 operands with fp32 accumulation; the running state and its gradient stay fp32 on chip.
+#pragma once
+#include <cstddef>
+#include <functional>
+#include <vector>
+
+#include "core/ops/gated_delta_rule_dims.h"
+
+namespace primer::ops::cuda_ops {
+
+// Kernel configuration. value_block: the value columns each CTA of the sequential state passes owns (64, or 128
+// when V = 128): 128 reads each chunk's tiles once per head instead of twice, 64 runs twice as many CTAs. 0: the
+// default (gated_delta_rule_default_value_block).
+struct GatedDeltaConfig {
+  int value_block = 0;
+};
+int gated_delta_rule_default_value_block(const GatedDeltaDims& d);
+
+// Bytes of scratch the forward (backward = false) or the backward needs.
+size_t gated_delta_rule_workspace_bytes(const GatedDeltaDims& d, bool backward);
+
+// One kernel of a call: launch() enqueues it on the compute stream.
+struct GatedDeltaKernel {
+  const char* name;
+  std::function<void()> launch;
+};
+
+// The forward's kernels in order (the launcher below runs exactly these; benchmarks time them one by one).
+// state_in (null: zeros) and state_out may be null.
+std::vector<GatedDeltaKernel> gated_delta_rule_forward_kernels(const GatedDeltaDims& d, const void* q, const void* k,
+                                                               const void* v, const float* g, const float* beta,
+                                                               const float* state_in, void* o, float* state_out,
+                                                               void* workspace, const GatedDeltaConfig& config = {});
+void gated_delta_rule_forward(const GatedDeltaDims& d, const void* q, const void* k, const void* v, const float* g,
+                              const float* beta, const float* state_in, void* o, float* state_out, void* workspace,
+                              const GatedDeltaConfig& config = {});
+
+// The backward's kernels in order; state_in, dstate_out (zero) and dstate_in may be null. Every gradient is
+// overwritten.
+std::vector<GatedDeltaKernel> gated_delta_rule_backward_kernels(
+    const GatedDeltaDims& d, const void* dout, const void* q, const void* k, const void* v, const float* g,
+    const float* beta, const float* state_in, const float* dstate_out, void* dq, void* dk, void* dv, float* dg,
+    float* dbeta, float* dstate_in, void* workspace, const GatedDeltaConfig& config = {});
+void gated_delta_rule_backward(const GatedDeltaDims& d, const void* dout, const void* q, const void* k, const void* v,
+                               const float* g, const float* beta, const float* state_in, const float* dstate_out,
+                               void* dq, void* dk, void* dv, float* dg, float* dbeta, float* dstate_in,
+                               void* workspace, const GatedDeltaConfig& config = {});
+
+}  // namespace primer::ops::cuda_ops

@@ -1,0 +1,82 @@
+// What the gated delta rule's CUDA kernels share: the chunk size, the scratch tensors one call carves out of its
+// workspace, the kernels' arguments and the forward-pass launchers the backward reuses (it recomputes the
+// forward's chunk quantities and states instead of saving them).
+//
+// Per (batch, head) and chunk of 64 tokens (rows r; the last chunk zero-padded: k = v = q = 0, g = β = 0, which
+// leaves the state untouched), with G the in-chunk cumulative log decay stored in log2 units (G2 = G·log2 e, so
+// e^{G_r − G_j} = exp2(G2_r − G2_j)):
+//   chunk prep:  L = strictly-lower(diag(β)(K Kᵀ ⊙ D)), A = (I + L)⁻¹, W = A diag(βγ) K, u = A diag(β) V,
+//                P = scale · (Q Kᵀ ⊙ D) on and below the diagonal
+//   state pass:  U = u − W S;  o = scale·diag(γ) Q S + P U;  S ← γ_last S + Kᵀ diag(D_{last,·}) U
+// The backward adds a reverse state pass (∂L/∂U and ∂L/∂S per chunk, parallel over value columns) and one
+// per-chunk gradient kernel; docs/mixers.md derives the formulas.
+#pragma once
+#include <cuda_bf16.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/cuda_runtime.h"
+#include "core/ops/cuda/attention_mma.cuh"
+#include "core/ops/gated_delta_rule_dims.h"
+
+namespace primer::ops::cuda_ops::gdr {
+
+using bf16 = __nv_bfloat16;
+
+constexpr int kChunk = 64;
+constexpr int kThreads = 256;  // 8 warps in every kernel
+constexpr float kLog2e = 1.4426950408889634f;
+
+// Scratch of one call, [BH, Tp, ·] with Tp = chunks · 64 (padded rows hold the zero-padding's values).
+struct Scratch {
+  float* G2 = nullptr;      // [BH, Tp] in-chunk cumulative log decay, log2 units
+  bf16* P = nullptr;        // [BH, Tp, 64] scale · (Q Kᵀ ⊙ D), lower triangle with the diagonal
+  bf16* A = nullptr;        // [BH, Tp, 64] (I + L)⁻¹ (backward only)
+  bf16* W = nullptr;        // [BH, Tp, K]
+  bf16* u = nullptr;        // [BH, Tp, V]
+  bf16* U = nullptr;        // [BH, Tp, V] corrected values u − W S (backward only)
+  bf16* dU = nullptr;       // [BH, Tp, V] ∂L/∂U (backward only)
+  bf16* states = nullptr;   // [BH, chunks, K, V] state at each chunk's start (backward only)
+  bf16* dstates = nullptr;  // [BH, chunks, K, V] ∂L/∂(state at each chunk's end) (backward only)
+};
+
+inline int64_t chunks_of(const GatedDeltaDims& d) { return (d.time + kChunk - 1) / kChunk; }
+
+// Lays the scratch out from `base` (null: only counts); returns the bytes used.
+size_t carve_scratch(const GatedDeltaDims& d, bool backward, void* base, Scratch* s);
+
+// The inputs every kernel reads.
+struct Inputs {
+  const bf16 *q, *k, *v;  // [B, T, H, K|V]
+  const float *g, *beta;  // [B, T, H]
+};
+
+// Sizes the kernels index with (int: T·H·D fits easily; products that may not are taken in int64).
+struct Sizes {
+  int T, H, chunks;
+  float scale;
+};
+inline Sizes sizes_of(const GatedDeltaDims& d) {
+  return {int(d.time), int(d.heads), int(chunks_of(d)), float(d.scale)};
+}
+
+// Copies 64 floats (16-byte aligned) into shared memory with 16 threads (part of the caller's cp.async group).
+__device__ __forceinline__ void load_row_async(float* smem, const float* global) {
+  if (threadIdx.x < 16) attn::cp_async_16(smem + 4 * threadIdx.x, global + 4 * threadIdx.x, true);
+}
+
+// Sets a kernel's dynamic shared memory limit (above 48 KB needs an opt-in).
+template <class Kernel>
+void allow_smem(Kernel kernel, size_t bytes) {
+  PRIMER_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+}
+
+// Chunk prep for every chunk (writes G2, P, W, u, and A when s.A is set).
+void launch_chunk_prep(const GatedDeltaDims& d, const Inputs& in, const Scratch& s);
+// The sequential state pass, each CTA owning `value_block` (64 or 128) value columns. Forward: o (bf16
+// [B, T, H, V]) and state_out (nullable). Backward recompute (o null): the chunk-start states and U into the scratch.
+void launch_state_pass(const GatedDeltaDims& d, const Inputs& in, const Scratch& s, const float* state_in, bf16* o,
+                       float* state_out, int value_block);
+
+}  // namespace primer::ops::cuda_ops::gdr

@@ -1,0 +1,127 @@
+#include "layers/gdn_mixer.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/autograd/functions.h"
+#include "core/autograd/gated_delta_rule.h"
+#include "core/check.h"
+#include "layers/ssm_blocks.h"
+
+namespace primer::layers {
+namespace {
+
+constexpr const char* kConvs[] = {"q_conv1d", "k_conv1d", "v_conv1d"};
+constexpr double kQkNormEps = 1e-6;  // fla's in-kernel L2 norm: x / sqrt(Σx² + 1e-6)
+constexpr int64_t kChunk = 64;       // the chunk length of the gated delta rule kernels (for the FLOP count)
+
+}  // namespace
+
+GdnMixer::GdnMixer(const ModelConfig& c, const std::string& prefix, ParameterRegistry& params)
+    : config_(c), gdn_(c.gdn), prefix_(prefix), params_(params), q_heads_(c.num_attention_heads),
+      kv_heads_(c.num_key_value_heads), heads_(std::max(q_heads_, kv_heads_)), head_dim_(c.head_dim) {
+  PRIMER_CHECK(!gdn_.kv_proj_rank, "{}: gdn kv_proj_rank = {} (Adaptive GQA) is not supported yet", prefix,
+               *gdn_.kv_proj_rank);
+  PRIMER_CHECK(heads_ % q_heads_ == 0 && heads_ % kv_heads_ == 0,
+               "{}: num_attention_heads {} and num_key_value_heads {} must divide the larger of the two", prefix,
+               q_heads_, kv_heads_);
+  const double std = c.initializer_range;
+  const int64_t d = c.hidden_size, D = head_dim_, H = heads_;
+  const int64_t channels[] = {q_heads_ * D, kv_heads_ * D, kv_heads_ * D};
+  params.add(prefix + ".q_proj.weight", {channels[0], d}, InitRule::normal(std));
+  params.add(prefix + ".k_proj.weight", {channels[1], d}, InitRule::normal(std));
+  params.add(prefix + ".v_proj.weight", {channels[2], d}, InitRule::normal(std));
+  params.add(prefix + ".b_proj.weight", {H, d}, InitRule::normal(std));
+  params.add(prefix + ".gk_proj.weight", {H, d}, InitRule::normal(std));
+  // A = exp(A_log) ~ U(0, 16) (the reference's log(U(0, 16))); the low end only keeps the log finite.
+  params.add(prefix + ".A_log", {H}, InitRule::log_uniform(1e-4, 16.0), false).keep_f32 = true;
+  params.add(prefix + ".dt_bias", {H}, InitRule::softplus_inverse_log_uniform(1e-3, 0.1, 1e-4), false).keep_f32 = true;
+  if (gdn_.use_short_conv)
+    for (size_t i = 0; i < 3; ++i) {
+      const std::string conv = prefix + "." + kConvs[i];
+      params.add(conv + ".weight", {channels[i], 1, gdn_.conv_size}, InitRule::normal(std));
+      if (gdn_.conv_bias) params.add(conv + ".bias", {channels[i]}, InitRule::constant(0.0));
+    }
+  if (gdn_.use_gate) params.add(prefix + ".g_proj.weight", {H * D, d}, InitRule::normal(std));
+  params.add(prefix + ".o_norm.weight", {D}, InitRule::constant(1.0), false);
+  params.add(prefix + ".o_proj.weight", {d, H * D}, InitRule::normal(std));
+}
+
+ag::Var GdnMixer::branch(const ag::Var& x, const char* name, int64_t heads, size_t slot, const MixerState* state_in,
+                         MixerState* state_out) {
+  const int64_t B = x->value.size(0), T = x->value.size(1);
+  ag::Var y = ag::linear(x, weight(std::string(name) + "_proj.weight"));
+  if (gdn_.use_short_conv) {
+    const std::string conv = std::string(kConvs[slot]);
+    const ag::Var bias = gdn_.conv_bias ? weight(conv + ".bias") : nullptr;
+    const ag::Var s = state_in && !state_in->empty() ? state_in->conv[slot] : nullptr;
+    ag::Var so;
+    y = short_conv(y, weight(conv + ".weight"), bias, true, s, state_out ? &so : nullptr);
+    if (state_out) state_out->conv[slot] = so;
+  } else {
+    y = ag::unary(ops::Unary::Silu, y);
+  }
+  return ag::reshape(y, {B, T, heads, head_dim_});
+}
+
+ag::Var GdnMixer::forward(const ag::Var& x, const MixerContext& /*ctx*/, const MixerState* state_in,
+                          MixerState* state_out) {
+  const int64_t B = x->value.size(0), T = x->value.size(1), H = heads_, D = head_dim_;
+  const size_t convs = gdn_.use_short_conv ? 3 : 0;
+  if (state_in && !state_in->empty())
+    PRIMER_CHECK(state_in->conv.size() == convs && state_in->recurrent.size() == 1,
+                 "{}: state_in has {} conv and {} recurrent entries, expected {} and 1", prefix_,
+                 state_in->conv.size(), state_in->recurrent.size(), convs);
+  if (state_out) {
+    state_out->conv.assign(convs, nullptr);
+    state_out->recurrent.assign(1, nullptr);
+  }
+
+  ag::Var q = l2_normalize(branch(x, "q", q_heads_, 0, state_in, state_out), kQkNormEps);
+  ag::Var k = l2_normalize(branch(x, "k", kv_heads_, 1, state_in, state_out), kQkNormEps);
+  ag::Var v = branch(x, "v", kv_heads_, 2, state_in, state_out);
+  q = expand_heads(q, H / q_heads_);
+  k = expand_heads(k, H / kv_heads_);
+  v = expand_heads(v, H / kv_heads_);
+
+  // The gates in A_log's dtype (f32; f64 in references), as the op takes them.
+  const DType gate_dtype = weight("A_log")->value.dtype();
+  const ag::Var g = ssm_decay(ag::linear(x, weight("gk_proj.weight")), weight("A_log"), weight("dt_bias"));
+  ag::Var beta = ag::unary(ops::Unary::Sigmoid, ag::cast(ag::linear(x, weight("b_proj.weight")), gate_dtype));
+  if (gdn_.allow_neg_eigval) beta = ag::scale(beta, 2.0);
+
+  const ag::Var s = state_in && !state_in->empty() ? state_in->recurrent[0] : nullptr;
+  ag::Var so;
+  const ag::Var o = ag::gated_delta_rule(q, k, v, g, beta, 1.0 / std::sqrt(double(D)), s, state_out ? &so : nullptr);
+  if (state_out) state_out->recurrent[0] = so;
+
+  const ag::Var y = gdn_.use_gate ? gated_rmsnorm(o, weight("o_norm.weight"),
+                                                  ag::reshape(ag::linear(x, weight("g_proj.weight")), {B, T, H, D}),
+                                                  gdn_.norm_eps)
+                                  : ag::rmsnorm(o, weight("o_norm.weight"), gdn_.norm_eps);
+  return ag::linear(ag::reshape(y, {B, T, H * D}), weight("o_proj.weight"));
+}
+
+double GdnMixer::core_forward_flops(int64_t key_dim, int64_t value_dim) {
+  // Per chunk of C tokens: K Kᵀ, Q Kᵀ, W = A·(βγK), u = A·(βV), (QKᵀ⊙D)·U: 2C(3K + 2V) per token; U = u − W S,
+  // Q S and the state update: 6KV per token.
+  const double K = double(key_dim), V = double(value_dim), C = double(kChunk);
+  return 2 * C * (3 * K + 2 * V) + 6 * K * V;
+}
+
+double GdnMixer::core_backward_flops(int64_t key_dim, int64_t value_dim) {
+  // Recompute (K Kᵀ, Q Kᵀ, W, u: 2C(3K + V); states: 4KV), the reverse state pass (2CV + 6KV) and the per-chunk
+  // gradients (14CK + 6CV + 6KV + 4C²).
+  const double K = double(key_dim), V = double(value_dim), C = double(kChunk);
+  return 2 * C * (10 * K + 5 * V) + 16 * K * V + 4 * C * C;
+}
+
+double GdnMixer::flops_per_token(int64_t /*seq_len*/) const {
+  const double d = double(config_.hidden_size), D = double(head_dim_), H = double(heads_);
+  const double qkv = double(q_heads_ + 2 * kv_heads_) * D;
+  const double projections = 2.0 * d * (qkv + 2 * H + (gdn_.use_gate ? H * D : 0) + H * D);
+  const double conv = gdn_.use_short_conv ? 2.0 * double(gdn_.conv_size) * qkv : 0;
+  return projections + conv + H * core_forward_flops(head_dim_, head_dim_);
+}
+
+}  // namespace primer::layers

@@ -1,0 +1,47 @@
+// Gated DeltaNet (the GDN token of hybrid patterns), exactly as the Priming reference implementation builds it
+// (shared/notes/anchors/hmf.md §2.2, §8.2). Per token, with H = max(Hq, Hk) heads of size D:
+//   q, k, v = silu(short_conv(W x)) (silu(W x) without short convolutions); k, v repeated to H heads (GQA),
+//   q, k L2-normalised per head (eps 1e-6 inside the root);
+//   β = σ(b_proj x) (×2 with allow_neg_eigval), g = −exp(A_log) · softplus(gk_proj x + dt_bias) in f32;
+//   o = gated delta rule(q, k, v, g, β, scale D^-1/2) per head;
+//   y = o_proj(RMSNorm_D(o) · o_norm ⊙ silu(g_proj x))   (plain RMSNorm without use_gate).
+// Parameters under <prefix> (model.layers.<i>.gdn): q_proj [Hq·D, d], k_proj [Hk·D, d], v_proj [Hk·D, d],
+// b_proj [H, d], gk_proj [H, d], A_log [H], dt_bias [H], {q,k,v}_conv1d.weight [C, 1, conv_size] (+ .bias with
+// conv_bias), g_proj [H·D, d] (use_gate), o_norm.weight [D], o_proj [d, H·D].
+// Carried state: conv = [q, k, v] short-convolution inputs [B, C, conv_size − 1] (none without short
+// convolutions), recurrent = [S [B, H, D, D]] in f32 (f64 in f64 references).
+#pragma once
+#include <string>
+
+#include "core/parameters.h"
+#include "layers/mixer.h"
+#include "layers/model_config.h"
+
+namespace primer::layers {
+
+class GdnMixer : public SequenceMixer {
+ public:
+  GdnMixer(const ModelConfig& config, const std::string& prefix, ParameterRegistry& params);
+  ag::Var forward(const ag::Var& x, const MixerContext& ctx, const MixerState* state_in = nullptr,
+                  MixerState* state_out = nullptr) override;
+  double flops_per_token(int64_t seq_len) const override;
+
+  // Forward FLOPs per token and head of the chunked gated delta rule (its matrix products), and of its backward
+  // as our kernels run it (recomputing the forward's chunk quantities and states).
+  static double core_forward_flops(int64_t key_dim, int64_t value_dim);
+  static double core_backward_flops(int64_t key_dim, int64_t value_dim);
+
+ private:
+  // silu(short_conv(W x)) as [B, T, heads, D]; `slot` indexes the conv states.
+  ag::Var branch(const ag::Var& x, const char* name, int64_t heads, size_t slot, const MixerState* state_in,
+                 MixerState* state_out);
+  ag::Var weight(const std::string& name) { return params_.get(prefix_ + "." + name).var; }
+
+  ModelConfig config_;
+  GdnConfig gdn_;
+  std::string prefix_;
+  ParameterRegistry& params_;
+  int64_t q_heads_, kv_heads_, heads_, head_dim_;
+};
+
+}  // namespace primer::layers

@@ -1,0 +1,179 @@
+// Gated DeltaNet on CUDA. (1) The gated delta rule core at B = 4, T = 4096, H = 16, K = V = 128 (16k tokens × 16
+// heads, flash-linear-attention's benchmark shape), bf16 q/k/v, f32 g/β, forward and forward + backward.
+// (2) The whole GDN layer at hidden 2048 (Hq = 16, Hk = 8, head_dim 128, short convolutions, output gate) on the
+// same 16k tokens, forward + backward (projections, convolutions, norms, core, every gradient); its FLOPs are 3× the
+// projections' and convolutions' plus the core's forward and backward.
+// Inputs are realistic: q, k L2-normalised per head, β = σ(z), g = log σ(z).
+// FLOPs of the core count its matrix products per token and head (layers::GdnMixer::core_forward_flops,
+// core_backward_flops: 2C(3K + 2V) + 6KV forward; the backward as our kernels run it, recomputation included).
+// GB/s counts the compulsory traffic: the forward reads q, k, v, g, β and writes o; the backward also reads dout and
+// writes dq, dk, dv, dg, dβ. (3) Each kernel of the core's forward and backward on its own, for both value blocks
+// of the sequential passes (64 or 128 value columns per CTA), through the CUDA launchers.
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+#include "core/autograd/functions.h"
+#include "core/cuda_runtime.h"
+#include "core/ops/elementwise.h"
+#include "core/ops/gated_delta_rule.h"
+#include "core/rng.h"
+#ifdef PRIMER_WITH_CUDA
+#include "core/ops/cuda/gated_delta_rule.h"
+#endif
+#include "layers/gdn_mixer.h"
+#include "layers/ssm_blocks.h"
+#include "tools/bench/common/bench_util.h"
+
+using namespace primer;
+
+namespace {
+
+Tensor normal_gpu(const Shape& shape, uint64_t key, DType dtype) {
+  Tensor t = Tensor::empty(shape, dtype, Device::cuda());
+  fill_normal(t, key, 0.0, 1.0);
+  return t;
+}
+
+std::string fixed(double v, int digits) {
+  char s[32];
+  std::snprintf(s, sizeof s, "%.*f", digits, v);
+  return s;
+}
+
+struct CoreInputs {
+  int64_t B = 4, T = 4096, H = 16, K = 128, V = 128;
+  Tensor q, k, v, g, beta, dout;
+  double scale = 1.0 / std::sqrt(128.0);
+  CoreInputs() {
+    ag::NoGrad no_grad;
+    q = layers::l2_normalize(ag::constant(normal_gpu({B, T, H, K}, 1, DType::BF16)), 1e-6)->value;
+    k = layers::l2_normalize(ag::constant(normal_gpu({B, T, H, K}, 2, DType::BF16)), 1e-6)->value;
+    v = normal_gpu({B, T, H, V}, 3, DType::BF16);
+    beta = ops::unary(ops::Unary::Sigmoid, normal_gpu({B, T, H}, 4, DType::F32));
+    // log σ(z) = −softplus(−z)
+    g = ops::scale(ops::unary(ops::Unary::Softplus, ops::scale(normal_gpu({B, T, H}, 5, DType::F32), -1.0)), -1.0);
+    dout = normal_gpu({B, T, H, V}, 6, DType::BF16);
+  }
+  double tokens_heads() const { return double(B * T * H); }
+};
+
+void bench_core(const CoreInputs& in, std::vector<bench::Row>& rows) {
+  const double n = in.tokens_heads();
+  const double fwd_flops = n * layers::GdnMixer::core_forward_flops(in.K, in.V);
+  const double bwd_flops = n * layers::GdnMixer::core_backward_flops(in.K, in.V);
+  const double io_fwd = n * (2.0 * (2 * in.K + 2 * in.V) + 2 * 4.0);      // q, k, v, o bf16; g, β f32
+  const double io_bwd = n * (2.0 * (2 * in.K + 2 * in.V) * 2 + 4 * 4.0);  // + dout, dq, dk, dv; dg, dβ
+  Tensor state;
+  const double fwd_ms = bench::median_ms(
+      [&] { ops::gated_delta_rule(in.q, in.k, in.v, in.g, in.beta, in.scale, Tensor(), &state); });
+  const double train_ms = bench::median_ms([&] {
+    ops::gated_delta_rule(in.q, in.k, in.v, in.g, in.beta, in.scale, Tensor(), &state);
+    ops::gated_delta_rule_backward(in.dout, in.q, in.k, in.v, in.g, in.beta, in.scale, Tensor(), Tensor());
+  });
+  const std::string shape = "B=4 T=4096 H=16 K=V=128";
+  for (auto [pass, ms, flops, bytes] : {std::tuple{"core fwd", fwd_ms, fwd_flops, io_fwd},
+                                       std::tuple{"core fwd+bwd", train_ms, fwd_flops + bwd_flops, io_fwd + io_bwd}})
+    rows.push_back({{pass, shape, fixed(ms, 3), fixed(flops / (ms * 1e-3) / 1e12, 1),
+                     fixed(bytes / (ms * 1e-3) / 1e9, 0)}});
+}
+
+#ifdef PRIMER_WITH_CUDA
+// Every kernel of the core on its own (after one full run has filled the scratch it reads), per value block.
+void bench_kernels(const CoreInputs& in) {
+  const ops::GatedDeltaDims d{in.B, in.T, in.H, in.K, in.V, in.scale};
+  const Tensor ws = Tensor::empty({int64_t(ops::cuda_ops::gated_delta_rule_workspace_bytes(d, true))}, DType::U8,
+                                  Device::cuda());
+  const Tensor o = Tensor::empty(in.v.shape(), DType::BF16, Device::cuda());
+  const Tensor dq = Tensor::empty(in.q.shape(), DType::BF16, Device::cuda());
+  const Tensor dk = Tensor::empty(in.k.shape(), DType::BF16, Device::cuda());
+  const Tensor dv = Tensor::empty(in.v.shape(), DType::BF16, Device::cuda());
+  const Tensor dg = Tensor::empty(in.g.shape(), DType::F32, Device::cuda());
+  const Tensor db = Tensor::empty(in.g.shape(), DType::F32, Device::cuda());
+  const Tensor st = Tensor::empty({in.B, in.H, in.K, in.V}, DType::F32, Device::cuda());
+  std::vector<bench::Row> rows;
+  for (int value_block : {64, 128}) {
+    const ops::cuda_ops::GatedDeltaConfig config{value_block};
+    const auto fwd = ops::cuda_ops::gated_delta_rule_forward_kernels(
+        d, in.q.data_ptr(), in.k.data_ptr(), in.v.data_ptr(), in.g.data<float>(), in.beta.data<float>(), nullptr,
+        o.data_ptr(), st.data<float>(), ws.data_ptr(), config);
+    const auto bwd = ops::cuda_ops::gated_delta_rule_backward_kernels(
+        d, in.dout.data_ptr(), in.q.data_ptr(), in.k.data_ptr(), in.v.data_ptr(), in.g.data<float>(),
+        in.beta.data<float>(), nullptr, nullptr, dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), dg.data<float>(),
+        db.data<float>(), nullptr, ws.data_ptr(), config);
+    const double fwd_ms = bench::median_ms([&] { for (const auto& kernel : fwd) kernel.launch(); });
+    const double train_ms = bench::median_ms([&] {
+      for (const auto& kernel : fwd) kernel.launch();
+      for (const auto& kernel : bwd) kernel.launch();
+    });
+    const std::string vb = "value block " + std::to_string(value_block);
+    rows.push_back({{vb, "forward", fixed(fwd_ms, 3), "100"}});
+    for (const auto& kernel : fwd) {
+      const double ms = bench::median_ms(kernel.launch);
+      rows.push_back({{vb, std::string("  ") + kernel.name, fixed(ms, 3), fixed(100 * ms / fwd_ms, 0)}});
+    }
+    rows.push_back({{vb, "forward + backward", fixed(train_ms, 3), "100"}});
+    for (const auto& kernel : bwd) {
+      const double ms = bench::median_ms(kernel.launch);
+      rows.push_back({{vb, std::string("  backward ") + kernel.name, fixed(ms, 3), fixed(100 * ms / train_ms, 0)}});
+    }
+  }
+  std::printf("\n# core kernels, B=4 T=4096 H=16 K=V=128 (launchers, no allocation)\n");
+  bench::print_table({"config", "kernel", "ms", "% of pass"}, rows);
+}
+#endif
+
+void bench_layer(std::vector<bench::Row>& rows) {
+  ModelConfig c;
+  c.model_type = "qwen3";
+  c.vocab_size = 1024;
+  c.hidden_size = 2048;
+  c.intermediate_size = 6144;
+  c.num_hidden_layers = 1;
+  c.num_attention_heads = 16;
+  c.num_key_value_heads = 8;
+  c.head_dim = 128;
+  c.max_position_embeddings = 4096;
+  const int64_t B = 4, T = 4096;
+  ParameterRegistry params;
+  layers::GdnMixer mixer(c, "model.layers.0.gdn", params);
+  params.materialize(Device::cuda(), DType::BF16, 7);
+  const Tensor x = normal_gpu({B, T, c.hidden_size}, 8, DType::BF16);
+  const Tensor dy = normal_gpu({B, T, c.hidden_size}, 9, DType::BF16);
+  const double fwd_ms = bench::median_ms([&] {
+    ag::NoGrad no_grad;
+    mixer.forward(ag::constant(x), {});
+  });
+  const double ms = bench::median_ms([&] {
+    const ag::Var y = mixer.forward(ag::leaf(x), {});
+    y->grad = dy;
+    ag::current_tape().backward();
+  });
+  // Projections and convolutions: forward + 2× for their backward; the core: its forward and backward as counted.
+  const double core_fwd = 16 * layers::GdnMixer::core_forward_flops(128, 128);
+  const double core_bwd = 16 * layers::GdnMixer::core_backward_flops(128, 128);
+  const double flops = double(B * T) * (3.0 * (mixer.flops_per_token(T) - core_fwd) + core_fwd + core_bwd);
+  const double fwd_flops = double(B * T) * mixer.flops_per_token(T);
+  const std::string shape = "B=4 T=4096 d=2048 Hq=16 Hk=8 D=128";
+  rows.push_back({{"GDN layer fwd", shape, fixed(fwd_ms, 3), fixed(fwd_flops / (fwd_ms * 1e-3) / 1e12, 1), "-"}});
+  rows.push_back({{"GDN layer fwd+bwd", shape, fixed(ms, 3), fixed(flops / (ms * 1e-3) / 1e12, 1), "-"}});
+}
+
+}  // namespace
+
+int main() {
+  PRIMER_CHECK(cuda::available(), "bench_gdn needs a CUDA device");
+  std::printf("# Gated DeltaNet, bf16, %s, %s\n", bench::device_name().c_str(), bench::today().c_str());
+  std::vector<bench::Row> rows;
+  {
+    const CoreInputs core;
+    bench_core(core, rows);
+#ifdef PRIMER_WITH_CUDA
+    bench_kernels(core);
+#endif
+  }
+  bench_layer(rows);
+  std::printf("\n# core (ops API, allocations included) and layer\n");
+  bench::print_table({"pass", "shape", "ms", "TFLOP/s", "GB/s"}, rows);
+  return 0;
+}
