@@ -20,8 +20,6 @@ constexpr int64_t kChunk = 64;       // the chunk length of the gated delta rule
 GdnMixer::GdnMixer(const ModelConfig& c, const std::string& prefix, ParameterRegistry& params)
     : config_(c), gdn_(c.gdn), prefix_(prefix), params_(params), q_heads_(c.num_attention_heads),
       kv_heads_(c.num_key_value_heads), heads_(std::max(q_heads_, kv_heads_)), head_dim_(c.head_dim) {
-  PRIMER_CHECK(!gdn_.kv_proj_rank, "{}: gdn kv_proj_rank = {} (Adaptive GQA) is not supported yet", prefix,
-               *gdn_.kv_proj_rank);
   PRIMER_CHECK(heads_ % q_heads_ == 0 && heads_ % kv_heads_ == 0,
                "{}: num_attention_heads {} and num_key_value_heads {} must divide the larger of the two", prefix,
                q_heads_, kv_heads_);
@@ -45,6 +43,10 @@ GdnMixer::GdnMixer(const ModelConfig& c, const std::string& prefix, ParameterReg
   if (gdn_.use_gate) params.add(prefix + ".g_proj.weight", {H * D, d}, InitRule::normal(std));
   params.add(prefix + ".o_norm.weight", {D}, InitRule::constant(1.0), false);
   params.add(prefix + ".o_proj.weight", {d, H * D}, InitRule::normal(std));
+  if (gdn_.kv_proj_rank) {
+    k_expansion_.emplace(prefix, "k", *gdn_.kv_proj_rank, kv_heads_, H, D, gdn_.kv_learnable_residual, std, params);
+    v_expansion_.emplace(prefix, "v", *gdn_.kv_proj_rank, kv_heads_, H, D, gdn_.kv_learnable_residual, std, params);
+  }
 }
 
 ag::Var GdnMixer::branch(const ag::Var& x, const char* name, int64_t heads, size_t slot, const MixerState* state_in,
@@ -77,12 +79,14 @@ ag::Var GdnMixer::forward(const ag::Var& x, const MixerContext& /*ctx*/, const M
     state_out->recurrent.assign(1, nullptr);
   }
 
-  ag::Var q = l2_normalize(branch(x, "q", q_heads_, 0, state_in, state_out), kQkNormEps);
-  ag::Var k = l2_normalize(branch(x, "k", kv_heads_, 1, state_in, state_out), kQkNormEps);
-  ag::Var v = branch(x, "v", kv_heads_, 2, state_in, state_out);
-  q = expand_heads(q, H / q_heads_);
-  k = expand_heads(k, H / kv_heads_);
-  v = expand_heads(v, H / kv_heads_);
+  // Plain GQA repeats heads, which commutes with the L2 norm; Adaptive GQA expands before it (as the reference).
+  const ag::Var q = expand_heads(l2_normalize(branch(x, "q", q_heads_, 0, state_in, state_out), kQkNormEps),
+                                 H / q_heads_);
+  const ag::Var k_heads = branch(x, "k", kv_heads_, 1, state_in, state_out);
+  const ag::Var v_heads = branch(x, "v", kv_heads_, 2, state_in, state_out);
+  const ag::Var k = k_expansion_ ? l2_normalize(k_expansion_->forward(k_heads), kQkNormEps)
+                                 : expand_heads(l2_normalize(k_heads, kQkNormEps), H / kv_heads_);
+  const ag::Var v = v_expansion_ ? v_expansion_->forward(v_heads) : expand_heads(v_heads, H / kv_heads_);
 
   // The gates in A_log's dtype (f32; f64 in references), as the op takes them.
   const DType gate_dtype = weight("A_log")->value.dtype();

@@ -1,19 +1,22 @@
 // Gated DeltaNet (the GDN token of hybrid patterns), exactly as the Priming reference implementation builds it
 // (shared/notes/anchors/hmf.md §2.2, §8.2). Per token, with H = max(Hq, Hk) heads of size D:
-//   q, k, v = silu(short_conv(W x)) (silu(W x) without short convolutions); k, v repeated to H heads (GQA),
-//   q, k L2-normalised per head (eps 1e-6 inside the root);
+//   q, k, v = silu(short_conv(W x)) (silu(W x) without short convolutions); k, v repeated to H heads (GQA, or
+//   Adaptive GQA with kv_proj_rank: layers/kv_expansion.h), q, k L2-normalised per head (eps 1e-6 inside the root);
 //   β = σ(b_proj x) (×2 with allow_neg_eigval), g = −exp(A_log) · softplus(gk_proj x + dt_bias) in f32;
 //   o = gated delta rule(q, k, v, g, β, scale D^-1/2) per head;
 //   y = o_proj(RMSNorm_D(o) · o_norm ⊙ silu(g_proj x))   (plain RMSNorm without use_gate).
 // Parameters under <prefix> (model.layers.<i>.gdn): q_proj [Hq·D, d], k_proj [Hk·D, d], v_proj [Hk·D, d],
 // b_proj [H, d], gk_proj [H, d], A_log [H], dt_bias [H], {q,k,v}_conv1d.weight [C, 1, conv_size] (+ .bias with
-// conv_bias), g_proj [H·D, d] (use_gate), o_norm.weight [D], o_proj [d, H·D].
+// conv_bias), g_proj [H·D, d] (use_gate), o_norm.weight [D], o_proj [d, H·D]; with kv_proj_rank, the
+// Adaptive GQA parameters proj_k.*, proj_v.* (and k_rep, v_rep with kv_learnable_residual).
 // Carried state: conv = [q, k, v] short-convolution inputs [B, C, conv_size − 1] (none without short
 // convolutions), recurrent = [S [B, H, D, D]] in f32 (f64 in f64 references).
 #pragma once
+#include <optional>
 #include <string>
 
 #include "core/parameters.h"
+#include "layers/kv_expansion.h"
 #include "layers/mixer.h"
 #include "layers/model_config.h"
 
@@ -42,6 +45,7 @@ class GdnMixer : public SequenceMixer {
   std::string prefix_;
   ParameterRegistry& params_;
   int64_t q_heads_, kv_heads_, heads_, head_dim_;
+  std::optional<KvExpansion> k_expansion_, v_expansion_;  // Adaptive GQA (kv_proj_rank)
 };
 
 }  // namespace primer::layers

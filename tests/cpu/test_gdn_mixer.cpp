@@ -19,11 +19,14 @@ struct Variant {
   const char* name;
   int64_t q_heads, kv_heads;
   bool use_gate, use_short_conv, conv_bias, allow_neg_eigval;
+  int64_t kv_proj_rank = 0;  // Adaptive GQA when > 0
+  bool kv_learnable_residual = false;
 };
 const Variant kVariants[] = {
     {"gqa_gate_convbias_negeig", 4, 2, true, true, true, true},
     {"plain_heads_defaults", 2, 2, true, true, false, false},
     {"no_gate_no_conv", 2, 2, false, false, false, false},
+    {"adaptive_gqa_learnable_residual", 4, 2, true, true, false, false, 3, true},
 };
 
 ModelConfig tiny(const Variant& v) {
@@ -42,6 +45,8 @@ ModelConfig tiny(const Variant& v) {
   c.gdn.conv_bias = v.conv_bias;
   c.gdn.allow_neg_eigval = v.allow_neg_eigval;
   c.gdn.conv_size = 3;
+  if (v.kv_proj_rank > 0) c.gdn.kv_proj_rank = v.kv_proj_rank;
+  c.gdn.kv_learnable_residual = v.kv_learnable_residual;
   return c;
 }
 
@@ -92,11 +97,22 @@ TEST(GdnMixer, RegistersTheReferenceNamesAndShapes) {
   }
 }
 
-TEST(GdnMixer, AdaptiveGqaIsRejectedClearly) {
-  ModelConfig c = tiny(kVariants[0]);
-  c.gdn.kv_proj_rank = 16;
-  ParameterRegistry params;
-  test::expect_error([&] { layers::GdnMixer(c, "model.layers.1.gdn", params); }, {"kv_proj_rank", "not supported"});
+// Adaptive GQA starts as plain GQA (zero low-rank output, replication residual): same output at Stage 0.
+TEST(GdnMixer, AdaptiveGqaStartsAsPlainGqa) {
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const ModelConfig agqa = tiny(kVariants[3]);
+  ModelConfig plain = agqa;
+  plain.gdn.kv_proj_rank.reset();
+  ParameterRegistry pa, pp;
+  layers::GdnMixer a(agqa, "gdn", pa), p(plain, "gdn", pp);
+  pa.materialize(Device::cpu(), DType::F64, seed);
+  pp.materialize(Device::cpu(), DType::F64, seed);
+  EXPECT_TRUE(pa.contains("gdn.proj_k.linearA.weight") && pa.contains("gdn.v_rep"));
+  const Tensor x = test::randn({2, 5, agqa.hidden_size}, seed + 1);
+  ag::NoGrad no_grad;
+  test::expect_close(a.forward(ag::constant(x), {})->value, p.forward(ag::constant(x), {})->value, 1e-14, 1e-14,
+                     "AGQA at init");
 }
 
 class GdnMixerVariants : public ::testing::TestWithParam<Variant> {};
