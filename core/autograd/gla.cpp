@@ -1,0 +1,29 @@
+#include "core/autograd/gla.h"
+
+#include "core/ops/gla.h"
+
+namespace primer::ag {
+
+Var gla(const Var& q, const Var& k, const Var& v, const Var& g, double scale, const Var& state_in, Var* state_out) {
+  const Tensor s0 = state_in ? state_in->value : Tensor();
+  Tensor st;
+  Var o = constant(ops::gla(q->value, k->value, v->value, g->value, scale, s0, state_out ? &st : nullptr));
+  Var so = state_out ? constant(st) : nullptr;
+  if (state_out) *state_out = so;
+  if (needs_grad({&q, &k, &v, &g, &state_in})) {
+    std::vector<Var> outs{o};
+    if (so) outs.push_back(so);
+    record("gla", outs, [q, k, v, g, scale, state_in, s0, o, so] {
+      const ops::GlaGrads d = ops::gla_backward(grad_or_zeros(o), q->value, k->value, v->value, g->value, scale, s0,
+                                                so ? so->grad : Tensor());
+      accumulate_grad(q, d.dq);
+      accumulate_grad(k, d.dk);
+      accumulate_grad(v, d.dv);
+      accumulate_grad(g, d.dg);
+      if (state_in) accumulate_grad(state_in, d.dstate_in);
+    });
+  }
+  return o;
+}
+
+}  // namespace primer::ag

@@ -1,0 +1,364 @@
+// Chunked GLA backward. One launch runs both sequential passes (gla_scan.cu): the states S_c at chunk starts
+// (recomputed) and, in reverse, the gradients dE_c wrt each chunk's final state. Then one block per (chunk, head,
+// batch) computes, with A = scale·e^{G_r−G_j}(q_r·k_j) and dA = scale·e^{G_r−G_j}(do_r·v_j) for j ≤ r:
+//   dq_r = scale e^{G_r} S_c do_r + Σ_j dA_rj k_j
+//   dk_j = e^{G_L−G_j} dE_c v_j + Σ_r dA_rj q_r          dv_j = e^{G_L−G_j} dE_cᵀ k_j + Σ_r A_rj do_r
+//   dg_s = Σ_{r≥s} (q_r·dq_r − k_r·dk_r) + ∂/∂G_L,  ∂/∂G_L = e^{G_L}<dE_c, S_c> + Σ_j e^{G_L−G_j} k_jᵀ dE_c v_j
+// Phase 1: warps 0–3 compute A's row strips, warps 4–7 dA's, into shared memory (bf16). Phases 2–4: warp w owns
+// rows 16·(w % 4) … +15 and half w / 4 of the columns of dq, then dk, then dv. The per-row sums for dg are kept
+// per warp in shared memory and combined in a fixed order, so dg is deterministic.
+#include "core/cuda_runtime.h"
+#include "core/ops/cuda/gla.h"
+#include "core/ops/cuda/gla_scan.h"
+#include "core/ops/cuda/gla_tiles.cuh"
+
+namespace primer::ops::cuda_ops {
+namespace {
+
+using gla::bf16;
+using gla::kChunk;
+using gla::kThreads;
+
+struct GradArgs {
+  const void *dout, *q, *k, *v;
+  const float* g;
+  const bf16* states;   // S_c  [B, H, chunks, K, V]
+  const bf16* dstates;  // dE_c [B, H, chunks, K, V]
+  void *dq, *dk, *dv;
+  float* dg;
+  float scale;
+  int time, heads, chunks;
+};
+
+template <int kK, int kV>
+struct GradTraits {
+  static constexpr int kSmemBytes =
+      (2 * kChunk * (kK + kV) + 2 * kK * kV + 2 * kChunk * kChunk) * int(sizeof(bf16));
+};
+
+// Multiplies the 16-row block of accumulators by f(row) per row (row within the chunk).
+template <int kTiles, class F>
+__device__ __forceinline__ void scale_rows(float (&acc)[kTiles][4], int m0, F f) {
+  const float lo = f(m0 + gla::frag_row(0)), hi = f(m0 + gla::frag_row(2));
+#pragma unroll
+  for (int j = 0; j < kTiles; ++j) {
+    acc[j][0] *= lo;
+    acc[j][1] *= lo;
+    acc[j][2] *= hi;
+    acc[j][3] *= hi;
+  }
+}
+
+// Per-row dot products of the accumulator block (columns n0 …) with the same block of a shared tile (rows of the
+// chunk, kCols wide), summed over the quad: out[0] for row g, out[1] for row g + 8.
+template <int kCols, int kTiles>
+__device__ __forceinline__ void row_dots(const float (&acc)[kTiles][4], const bf16* tile, int m0, int n0, float (&out)[2]) {
+#pragma unroll
+  for (int rr = 0; rr < 2; ++rr) {
+    const int r = m0 + gla::frag_row(2 * rr);
+    float s = 0;
+#pragma unroll
+    for (int j = 0; j < kTiles; ++j) {
+      const float2 x = gla::load_pair(tile + attn::swizzle<kCols>(r, n0 + gla::frag_col(j, 0)));
+      s += x.x * acc[j][2 * rr] + x.y * acc[j][2 * rr + 1];
+    }
+    out[rr] = gla::quad_sum(s);
+  }
+}
+
+template <class T, int kTiles>
+__device__ __forceinline__ void store_rows(T* base, int64_t row_stride, int m0, int n0, int valid,
+                                           const float (&acc)[kTiles][4]) {
+#pragma unroll
+  for (int rr = 0; rr < 2; ++rr) {
+    const int r = m0 + gla::frag_row(2 * rr);
+    if (r >= valid) continue;
+#pragma unroll
+    for (int j = 0; j < kTiles; ++j)
+      gla::store_pair(base + r * row_stride + n0 + gla::frag_col(j, 0), acc[j][2 * rr], acc[j][2 * rr + 1]);
+  }
+}
+
+template <class T, int kK, int kV>
+__global__ void __launch_bounds__(kThreads) gla_grad_kernel(GradArgs a) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  bf16* sQ = reinterpret_cast<bf16*>(smem);  // [kChunk][kK]
+  bf16* sK = sQ + kChunk * kK;               // [kChunk][kK]
+  bf16* sV = sK + kChunk * kK;               // [kChunk][kV]
+  bf16* sDO = sV + kChunk * kV;              // [kChunk][kV]
+  bf16* sS = sDO + kChunk * kV;              // [kK][kV]  S_c
+  bf16* sE = sS + kK * kV;                   // [kK][kV]  dE_c
+  bf16* sA = sE + kK * kV;                   // [kChunk][kChunk]
+  bf16* sDA = sA + kChunk * kChunk;          // [kChunk][kChunk]
+  __shared__ float sG[kChunk];
+  __shared__ float sQdq[2][kChunk], sKdk[2][kChunk];  // per column half: q_r·dq_r, k_r·dk_r
+  __shared__ float sLast[2][8];                       // per warp: Σ k·dk^state, e^{G_L}<dE, S>
+
+  const int c = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int strip = warp % 4, half = warp / 4, m0 = strip * 16;
+  const int H = a.heads, t0 = c * kChunk, valid = min(kChunk, a.time - t0);
+  const int64_t row0 = int64_t(b) * a.time + t0;
+  const int64_t stride_k = int64_t(H) * kK, stride_v = int64_t(H) * kV;
+  const int64_t off_k = (row0 * H + h) * kK, off_v = (row0 * H + h) * kV;
+  const int64_t off_state = ((int64_t(b) * H + h) * a.chunks + c) * kK * kV;
+
+  if (warp == 0) {
+    float g_lo, g_hi;
+    gla::load_chunk_gates(a.g + row0 * H + h, H, valid, g_lo, g_hi);
+    gla::chunk_cumsum_warp(g_lo, g_hi, sG);
+  }
+  {
+    gla::TileRegs<T, kChunk, kK> r;
+    r.fetch(static_cast<const T*>(a.q) + off_k, stride_k, valid);
+    r.store(sQ);
+    r.fetch(static_cast<const T*>(a.k) + off_k, stride_k, valid);
+    r.store(sK);
+  }
+  {
+    gla::TileRegs<T, kChunk, kV> r;
+    r.fetch(static_cast<const T*>(a.v) + off_v, stride_v, valid);
+    r.store(sV);
+    r.fetch(static_cast<const T*>(a.dout) + off_v, stride_v, valid);
+    r.store(sDO);
+  }
+  {
+    gla::TileRegs<bf16, kK, kV> r;
+    r.fetch(a.states + off_state, kV, kK);
+    r.store(sS);
+    r.fetch(a.dstates + off_state, kV, kK);
+    r.store(sE);
+  }
+  __syncthreads();
+  const float G_last = sG[kChunk - 1];
+  auto to_end = [&](int r) { return __expf(G_last - sG[r]); };
+
+  // Phase 1: A (warps 0–3, from Q Kᵀ) and dA (warps 4–7, from dO Vᵀ), masked and decayed, to shared memory.
+  {
+    float acc[kChunk / 8][4] = {};
+    const bf16* X = half == 0 ? sQ : sDO;
+    const bf16* Y = half == 0 ? sK : sV;
+    auto product = [&](auto cols_tag) {
+      constexpr int kCols = decltype(cols_tag)::value;
+#pragma unroll
+      for (int kk = 0; kk < kCols / 16; ++kk) {
+        uint32_t af[4];
+        attn::load_a<kCols>(af, X, m0, kk * 16, lane);
+#pragma unroll
+        for (int np = 0; np < kChunk / 16; ++np) {
+          if (np > strip) continue;
+          uint32_t bf[4];
+          attn::load_b_pair_nk<kCols>(bf, Y, np * 16, kk * 16, lane);
+          attn::mma_bf16(acc[2 * np], af, bf[0], bf[1]);
+          attn::mma_bf16(acc[2 * np + 1], af, bf[2], bf[3]);
+        }
+      }
+    };
+    if (half == 0) product(std::integral_constant<int, kK>{});
+    else product(std::integral_constant<int, kV>{});
+    bf16* dst = half == 0 ? sA : sDA;
+#pragma unroll
+    for (int j = 0; j < kChunk / 8; ++j)
+#pragma unroll
+      for (int rr = 0; rr < 2; ++rr) {
+        const int r = m0 + gla::frag_row(2 * rr), col = gla::frag_col(j, 0);
+        const float w0 = col <= r ? a.scale * __expf(sG[r] - sG[col]) : 0.f;
+        const float w1 = col + 1 <= r ? a.scale * __expf(sG[r] - sG[col + 1]) : 0.f;
+        gla::store_pair(dst + attn::swizzle<kChunk>(r, col), w0 * acc[j][2 * rr], w1 * acc[j][2 * rr + 1]);
+      }
+  }
+  __syncthreads();
+
+  // Phase 2: dq = scale e^{G_r} (dO S_cᵀ) + dA K over columns [n0, n0 + kK/2) of K.
+  {
+    constexpr int kTiles = kK / 16;
+    const int n0 = half * (kK / 2);
+    float acc[kTiles][4] = {};
+#pragma unroll
+    for (int kk = 0; kk < kV / 16; ++kk) {
+      uint32_t af[4];
+      attn::load_a<kV>(af, sDO, m0, kk * 16, lane);
+#pragma unroll
+      for (int np = 0; np < kTiles / 2; ++np) {
+        uint32_t bf[4];
+        attn::load_b_pair_nk<kV>(bf, sS, n0 + np * 16, kk * 16, lane);
+        attn::mma_bf16(acc[2 * np], af, bf[0], bf[1]);
+        attn::mma_bf16(acc[2 * np + 1], af, bf[2], bf[3]);
+      }
+    }
+    const float scale = a.scale;
+    scale_rows(acc, m0, [&](int r) { return scale * __expf(sG[r]); });
+#pragma unroll
+    for (int kk = 0; kk < kChunk / 16; ++kk) {
+      if (kk > strip) continue;
+      uint32_t af[4];
+      attn::load_a<kChunk>(af, sDA, m0, kk * 16, lane);
+#pragma unroll
+      for (int np = 0; np < kTiles / 2; ++np) {
+        uint32_t bf[4];
+        attn::load_b_pair_kn<kK>(bf, sK, n0 + np * 16, kk * 16, lane);
+        attn::mma_bf16(acc[2 * np], af, bf[0], bf[1]);
+        attn::mma_bf16(acc[2 * np + 1], af, bf[2], bf[3]);
+      }
+    }
+    float dots[2];
+    row_dots<kK>(acc, sQ, m0, n0, dots);
+    if (lane % 4 == 0) {
+      sQdq[half][m0 + gla::frag_row(0)] = dots[0];
+      sQdq[half][m0 + gla::frag_row(2)] = dots[1];
+    }
+    store_rows(static_cast<T*>(a.dq) + off_k, stride_k, m0, n0, valid, acc);
+  }
+
+  // Phase 3: dk = e^{G_L−G_j} (V dE_cᵀ) + dAᵀ Q over columns [n0, n0 + kK/2) of K.
+  {
+    constexpr int kTiles = kK / 16;
+    const int n0 = half * (kK / 2);
+    float acc[kTiles][4] = {};
+#pragma unroll
+    for (int kk = 0; kk < kV / 16; ++kk) {
+      uint32_t af[4];
+      attn::load_a<kV>(af, sV, m0, kk * 16, lane);
+#pragma unroll
+      for (int np = 0; np < kTiles / 2; ++np) {
+        uint32_t bf[4];
+        attn::load_b_pair_nk<kV>(bf, sE, n0 + np * 16, kk * 16, lane);
+        attn::mma_bf16(acc[2 * np], af, bf[0], bf[1]);
+        attn::mma_bf16(acc[2 * np + 1], af, bf[2], bf[3]);
+      }
+    }
+    scale_rows(acc, m0, to_end);
+    float state_dots[2];
+    row_dots<kK>(acc, sK, m0, n0, state_dots);  // k_j · dk_j^state
+    // Each quad holds its two rows' sums: count them once.
+    const float state_term = gla::warp_sum(lane % 4 == 0 ? state_dots[0] + state_dots[1] : 0.f);
+    if (lane == 0) sLast[0][warp] = state_term;
+#pragma unroll
+    for (int kk = 0; kk < kChunk / 16; ++kk) {
+      if (kk < strip) continue;  // dA_rj = 0 for r < j
+      uint32_t af[4];
+      attn::load_a_transposed<kChunk>(af, sDA, m0, kk * 16, lane);
+#pragma unroll
+      for (int np = 0; np < kTiles / 2; ++np) {
+        uint32_t bf[4];
+        attn::load_b_pair_kn<kK>(bf, sQ, n0 + np * 16, kk * 16, lane);
+        attn::mma_bf16(acc[2 * np], af, bf[0], bf[1]);
+        attn::mma_bf16(acc[2 * np + 1], af, bf[2], bf[3]);
+      }
+    }
+    float dots[2];
+    row_dots<kK>(acc, sK, m0, n0, dots);
+    if (lane % 4 == 0) {
+      sKdk[half][m0 + gla::frag_row(0)] = dots[0];
+      sKdk[half][m0 + gla::frag_row(2)] = dots[1];
+    }
+    store_rows(static_cast<T*>(a.dk) + off_k, stride_k, m0, n0, valid, acc);
+  }
+
+  // Phase 4: dv = e^{G_L−G_j} (K dE_c) + Aᵀ dO over columns [n0, n0 + kV/2) of V.
+  {
+    constexpr int kTiles = kV / 16;
+    const int n0 = half * (kV / 2);
+    float acc[kTiles][4] = {};
+#pragma unroll
+    for (int kk = 0; kk < kK / 16; ++kk) {
+      uint32_t af[4];
+      attn::load_a<kK>(af, sK, m0, kk * 16, lane);
+#pragma unroll
+      for (int np = 0; np < kTiles / 2; ++np) {
+        uint32_t bf[4];
+        attn::load_b_pair_kn<kV>(bf, sE, n0 + np * 16, kk * 16, lane);
+        attn::mma_bf16(acc[2 * np], af, bf[0], bf[1]);
+        attn::mma_bf16(acc[2 * np + 1], af, bf[2], bf[3]);
+      }
+    }
+    scale_rows(acc, m0, to_end);
+#pragma unroll
+    for (int kk = 0; kk < kChunk / 16; ++kk) {
+      if (kk < strip) continue;
+      uint32_t af[4];
+      attn::load_a_transposed<kChunk>(af, sA, m0, kk * 16, lane);
+#pragma unroll
+      for (int np = 0; np < kTiles / 2; ++np) {
+        uint32_t bf[4];
+        attn::load_b_pair_kn<kV>(bf, sDO, n0 + np * 16, kk * 16, lane);
+        attn::mma_bf16(acc[2 * np], af, bf[0], bf[1]);
+        attn::mma_bf16(acc[2 * np + 1], af, bf[2], bf[3]);
+      }
+    }
+    store_rows(static_cast<T*>(a.dv) + off_v, stride_v, m0, n0, valid, acc);
+  }
+
+  // e^{G_L} <dE_c, S_c>: both tiles share one swizzle, so the dot runs over their storage in any order.
+  {
+    float s = 0;
+    for (int i = threadIdx.x * 2; i < kK * kV; i += kThreads * 2) {
+      const float2 x = gla::load_pair(sE + i), y = gla::load_pair(sS + i);
+      s += x.x * y.x + x.y * y.y;
+    }
+    s = gla::warp_sum(s);
+    if (lane == 0) sLast[1][warp] = __expf(G_last) * s;
+  }
+  __syncthreads();
+
+  // dg_s = ∂/∂G_L + Σ_{r ≥ s} (q_r·dq_r − k_r·dk_r): a suffix sum by warp 0 over rows lane and lane + 32.
+  if (warp == 0) {
+    float last = 0;
+#pragma unroll
+    for (int w = 0; w < 8; ++w) last += sLast[0][w] + sLast[1][w];
+    auto term = [&](int r) { return (sQdq[0][r] + sQdq[1][r]) - (sKdk[0][r] + sKdk[1][r]); };
+    float lo = term(lane), hi = term(lane + 32);
+#pragma unroll
+    for (int off = 1; off < 32; off *= 2) {
+      const float nlo = __shfl_down_sync(0xffffffffu, lo, off), nhi = __shfl_down_sync(0xffffffffu, hi, off);
+      if (lane + off < 32) {
+        lo += nlo;
+        hi += nhi;
+      }
+    }
+    hi += last;
+    lo += __shfl_sync(0xffffffffu, hi, 0);
+    float* dg = a.dg + row0 * H + h;
+    if (lane < valid) dg[int64_t(lane) * H] = lo;
+    if (lane + 32 < valid) dg[int64_t(lane + 32) * H] = hi;
+  }
+}
+
+template <class T, int kK, int kV>
+void launch_grad(const GradArgs& a, int batch) {
+  using Tr = GradTraits<kK, kV>;
+  auto kernel = gla_grad_kernel<T, kK, kV>;
+  static const bool configured = [&] {  // above 48 KB of dynamic shared memory needs an opt-in, once per kernel
+    PRIMER_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes));
+    return true;
+  }();
+  (void)configured;
+  kernel<<<dim3(unsigned(a.chunks), unsigned(a.heads), unsigned(batch)), kThreads, Tr::kSmemBytes, cuda::stream()>>>(a);
+  PRIMER_CUDA_CHECK_LAUNCH();
+}
+
+template <class T>
+void dispatch_grad(const GradArgs& a, const GlaDims& d) {
+  const int batch = int(d.batch);
+  if (d.key_dim == 64) d.value_dim == 64 ? launch_grad<T, 64, 64>(a, batch) : launch_grad<T, 64, 128>(a, batch);
+  else d.value_dim == 64 ? launch_grad<T, 128, 64>(a, batch) : launch_grad<T, 128, 128>(a, batch);
+}
+
+}  // namespace
+
+void gla_backward(const GlaDims& d, DType dtype, const void* dout, const void* q, const void* k, const void* v,
+                  const float* g, float scale, const float* state_in, const float* dstate_out, void* dq, void* dk,
+                  void* dv, float* dg, float* dstate_in, void* workspace) {
+  bf16* states = static_cast<bf16*>(workspace);
+  bf16* dstates = states + gla_forward_workspace_bytes(d) / sizeof(bf16);
+  const GlaScanJob scans[2] = {{k, v, state_in, states, nullptr, false},
+                               {q, dout, dstate_out, dstates, dstate_in, true}};
+  gla_state_scans(d, dtype, g, scale, scans, 2);
+  if (d.batch == 0 || d.heads == 0 || d.time == 0) return;
+  const GradArgs a{dout, q, k, v, g, states, dstates, dq, dk, dv, dg, scale, int(d.time), int(d.heads),
+                   int(gla_chunks(d))};
+  if (dtype == DType::F32) dispatch_grad<float>(a, d);
+  else dispatch_grad<bf16>(a, d);
+}
+
+}  // namespace primer::ops::cuda_ops

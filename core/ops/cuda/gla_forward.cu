@@ -1,0 +1,179 @@
+// Chunked GLA forward: the sequential state pass (gla_scan.cu) writes the bf16 state at every chunk start, then
+// one block per (chunk, head, batch) computes the chunk's outputs in parallel:
+//   o_r = scale · ( e^{G_r} S_cᵀ q_r + Σ_{j≤r} e^{G_r−G_j} (q_r·k_j) v_j )
+// Warp w owns rows 16·(w % 4) … +15 and half w / 4 of the V columns. Its decay-masked scores P = Q Kᵀ stay in
+// registers and feed P V directly as mma A fragments; key tiles wholly above the diagonal are skipped.
+#include "core/cuda_runtime.h"
+#include "core/ops/cuda/gla.h"
+#include "core/ops/cuda/gla_scan.h"
+#include "core/ops/cuda/gla_tiles.cuh"
+
+namespace primer::ops::cuda_ops {
+namespace {
+
+using gla::bf16;
+using gla::kChunk;
+using gla::kThreads;
+
+struct OutputArgs {
+  const void *q, *k, *v;
+  const float* g;
+  const bf16* states;  // [B, H, chunks, K, V]
+  void* o;
+  float scale;
+  int time, heads, chunks;
+};
+
+template <int kK, int kV>
+struct OutputTraits {
+  static constexpr int kWarpCols = kV / 2, kTiles = kWarpCols / 8;
+  static constexpr int kSmemBytes = (kChunk * (2 * kK + kV) + kK * kV) * int(sizeof(bf16));
+};
+
+template <class T, int kK, int kV>
+__global__ void __launch_bounds__(kThreads) gla_output_kernel(OutputArgs a) {
+  using Tr = OutputTraits<kK, kV>;
+  extern __shared__ __align__(128) unsigned char smem[];
+  bf16* sQ = reinterpret_cast<bf16*>(smem);  // [kChunk][kK]
+  bf16* sK = sQ + kChunk * kK;               // [kChunk][kK]
+  bf16* sV = sK + kChunk * kK;               // [kChunk][kV]
+  bf16* sS = sV + kChunk * kV;               // [kK][kV]
+  __shared__ float sG[kChunk];
+
+  const int c = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int strip = warp % 4, m0 = strip * 16, n0 = (warp / 4) * Tr::kWarpCols;
+  const int H = a.heads, t0 = c * kChunk, valid = min(kChunk, a.time - t0);
+  const int64_t row0 = int64_t(b) * a.time + t0;  // first token of the chunk in [B·T]
+  const T* q = static_cast<const T*>(a.q) + (row0 * H + h) * kK;
+  const T* k = static_cast<const T*>(a.k) + (row0 * H + h) * kK;
+  const T* v = static_cast<const T*>(a.v) + (row0 * H + h) * kV;
+
+  if (warp == 0) {
+    float g_lo, g_hi;
+    gla::load_chunk_gates(a.g + row0 * H + h, H, valid, g_lo, g_hi);
+    gla::chunk_cumsum_warp(g_lo, g_hi, sG);
+  }
+  {
+    gla::TileRegs<T, kChunk, kK> r;
+    r.fetch(q, int64_t(H) * kK, valid);
+    r.store(sQ);
+    r.fetch(k, int64_t(H) * kK, valid);
+    r.store(sK);
+  }
+  {
+    gla::TileRegs<T, kChunk, kV> r;
+    r.fetch(v, int64_t(H) * kV, valid);
+    r.store(sV);
+  }
+  {
+    gla::TileRegs<bf16, kK, kV> r;
+    r.fetch(a.states + ((int64_t(b) * H + h) * a.chunks + c) * kK * kV, kV, kK);
+    r.store(sS);
+  }
+  __syncthreads();
+
+  // P = scale · e^{G_r − G_j} (q_r · k_j) for j ≤ r, else 0: 16 rows × 64 columns of this warp's strip.
+  uint32_t qf[kK / 16][4];
+  float p[kChunk / 8][4] = {};
+#pragma unroll
+  for (int kk = 0; kk < kK / 16; ++kk) {
+    attn::load_a<kK>(qf[kk], sQ, m0, kk * 16, lane);
+#pragma unroll
+    for (int np = 0; np < kChunk / 16; ++np) {
+      if (np > strip) continue;  // above the diagonal
+      uint32_t bf[4];
+      attn::load_b_pair_nk<kK>(bf, sK, np * 16, kk * 16, lane);
+      attn::mma_bf16(p[2 * np], qf[kk], bf[0], bf[1]);
+      attn::mma_bf16(p[2 * np + 1], qf[kk], bf[2], bf[3]);
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < kChunk / 8; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int r = m0 + gla::frag_row(e), col = gla::frag_col(j, e);
+      p[j][e] = col <= r ? a.scale * __expf(sG[r] - sG[col]) * p[j][e] : 0.f;
+    }
+
+  // o = scale · e^{G_r} (Q S_c) + P V over this warp's columns.
+  float o[Tr::kTiles][4] = {};
+#pragma unroll
+  for (int kk = 0; kk < kK / 16; ++kk)
+#pragma unroll
+    for (int np = 0; np < Tr::kTiles / 2; ++np) {
+      uint32_t bf[4];
+      attn::load_b_pair_kn<kV>(bf, sS, n0 + np * 16, kk * 16, lane);
+      attn::mma_bf16(o[2 * np], qf[kk], bf[0], bf[1]);
+      attn::mma_bf16(o[2 * np + 1], qf[kk], bf[2], bf[3]);
+    }
+#pragma unroll
+  for (int j = 0; j < Tr::kTiles; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) o[j][e] *= a.scale * __expf(sG[m0 + gla::frag_row(e)]);
+#pragma unroll
+  for (int kk = 0; kk < kChunk / 16; ++kk) {
+    if (kk > strip) continue;
+    uint32_t pa[4];
+    attn::accumulators_to_a<kChunk / 8>(pa, p, kk);
+#pragma unroll
+    for (int np = 0; np < Tr::kTiles / 2; ++np) {
+      uint32_t bf[4];
+      attn::load_b_pair_kn<kV>(bf, sV, n0 + np * 16, kk * 16, lane);
+      attn::mma_bf16(o[2 * np], pa, bf[0], bf[1]);
+      attn::mma_bf16(o[2 * np + 1], pa, bf[2], bf[3]);
+    }
+  }
+
+  T* out = static_cast<T*>(a.o) + (row0 * H + h) * kV;
+#pragma unroll
+  for (int rr = 0; rr < 2; ++rr) {
+    const int r = m0 + gla::frag_row(2 * rr);
+    if (r >= valid) continue;
+#pragma unroll
+    for (int j = 0; j < Tr::kTiles; ++j)
+      gla::store_pair(out + int64_t(r) * H * kV + n0 + gla::frag_col(j, 0), o[j][2 * rr], o[j][2 * rr + 1]);
+  }
+}
+
+template <class T, int kK, int kV>
+void launch_output(const OutputArgs& a, int batch) {
+  using Tr = OutputTraits<kK, kV>;
+  auto kernel = gla_output_kernel<T, kK, kV>;
+  static const bool configured = [&] {  // above 48 KB of dynamic shared memory needs an opt-in, once per kernel
+    PRIMER_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes));
+    return true;
+  }();
+  (void)configured;
+  kernel<<<dim3(unsigned(a.chunks), unsigned(a.heads), unsigned(batch)), kThreads, Tr::kSmemBytes, cuda::stream()>>>(a);
+  PRIMER_CUDA_CHECK_LAUNCH();
+}
+
+template <class T>
+void dispatch_output(const OutputArgs& a, const GlaDims& d) {
+  const int batch = int(d.batch);
+  if (d.key_dim == 64) d.value_dim == 64 ? launch_output<T, 64, 64>(a, batch) : launch_output<T, 64, 128>(a, batch);
+  else d.value_dim == 64 ? launch_output<T, 128, 64>(a, batch) : launch_output<T, 128, 128>(a, batch);
+}
+
+size_t chunk_states_bytes(const GlaDims& d) {
+  return size_t(d.batch * d.heads * gla_chunks(d) * d.key_dim * d.value_dim) * sizeof(bf16);
+}
+
+}  // namespace
+
+size_t gla_forward_workspace_bytes(const GlaDims& d) { return chunk_states_bytes(d); }
+size_t gla_backward_workspace_bytes(const GlaDims& d) { return 2 * chunk_states_bytes(d); }
+
+void gla_forward(const GlaDims& d, DType dtype, const void* q, const void* k, const void* v, const float* g,
+                 float scale, const float* state_in, void* o, float* state_out, void* workspace) {
+  const GlaScanJob scan{k, v, state_in, workspace, state_out, false};
+  gla_state_scans(d, dtype, g, scale, &scan, 1);
+  if (d.batch == 0 || d.heads == 0 || d.time == 0) return;
+  const OutputArgs a{q, k, v, g, static_cast<const bf16*>(workspace), o, scale,
+                     int(d.time), int(d.heads), int(gla_chunks(d))};
+  if (dtype == DType::F32) dispatch_output<float>(a, d);
+  else dispatch_output<bf16>(a, d);
+}
+
+}  // namespace primer::ops::cuda_ops

@@ -1,0 +1,26 @@
+// The sequential pass of chunked GLA (internal to gla_forward.cu / gla_backward.cu): per (batch, head, 64-column
+// slice of V) one block walks the chunks keeping a K × 64 slice of a state in fp32 registers, writing it in bf16 at
+// every chunk boundary. Two flavours share the kernel and may run in one launch:
+//   forward  (the state S, chunks in order):   states[c] = S before chunk c;  S ← e^{G_L} S + Σ_j e^{G_L−G_j} k_j v_jᵀ
+//   reverse  (its gradient dE, chunks reversed): states[c] = dE after chunk c; dE ← e^{G_L} dE + scale Σ_r e^{G_r} q_r do_rᵀ
+// with G the chunk's cumulative log decay and L its last row; `init` is S_0 (forward) or the gradient wrt S_T
+// (reverse), null meaning zeros, and `final_state` (may be null) receives S_T or the gradient wrt S_0.
+#pragma once
+#include "core/dtype.h"
+#include "core/ops/gla_dims.h"
+
+namespace primer::ops::cuda_ops {
+
+struct GlaScanJob {
+  const void* a;  // [B, T, H, K] in the I/O dtype: k (forward) or q (reverse)
+  const void* b;  // [B, T, H, V]: v (forward) or dout (reverse)
+  const float* init;  // [B, H, K, V] or null
+  void* states;       // bf16 [B, H, chunks, K, V]
+  float* final_state;  // [B, H, K, V] or null
+  bool reverse;
+};
+
+// Runs `count` (1 or 2) jobs over the same g [B, T, H] in one launch.
+void gla_state_scans(const GlaDims& d, DType dtype, const float* g, float scale, const GlaScanJob* jobs, int count);
+
+}  // namespace primer::ops::cuda_ops

@@ -1,0 +1,130 @@
+#include "core/ops/gla.h"
+
+#include <cmath>
+
+#include "core/ops/cpu/gla.h"
+#include "core/ops/cuda/gla.h"
+#include "core/ops/dispatch.h"
+#include "core/ops/gla_check.h"
+
+namespace primer::ops {
+
+DType gla_state_dtype(const Tensor& q) { return q.dtype() == DType::F64 ? DType::F64 : DType::F32; }
+
+GlaDims check_gla_inputs(const char* op, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
+                         double scale, const Tensor& state_in) {
+  PRIMER_CHECK(q.defined() && q.dim() == 4, "{}: argument 'q' is {}, expected [B, T, H, K]", op,
+               q.defined() ? q.describe() : "undefined");
+  const Device dev = q.device();
+  if (q.is_cpu()) {
+    expect(q, op, "q", dev, {DType::F32, DType::F64});
+    for (auto [name, t] : {std::pair{"k", &k}, std::pair{"v", &v}, std::pair{"g", &g}}) expect(*t, op, name, dev, {q.dtype()});
+  } else {
+    expect(q, op, "q", dev, {DType::BF16, DType::F32});
+    expect(k, op, "k", dev, {q.dtype()});
+    expect(v, op, "v", dev, {q.dtype()});
+    expect(g, op, "g", dev, {DType::F32});
+  }
+  expect_shape(k, op, "k", q.shape());
+  const GlaDims d{q.size(0), q.size(1), q.size(2), q.size(3), v.dim() == 4 ? v.size(3) : 0};
+  expect_shape(v, op, "v", {d.batch, d.time, d.heads, v.dim() == 4 ? v.size(3) : -1});
+  expect_shape(g, op, "g", {d.batch, d.time, d.heads});
+  PRIMER_CHECK(d.key_dim > 0 && d.value_dim > 0, "{}: 'q' is {} and 'v' {}, expected K > 0 and V > 0", op, q.describe(),
+               v.describe());
+  if (q.is_cuda())
+    PRIMER_CHECK((d.key_dim == 64 || d.key_dim == 128) && (d.value_dim == 64 || d.value_dim == 128),
+                 "{}: 'q' is {} and 'v' {}: the CUDA path supports K and V of 64 or 128", op, q.describe(),
+                 v.describe());
+  PRIMER_CHECK(std::isfinite(scale), "{}: scale is {}, expected a finite value", op, scale);
+  if (state_in.defined()) {
+    expect(state_in, op, "state_in", dev, {gla_state_dtype(q)});
+    expect_shape(state_in, op, "state_in", {d.batch, d.heads, d.key_dim, d.value_dim});
+  }
+  return d;
+}
+
+void check_gla_output_grads(const char* op, const GlaDims& d, const Tensor& v, const Tensor& dout,
+                            const Tensor& dstate_out) {
+  expect(dout, op, "dout", v.device(), {v.dtype()});
+  expect_shape(dout, op, "dout", v.shape());
+  if (dstate_out.defined()) {
+    expect(dstate_out, op, "dstate_out", v.device(), {gla_state_dtype(v)});
+    expect_shape(dstate_out, op, "dstate_out", {d.batch, d.heads, d.key_dim, d.value_dim});
+  }
+}
+
+namespace {
+
+Tensor contiguous_or_null(const Tensor& t) { return t.defined() ? t.contiguous() : Tensor(); }
+template <class T> T* ptr(const Tensor& t) { return t.defined() ? t.data<T>() : nullptr; }
+Shape state_shape(const GlaDims& d) { return {d.batch, d.heads, d.key_dim, d.value_dim}; }
+
+#ifdef PRIMER_WITH_CUDA
+Tensor cuda_workspace(size_t bytes, Device device) { return Tensor::empty({int64_t(bytes)}, DType::U8, device); }
+
+void forward_cuda(const GlaDims& d, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, double scale,
+                  const Tensor& s0, const Tensor& o, const Tensor& st) {
+  const Tensor ws = cuda_workspace(cuda_ops::gla_forward_workspace_bytes(d), q.device());
+  cuda_ops::gla_forward(d, q.dtype(), q.data_ptr(), k.data_ptr(), v.data_ptr(), g.data<float>(), float(scale),
+                        ptr<float>(s0), o.data_ptr(), ptr<float>(st), ws.data_ptr());
+}
+
+void backward_cuda(const GlaDims& d, const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
+                   const Tensor& g, double scale, const Tensor& s0, const Tensor& dsT, const GlaGrads& r) {
+  const Tensor ws = cuda_workspace(cuda_ops::gla_backward_workspace_bytes(d), q.device());
+  cuda_ops::gla_backward(d, q.dtype(), dout.data_ptr(), q.data_ptr(), k.data_ptr(), v.data_ptr(), g.data<float>(),
+                         float(scale), ptr<float>(s0), ptr<float>(dsT), r.dq.data_ptr(), r.dk.data_ptr(),
+                         r.dv.data_ptr(), r.dg.data<float>(), ptr<float>(r.dstate_in), ws.data_ptr());
+}
+#endif
+
+}  // namespace
+
+Tensor gla(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, const Tensor& g_in, double scale,
+           const Tensor& state_in, Tensor* state_out) {
+  constexpr const char* op = "gla";
+  const GlaDims d = check_gla_inputs(op, q_in, k_in, v_in, g_in, scale, state_in);
+  const Tensor q = q_in.contiguous(), k = k_in.contiguous(), v = v_in.contiguous(), g = g_in.contiguous();
+  const Tensor s0 = contiguous_or_null(state_in);
+  Tensor o = Tensor::empty(v.shape(), v.dtype(), v.device());
+  Tensor st = state_out ? Tensor::empty(state_shape(d), gla_state_dtype(q), q.device()) : Tensor();
+  if (q.is_cpu()) {
+    dispatch_cpu_float(q.dtype(), op, [&](auto tag) {
+      using T = decltype(tag);
+      cpu::gla_forward<T>(d, q.data<T>(), k.data<T>(), v.data<T>(), g.data<T>(), T(scale), ptr<T>(s0), o.data<T>(),
+                          ptr<T>(st));
+    });
+  } else {
+    PRIMER_ON_CUDA(forward_cuda(d, q, k, v, g, scale, s0, o, st));
+  }
+  if (state_out) *state_out = st;
+  return o;
+}
+
+GlaGrads gla_backward(const Tensor& dout_in, const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
+                      const Tensor& g_in, double scale, const Tensor& state_in, const Tensor& dstate_out) {
+  constexpr const char* op = "gla_backward";
+  const GlaDims d = check_gla_inputs(op, q_in, k_in, v_in, g_in, scale, state_in);
+  check_gla_output_grads(op, d, v_in, dout_in, dstate_out);
+  const Tensor q = q_in.contiguous(), k = k_in.contiguous(), v = v_in.contiguous(), g = g_in.contiguous();
+  const Tensor dout = dout_in.contiguous(), s0 = contiguous_or_null(state_in), dsT = contiguous_or_null(dstate_out);
+  GlaGrads r;
+  r.dq = Tensor::empty(q.shape(), q.dtype(), q.device());
+  r.dk = Tensor::empty(k.shape(), k.dtype(), k.device());
+  r.dv = Tensor::empty(v.shape(), v.dtype(), v.device());
+  r.dg = Tensor::empty(g.shape(), g.dtype(), g.device());
+  if (state_in.defined()) r.dstate_in = Tensor::empty(state_shape(d), state_in.dtype(), q.device());
+  if (q.is_cpu()) {
+    dispatch_cpu_float(q.dtype(), op, [&](auto tag) {
+      using T = decltype(tag);
+      cpu::gla_backward<T>(d, dout.data<T>(), q.data<T>(), k.data<T>(), v.data<T>(), g.data<T>(), T(scale),
+                           ptr<T>(s0), ptr<T>(dsT), r.dq.data<T>(), r.dk.data<T>(), r.dv.data<T>(), r.dg.data<T>(),
+                           ptr<T>(r.dstate_in));
+    });
+  } else {
+    PRIMER_ON_CUDA(backward_cuda(d, dout, q, k, v, g, scale, s0, dsT, r));
+  }
+  return r;
+}
+
+}  // namespace primer::ops
