@@ -59,7 +59,8 @@ void ParameterRegistry::materialize(Device device, DType compute_dtype, uint64_t
 
 void ParameterRegistry::sync_compute_copies() {
   for (auto& p : params_) {
-    if (compute_dtype_ == DType::F32 || p->keep_f32) {
+    // keep_f32 keeps f32 under bf16; an f64 reference computes everything in f64.
+    if (compute_dtype_ == DType::F32 || (p->keep_f32 && compute_dtype_ != DType::F64)) {
       p->var->value = p->master;
     } else {
       if (!p->var->value.defined() || p->var->value.dtype() != compute_dtype_)

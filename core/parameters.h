@@ -36,7 +36,7 @@ struct Parameter {
   bool trainable = true;
   bool weight_decay = true;
   // Compute in f32 even under bf16 mixed precision (an SSM's A_log, dt_bias and D feed fp32 gate math): the
-  // compute copy is then the master itself.
+  // compute copy is then the master itself. (An f64 reference model computes every parameter in f64.)
   bool keep_f32 = false;
   Tensor master;  // f32
   ag::Var var;    // value = compute copy, grad = f32 accumulator
