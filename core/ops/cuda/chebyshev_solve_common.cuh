@@ -84,57 +84,81 @@ __device__ __forceinline__ void warp_affine_scan(float a0, float b0, float a1, f
 
 __device__ __forceinline__ uint32_t pack_pair(float a, float b) { return attn::pack_bf16(a, b); }
 
-// Rows [0, 64) x columns [col0, col0 + kCols) of a buffer with `row_stride` elements per row into a swizzled
-// [64][kCols] bf16 tile, row r scaled by scale[r] (null: 1) and zero at r >= valid (or when src is null). With lo
-// non-null, the rounding residual v − bf16(v) goes to a second tile: hi + lo carries ~16 significant bits.
+// Eight floats as bf16 at `offset` of tile hi and, if lo is non-null, their rounding residuals v − bf16(v) at the
+// same offset of lo: hi + lo carries ~16 significant bits.
+__device__ __forceinline__ void store_split(bf16* hi, bf16* lo, int offset, const float (&v)[8]) {
+  uint4 h, l;
+  uint32_t* hw = reinterpret_cast<uint32_t*>(&h);
+  uint32_t* lw = reinterpret_cast<uint32_t*>(&l);
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    const __nv_bfloat162 p = __floats2bfloat162_rn(v[2 * e], v[2 * e + 1]);
+    hw[e] = reinterpret_cast<const uint32_t&>(p);
+    lw[e] = pack_pair(v[2 * e] - __low2float(p), v[2 * e + 1] - __high2float(p));
+  }
+  *reinterpret_cast<uint4*>(hi + offset) = h;
+  if (lo) *reinterpret_cast<uint4*>(lo + offset) = l;
+}
+
+// Rows [0, 64) x columns [col0, col0 + kCols) of a buffer with `row_stride` elements per row, on their way into a
+// swizzled [64][kCols] bf16 tile: load() issues every load of this thread (zeros at rows >= valid, or when src is
+// null); store() scales row r by scale[r] (null: 1) and writes the tile (and the residuals into lo, if non-null).
+// Loading early and storing late lets a kernel wait for memory once for several tiles.
+template <class T, int kCols, int kThreads>
+struct RowPieces {
+  static constexpr int kPerRow = kCols / 8, kIters = kC * kPerRow / kThreads;
+  static_assert(kC * kPerRow % kThreads == 0, "whole 8-column pieces per thread");
+  float v[kIters][8];
+
+  __device__ __forceinline__ static int row(int it) { return (int(threadIdx.x) + it * kThreads) / kPerRow; }
+  __device__ __forceinline__ static int col(int it) { return (int(threadIdx.x) + it * kThreads) % kPerRow * 8; }
+
+  __device__ __forceinline__ void load(const T* src, int64_t row_stride, int col0, int valid) {
+#pragma unroll
+    for (int it = 0; it < kIters; ++it) {
+      if (src && row(it) < valid) {
+        load_floats<T, 8>(src + row(it) * row_stride + col0 + col(it), v[it]);
+      } else {
+#pragma unroll
+        for (int e = 0; e < 8; ++e) v[it][e] = 0.f;
+      }
+    }
+  }
+  __device__ __forceinline__ void store(bf16* hi, bf16* lo, const float* scale) {
+#pragma unroll
+    for (int it = 0; it < kIters; ++it) {
+      const float s = scale ? scale[row(it)] : 1.f;
+#pragma unroll
+      for (int e = 0; e < 8; ++e) v[it][e] *= s;
+      store_split(hi, lo, attn::swizzle<kCols>(row(it), col(it)), v[it]);
+    }
+  }
+};
+
 template <class T, int kCols, int kThreads>
 __device__ __forceinline__ void stage_rows(bf16* hi, bf16* lo, const T* src, int64_t row_stride, int col0, int valid,
                                            const float* scale) {
-  constexpr int kPerRow = kCols / 8;
-  for (int i = threadIdx.x; i < kC * kPerRow; i += kThreads) {
-    const int row = i / kPerRow, col = (i % kPerRow) * 8;
-    float v[8] = {};
-    if (src && row < valid) {
-      load_floats<T, 8>(src + row * row_stride + col0 + col, v);
-      const float s = scale ? scale[row] : 1.f;
-#pragma unroll
-      for (int e = 0; e < 8; ++e) v[e] *= s;
-    }
-    uint4 h, l;
-    uint32_t* hw = reinterpret_cast<uint32_t*>(&h);
-    uint32_t* lw = reinterpret_cast<uint32_t*>(&l);
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const __nv_bfloat162 p = __floats2bfloat162_rn(v[2 * e], v[2 * e + 1]);
-      hw[e] = reinterpret_cast<const uint32_t&>(p);
-      lw[e] = pack_pair(v[2 * e] - __low2float(p), v[2 * e + 1] - __high2float(p));
-    }
-    *reinterpret_cast<uint4*>(hi + attn::swizzle<kCols>(row, col)) = h;
-    if (lo) *reinterpret_cast<uint4*>(lo + attn::swizzle<kCols>(row, col)) = l;
-  }
+  RowPieces<T, kCols, kThreads> pieces;
+  pieces.load(src, row_stride, col0, valid);
+  pieces.store(hi, lo, scale);
 }
 
-// An f32 [D][D] matrix (row-major) into swizzled bf16 tiles hi (and lo, if non-null: the rounding residual).
-// Returns this thread's part of Σ m².
+// An f32 [D][D] matrix (row-major) into swizzled bf16 tiles hi (and lo, if non-null: the rounding residual), loads
+// first as above. Returns this thread's part of Σ m².
 template <int D, int kThreads>
 __device__ __forceinline__ float stage_matrix(bf16* hi, bf16* lo, const float* m) {
-  float squares = 0.f;
-  for (int i = threadIdx.x; i < D * D / 8; i += kThreads) {
-    const int row = i / (D / 8), col = (i % (D / 8)) * 8;
-    float v[8];
-    load_floats<float, 8>(m + row * D + col, v);
-    uint4 h, l;
-    uint32_t* hw = reinterpret_cast<uint32_t*>(&h);
-    uint32_t* lw = reinterpret_cast<uint32_t*>(&l);
+  constexpr int kIters = D * D / 8 / kThreads;
+  static_assert(D * D / 8 % kThreads == 0, "whole 8-column pieces per thread");
+  float v[kIters][8];
 #pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      squares += v[2 * e] * v[2 * e] + v[2 * e + 1] * v[2 * e + 1];
-      const __nv_bfloat162 p = __floats2bfloat162_rn(v[2 * e], v[2 * e + 1]);
-      hw[e] = reinterpret_cast<const uint32_t&>(p);
-      lw[e] = pack_pair(v[2 * e] - __low2float(p), v[2 * e + 1] - __high2float(p));
-    }
-    *reinterpret_cast<uint4*>(hi + attn::swizzle<D>(row, col)) = h;
-    if (lo) *reinterpret_cast<uint4*>(lo + attn::swizzle<D>(row, col)) = l;
+  for (int it = 0; it < kIters; ++it) load_floats<float, 8>(m + (int(threadIdx.x) + it * kThreads) * 8, v[it]);
+  float squares = 0.f;
+#pragma unroll
+  for (int it = 0; it < kIters; ++it) {
+    const int i = int(threadIdx.x) + it * kThreads, row = i / (D / 8), col = (i % (D / 8)) * 8;
+#pragma unroll
+    for (int e = 0; e < 8; ++e) squares += v[it][e] * v[it][e];
+    store_split(hi, lo, attn::swizzle<D>(row, col), v[it]);
   }
   return squares;
 }

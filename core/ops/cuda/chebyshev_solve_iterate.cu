@@ -38,6 +38,44 @@ struct Tiles : WarpTile<D> {
   bf16 *h_hi, *h_lo, *k, *x, *p;
 };
 
+// P = A Kᵀ (this warp's 16 x 32 part) and Y = A H_0ᵀ (its 16 x D/2 part, H_0 as hi + lo) for a [64][D] tile A:
+// each fragment of A is loaded once for both products.
+template <int D>
+__device__ __forceinline__ void products_with_k_and_h0(float (&p)[4][4], float (&Y)[D / 16][4], const bf16* A,
+                                                       const Tiles<D>& s) {
+  constexpr int kNT = D / 16;
+#pragma unroll
+  for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) p[nt][e] = 0.f;
+#pragma unroll
+  for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) Y[nt][e] = 0.f;
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) {
+    uint32_t a[4];
+    attn::load_a<D>(a, A, s.m0, 16 * kk, s.lane);
+#pragma unroll
+    for (int q = 0; q < 2; ++q) {
+      uint32_t b[4];
+      attn::load_b_pair_nk<D>(b, s.k, s.pcol0 + 16 * q, 16 * kk, s.lane);
+      attn::mma_bf16(p[2 * q], a, b[0], b[1]);
+      attn::mma_bf16(p[2 * q + 1], a, b[2], b[3]);
+    }
+#pragma unroll
+    for (int q = 0; q < kNT / 2; ++q) {
+      uint32_t hi[4], lo[4];
+      attn::load_b_pair_nk<D>(hi, s.h_hi, s.ncol0 + 16 * q, 16 * kk, s.lane);
+      attn::load_b_pair_nk<D>(lo, s.h_lo, s.ncol0 + 16 * q, 16 * kk, s.lane);
+      attn::mma_bf16(Y[2 * q], a, hi[0], hi[1]);
+      attn::mma_bf16(Y[2 * q + 1], a, hi[2], hi[3]);
+      attn::mma_bf16(Y[2 * q], a, lo[0], lo[1]);
+      attn::mma_bf16(Y[2 * q + 1], a, lo[2], lo[3]);
+    }
+  }
+}
+
 // Y = H_c X_c for the CTA's 64 rows; X in this thread's registers. Two barriers; every thread must call it.
 template <int D>
 __device__ __forceinline__ void chunk_matvec(float (&Y)[D / 16][4], const float (&X)[D / 16][4],
@@ -45,19 +83,13 @@ __device__ __forceinline__ void chunk_matvec(float (&Y)[D / 16][4], const float 
   constexpr int kNT = D / 16;
   store_tile<D, kNT>(s.x, X, s.m0, s.ncol0, s.lane);
   __syncthreads();
-  float p[4][4] = {};
-  mma_rows<D, D, D / 16, 4, false>(p, s.x, s.m0, s.k, s.pcol0, s.lane);  // X Kᵀ
+  float p[4][4];
+  products_with_k_and_h0<D>(p, Y, s.x, s);
 #pragma unroll
   for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
     for (int e = 0; e < 4; ++e) p[nt][e] *= mask[nt][e];
   store_tile<kC, 4>(s.p, p, s.m0, s.pcol0, s.lane);
-#pragma unroll
-  for (int nt = 0; nt < kNT; ++nt)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) Y[nt][e] = 0.f;
-  mma_rows<D, D, D / 16, kNT, false>(Y, s.x, s.m0, s.h_hi, s.ncol0, s.lane);  // X H_0ᵀ
-  mma_rows<D, D, D / 16, kNT, false>(Y, s.x, s.m0, s.h_lo, s.ncol0, s.lane);
   __syncthreads();
 #pragma unroll
   for (int nt = 0; nt < kNT; ++nt)
@@ -110,9 +142,8 @@ __global__ void __launch_bounds__(kThreads, 1) iterate_kernel(IterateArgs a) {
 
   // Eq. (5)'s per-row ingredients: k_jᵀH_0k_j from K H_0ᵀ, and the Gram terms of the in-chunk part.
   {
-    float z[kNT][4] = {};
-    mma_rows<D, D, D / 16, kNT, false>(z, s.k, s.m0, s.h_hi, s.ncol0, lane);
-    mma_rows<D, D, D / 16, kNT, false>(z, s.k, s.m0, s.h_lo, s.ncol0, lane);
+    float z[kNT][4], p[4][4];
+    products_with_k_and_h0<D>(p, z, s.k, s);  // the Gram matrix K Kᵀ and K H_0ᵀ
     float kk[kNT][4];
 #pragma unroll
     for (int nt = 0; nt < kNT; ++nt)
@@ -124,8 +155,6 @@ __global__ void __launch_bounds__(kThreads, 1) iterate_kernel(IterateArgs a) {
         kk[nt][2 * half + 1] = __high2float(pair);
       }
     add_row_dots<D>(s_quad, z, kk, s);
-    float p[4][4] = {};
-    mma_rows<D, D, D / 16, 4, false>(p, s.k, s.m0, s.k, s.pcol0, lane);  // the Gram matrix K Kᵀ
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       float v = 0.f;

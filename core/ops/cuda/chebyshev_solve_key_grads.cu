@@ -53,9 +53,15 @@ __global__ void __launch_bounds__(kThreads, 1) key_gradients_kernel(KeyGradArgs 
   const ChunkRef c = a.geo.chunk(bh, n, D);
   const T *k = static_cast<const T*>(a.k), *x = static_cast<const T*>(a.x), *s = static_cast<const T*>(a.s);
 
-  stage_rows<T, D, kThreads>(s_k, nullptr, k + c.row0, c.row_stride, 0, c.len, nullptr);
-  stage_rows<T, D, kThreads>(s_x, nullptr, x + c.row0, c.row_stride, 0, c.len, nullptr);
-  stage_rows<T, D, kThreads>(s_s, nullptr, s ? s + c.row0 : nullptr, c.row_stride, 0, c.len, nullptr);
+  {
+    RowPieces<T, D, kThreads> k_rows, x_rows, s_rows;  // all loads in flight together
+    k_rows.load(k + c.row0, c.row_stride, 0, c.len);
+    x_rows.load(x + c.row0, c.row_stride, 0, c.len);
+    s_rows.load(s ? s + c.row0 : nullptr, c.row_stride, 0, c.len);
+    k_rows.store(s_k, nullptr, nullptr);
+    x_rows.store(s_x, nullptr, nullptr);
+    s_rows.store(s_s, nullptr, nullptr);
+  }
   stage_matrix<D, kThreads>(s_h0, nullptr, a.states + a.geo.state(bh, n, D));
   stage_matrix<D, kThreads>(s_adj, nullptr, a.dstates + (bh * a.geo.N + n) * D * D);
   chunk_log_decays(s_g, a.gk, c);

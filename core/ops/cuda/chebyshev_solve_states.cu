@@ -59,6 +59,13 @@ __global__ void __launch_bounds__(kThreads) chunk_states_kernel(StatesArgs a) {
 
   float acc[8][4];
   load_tile<D>(acc, a.state_in ? a.state_in + bh * D * D : nullptr, tl);
+  // The chunk's keys at the tile's rows and at its columns, loaded one chunk ahead (during the previous product).
+  RowPieces<T, 64, kThreads> rows_r, rows_c;
+  auto load_keys = [&](const ChunkRef& c) {
+    rows_r.load(k + c.row0, c.row_stride, tl.row0, c.len);
+    rows_c.load(k + c.row0, c.row_stride, tl.col0, c.len);
+  };
+  load_keys(a.geo.chunk(bh, 0, D));
   for (int n = 0; n < a.geo.N; ++n) {
     const ChunkRef c = a.geo.chunk(bh, n, D);
     store_tile_f32<D>(a.states + a.geo.state(bh, n, D), acc, tl);
@@ -68,9 +75,10 @@ __global__ void __launch_bounds__(kThreads) chunk_states_kernel(StatesArgs a) {
     if (threadIdx.x < kC) s_m[threadIdx.x] = int(threadIdx.x) < c.len ? __expf(G_last - s_g[threadIdx.x]) : 0.f;
     __syncthreads();
     // A[r][j] = e^{G_L−G_j} k_j[r] as hi + lo (the decayed keys carry the state's precision), B[j][c] = k_j[c].
-    stage_rows<T, 64, kThreads>(s_hi, s_lo, k + c.row0, c.row_stride, tl.row0, c.len, s_m);
-    stage_rows<T, 64, kThreads>(s_b, nullptr, k + c.row0, c.row_stride, tl.col0, c.len, nullptr);
+    rows_r.store(s_hi, s_lo, s_m);
+    rows_c.store(s_b, nullptr, nullptr);
     __syncthreads();
+    if (n + 1 < a.geo.N) load_keys(a.geo.chunk(bh, n + 1, D));
     const float zeta_last = __expf(G_last);
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt)
@@ -98,7 +106,7 @@ struct StateGradArgs {
 
 template <int D, class T>
 __global__ void __launch_bounds__(kThreads) state_gradients_kernel(StateGradArgs a) {
-  // The chunk's update is one product over 2·64 tokens: A = [−ζ∘S | −½ζW∘K] (stored [token][r]), B = [X ; K].
+  // The chunk's update is one product over 2·64 tokens: A (stored [token][r]) and B below.
   __shared__ __align__(128) bf16 s_a[2 * kC * 64], s_b[2 * kC * 64];
   __shared__ float s_g[kC], s_scale_s[kC], s_scale_k[kC];
   constexpr int kTilesPerSide = D / 64;
@@ -109,13 +117,24 @@ __global__ void __launch_bounds__(kThreads) state_gradients_kernel(StateGradArgs
 
   float acc[8][4];
   load_tile<D>(acc, a.dstate_out ? a.dstate_out + bh * D * D : nullptr, tl);
+  // The chunk's s and k at the tile's rows, x and k at its columns (A = [−ζ∘S | −½ζW∘K], B = [X ; K]), loaded one
+  // chunk ahead (during the previous product).
+  RowPieces<T, 64, kThreads> s_rows, k_rows, x_cols, k_cols;
+  auto load_chunk = [&](const ChunkRef& c) {
+    s_rows.load(s ? s + c.row0 : nullptr, c.row_stride, tl.row0, c.len);
+    k_rows.load(k + c.row0, c.row_stride, tl.row0, c.len);
+    x_cols.load(x + c.row0, c.row_stride, tl.col0, c.len);
+    k_cols.load(k + c.row0, c.row_stride, tl.col0, c.len);
+  };
+  load_chunk(a.geo.chunk(bh, a.geo.N - 1, D));
   for (int n = a.geo.N - 1; n >= 0; --n) {
     const ChunkRef c = a.geo.chunk(bh, n, D);
     const float* W = a.W + a.geo.rows(bh, n);
-    store_tile_f32<D>(a.dstates + (bh * a.geo.N + n) * D * D, acc, tl);
-    float tile_dot = 0.f;  // this tile's part of ⟨Ĥ, H_L⟩, H_L = the state after the chunk
-    float h_end[8][4];
+    float h0[8][4], h_end[8][4];  // the states before and after the chunk
+    load_tile<D>(h0, a.states + a.geo.state(bh, n, D), tl);
     load_tile<D>(h_end, a.states + a.geo.state(bh, n + 1, D), tl);
+    store_tile_f32<D>(a.dstates + (bh * a.geo.N + n) * D * D, acc, tl);
+    float tile_dot = 0.f;  // this tile's part of ⟨Ĥ, H_L⟩
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
@@ -134,12 +153,11 @@ __global__ void __launch_bounds__(kThreads) state_gradients_kernel(StateGradArgs
     const float zeta_last = __expf(s_g[c.len - 1]), zeta0 = __expf(s_g[0]);
     const float half_w0 = 0.5f * zeta0 * zeta0 * W[0];
     __syncthreads();
-    stage_rows<T, 64, kThreads>(s_a, nullptr, s ? s + c.row0 : nullptr, c.row_stride, tl.row0, c.len, s_scale_s);
-    stage_rows<T, 64, kThreads>(s_a + kC * 64, nullptr, k + c.row0, c.row_stride, tl.row0, c.len, s_scale_k);
-    stage_rows<T, 64, kThreads>(s_b, nullptr, x + c.row0, c.row_stride, tl.col0, c.len, nullptr);
-    stage_rows<T, 64, kThreads>(s_b + kC * 64, nullptr, k + c.row0, c.row_stride, tl.col0, c.len, nullptr);
-    float h0[8][4];
-    load_tile<D>(h0, a.states + a.geo.state(bh, n, D), tl);
+    s_rows.store(s_a, nullptr, s_scale_s);
+    k_rows.store(s_a + kC * 64, nullptr, s_scale_k);
+    x_cols.store(s_b, nullptr, nullptr);
+    k_cols.store(s_b + kC * 64, nullptr, nullptr);
+    if (n > 0) load_chunk(a.geo.chunk(bh, n - 1, D));
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
