@@ -5,6 +5,7 @@
 #include "core/check.h"
 #include "layers/attention_mixer.h"
 #include "layers/gka_mixer.h"
+#include "layers/mamba2_mixer.h"
 
 namespace primer::layers {
 
@@ -14,8 +15,8 @@ std::unique_ptr<SequenceMixer> make_mixer(const ModelConfig& c, int64_t layer, P
   switch (kind) {
     case MixerKind::Attention: return std::make_unique<AttentionMixer>(c, prefix, params, c.sliding_window);
     case MixerKind::SlidingWindow: return std::make_unique<AttentionMixer>(c, prefix, params, c.swa.window_size);
+    case MixerKind::Mamba2: return std::make_unique<Mamba2Mixer>(c, prefix, params);
     case MixerKind::GatedKalmaNet: return std::make_unique<GkaMixer>(c, prefix, params);
-    case MixerKind::Mamba2:
     case MixerKind::GatedDeltaNet: break;
   }
   PRIMER_FAIL("layer {}: the {} mixer is not available yet", layer, mixer_token(kind));

@@ -61,20 +61,24 @@ Shape state_shape(const GlaDims& d) { return {d.batch, d.heads, d.key_dim, d.val
 
 #ifdef PRIMER_WITH_CUDA
 Tensor cuda_workspace(size_t bytes, Device device) { return Tensor::empty({int64_t(bytes)}, DType::U8, device); }
+// The kernels' operand type: f32 inputs are rounded to bf16 once here (they would be rounded for the tensor cores
+// anyway); outputs keep the caller's dtype.
+Tensor operand(const Tensor& t) { return t.to(DType::BF16); }
 
 void forward_cuda(const GlaDims& d, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, double scale,
                   const Tensor& s0, const Tensor& o, const Tensor& st) {
   const Tensor ws = cuda_workspace(cuda_ops::gla_forward_workspace_bytes(d), q.device());
-  cuda_ops::gla_forward(d, q.dtype(), q.data_ptr(), k.data_ptr(), v.data_ptr(), g.data<float>(), float(scale),
-                        ptr<float>(s0), o.data_ptr(), ptr<float>(st), ws.data_ptr());
+  cuda_ops::gla_forward(d, o.dtype(), operand(q).data_ptr(), operand(k).data_ptr(), operand(v).data_ptr(),
+                        g.data<float>(), float(scale), ptr<float>(s0), o.data_ptr(), ptr<float>(st), ws.data_ptr());
 }
 
 void backward_cuda(const GlaDims& d, const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
                    const Tensor& g, double scale, const Tensor& s0, const Tensor& dsT, const GlaGrads& r) {
   const Tensor ws = cuda_workspace(cuda_ops::gla_backward_workspace_bytes(d), q.device());
-  cuda_ops::gla_backward(d, q.dtype(), dout.data_ptr(), q.data_ptr(), k.data_ptr(), v.data_ptr(), g.data<float>(),
-                         float(scale), ptr<float>(s0), ptr<float>(dsT), r.dq.data_ptr(), r.dk.data_ptr(),
-                         r.dv.data_ptr(), r.dg.data<float>(), ptr<float>(r.dstate_in), ws.data_ptr());
+  cuda_ops::gla_backward(d, r.dq.dtype(), operand(dout).data_ptr(), operand(q).data_ptr(), operand(k).data_ptr(),
+                         operand(v).data_ptr(), g.data<float>(), float(scale), ptr<float>(s0), ptr<float>(dsT),
+                         r.dq.data_ptr(), r.dk.data_ptr(), r.dv.data_ptr(), r.dg.data<float>(),
+                         ptr<float>(r.dstate_in), ws.data_ptr());
 }
 #endif
 

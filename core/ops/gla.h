@@ -2,14 +2,17 @@
 // also uses for its readout. Per batch b, head h and token t, with an fp32 state S [K, V]:
 //   S_t = exp(g_t) · S_{t−1} + k_t v_tᵀ,      o_t = scale · S_tᵀ q_t,      S_0 = state_in (zeros if undefined)
 // Three implementations that must agree: reference:: (token by token in f64, straight from the equations), the
-// chunked CPU path (f32/f64) and the chunked CUDA kernels (bf16/f32 I/O, fp32 state and accumulation).
+// chunked CPU path (f32/f64, chunk kGlaChunk = 64) and the chunked CUDA kernels (bf16/f32 I/O, bf16 tensor-core
+// operands, fp32 state and accumulation; a sequential pass over chunk boundaries, then the chunks in parallel).
 #pragma once
 #include "core/tensor.h"
 
 namespace primer::ops {
 
 // q, k [B, T, H, K]; v [B, T, H, V]; g [B, T, H] log decay (≤ 0 in models; any finite value is valid).
-// CPU: q, k, v, g, state_in all f32 or all f64. CUDA: q, k, v all bf16 or all f32; g and state_in f32.
+// CPU: q, k, v, g, state_in all f32 or all f64, any K and V. CUDA: q, k, v all bf16 or all f32 (f32 inputs are
+// rounded to bf16 for the tensor cores, so f32 I/O buys f32 outputs, not f32 precision); g and state_in f32;
+// K and V of 64 or 128 (others are rejected).
 // Returns o [B, T, H, V] in v's dtype. If state_out is non-null it receives S_T [B, H, K, V] (f32; f64 for f64).
 Tensor gla(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, double scale, const Tensor& state_in,
            Tensor* state_out);

@@ -4,6 +4,7 @@
 //   dq_r = scale e^{G_r} S_c do_r + Σ_j dA_rj k_j
 //   dk_j = e^{G_L−G_j} dE_c v_j + Σ_r dA_rj q_r          dv_j = e^{G_L−G_j} dE_cᵀ k_j + Σ_r A_rj do_r
 //   dg_s = Σ_{r≥s} (q_r·dq_r − k_r·dk_r) + ∂/∂G_L,  ∂/∂G_L = e^{G_L}<dE_c, S_c> + Σ_j e^{G_L−G_j} k_jᵀ dE_c v_j
+// All tiles arrive by cp.async in two groups: the chunk's inputs, then both boundary states behind phase 1.
 // Phase 1: warps 0–3 compute A's row strips, warps 4–7 dA's, into shared memory (bf16). Phases 2–4: warp w owns
 // rows 16·(w % 4) … +15 and half w / 4 of the columns of dq, then dk, then dv. The per-row sums for dg are kept
 // per warp in shared memory and combined in a fixed order, so dg is deterministic.
@@ -20,7 +21,7 @@ using gla::kChunk;
 using gla::kThreads;
 
 struct GradArgs {
-  const void *dout, *q, *k, *v;
+  const bf16 *dout, *q, *k, *v;
   const float* g;
   const bf16* states;   // S_c  [B, H, chunks, K, V]
   const bf16* dstates;  // dE_c [B, H, chunks, K, V]
@@ -103,32 +104,21 @@ __global__ void __launch_bounds__(kThreads) gla_grad_kernel(GradArgs a) {
   const int64_t off_k = (row0 * H + h) * kK, off_v = (row0 * H + h) * kV;
   const int64_t off_state = ((int64_t(b) * H + h) * a.chunks + c) * kK * kV;
 
+  // The chunk's inputs first; the two boundary states (needed from phase 2 on) land behind them during phase 1.
+  attn::load_tile_async<kChunk, kK, kThreads>(sQ, a.q + off_k, stride_k, valid);
+  attn::load_tile_async<kChunk, kK, kThreads>(sK, a.k + off_k, stride_k, valid);
+  attn::load_tile_async<kChunk, kV, kThreads>(sV, a.v + off_v, stride_v, valid);
+  attn::load_tile_async<kChunk, kV, kThreads>(sDO, a.dout + off_v, stride_v, valid);
+  attn::cp_async_commit();
+  attn::load_tile_async<kK, kV, kThreads>(sS, a.states + off_state, kV, kK);
+  attn::load_tile_async<kK, kV, kThreads>(sE, a.dstates + off_state, kV, kK);
+  attn::cp_async_commit();
   if (warp == 0) {
     float g_lo, g_hi;
     gla::load_chunk_gates(a.g + row0 * H + h, H, valid, g_lo, g_hi);
     gla::chunk_cumsum_warp(g_lo, g_hi, sG);
   }
-  {
-    gla::TileRegs<T, kChunk, kK> r;
-    r.fetch(static_cast<const T*>(a.q) + off_k, stride_k, valid);
-    r.store(sQ);
-    r.fetch(static_cast<const T*>(a.k) + off_k, stride_k, valid);
-    r.store(sK);
-  }
-  {
-    gla::TileRegs<T, kChunk, kV> r;
-    r.fetch(static_cast<const T*>(a.v) + off_v, stride_v, valid);
-    r.store(sV);
-    r.fetch(static_cast<const T*>(a.dout) + off_v, stride_v, valid);
-    r.store(sDO);
-  }
-  {
-    gla::TileRegs<bf16, kK, kV> r;
-    r.fetch(a.states + off_state, kV, kK);
-    r.store(sS);
-    r.fetch(a.dstates + off_state, kV, kK);
-    r.store(sE);
-  }
+  attn::cp_async_wait<1>();
   __syncthreads();
   const float G_last = sG[kChunk - 1];
   auto to_end = [&](int r) { return __expf(G_last - sG[r]); };
@@ -167,6 +157,7 @@ __global__ void __launch_bounds__(kThreads) gla_grad_kernel(GradArgs a) {
         gla::store_pair(dst + attn::swizzle<kChunk>(r, col), w0 * acc[j][2 * rr], w1 * acc[j][2 * rr + 1]);
       }
   }
+  attn::cp_async_wait<0>();  // S_c and dE_c
   __syncthreads();
 
   // Phase 2: dq = scale e^{G_r} (dO S_cᵀ) + dA K over columns [n0, n0 + kK/2) of K.
@@ -346,18 +337,19 @@ void dispatch_grad(const GradArgs& a, const GlaDims& d) {
 
 }  // namespace
 
-void gla_backward(const GlaDims& d, DType dtype, const void* dout, const void* q, const void* k, const void* v,
+void gla_backward(const GlaDims& d, DType out_dtype, const void* dout, const void* q, const void* k, const void* v,
                   const float* g, float scale, const float* state_in, const float* dstate_out, void* dq, void* dk,
                   void* dv, float* dg, float* dstate_in, void* workspace) {
   bf16* states = static_cast<bf16*>(workspace);
   bf16* dstates = states + gla_forward_workspace_bytes(d) / sizeof(bf16);
   const GlaScanJob scans[2] = {{k, v, state_in, states, nullptr, false},
                                {q, dout, dstate_out, dstates, dstate_in, true}};
-  gla_state_scans(d, dtype, g, scale, scans, 2);
+  gla_state_scans(d, g, scale, scans, 2);
   if (d.batch == 0 || d.heads == 0 || d.time == 0) return;
-  const GradArgs a{dout, q, k, v, g, states, dstates, dq, dk, dv, dg, scale, int(d.time), int(d.heads),
-                   int(gla_chunks(d))};
-  if (dtype == DType::F32) dispatch_grad<float>(a, d);
+  auto in = [](const void* p) { return static_cast<const bf16*>(p); };
+  const GradArgs a{in(dout), in(q), in(k), in(v), g, states, dstates, dq, dk, dv, dg, scale, int(d.time),
+                   int(d.heads), int(gla_chunks(d))};
+  if (out_dtype == DType::F32) dispatch_grad<float>(a, d);
   else dispatch_grad<bf16>(a, d);
 }
 

@@ -1,8 +1,9 @@
 // Chunked GLA forward: the sequential state pass (gla_scan.cu) writes the bf16 state at every chunk start, then
 // one block per (chunk, head, batch) computes the chunk's outputs in parallel:
 //   o_r = scale · ( e^{G_r} S_cᵀ q_r + Σ_{j≤r} e^{G_r−G_j} (q_r·k_j) v_j )
-// Warp w owns rows 16·(w % 4) … +15 and half w / 4 of the V columns. Its decay-masked scores P = Q Kᵀ stay in
-// registers and feed P V directly as mma A fragments; key tiles wholly above the diagonal are skipped.
+// Q and K arrive first (one cp.async group), V and S_c behind them while the scores are computed. Warp w owns rows
+// 16·(w % 4) … +15 and half w / 4 of the V columns. Its decay-masked scores P = Q Kᵀ stay in registers and feed
+// P V directly as mma A fragments; key tiles wholly above the diagonal are skipped.
 #include "core/cuda_runtime.h"
 #include "core/ops/cuda/gla.h"
 #include "core/ops/cuda/gla_scan.h"
@@ -16,7 +17,7 @@ using gla::kChunk;
 using gla::kThreads;
 
 struct OutputArgs {
-  const void *q, *k, *v;
+  const bf16 *q, *k, *v;
   const float* g;
   const bf16* states;  // [B, H, chunks, K, V]
   void* o;
@@ -45,32 +46,18 @@ __global__ void __launch_bounds__(kThreads) gla_output_kernel(OutputArgs a) {
   const int strip = warp % 4, m0 = strip * 16, n0 = (warp / 4) * Tr::kWarpCols;
   const int H = a.heads, t0 = c * kChunk, valid = min(kChunk, a.time - t0);
   const int64_t row0 = int64_t(b) * a.time + t0;  // first token of the chunk in [B·T]
-  const T* q = static_cast<const T*>(a.q) + (row0 * H + h) * kK;
-  const T* k = static_cast<const T*>(a.k) + (row0 * H + h) * kK;
-  const T* v = static_cast<const T*>(a.v) + (row0 * H + h) * kV;
-
+  attn::load_tile_async<kChunk, kK, kThreads>(sQ, a.q + (row0 * H + h) * kK, int64_t(H) * kK, valid);
+  attn::load_tile_async<kChunk, kK, kThreads>(sK, a.k + (row0 * H + h) * kK, int64_t(H) * kK, valid);
+  attn::cp_async_commit();
+  attn::load_tile_async<kChunk, kV, kThreads>(sV, a.v + (row0 * H + h) * kV, int64_t(H) * kV, valid);
+  attn::load_tile_async<kK, kV, kThreads>(sS, a.states + ((int64_t(b) * H + h) * a.chunks + c) * kK * kV, kV, kK);
+  attn::cp_async_commit();
   if (warp == 0) {
     float g_lo, g_hi;
     gla::load_chunk_gates(a.g + row0 * H + h, H, valid, g_lo, g_hi);
     gla::chunk_cumsum_warp(g_lo, g_hi, sG);
   }
-  {
-    gla::TileRegs<T, kChunk, kK> r;
-    r.fetch(q, int64_t(H) * kK, valid);
-    r.store(sQ);
-    r.fetch(k, int64_t(H) * kK, valid);
-    r.store(sK);
-  }
-  {
-    gla::TileRegs<T, kChunk, kV> r;
-    r.fetch(v, int64_t(H) * kV, valid);
-    r.store(sV);
-  }
-  {
-    gla::TileRegs<bf16, kK, kV> r;
-    r.fetch(a.states + ((int64_t(b) * H + h) * a.chunks + c) * kK * kV, kV, kK);
-    r.store(sS);
-  }
+  attn::cp_async_wait<1>();  // Q and K
   __syncthreads();
 
   // P = scale · e^{G_r − G_j} (q_r · k_j) for j ≤ r, else 0: 16 rows × 64 columns of this warp's strip.
@@ -97,6 +84,8 @@ __global__ void __launch_bounds__(kThreads) gla_output_kernel(OutputArgs a) {
     }
 
   // o = scale · e^{G_r} (Q S_c) + P V over this warp's columns.
+  attn::cp_async_wait<0>();  // V and S_c
+  __syncthreads();
   float o[Tr::kTiles][4] = {};
 #pragma unroll
   for (int kk = 0; kk < kK / 16; ++kk)
@@ -165,14 +154,14 @@ size_t chunk_states_bytes(const GlaDims& d) {
 size_t gla_forward_workspace_bytes(const GlaDims& d) { return chunk_states_bytes(d); }
 size_t gla_backward_workspace_bytes(const GlaDims& d) { return 2 * chunk_states_bytes(d); }
 
-void gla_forward(const GlaDims& d, DType dtype, const void* q, const void* k, const void* v, const float* g,
+void gla_forward(const GlaDims& d, DType out_dtype, const void* q, const void* k, const void* v, const float* g,
                  float scale, const float* state_in, void* o, float* state_out, void* workspace) {
   const GlaScanJob scan{k, v, state_in, workspace, state_out, false};
-  gla_state_scans(d, dtype, g, scale, &scan, 1);
+  gla_state_scans(d, g, scale, &scan, 1);
   if (d.batch == 0 || d.heads == 0 || d.time == 0) return;
-  const OutputArgs a{q, k, v, g, static_cast<const bf16*>(workspace), o, scale,
-                     int(d.time), int(d.heads), int(gla_chunks(d))};
-  if (dtype == DType::F32) dispatch_output<float>(a, d);
+  const OutputArgs a{static_cast<const bf16*>(q), static_cast<const bf16*>(k), static_cast<const bf16*>(v), g,
+                     static_cast<const bf16*>(workspace), o, scale, int(d.time), int(d.heads), int(gla_chunks(d))};
+  if (out_dtype == DType::F32) dispatch_output<float>(a, d);
   else dispatch_output<bf16>(a, d);
 }
 

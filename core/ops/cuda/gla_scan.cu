@@ -1,7 +1,9 @@
 // The sequential chunk-state pass of chunked GLA (see gla_scan.h). One block of 8 warps per (64-column slice of V,
 // head, batch × job): warps tile the K × 64 state slice as kWarpsM row strips of 16 × kWarpsN column groups and
-// keep it in fp32 mma accumulators. Each chunk's operands are fetched into registers one chunk ahead, so global
-// latency overlaps the previous chunk's products; the update is one tensor-core product Aᵀ (w ⊙ B) per chunk.
+// keep it in fp32 mma accumulators. Chunks stream through a ring of kStages shared-memory stages by cp.async,
+// kStages − 1 chunks ahead of the one being folded in, so the chain of per-chunk updates never waits on global
+// memory. The update is one tensor-core product Aᵀ diag(w) B per chunk; the row weights w are applied to the A
+// fragments after ldmatrix, so the tiles land in shared memory untouched.
 #include "core/cuda_runtime.h"
 #include "core/ops/cuda/gla_scan.h"
 #include "core/ops/cuda/gla_tiles.cuh"
@@ -25,28 +27,31 @@ template <int kK>
 struct ScanTraits {
   static constexpr int kWarpsM = kK / 16, kWarpsN = 8 / kWarpsM;
   static constexpr int kWarpCols = kSlice / kWarpsN, kTiles = kWarpCols / 8;
-  static constexpr int kSmemBytes = kChunk * (kK + kSlice) * int(sizeof(bf16));
+  static constexpr int kStages = 4;
+  static constexpr int kStageElems = kChunk * (kK + kSlice);  // A tile [kChunk][kK], then B tile [kChunk][kSlice]
+  static constexpr int kSmemBytes = kStages * kStageElems * int(sizeof(bf16));
 };
 
-template <class T, int kK>
-__global__ void __launch_bounds__(kThreads) gla_scan_kernel(ScanLaunch p) {
+template <int kK>
+__global__ void __launch_bounds__(kThreads, 2) gla_scan_kernel(ScanLaunch p) {
   using Tr = ScanTraits<kK>;
   extern __shared__ __align__(128) unsigned char smem[];
-  bf16* sA = reinterpret_cast<bf16*>(smem);  // [kChunk][kK]
-  bf16* sB = sA + kChunk * kK;               // [kChunk][kSlice]
-  __shared__ float sG[kChunk];
+  bf16* ring = reinterpret_cast<bf16*>(smem);
+  __shared__ float sW[kChunk];  // row weights of the chunk being folded in
+  __shared__ float sDecay;      // e^{G_L}
 
   const int v0 = blockIdx.x * kSlice, h = blockIdx.y;
   const int b = blockIdx.z % p.batch;
   const GlaScanJob job = blockIdx.z < p.batch ? p.job[0] : p.job[1];
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, t = lane % 4;
   const int m0 = (warp % Tr::kWarpsM) * 16, n0 = (warp / Tr::kWarpsM) * Tr::kWarpCols;
   const int H = p.heads, V = p.value_dim, NC = p.chunks;
-  const T* A = static_cast<const T*>(job.a) + (int64_t(b) * p.time * H + h) * kK;
-  const T* Bm = static_cast<const T*>(job.b) + (int64_t(b) * p.time * H + h) * V + v0;
+  const bf16* A = static_cast<const bf16*>(job.a) + (int64_t(b) * p.time * H + h) * kK;
+  const bf16* Bm = static_cast<const bf16*>(job.b) + (int64_t(b) * p.time * H + h) * V + v0;
   const float* g = p.g + int64_t(b) * p.time * H + h;
   const int64_t state_offset = (int64_t(b) * H + h) * kK * V + v0;  // of [B, H, K, V] at column v0
   bf16* states = static_cast<bf16*>(job.states) + (int64_t(b) * H + h) * NC * kK * V + v0;
+  auto chunk_at = [&](int step) { return job.reverse ? NC - 1 - step : step; };
 
   float s[Tr::kTiles][4];
 #pragma unroll
@@ -57,21 +62,29 @@ __global__ void __launch_bounds__(kThreads) gla_scan_kernel(ScanLaunch p) {
       s[j][e] = job.init ? job.init[state_offset + int64_t(row) * V + col] : 0.f;
     }
 
-  gla::TileRegs<T, kChunk, kK> ra;
-  gla::TileRegs<T, kChunk, kSlice> rb;
-  float g_lo = 0, g_hi = 0;
-  auto fetch = [&](int c) {
-    const int t0 = c * kChunk, valid = min(kChunk, p.time - t0);
-    ra.fetch(A + int64_t(t0) * H * kK, int64_t(H) * kK, valid);
-    rb.fetch(Bm + int64_t(t0) * H * V, int64_t(H) * V, valid);
-    if (warp == 0) gla::load_chunk_gates(g + int64_t(t0) * H, H, valid, g_lo, g_hi);
+  // Starts the copy of the chunk folded in at `step` into its stage; always closes one commit group.
+  auto issue = [&](int step) {
+    if (step < NC) {
+      const int t0 = chunk_at(step) * kChunk, valid = min(kChunk, p.time - t0);
+      bf16* stage = ring + (step % Tr::kStages) * Tr::kStageElems;
+      attn::load_tile_async<kChunk, kK, kThreads>(stage, A + int64_t(t0) * H * kK, int64_t(H) * kK, valid);
+      attn::load_tile_async<kChunk, kSlice, kThreads>(stage + kChunk * kK, Bm + int64_t(t0) * H * V, int64_t(H) * V,
+                                                      valid);
+    }
+    attn::cp_async_commit();
   };
-  if (NC > 0) fetch(job.reverse ? NC - 1 : 0);
+  auto load_gates = [&](int step, float& lo, float& hi) {
+    const int t0 = chunk_at(step) * kChunk;
+    gla::load_chunk_gates(g + int64_t(t0) * H, H, min(kChunk, p.time - t0), lo, hi);
+  };
+#pragma unroll
+  for (int step = 0; step < Tr::kStages - 1; ++step) issue(step);
+  float g_lo = 0, g_hi = 0;  // warp 0: the gates of the chunk folded in next
+  if (warp == 0 && NC > 0) load_gates(0, g_lo, g_hi);
 
   for (int step = 0; step < NC; ++step) {
-    const int c = job.reverse ? NC - 1 - step : step;
-    // The state at this chunk boundary: S before chunk c, or dE after it.
-    bf16* out = states + int64_t(c) * kK * V;
+    // The state at this chunk boundary: S before the chunk, or dE after it.
+    bf16* out = states + int64_t(chunk_at(step)) * kK * V;
 #pragma unroll
     for (int j = 0; j < Tr::kTiles; ++j)
 #pragma unroll
@@ -79,30 +92,42 @@ __global__ void __launch_bounds__(kThreads) gla_scan_kernel(ScanLaunch p) {
         const int row = m0 + gla::frag_row(2 * r), col = n0 + gla::frag_col(j, 0);
         gla::store_pair(out + int64_t(row) * V + col, s[j][2 * r], s[j][2 * r + 1]);
       }
-    __syncthreads();  // the previous chunk's products are done with sA, sB and sG
-    if (warp == 0) gla::chunk_cumsum_warp(g_lo, g_hi, sG);
-    ra.store(sA);
-    __syncthreads();
-    const float G_last = sG[kChunk - 1];
-    if (job.reverse) {
-      const float scale = p.scale;
-      rb.store(sB, [&](int row) { return scale * __expf(sG[row]); });
-    } else {
-      rb.store(sB, [&](int row) { return __expf(G_last - sG[row]); });
+    attn::cp_async_wait<Tr::kStages - 2>();  // this thread's copies of the chunk have landed
+    __syncthreads();  // everyone's have, and every warp is done with the previous chunk's stage and weights
+    issue(step + Tr::kStages - 1);  // into the stage the previous chunk used
+    if (warp == 0) {
+      gla::chunk_cumsum_warp(g_lo, g_hi);
+      const float G_last = __shfl_sync(0xffffffffu, g_hi, 31);
+      if (job.reverse) {
+        sW[lane] = p.scale * __expf(g_lo);
+        sW[lane + 32] = p.scale * __expf(g_hi);
+      } else {
+        sW[lane] = __expf(G_last - g_lo);
+        sW[lane + 32] = __expf(G_last - g_hi);
+      }
+      if (lane == 0) sDecay = __expf(G_last);
+      if (step + 1 < NC) load_gates(step + 1, g_lo, g_hi);
     }
-    if (step + 1 < NC) fetch(job.reverse ? c - 1 : c + 1);
     __syncthreads();
 
-    const float decay = __expf(G_last);
+    const bf16* sA = ring + (step % Tr::kStages) * Tr::kStageElems;
+    const bf16* sB = sA + kChunk * kK;
+    const float decay = sDecay;
 #pragma unroll
     for (int j = 0; j < Tr::kTiles; ++j)
 #pragma unroll
       for (int e = 0; e < 4; ++e) s[j][e] *= decay;
-    // s += Aᵀ B over the chunk's rows: A is stored [row][k], i.e. transposed for this product.
+    // s += Aᵀ diag(w) B over the chunk's rows: A is stored [row][k], i.e. transposed for this product; its fragment
+    // holds rows (tokens) 2t, 2t + 1 in a0/a1 and 2t + 8, 2t + 9 in a2/a3 of the 16-row step.
 #pragma unroll
     for (int kk = 0; kk < kChunk / 16; ++kk) {
       uint32_t af[4];
       attn::load_a_transposed<kK>(af, sA, m0, kk * 16, lane);
+      const int r = kk * 16 + 2 * t;
+      af[0] = gla::scale_pair(af[0], sW[r], sW[r + 1]);
+      af[1] = gla::scale_pair(af[1], sW[r], sW[r + 1]);
+      af[2] = gla::scale_pair(af[2], sW[r + 8], sW[r + 9]);
+      af[3] = gla::scale_pair(af[3], sW[r + 8], sW[r + 9]);
 #pragma unroll
       for (int np = 0; np < Tr::kTiles / 2; ++np) {
         uint32_t bf[4];
@@ -112,6 +137,7 @@ __global__ void __launch_bounds__(kThreads) gla_scan_kernel(ScanLaunch p) {
       }
     }
   }
+  attn::cp_async_wait<0>();  // only empty groups can remain; leave none in flight
 
   if (job.final_state) {
 #pragma unroll
@@ -124,17 +150,23 @@ __global__ void __launch_bounds__(kThreads) gla_scan_kernel(ScanLaunch p) {
   }
 }
 
-template <class T, int kK>
+template <int kK>
 void launch_scan(const ScanLaunch& p, int count) {
   using Tr = ScanTraits<kK>;
+  auto kernel = gla_scan_kernel<kK>;
+  static const bool configured = [&] {  // above 48 KB of dynamic shared memory needs an opt-in, once per kernel
+    PRIMER_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes));
+    return true;
+  }();
+  (void)configured;
   const dim3 grid(unsigned(p.value_dim / kSlice), unsigned(p.heads), unsigned(p.batch * count));
-  gla_scan_kernel<T, kK><<<grid, kThreads, Tr::kSmemBytes, cuda::stream()>>>(p);
+  kernel<<<grid, kThreads, Tr::kSmemBytes, cuda::stream()>>>(p);
   PRIMER_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace
 
-void gla_state_scans(const GlaDims& d, DType dtype, const float* g, float scale, const GlaScanJob* jobs, int count) {
+void gla_state_scans(const GlaDims& d, const float* g, float scale, const GlaScanJob* jobs, int count) {
   if (d.batch == 0 || d.heads == 0) return;
   ScanLaunch p{};
   for (int i = 0; i < count; ++i) p.job[i] = jobs[i];
@@ -145,9 +177,8 @@ void gla_state_scans(const GlaDims& d, DType dtype, const float* g, float scale,
   p.heads = int(d.heads);
   p.value_dim = int(d.value_dim);
   p.chunks = int(gla_chunks(d));
-  const bool f32 = dtype == DType::F32;
-  if (d.key_dim == 64) f32 ? launch_scan<float, 64>(p, count) : launch_scan<bf16, 64>(p, count);
-  else f32 ? launch_scan<float, 128>(p, count) : launch_scan<bf16, 128>(p, count);
+  if (d.key_dim == 64) launch_scan<64>(p, count);
+  else launch_scan<128>(p, count);
 }
 
 }  // namespace primer::ops::cuda_ops

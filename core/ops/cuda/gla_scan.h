@@ -6,14 +6,13 @@
 // with G the chunk's cumulative log decay and L its last row; `init` is S_0 (forward) or the gradient wrt S_T
 // (reverse), null meaning zeros, and `final_state` (may be null) receives S_T or the gradient wrt S_0.
 #pragma once
-#include "core/dtype.h"
 #include "core/ops/gla_dims.h"
 
 namespace primer::ops::cuda_ops {
 
 struct GlaScanJob {
-  const void* a;  // [B, T, H, K] in the I/O dtype: k (forward) or q (reverse)
-  const void* b;  // [B, T, H, V]: v (forward) or dout (reverse)
+  const void* a;  // bf16 [B, T, H, K]: k (forward) or q (reverse)
+  const void* b;  // bf16 [B, T, H, V]: v (forward) or dout (reverse)
   const float* init;  // [B, H, K, V] or null
   void* states;       // bf16 [B, H, chunks, K, V]
   float* final_state;  // [B, H, K, V] or null
@@ -21,6 +20,6 @@ struct GlaScanJob {
 };
 
 // Runs `count` (1 or 2) jobs over the same g [B, T, H] in one launch.
-void gla_state_scans(const GlaDims& d, DType dtype, const float* g, float scale, const GlaScanJob* jobs, int count);
+void gla_state_scans(const GlaDims& d, const float* g, float scale, const GlaScanJob* jobs, int count);
 
 }  // namespace primer::ops::cuda_ops

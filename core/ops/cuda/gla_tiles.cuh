@@ -1,12 +1,10 @@
-// Device building blocks of the chunked GLA kernels (gla_scan.cu, gla_forward.cu, gla_backward.cu): 64-token chunk
-// tiles staged from global memory through registers into swizzled bf16 shared memory (converting f32 inputs and
-// optionally scaling each row on the way), the chunk's cumulative log decay, and mma accumulator bookkeeping.
-// The tensor-core fragments and their loads are those of attention_mma.cuh.
+// Device building blocks of the chunked GLA kernels (gla_scan.cu, gla_forward.cu, gla_backward.cu): the chunk's
+// cumulative log decay, mma accumulator bookkeeping and fragment scaling. Tiles move into swizzled shared memory by
+// cp.async, and the tensor-core fragments and their loads are those of attention_mma.cuh.
 #pragma once
 #include <cuda_bf16.h>
 
 #include <cstdint>
-#include <type_traits>
 
 #include "core/ops/cuda/attention_mma.cuh"
 
@@ -16,80 +14,9 @@ using attn::bf16;
 constexpr int kChunk = 64;    // tokens per chunk (kGlaChunk)
 constexpr int kThreads = 256;  // every GLA kernel runs 8 warps
 
-// A kRows × kCols tile of T (bf16 or f32) held in registers, 8 elements (one 16-byte bf16 chunk of the swizzled
-// shared tile) per unit, so that a load can be issued early and its latency overlapped with other work.
-template <class T, int kRows, int kCols>
-struct TileRegs {
-  static constexpr int kUnitsPerRow = kCols / 8;
-  static constexpr int kUnits = kRows * kUnitsPerRow / kThreads;
-  static constexpr int kWords = int(sizeof(T)) / 2;  // uint4 words per unit: 1 for bf16, 2 for f32
-  static_assert(kRows * kUnitsPerRow % kThreads == 0, "tile must split evenly over the block");
-  uint4 raw[kUnits][kWords];
-
-  __device__ __forceinline__ static int row_of(int u) { return (threadIdx.x + u * kThreads) / kUnitsPerRow; }
-  __device__ __forceinline__ static int col_of(int u) { return (threadIdx.x + u * kThreads) % kUnitsPerRow * 8; }
-
-  // Rows [0, valid_rows) from `base` (row r at base + r·row_stride, 16-byte aligned); later rows become zeros.
-  __device__ __forceinline__ void fetch(const T* base, int64_t row_stride, int valid_rows) {
-#pragma unroll
-    for (int u = 0; u < kUnits; ++u) {
-      const int row = row_of(u);
-      const uint4* src = reinterpret_cast<const uint4*>(base + row * row_stride + col_of(u));
-#pragma unroll
-      for (int w = 0; w < kWords; ++w) raw[u][w] = row < valid_rows ? __ldg(src + w) : make_uint4(0, 0, 0, 0);
-    }
-  }
-
-  // Writes the tile to swizzled shared memory as bf16, each row multiplied by row_scale(row) (in fp32).
-  template <class Scale>
-  __device__ __forceinline__ void store(bf16* smem, Scale row_scale) const {
-#pragma unroll
-    for (int u = 0; u < kUnits; ++u) {
-      const int row = row_of(u);
-      const float s = row_scale(row);
-      float x[8];
-      unpack(raw[u], x);
-      uint4 packed;
-      packed.x = attn::pack_bf16(x[0] * s, x[1] * s);
-      packed.y = attn::pack_bf16(x[2] * s, x[3] * s);
-      packed.z = attn::pack_bf16(x[4] * s, x[5] * s);
-      packed.w = attn::pack_bf16(x[6] * s, x[7] * s);
-      *reinterpret_cast<uint4*>(smem + attn::swizzle<kCols>(row, col_of(u))) = packed;
-    }
-  }
-
-  // Writes the tile unscaled (bf16 data is copied as is).
-  __device__ __forceinline__ void store(bf16* smem) const {
-    if constexpr (std::is_same_v<T, bf16>) {
-#pragma unroll
-      for (int u = 0; u < kUnits; ++u)
-        *reinterpret_cast<uint4*>(smem + attn::swizzle<kCols>(row_of(u), col_of(u))) = raw[u][0];
-    } else {
-      store(smem, [](int) { return 1.f; });
-    }
-  }
-
- private:
-  __device__ __forceinline__ static void unpack(const uint4 (&w)[kWords], float (&x)[8]) {
-    if constexpr (std::is_same_v<T, bf16>) {
-      const __nv_bfloat162* p = reinterpret_cast<const __nv_bfloat162*>(&w[0]);
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const float2 f = __bfloat1622float2(p[i]);
-        x[2 * i] = f.x;
-        x[2 * i + 1] = f.y;
-      }
-    } else {
-      const float* p = reinterpret_cast<const float*>(&w[0]);
-#pragma unroll
-      for (int i = 0; i < 8; ++i) x[i] = p[i];
-    }
-  }
-};
-
-// The chunk's log decays (zero beyond `valid`) as an inclusive cumulative sum G[0..63], computed by one warp from
-// the two gates each lane holds (rows lane and lane + 32).
-__device__ __forceinline__ void chunk_cumsum_warp(float g_lo, float g_hi, float* G) {
+// The chunk's log decays (zero beyond the valid rows) turned in place into the inclusive cumulative sum G over the
+// chunk's 64 rows, by one warp whose lanes hold rows lane (lo) and lane + 32 (hi).
+__device__ __forceinline__ void chunk_cumsum_warp(float& g_lo, float& g_hi) {
   const int lane = threadIdx.x % 32;
 #pragma unroll
   for (int off = 1; off < 32; off *= 2) {
@@ -100,8 +27,12 @@ __device__ __forceinline__ void chunk_cumsum_warp(float g_lo, float g_hi, float*
     }
   }
   g_hi += __shfl_sync(0xffffffffu, g_lo, 31);
-  G[lane] = g_lo;
-  G[lane + 32] = g_hi;
+}
+// The same, written to G[0..63].
+__device__ __forceinline__ void chunk_cumsum_warp(float g_lo, float g_hi, float* G) {
+  chunk_cumsum_warp(g_lo, g_hi);
+  G[threadIdx.x % 32] = g_lo;
+  G[threadIdx.x % 32 + 32] = g_hi;
 }
 
 // The gates of rows lane and lane + 32 of a chunk starting at g (row stride `heads`), zero beyond `valid`.
@@ -124,6 +55,12 @@ __device__ __forceinline__ void store_pair(float* p, float a, float b) { *reinte
 // Both bf16 values of an aligned pair in shared memory, as floats.
 __device__ __forceinline__ float2 load_pair(const bf16* p) {
   return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(p));
+}
+
+// A packed bf16 pair (lower column in the low half, as mma fragments hold them) times (lo, hi), rounded back.
+__device__ __forceinline__ uint32_t scale_pair(uint32_t packed, float lo, float hi) {
+  const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&packed));
+  return attn::pack_bf16(f.x * lo, f.y * hi);
 }
 
 __device__ __forceinline__ float warp_sum(float x) {

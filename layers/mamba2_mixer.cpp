@@ -1,0 +1,122 @@
+#include "layers/mamba2_mixer.h"
+
+#include "core/autograd/functions.h"
+#include "core/autograd/gla.h"
+#include "core/autograd/slicing.h"
+#include "core/check.h"
+#include "layers/ssm_blocks.h"
+
+namespace primer::layers {
+namespace {
+
+ag::Var as_dtype(const ag::Var& x, DType dtype) { return x->value.dtype() == dtype ? x : ag::cast(x, dtype); }
+
+}  // namespace
+
+Mamba2Mixer::Mamba2Mixer(const ModelConfig& c, const std::string& prefix, ParameterRegistry& params)
+    : config_(c),
+      prefix_(prefix),
+      params_(params),
+      heads_(c.num_attention_heads),
+      kv_heads_(c.num_key_value_heads),
+      head_dim_(c.head_dim),
+      d_inner_(c.num_attention_heads * c.head_dim),
+      d_xb_(c.num_key_value_heads * c.head_dim) {
+  PRIMER_CHECK(heads_ % kv_heads_ == 0, "{}: {} query heads are not a multiple of {} key/value heads", prefix, heads_,
+               kv_heads_);
+  const double std = c.initializer_range;
+  const int64_t conv_channels = d_inner_ + 2 * d_xb_, taps = c.mamba2.conv_size;
+  params.add(prefix + ".in_proj.weight", {2 * d_inner_ + 2 * d_xb_ + heads_, c.hidden_size}, InitRule::normal(std));
+  params.add(prefix + ".conv1d.weight", {conv_channels, 1, taps}, InitRule::normal(std));
+  params.add(prefix + ".conv1d.bias", {conv_channels}, InitRule::constant(0.0), false);
+  // The SSM dynamics (hmf.md §3.3): softplus(dt_bias) log-uniform in [1e-3, 0.1] (floor 1e-4), A = exp(A_log)
+  // uniform in (0, 16), D = 1; fp32 even under bf16, never weight-decayed.
+  params.add(prefix + ".dt_bias", {heads_}, InitRule::softplus_inverse_log_uniform(1e-3, 0.1, 1e-4), false).keep_f32 =
+      true;
+  params.add(prefix + ".A_log", {heads_}, InitRule::log_uniform(0.0, 16.0), false).keep_f32 = true;
+  params.add(prefix + ".D", {heads_}, InitRule::constant(1.0), false).keep_f32 = true;
+  params.add(prefix + ".norm.weight", {d_inner_}, InitRule::constant(1.0), false);
+  params.add(prefix + ".out_proj.weight", {c.hidden_size, d_inner_}, InitRule::normal(std));
+  if (c.mamba2.use_qk_norm) {
+    params.add(prefix + ".B_norm.weight", {head_dim_}, InitRule::constant(1.0), false);
+    params.add(prefix + ".C_norm.weight", {head_dim_}, InitRule::constant(1.0), false);
+  }
+}
+
+ag::Var Mamba2Mixer::key_or_query(const ag::Var& x, const std::string& norm, int64_t heads, const MixerContext& ctx) {
+  if (!config_.mamba2.use_qk_norm && !config_.mamba2.use_pos_emb) return x;
+  const int64_t B = x->value.size(0), T = x->value.size(1);
+  ag::Var h = ag::reshape(x, {B, T, heads, head_dim_});
+  if (config_.mamba2.use_qk_norm) h = ag::rmsnorm(h, weight(norm), config_.rms_norm_eps);
+  if (config_.mamba2.use_pos_emb) {
+    PRIMER_CHECK(ctx.positions.defined() && ctx.inv_freq.defined(),
+                 "{}: use_pos_emb needs token positions and RoPE frequencies in the mixer context", prefix_);
+    h = ag::rope(h, ctx.positions, ctx.inv_freq);
+  }
+  return ag::reshape(h, {B, T, heads * head_dim_});
+}
+
+ag::Var Mamba2Mixer::forward(const ag::Var& u, const MixerContext& ctx, const MixerState* state_in,
+                             MixerState* state_out) {
+  const int64_t B = u->value.size(0), T = u->value.size(1), H = heads_, Dh = head_dim_;
+  const bool has_state = state_in && !state_in->empty();
+  if (has_state)
+    PRIMER_CHECK(state_in->conv.size() == 1 && state_in->recurrent.size() == 1,
+                 "{}: state_in holds {} conv and {} recurrent entries, expected 1 and 1", prefix_,
+                 state_in->conv.size(), state_in->recurrent.size());
+
+  const std::vector<ag::Var> zxbcdt = ag::split(ag::linear(u, weight(".in_proj.weight")), 2,
+                                                {d_inner_, d_xb_, d_xb_, d_inner_, H});
+  const ag::Var xbc_in = ag::concat({zxbcdt[1], key_or_query(zxbcdt[2], ".B_norm.weight", kv_heads_, ctx),
+                                     key_or_query(zxbcdt[3], ".C_norm.weight", H, ctx)},
+                                    2);
+  ag::Var conv_state;
+  const ag::Var xbc = short_conv(xbc_in, weight(".conv1d.weight"), weight(".conv1d.bias"), true,
+                                 has_state ? state_in->conv[0] : nullptr, state_out ? &conv_state : nullptr);
+  const std::vector<ag::Var> parts = ag::split(xbc, 2, {d_xb_, d_xb_, d_inner_});
+  const int64_t groups = H / kv_heads_;
+  const ag::Var x = expand_heads(ag::reshape(parts[0], {B, T, kv_heads_, Dh}), groups);
+  const ag::Var keys = expand_heads(ag::reshape(parts[1], {B, T, kv_heads_, Dh}), groups);
+  const ag::Var queries = ag::reshape(parts[2], {B, T, H, Dh});
+
+  // The dynamics in fp32 (f64 beside an f64 model); the GLA takes its gate in q's dtype on the CPU and in f32 on
+  // the GPU. v = Δ·x and the skip D·x are formed in the I/O dtype (Δ and D rounded to it: one more 2^-9 relative
+  // rounding under bf16, next to the GLA's own bf16 operands), which saves two f32 copies of x.
+  const DType io_dtype = x->value.dtype(), gate_dtype = io_dtype == DType::F64 ? DType::F64 : DType::F32;
+  const ag::Var delta = ag::unary(ops::Unary::Softplus, ag::add(as_dtype(zxbcdt[4], gate_dtype),
+                                                                as_dtype(weight(".dt_bias"), gate_dtype)));  // [B, T, H]
+  const ag::Var decay = ag::mul(delta, ag::scale(ag::unary(ops::Unary::Exp, as_dtype(weight(".A_log"), gate_dtype)), -1.0));
+  const ag::Var g = as_dtype(decay, u->value.is_cpu() ? io_dtype : DType::F32);
+  const ag::Var v = ag::mul(x, ag::reshape(as_dtype(delta, io_dtype), {B, T, H, 1}));
+  const ag::Var skip = ag::mul(x, ag::reshape(as_dtype(weight(".D"), io_dtype), {H, 1}));
+
+  ag::Var ssm_state;
+  const ag::Var y = ag::add(ag::gla(queries, keys, v, g, 1.0, has_state ? state_in->recurrent[0] : nullptr,
+                                    state_out ? &ssm_state : nullptr),
+                            skip);
+  if (state_out) {
+    state_out->conv = {conv_state};
+    state_out->recurrent = {ssm_state};
+  }
+
+  // Gate, then RMSNorm per head (group = head_dim) with the per-channel weight.
+  const ag::Var gated = ag::swiglu(ag::reshape(zxbcdt[0], {B, T, H, Dh}), y);
+  const Tensor ones = Tensor::full({Dh}, 1.0, io_dtype, u->value.device());
+  const ag::Var normed = ag::mul(ag::rmsnorm(gated, ag::constant(ones), config_.mamba2.norm_eps),
+                                 ag::reshape(weight(".norm.weight"), {H, Dh}));
+  return ag::linear(ag::reshape(normed, {B, T, d_inner_}), weight(".out_proj.weight"));
+}
+
+double Mamba2Mixer::flops_per_token(int64_t /*seq_len*/) const {
+  const double d = double(config_.hidden_size), dh = double(head_dim_), h = double(heads_);
+  const double conv_channels = double(d_inner_ + 2 * d_xb_);
+  const double projections = 2.0 * d * double(2 * d_inner_ + 2 * d_xb_ + heads_) + 2.0 * double(d_inner_) * d;
+  const double conv = 2.0 * conv_channels * double(config_.mamba2.conv_size);
+  // Chunked SSD per head and token (chunk C = 64, K = V = head_dim): the state update k vᵀ and the readout Sᵀq
+  // (2·K·V each, as MACs ×2) plus the causal half of the intra-chunk scores and their product with v (C·K + C·V).
+  const double chunk = 64.0;
+  const double ssd = h * (4.0 * dh * dh + chunk * 2.0 * dh);
+  return projections + conv + ssd;
+}
+
+}  // namespace primer::layers
