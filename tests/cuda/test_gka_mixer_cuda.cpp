@@ -1,6 +1,12 @@
 // The Gated KalmaNet layer on the GPU in bf16 against the same layer in f64 on the CPU, run on the very values the
 // GPU sees (its bf16 weights — the initialisation is keyed by parameter name — and bf16 input and output
 // gradient): output, final states, the input gradient and every parameter gradient.
+// At the default ridge 0.02 the bf16 layer is intrinsically far from f64: the readout and the key gradients use
+// the part of x̂ (and of its adjoint) along the keys, which can be κ = 51 times smaller than the rest, so bf16
+// storage of x̂, q̃ and dq costs up to 2^-9·51 ≈ 0.1 of them (measured on an H100: output 5e-2, weight gradients
+// ≤ 8e-2, bias gradients — sums over tokens of such dots — 0.2 to 0.27). test_chebyshev_solve_cuda.cpp bounds the
+// solve at that ridge; here the layer runs at ridge 0.5 (κ = 3), where bf16 rounding is not amplified, so that the
+// tolerances check the wiring (projections, gates, conv states, GQA, readout) at bf16 precision.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -58,19 +64,19 @@ TEST(GkaMixerCuda, Bf16LayerTracksTheF64Cpu) {
     c.num_key_value_heads = 2;
     c.head_dim = D;
     c.max_position_embeddings = 256;
+    c.gka.ridge_strength = 0.5;
     const int64_t B = 2, T = 100;  // two chunks, the second ragged
     const Tensor x = test::randn({B, T, c.hidden_size}, seed + 1).to(DType::BF16);
     const Tensor dy = test::randn({B, T, c.hidden_size}, seed + 2).to(DType::BF16);
     std::printf("head_dim %ld\n", long(D));
     const LayerRun ref = run_layer(c, Device::cpu(), DType::F64, x, dy, seed);
     const LayerRun gpu = run_layer(c, Device::cuda(), DType::BF16, x, dy, seed);
-    // bf16 activations (2^-9 relative each) through the projections, conv, norms and gates; above all q̃ enters
-    // the readout in bf16 although only its part along the keys matters, which can be κ = 51 times smaller than
-    // the rest (see test_chebyshev_solve_cuda.cpp): 5e-2 on the output and states. Gradients go through the
-    // adjoint solve and the same dots twice: 1e-1.
-    expect_rel(gpu.y, ref.y, 5e-2, "y");
-    expect_rel(gpu.H, ref.H, 5e-2, "H state");
-    expect_rel(gpu.S, ref.S, 5e-2, "S state");
+    // bf16 activations (2^-9 ≈ 2e-3 relative each) through ~10 chained ops (projections, conv, norms, gates, the
+    // solve with κ ≤ 3, the readout): 3e-2 on the output and states. Gradients take the adjoint path as well, and
+    // the bias gradients are sums over tokens whose terms cancel: 1e-1.
+    expect_rel(gpu.y, ref.y, 3e-2, "y");
+    expect_rel(gpu.H, ref.H, 3e-2, "H state");
+    expect_rel(gpu.S, ref.S, 3e-2, "S state");
     expect_rel(gpu.dx, ref.dx, 1e-1, "dx");
     ParameterRegistry names;
     layers::GkaMixer named(c, "model.layers.0.gka", names);
