@@ -5,6 +5,7 @@
 #include "core/check.h"
 #include "layers/attention_mixer.h"
 #include "layers/gdn_mixer.h"
+#include "layers/gka_mixer.h"
 #include "layers/mamba2_mixer.h"
 
 namespace primer::layers {
@@ -17,9 +18,9 @@ std::unique_ptr<SequenceMixer> make_mixer(const ModelConfig& c, int64_t layer, P
     case MixerKind::SlidingWindow: return std::make_unique<AttentionMixer>(c, prefix, params, c.swa.window_size);
     case MixerKind::Mamba2: return std::make_unique<Mamba2Mixer>(c, prefix, params);
     case MixerKind::GatedDeltaNet: return std::make_unique<GdnMixer>(c, prefix, params);
-    case MixerKind::GatedKalmaNet: break;
+    case MixerKind::GatedKalmaNet: return std::make_unique<GkaMixer>(c, prefix, params);
   }
-  PRIMER_FAIL("layer {}: the {} mixer is not available yet", layer, mixer_token(kind));
+  PRIMER_FAIL("layer {}: unknown mixer kind {}", layer, int(kind));
 }
 
 }  // namespace primer::layers

@@ -1,0 +1,296 @@
+// Device pieces the chunked Chebyshev-solve kernels share: where a chunk's rows live, its cumulative log-decays,
+// affine scans over a chunk's 64 rows, staging rows into swizzled bf16 tiles, and warp-tile products on mma.sync
+// (bf16 operands, fp32 accumulation; the fragment layouts are those of attention_mma.cuh).
+#pragma once
+#include <cuda_bf16.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "core/dtype.h"
+#include "core/ops/chebyshev_solve_dims.h"
+#include "core/ops/cuda/attention_mma.cuh"
+#include "core/ops/cuda/vector_io.cuh"
+
+namespace primer::ops::cuda_ops::cheb {
+
+using attn::bf16;
+constexpr int kC = int(ChebyshevDims::kChunk);  // tokens per chunk: 64
+
+// One chunk of one (batch, head) in the [B, T, H, D] and [B, T, H] buffers.
+struct ChunkRef {
+  int64_t bh, n;
+  int64_t row0;        // element offset of the chunk's first token in a [B, T, H, D] buffer
+  int64_t gate0;       // offset of its first token in a [B, T, H] buffer
+  int64_t row_stride;  // H·D elements between tokens (and H between gates)
+  int64_t gate_stride;
+  int len;             // valid tokens, 1..64
+};
+
+// Sizes the kernels need, in device-friendly types.
+struct Geom {
+  int64_t T, H;
+  int N;  // chunks per sequence
+  __device__ __forceinline__ ChunkRef chunk(int64_t bh, int64_t n, int D) const {
+    const int64_t b = bh / H, h = bh % H, t0 = n * kC;
+    const int64_t len = T - t0 < kC ? T - t0 : kC;
+    return {bh, n, ((b * T + t0) * H + h) * D, (b * T + t0) * H + h, H * D, H, int(len)};
+  }
+  // Chunk-start state n (n = N: the state after the last token) of head bh in the [BH][N+1][D][D] workspace.
+  __device__ __forceinline__ int64_t state(int64_t bh, int64_t n, int D) const {
+    return (bh * (N + 1) + n) * D * D;
+  }
+  // Per-chunk-row scalars in a [BH][N][64] workspace.
+  __device__ __forceinline__ int64_t rows(int64_t bh, int64_t n) const { return (bh * N + n) * kC; }
+};
+
+inline Geom geom_of(const ChebyshevDims& d) { return {d.time, d.heads, int(d.chunks())}; }
+
+// sG[c] = G_c = Σ_{i≤c} gk_i over the chunk's tokens (flat past len; 0 without gk). Warp 0 writes; the caller
+// synchronises before reading.
+__device__ __forceinline__ void chunk_log_decays(float* sG, const float* gk, const ChunkRef& c) {
+  if (threadIdx.x >= 32) return;
+  const int lane = threadIdx.x;
+  const float v0 = gk && 2 * lane < c.len ? gk[c.gate0 + 2 * lane * c.gate_stride] : 0.f;
+  const float v1 = gk && 2 * lane + 1 < c.len ? gk[c.gate0 + (2 * lane + 1) * c.gate_stride] : 0.f;
+  float s = v0 + v1;
+#pragma unroll
+  for (int off = 1; off < 32; off <<= 1) {
+    const float y = __shfl_up_sync(0xffffffffu, s, off);
+    if (lane >= off) s += y;
+  }
+  sG[2 * lane] = s - v1;
+  sG[2 * lane + 1] = s;
+}
+
+// One warp, rows c = 2·lane and 2·lane + 1: y_c = a_c·y_{c−1} + b_c from y_{−1} = 0, as a log-depth scan of the
+// affine maps (their composition is associative).
+__device__ __forceinline__ void warp_affine_scan(float a0, float b0, float a1, float b1, float& y0, float& y1) {
+  const int lane = threadIdx.x & 31;
+  float A = a1 * a0, B = a1 * b0 + b1;
+#pragma unroll
+  for (int off = 1; off < 32; off <<= 1) {
+    const float Ap = __shfl_up_sync(0xffffffffu, A, off), Bp = __shfl_up_sync(0xffffffffu, B, off);
+    if (lane >= off) {
+      B = A * Bp + B;
+      A = A * Ap;
+    }
+  }
+  float prev = __shfl_up_sync(0xffffffffu, B, 1);
+  if (lane == 0) prev = 0.f;
+  y0 = a0 * prev + b0;
+  y1 = B;
+}
+
+__device__ __forceinline__ uint32_t pack_pair(float a, float b) { return attn::pack_bf16(a, b); }
+
+// Eight floats as bf16 at `offset` of tile hi and, if lo is non-null, their rounding residuals v − bf16(v) at the
+// same offset of lo: hi + lo carries ~16 significant bits.
+__device__ __forceinline__ void store_split(bf16* hi, bf16* lo, int offset, const float (&v)[8]) {
+  uint4 h, l;
+  uint32_t* hw = reinterpret_cast<uint32_t*>(&h);
+  uint32_t* lw = reinterpret_cast<uint32_t*>(&l);
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    const __nv_bfloat162 p = __floats2bfloat162_rn(v[2 * e], v[2 * e + 1]);
+    hw[e] = reinterpret_cast<const uint32_t&>(p);
+    lw[e] = pack_pair(v[2 * e] - __low2float(p), v[2 * e + 1] - __high2float(p));
+  }
+  *reinterpret_cast<uint4*>(hi + offset) = h;
+  if (lo) *reinterpret_cast<uint4*>(lo + offset) = l;
+}
+
+// Rows [0, 64) x columns [col0, col0 + kCols) of a buffer with `row_stride` elements per row, on their way into a
+// swizzled [64][kCols] bf16 tile: load() issues every load of this thread (zeros at rows >= valid, or when src is
+// null); store() scales row r by scale[r] (null: 1) and writes the tile (and the residuals into lo, if non-null).
+// Loading early and storing late lets a kernel wait for memory once for several tiles.
+template <class T, int kCols, int kThreads>
+struct RowPieces {
+  static constexpr int kPerRow = kCols / 8, kIters = kC * kPerRow / kThreads;
+  static_assert(kC * kPerRow % kThreads == 0, "whole 8-column pieces per thread");
+  float v[kIters][8];
+
+  __device__ __forceinline__ static int row(int it) { return (int(threadIdx.x) + it * kThreads) / kPerRow; }
+  __device__ __forceinline__ static int col(int it) { return (int(threadIdx.x) + it * kThreads) % kPerRow * 8; }
+
+  __device__ __forceinline__ void load(const T* src, int64_t row_stride, int col0, int valid) {
+#pragma unroll
+    for (int it = 0; it < kIters; ++it) {
+      if (src && row(it) < valid) {
+        load_floats<T, 8>(src + row(it) * row_stride + col0 + col(it), v[it]);
+      } else {
+#pragma unroll
+        for (int e = 0; e < 8; ++e) v[it][e] = 0.f;
+      }
+    }
+  }
+  __device__ __forceinline__ void store(bf16* hi, bf16* lo, const float* scale) {
+#pragma unroll
+    for (int it = 0; it < kIters; ++it) {
+      const float s = scale ? scale[row(it)] : 1.f;
+#pragma unroll
+      for (int e = 0; e < 8; ++e) v[it][e] *= s;
+      store_split(hi, lo, attn::swizzle<kCols>(row(it), col(it)), v[it]);
+    }
+  }
+};
+
+template <class T, int kCols, int kThreads>
+__device__ __forceinline__ void stage_rows(bf16* hi, bf16* lo, const T* src, int64_t row_stride, int col0, int valid,
+                                           const float* scale) {
+  RowPieces<T, kCols, kThreads> pieces;
+  pieces.load(src, row_stride, col0, valid);
+  pieces.store(hi, lo, scale);
+}
+
+// An f32 [D][D] matrix (row-major) into swizzled bf16 tiles hi (and lo, if non-null: the rounding residual), loads
+// first as above. Returns this thread's part of Σ m².
+template <int D, int kThreads>
+__device__ __forceinline__ float stage_matrix(bf16* hi, bf16* lo, const float* m) {
+  constexpr int kIters = D * D / 8 / kThreads;
+  static_assert(D * D / 8 % kThreads == 0, "whole 8-column pieces per thread");
+  float v[kIters][8];
+#pragma unroll
+  for (int it = 0; it < kIters; ++it) load_floats<float, 8>(m + (int(threadIdx.x) + it * kThreads) * 8, v[it]);
+  float squares = 0.f;
+#pragma unroll
+  for (int it = 0; it < kIters; ++it) {
+    const int i = int(threadIdx.x) + it * kThreads, row = i / (D / 8), col = (i % (D / 8)) * 8;
+#pragma unroll
+    for (int e = 0; e < 8; ++e) squares += v[it][e] * v[it][e];
+    store_split(hi, lo, attn::swizzle<D>(row, col), v[it]);
+  }
+  return squares;
+}
+
+// acc[nt] += A[m0 .. m0+16, 0 .. 16·kSteps] · B[.., n0 + 8·nt .. +8] for nt < kNT (even).
+// A is a swizzled row-major tile with kACols columns; B is a swizzled tile with kBCols columns that stores B as
+// [k][n] (kBRowMajor) or as [n][k] (B's columns are the tile's rows: a product with the tile's transpose).
+template <int kACols, int kBCols, int kSteps, int kNT, bool kBRowMajor>
+__device__ __forceinline__ void mma_rows(float (&acc)[kNT][4], const bf16* A, int m0, const bf16* B, int n0,
+                                         int lane) {
+#pragma unroll
+  for (int kk = 0; kk < kSteps; ++kk) {
+    uint32_t a[4];
+    attn::load_a<kACols>(a, A, m0, 16 * kk, lane);
+#pragma unroll
+    for (int p = 0; p < kNT / 2; ++p) {
+      uint32_t b[4];
+      if constexpr (kBRowMajor)
+        attn::load_b_pair_kn<kBCols>(b, B, n0 + 16 * p, 16 * kk, lane);
+      else
+        attn::load_b_pair_nk<kBCols>(b, B, n0 + 16 * p, 16 * kk, lane);
+      attn::mma_bf16(acc[2 * p], a, b[0], b[1]);
+      attn::mma_bf16(acc[2 * p + 1], a, b[2], b[3]);
+    }
+  }
+}
+
+// The same with A stored transposed, as a [k][m] tile of kACols (= m extent) columns.
+template <int kACols, int kBCols, int kSteps, int kNT, bool kBRowMajor>
+__device__ __forceinline__ void mma_rows_at(float (&acc)[kNT][4], const bf16* At, int m0, const bf16* B, int n0,
+                                            int lane) {
+#pragma unroll
+  for (int kk = 0; kk < kSteps; ++kk) {
+    uint32_t a[4];
+    attn::load_a_transposed<kACols>(a, At, m0, 16 * kk, lane);
+#pragma unroll
+    for (int p = 0; p < kNT / 2; ++p) {
+      uint32_t b[4];
+      if constexpr (kBRowMajor)
+        attn::load_b_pair_kn<kBCols>(b, B, n0 + 16 * p, 16 * kk, lane);
+      else
+        attn::load_b_pair_nk<kBCols>(b, B, n0 + 16 * p, 16 * kk, lane);
+      attn::mma_bf16(acc[2 * p], a, b[0], b[1]);
+      attn::mma_bf16(acc[2 * p + 1], a, b[2], b[3]);
+    }
+  }
+}
+
+// Accumulator tiles (rows m0 + g and m0 + g + 8, columns n0 + 8·nt + 2t, +1) into a swizzled bf16 tile.
+template <int kCols, int kNT>
+__device__ __forceinline__ void store_tile(bf16* tile, const float (&acc)[kNT][4], int m0, int n0, int lane) {
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int nt = 0; nt < kNT; ++nt) {
+    const int col = n0 + 8 * nt + 2 * t;
+    *reinterpret_cast<uint32_t*>(tile + attn::swizzle<kCols>(m0 + g, col)) = pack_pair(acc[nt][0], acc[nt][1]);
+    *reinterpret_cast<uint32_t*>(tile + attn::swizzle<kCols>(m0 + g + 8, col)) = pack_pair(acc[nt][2], acc[nt][3]);
+  }
+}
+
+// Σ over a quad (the 4 lanes that share an accumulator row).
+__device__ __forceinline__ float quad_sum(float v) {
+  v += __shfl_xor_sync(0xffffffffu, v, 1);
+  return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
+
+// The 8-warp tiling of a chunk's [64][D] rows: warp (wm, wn) = (warp % 4, warp / 4) owns rows 16·wm .. +16, the
+// D/2 columns from wn·D/2 (as D/16 accumulator tiles) and, for 64 x 64 products, the 32 columns from 32·wn.
+template <int D>
+struct WarpTile {
+  int lane, m0, ncol0, pcol0;
+  __device__ static WarpTile of_thread() {
+    const int warp = int(threadIdx.x >> 5);
+    return {int(threadIdx.x & 31), 16 * (warp & 3), (warp >> 2) * (D / 2), (warp >> 2) * 32};
+  }
+  __device__ int row(int half) const { return m0 + (lane >> 2) + 8 * half; }  // of accumulator element 2·half
+};
+
+// This thread's elements of a [64][D] chunk buffer (rows of `c`) into accumulator layout; 0 past the chunk.
+template <int D, class T>
+__device__ __forceinline__ void load_rows(float (&v)[D / 16][4], const T* src, const ChunkRef& c, const WarpTile<D>& s) {
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int row = s.row(half);
+#pragma unroll
+    for (int nt = 0; nt < D / 16; ++nt) {
+      float pair[2] = {0.f, 0.f};
+      if (row < c.len) load_floats<T, 2>(src + c.row0 + row * c.row_stride + s.ncol0 + 8 * nt + 2 * (s.lane & 3), pair);
+      v[nt][2 * half] = pair[0];
+      v[nt][2 * half + 1] = pair[1];
+    }
+  }
+}
+
+template <int D, class T>
+__device__ __forceinline__ void store_rows(T* dst, const float (&v)[D / 16][4], const ChunkRef& c, const WarpTile<D>& s) {
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int row = s.row(half);
+    if (row >= c.len) continue;
+#pragma unroll
+    for (int nt = 0; nt < D / 16; ++nt) {
+      const float pair[2] = {v[nt][2 * half], v[nt][2 * half + 1]};
+      store_floats<T, 2>(dst + c.row0 + row * c.row_stride + s.ncol0 + 8 * nt + 2 * (s.lane & 3), pair);
+    }
+  }
+}
+
+// Σ over this thread's columns of a ⊙ b, per row, added into rows[] (shared, zeroed; 2 warps share a row).
+template <int D>
+__device__ __forceinline__ void add_row_dots(float* rows, const float (&a)[D / 16][4], const float (&b)[D / 16][4],
+                                             const WarpTile<D>& s) {
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    float v = 0.f;
+#pragma unroll
+    for (int nt = 0; nt < D / 16; ++nt) v += a[nt][2 * half] * b[nt][2 * half] + a[nt][2 * half + 1] * b[nt][2 * half + 1];
+    v = quad_sum(v);
+    if ((s.lane & 3) == 0) atomicAdd(rows + s.row(half), v);  // two addends into 0: exact, order-free
+  }
+}
+
+// Host-side dispatch on head_dim (64 or 128, validated by the op) and on the I/O dtype (bf16 or f32).
+template <class F>
+void with_dim(int64_t D, F&& f) {
+  if (D == 64) f(std::integral_constant<int, 64>{});
+  else f(std::integral_constant<int, 128>{});
+}
+template <class F>
+void with_dtype(DType dtype, F&& f) {
+  if (dtype == DType::BF16) f(bf16{});
+  else f(float{});
+}
+
+}  // namespace primer::ops::cuda_ops::cheb

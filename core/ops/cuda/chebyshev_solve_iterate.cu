@@ -1,0 +1,282 @@
+// The Chebyshev iteration of one chunk: one CTA per (chunk, batch·head), 8 warps. Warp (wm, wn) owns rows
+// 16·wm .. +16 of the chunk and the column half wn of the D columns, where it keeps the iterate X, the previous
+// iterate and the right-hand side in fp32 registers for all r iterations. One matvec for all 64 rows is
+//   H_c x_c = ζ_c (X H_0ᵀ)_c + (((X Kᵀ) ⊙ Mᵀ) K)_c,   Mᵀ[c][j] = e^{G_c−G_j} (j ≤ c)
+// with X staged once per iteration as bf16, H_0 as a hi + lo pair of bf16 (its rounding would otherwise cap the
+// solve near 1e-2: 000_gka.md §4), K exact in bf16 for bf16 inputs. ‖H_c‖_F comes from Eq. (5) (see the CPU path).
+#include "core/cuda_runtime.h"
+#include "core/ops/cuda/block_reduce.cuh"
+#include "core/ops/cuda/chebyshev_solve_common.cuh"
+#include "core/ops/cuda/chebyshev_solve_kernels.h"
+
+namespace primer::ops::cuda_ops::cheb {
+namespace {
+
+constexpr int kThreads = 256;
+
+struct IterateArgs {
+  const void *rhs, *k;
+  const float* gk;  // may be null
+  const float* states;
+  void* out;
+  const void* x;  // backward only: the forward's output
+  float *W, *u;   // backward only
+  Geom geo;
+  float ridge;
+  int num_iter;
+  bool bp_lambda;
+};
+
+template <int D>
+struct IterateSmem {
+  static constexpr int kBytes = (2 * D * D + 2 * kC * D + kC * kC) * int(sizeof(bf16)) + (6 * kC + 8) * int(sizeof(float));
+};
+
+// The CTA's shared tiles and this thread's place in the warp tiling.
+template <int D>
+struct Tiles : WarpTile<D> {
+  bf16 *h_hi, *h_lo, *k, *x, *p;
+};
+
+// P = A Kᵀ (this warp's 16 x 32 part) and Y = A H_0ᵀ (its 16 x D/2 part, H_0 as hi + lo) for a [64][D] tile A:
+// each fragment of A is loaded once for both products.
+template <int D>
+__device__ __forceinline__ void products_with_k_and_h0(float (&p)[4][4], float (&Y)[D / 16][4], const bf16* A,
+                                                       const Tiles<D>& s) {
+  constexpr int kNT = D / 16;
+#pragma unroll
+  for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) p[nt][e] = 0.f;
+#pragma unroll
+  for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) Y[nt][e] = 0.f;
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) {
+    uint32_t a[4];
+    attn::load_a<D>(a, A, s.m0, 16 * kk, s.lane);
+#pragma unroll
+    for (int q = 0; q < 2; ++q) {
+      uint32_t b[4];
+      attn::load_b_pair_nk<D>(b, s.k, s.pcol0 + 16 * q, 16 * kk, s.lane);
+      attn::mma_bf16(p[2 * q], a, b[0], b[1]);
+      attn::mma_bf16(p[2 * q + 1], a, b[2], b[3]);
+    }
+#pragma unroll
+    for (int q = 0; q < kNT / 2; ++q) {
+      uint32_t hi[4], lo[4];
+      attn::load_b_pair_nk<D>(hi, s.h_hi, s.ncol0 + 16 * q, 16 * kk, s.lane);
+      attn::load_b_pair_nk<D>(lo, s.h_lo, s.ncol0 + 16 * q, 16 * kk, s.lane);
+      attn::mma_bf16(Y[2 * q], a, hi[0], hi[1]);
+      attn::mma_bf16(Y[2 * q + 1], a, hi[2], hi[3]);
+      attn::mma_bf16(Y[2 * q], a, lo[0], lo[1]);
+      attn::mma_bf16(Y[2 * q + 1], a, lo[2], lo[3]);
+    }
+  }
+}
+
+// Y = H_c X_c for the CTA's 64 rows; X in this thread's registers. Two barriers; every thread must call it.
+template <int D>
+__device__ __forceinline__ void chunk_matvec(float (&Y)[D / 16][4], const float (&X)[D / 16][4],
+                                             const float (&mask)[4][4], const float (&zeta)[2], const Tiles<D>& s) {
+  constexpr int kNT = D / 16;
+  store_tile<D, kNT>(s.x, X, s.m0, s.ncol0, s.lane);
+  __syncthreads();
+  float p[4][4];
+  products_with_k_and_h0<D>(p, Y, s.x, s);
+#pragma unroll
+  for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) p[nt][e] *= mask[nt][e];
+  store_tile<kC, 4>(s.p, p, s.m0, s.pcol0, s.lane);
+  __syncthreads();
+#pragma unroll
+  for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) Y[nt][e] *= zeta[e >> 1];
+  mma_rows<kC, D, kC / 16, kNT, true>(Y, s.p, s.m0, s.k, s.ncol0, s.lane);  // + ((X Kᵀ) ⊙ Mᵀ) K
+}
+
+template <int D, class T, bool kBackward>
+__global__ void __launch_bounds__(kThreads, 1) iterate_kernel(IterateArgs a) {
+  constexpr int kNT = D / 16;
+  extern __shared__ __align__(128) unsigned char smem[];
+  Tiles<D> s;
+  static_cast<WarpTile<D>&>(s) = WarpTile<D>::of_thread();
+  s.h_hi = reinterpret_cast<bf16*>(smem);
+  s.h_lo = s.h_hi + D * D;
+  s.k = s.h_lo + D * D;
+  s.x = s.k + kC * D;
+  s.p = s.x + kC * D;
+  float* s_g = reinterpret_cast<float*>(s.p + kC * kC);
+  float* s_norm = s_g + kC;
+  float* s_quad = s_norm + kC;   // k_jᵀ H_0 k_j
+  float* s_fresh = s_quad + kC;  // (k_c·k_c)² + 2 Σ_{j<c} e^{G_c−G_j} (k_c·k_j)²
+  float* s_dot1 = s_fresh + kC;  // backward: x·s, then
+  float* s_dot2 = s_dot1 + kC;   //           s·(H x)
+  float* s_warp = s_dot2 + kC;
+
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, t = lane & 3;
+  const int64_t bh = blockIdx.y;
+  const ChunkRef c = a.geo.chunk(bh, blockIdx.x, D);
+  const T* k = static_cast<const T*>(a.k);
+
+  // Stage K and H_0; ‖H_0‖² and the chunk's log-decays on the way.
+  stage_rows<T, D, kThreads>(s.k, nullptr, k + c.row0, c.row_stride, 0, c.len, nullptr);
+  const float h0_sq = warp_sum(stage_matrix<D, kThreads>(s.h_hi, s.h_lo, a.states + a.geo.state(bh, blockIdx.x, D)));
+  if (lane == 0) s_warp[warp] = h0_sq;
+  chunk_log_decays(s_g, a.gk, c);
+  if (threadIdx.x < kC) s_quad[threadIdx.x] = s_fresh[threadIdx.x] = s_dot1[threadIdx.x] = s_dot2[threadIdx.x] = 0.f;
+  __syncthreads();
+
+  // The decays of this thread's elements of a 64 x 64 product (rows s.row(e >> 1), columns pcol0 + 8nt + 2t + e%2).
+  float mask[4][4];
+#pragma unroll
+  for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int row = s.row(e >> 1), j = s.pcol0 + 8 * nt + 2 * t + (e & 1);
+      mask[nt][e] = row < c.len && j <= row ? __expf(s_g[row] - s_g[j]) : 0.f;
+    }
+
+  // Eq. (5)'s per-row ingredients: k_jᵀH_0k_j from K H_0ᵀ, and the Gram terms of the in-chunk part.
+  {
+    float z[kNT][4], p[4][4];
+    products_with_k_and_h0<D>(p, z, s.k, s);  // the Gram matrix K Kᵀ and K H_0ᵀ
+    float kk[kNT][4];
+#pragma unroll
+    for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const __nv_bfloat162 pair =
+            *reinterpret_cast<const __nv_bfloat162*>(s.k + attn::swizzle<D>(s.row(half), s.ncol0 + 8 * nt + 2 * t));
+        kk[nt][2 * half] = __low2float(pair);
+        kk[nt][2 * half + 1] = __high2float(pair);
+      }
+    add_row_dots<D>(s_quad, z, kk, s);
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      float v = 0.f;
+#pragma unroll
+      for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+        for (int e = 2 * half; e < 2 * half + 2; ++e) {
+          const int j = s.pcol0 + 8 * nt + 2 * t + (e & 1);
+          v += (j == s.row(half) ? 1.f : 2.f) * mask[nt][e] * p[nt][e] * p[nt][e];
+        }
+      v = quad_sum(v);
+      if (t == 0) atomicAdd(s_fresh + s.row(half), v);
+    }
+  }
+  __syncthreads();
+  if (warp == 0) {
+    // Rows 2·lane, 2·lane + 1: Σ_{j≤c} e^{G_c−G_j} k_jᵀH_0k_j and ‖S_c‖² by their recursions (scans), then Eq. (5).
+    float h0 = 0.f;
+#pragma unroll
+    for (int w = 0; w < kThreads / 32; ++w) h0 += s_warp[w];
+    const int c0 = 2 * lane, c1 = c0 + 1;
+    const float g0 = c0 > 0 ? __expf(s_g[c0] - s_g[c0 - 1]) : 0.f, g1 = __expf(s_g[c1] - s_g[c0]);
+    float cross0, cross1, intra0, intra1;
+    warp_affine_scan(g0, s_quad[c0], g1, s_quad[c1], cross0, cross1);
+    warp_affine_scan(g0 * g0, s_fresh[c0], g1 * g1, s_fresh[c1], intra0, intra1);
+    const float z0 = __expf(s_g[c0]), z1 = __expf(s_g[c1]);
+    s_norm[c0] = c0 < c.len ? sqrtf(fmaxf(0.f, z0 * z0 * h0 + 2.f * z0 * cross0 + intra0)) : 0.f;
+    s_norm[c1] = c1 < c.len ? sqrtf(fmaxf(0.f, z1 * z1 * h0 + 2.f * z1 * cross1 + intra1)) : 0.f;
+  }
+  __syncthreads();
+
+  float zeta[2], lambda[2], step[2];
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const float F = s_norm[s.row(half)];
+    zeta[half] = __expf(s_g[s.row(half)]);
+    lambda[half] = a.ridge * F;
+    step[half] = F > 0.f ? 2.f / ((1.f + 2.f * a.ridge) * F) : 0.f;  // F = 0: no key yet, x = 0
+  }
+  float R[kNT][4], X[kNT][4], Xp[kNT][4];
+  load_rows<D, T>(R, static_cast<const T*>(a.rhs), c, s);
+#pragma unroll
+  for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      X[nt][e] = step[e >> 1] * R[nt][e];
+      Xp[nt][e] = 0.f;
+    }
+  const float rho = 1.f / (1.f + 2.f * a.ridge), quarter_rho_sq = 0.25f * rho * rho;
+  float omega = 2.f;
+  for (int it = 0; it < a.num_iter; ++it) {
+    omega = 1.f / (1.f - quarter_rho_sq * omega);
+    float Y[kNT][4];
+    chunk_matvec<D>(Y, X, mask, zeta, s);
+#pragma unroll
+    for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int half = e >> 1;
+        const float residual = Y[nt][e] + lambda[half] * X[nt][e] - R[nt][e];
+        const float next = X[nt][e] - step[half] * omega * residual + (omega - 1.f) * (X[nt][e] - Xp[nt][e]);
+        Xp[nt][e] = X[nt][e];
+        X[nt][e] = next;
+      }
+  }
+  store_rows<D, T>(static_cast<T*>(a.out), X, c, s);
+
+  if constexpr (kBackward) {
+    // X is the adjoint s. Per row: w = [bp_lambda] 2·ridge·(x·s)/F and u = −s·(H x) − ½ w F², then the nested
+    // B-recursion's weights W_m = w_m + e^{2gk_{m+1}} W_{m+1} (a reversed scan).
+    float xf[kNT][4];
+    load_rows<D, T>(xf, static_cast<const T*>(a.x), c, s);
+    add_row_dots<D>(s_dot1, xf, X, s);
+    float Y[kNT][4];
+    chunk_matvec<D>(Y, xf, mask, zeta, s);  // its barriers also publish s_dot1
+    add_row_dots<D>(s_dot2, X, Y, s);
+    __syncthreads();
+    if (warp == 0) {
+      float w[2], a_rev[2];
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        const int row = kC - 1 - (2 * lane + i);  // reversed order: scan index 2·lane + i
+        const float F = s_norm[row];
+        w[i] = a.bp_lambda && F > 0.f ? 2.f * a.ridge * s_dot1[row] / F : 0.f;
+        a_rev[i] = row + 1 < kC ? __expf(2.f * (s_g[row + 1] - s_g[row])) : 0.f;
+        a.u[a.geo.rows(bh, blockIdx.x) + row] = row < c.len ? -s_dot2[row] - 0.5f * w[i] * F * F : 0.f;
+      }
+      float W0, W1;
+      warp_affine_scan(a_rev[0], w[0], a_rev[1], w[1], W0, W1);
+      a.W[a.geo.rows(bh, blockIdx.x) + kC - 1 - 2 * lane] = W0;
+      a.W[a.geo.rows(bh, blockIdx.x) + kC - 2 - 2 * lane] = W1;
+    }
+  }
+}
+
+template <int D, class T, bool kBackward>
+void launch(const IterateArgs& a, const ChebyshevDims& d) {
+  auto kernel = iterate_kernel<D, T, kBackward>;
+  constexpr int kBytes = IterateSmem<D>::kBytes;
+  static const bool configured = [&] {  // above 48 KB of dynamic shared memory needs an opt-in, once per kernel
+    PRIMER_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes));
+    return true;
+  }();
+  (void)configured;
+  const dim3 grid(unsigned(d.chunks()), unsigned(d.heads_total()));
+  kernel<<<grid, kThreads, kBytes, cuda::stream()>>>(a);
+  PRIMER_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+void launch_iterate(const ChebyshevDims& d, DType dtype, const void* rhs, const void* k, const float* gk,
+                    const float* states, void* out, const void* x, float* W, float* u) {
+  const IterateArgs a{rhs, k, gk, states, out, x, W, u, geom_of(d), float(d.ridge), int(d.num_iter), d.bp_lambda};
+  with_dtype(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    with_dim(d.dim, [&](auto dim) {
+      constexpr int D = decltype(dim)::value;
+      if (x) launch<D, T, true>(a, d);
+      else launch<D, T, false>(a, d);
+    });
+  });
+}
+
+}  // namespace primer::ops::cuda_ops::cheb

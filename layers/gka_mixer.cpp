@@ -1,0 +1,158 @@
+#include "layers/gka_mixer.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/autograd/chebyshev_solve.h"
+#include "core/autograd/functions.h"
+#include "core/autograd/gla.h"
+#include "core/check.h"
+#include "layers/ssm_blocks.h"
+
+namespace primer::layers {
+namespace {
+
+constexpr const char* kConvs[] = {"q_conv1d", "k_conv1d", "v_conv1d"};
+constexpr double kL2Eps = 1e-12;     // x / sqrt(Σx² + 1e-12) for the reference's x / (‖x‖ + 1e-6): see the header
+constexpr double kBetaFloor = 1e-6;  // k and v are scaled by β + 1e-6
+constexpr int64_t kChunk = 64;       // the chunk length of the solve and readout kernels (for the FLOP count)
+
+}  // namespace
+
+GkaMixer::GkaMixer(const ModelConfig& c, const std::string& prefix, ParameterRegistry& params)
+    : config_(c), gka_(c.gka), prefix_(prefix), params_(params), q_heads_(c.num_attention_heads),
+      kv_heads_(c.num_key_value_heads), heads_(std::max(q_heads_, kv_heads_)), head_dim_(c.head_dim) {
+  PRIMER_CHECK(heads_ % q_heads_ == 0 && heads_ % kv_heads_ == 0,
+               "{}: num_attention_heads {} and num_key_value_heads {} must divide the larger of the two", prefix,
+               q_heads_, kv_heads_);
+  set_num_iter(gka_.num_iter);
+  const double std = c.initializer_range;
+  const int64_t d = c.hidden_size, D = head_dim_, H = heads_;
+  const int64_t channels[] = {q_heads_ * D, kv_heads_ * D, kv_heads_ * D};
+  params.add(prefix + ".q_proj.weight", {channels[0], d}, InitRule::normal(std));
+  params.add(prefix + ".k_proj.weight", {channels[1], d}, InitRule::normal(std));
+  params.add(prefix + ".v_proj.weight", {channels[2], d}, InitRule::normal(std));
+  params.add(prefix + ".a_proj.weight", {H, d}, InitRule::normal(std));
+  if (gka_.use_beta_gate) {
+    params.add(prefix + ".b_proj.weight", {H, d}, InitRule::normal(std));
+    params.add(prefix + ".b_proj.bias", {H}, InitRule::constant(0.0));
+  }
+  if (gka_.use_alpha_connection) {
+    params.add(prefix + ".alpha_proj.weight", {H, d}, InitRule::normal(std));
+    params.add(prefix + ".alpha_proj.bias", {H}, InitRule::constant(0.0));
+  }
+  // A = exp(A_log) ~ U(0, 16) (the reference's log(U(0, 16))); the low end only keeps the log finite.
+  params.add(prefix + ".A_log", {H}, InitRule::log_uniform(1e-4, 16.0), false).keep_f32 = true;
+  params.add(prefix + ".dt_bias", {H}, InitRule::softplus_inverse_log_uniform(1e-3, 0.1, 1e-4), false).keep_f32 = true;
+  for (size_t i = 0; i < (gka_.use_v_conv ? 3u : 2u); ++i)
+    params.add(prefix + "." + kConvs[i] + ".weight", {channels[i], 1, gka_.conv_size}, InitRule::normal(std));
+  if (gka_.use_gate) params.add(prefix + ".g_proj.weight", {H * D, d}, InitRule::normal(std));
+  params.add(prefix + ".o_norm.weight", {D}, InitRule::constant(1.0), false);
+  params.add(prefix + ".o_proj.weight", {d, H * D}, InitRule::normal(std));
+  if (gka_.kv_proj_rank) {
+    k_expansion_.emplace(prefix, "k", *gka_.kv_proj_rank, kv_heads_, H, D, gka_.kv_learnable_residual, std, params);
+    v_expansion_.emplace(prefix, "v", *gka_.kv_proj_rank, kv_heads_, H, D, gka_.kv_learnable_residual, std, params);
+  }
+}
+
+void GkaMixer::set_num_iter(int64_t num_iter) {
+  PRIMER_CHECK(num_iter >= 0, "{}: num_iter is {}, expected >= 0 Chebyshev iterations", prefix_, num_iter);
+  gka_.num_iter = num_iter;
+}
+
+ag::Var GkaMixer::branch(const ag::Var& x, const char* name, int64_t heads, size_t slot, const MixerState* state_in,
+                         MixerState* state_out) {
+  const int64_t B = x->value.size(0), T = x->value.size(1);
+  ag::Var y = ag::linear(x, weight(std::string(name) + "_proj.weight"));
+  if (slot < 2 || gka_.use_v_conv) {
+    const ag::Var s = state_in && !state_in->empty() ? state_in->conv[slot] : nullptr;
+    ag::Var so;
+    y = short_conv(y, weight(std::string(kConvs[slot]) + ".weight"), nullptr, true, s, state_out ? &so : nullptr);
+    if (state_out) state_out->conv[slot] = so;
+  }
+  return ag::reshape(y, {B, T, heads, head_dim_});
+}
+
+ag::Var GkaMixer::head_gate(const ag::Var& x, const char* name) {
+  const int64_t B = x->value.size(0), T = x->value.size(1);
+  const std::string proj = std::string(name) + "_proj";
+  const ag::Var pre = ag::add(ag::linear(x, weight(proj + ".weight")), weight(proj + ".bias"));
+  return ag::reshape(ag::unary(ops::Unary::Sigmoid, pre), {B, T, heads_, 1});
+}
+
+ag::Var GkaMixer::forward(const ag::Var& x, const MixerContext& /*ctx*/, const MixerState* state_in,
+                          MixerState* state_out) {
+  const int64_t B = x->value.size(0), T = x->value.size(1), H = heads_, D = head_dim_;
+  const size_t convs = gka_.use_v_conv ? 3 : 2;
+  const bool carried = state_in && !state_in->empty();
+  if (carried)
+    PRIMER_CHECK(state_in->conv.size() == convs && state_in->recurrent.size() == 2,
+                 "{}: state_in has {} conv and {} recurrent entries, expected {} and 2 (H, S)", prefix_,
+                 state_in->conv.size(), state_in->recurrent.size(), convs);
+  if (state_out) {
+    state_out->conv.assign(convs, nullptr);
+    state_out->recurrent.assign(2, nullptr);
+  }
+
+  // Plain GQA repeats heads, which commutes with the L2 norm; Adaptive GQA expands before it (as the reference).
+  const ag::Var q = expand_heads(l2_normalize(branch(x, "q", q_heads_, 0, state_in, state_out), kL2Eps),
+                                 H / q_heads_);
+  const ag::Var k_heads = branch(x, "k", kv_heads_, 1, state_in, state_out);
+  const ag::Var v_heads = branch(x, "v", kv_heads_, 2, state_in, state_out);
+  ag::Var k = k_expansion_ ? l2_normalize(k_expansion_->forward(k_heads), kL2Eps)
+                           : expand_heads(l2_normalize(k_heads, kL2Eps), H / kv_heads_);
+  ag::Var v = v_expansion_ ? v_expansion_->forward(v_heads) : expand_heads(v_heads, H / kv_heads_);
+  if (gka_.use_beta_gate) {
+    const ag::Var beta = ag::add(head_gate(x, "b"), ag::constant(Tensor::full({1}, kBetaFloor, q->value.dtype(),
+                                                                               q->value.device())));
+    k = ag::mul(k, beta);
+    v = ag::mul(v, beta);
+  }
+
+  // The decay in A_log's dtype (f32; f64 in references), as the solve and the readout take it.
+  const DType gate_dtype = weight("A_log")->value.dtype();
+  const ag::Var g = gka_.use_forgetting_gate
+                        ? ssm_decay(ag::linear(x, weight("a_proj.weight")), weight("A_log"), weight("dt_bias"))
+                        : ag::constant(Tensor::zeros({B, T, H}, gate_dtype, x->value.device()));
+  const ag::Var gk = gka_.use_forgetting_gate && gka_.use_forgetting_gate_kk ? g : nullptr;
+
+  ops::ChebyshevOptions solve;
+  solve.ridge = gka_.ridge_strength;
+  solve.num_iter = gka_.num_iter;
+  solve.bp_lambda = gka_.bp_lambda;
+  ag::Var h_out, s_out;
+  const ag::Var xhat = ag::chebyshev_solve(q, k, gk, solve, carried ? state_in->recurrent[0] : nullptr,
+                                           state_out ? &h_out : nullptr);
+  // q̃ = q + α (x̂ − q): a convex mix of the query and the regression's answer.
+  const ag::Var qt = gka_.use_alpha_connection
+                         ? ag::add(q, ag::mul(head_gate(x, "alpha"), ag::add(xhat, ag::scale(q, -1.0))))
+                         : xhat;
+  const double scale = gka_.gla_rescale ? 1.0 / std::sqrt(double(D)) : 1.0;
+  const ag::Var o = ag::gla(qt, k, v, g, scale, carried ? state_in->recurrent[1] : nullptr,
+                            state_out ? &s_out : nullptr);
+  if (state_out) state_out->recurrent = {h_out, s_out};
+
+  const ag::Var y = gka_.use_gate ? gated_rmsnorm(o, weight("o_norm.weight"),
+                                                  ag::reshape(ag::linear(x, weight("g_proj.weight")), {B, T, H, D}),
+                                                  gka_.norm_eps)
+                                  : ag::rmsnorm(o, weight("o_norm.weight"), gka_.norm_eps);
+  return ag::linear(ag::reshape(y, {B, T, H * D}), weight("o_proj.weight"));
+}
+
+double GkaMixer::core_forward_flops(int64_t head_dim, int64_t num_iter) {
+  // Per token (000_gka.md §5): chunk states of H and S (2D² each), ‖H_c‖_F (2D² + 2CD), r matvecs
+  // (2D² + 4CD each), the readout (2D² + 4CD): (2r + 8)D² + (4r + 6)CD, 2 FLOPs per multiply-add.
+  const double D = double(head_dim), C = double(kChunk), r = double(num_iter);
+  return (2 * r + 8) * D * D + (4 * r + 6) * C * D;
+}
+
+double GkaMixer::flops_per_token(int64_t /*seq_len*/) const {
+  const double d = double(config_.hidden_size), D = double(head_dim_), H = double(heads_);
+  const double qkv = double(q_heads_ + 2 * kv_heads_) * D;
+  const double gates = H * (1 + (gka_.use_beta_gate ? 1 : 0) + (gka_.use_alpha_connection ? 1 : 0));
+  const double projections = 2.0 * d * (qkv + gates + (gka_.use_gate ? H * D : 0) + H * D);
+  const double conv_channels = double(q_heads_ + kv_heads_ * (gka_.use_v_conv ? 2 : 1)) * D;
+  return projections + 2.0 * double(gka_.conv_size) * conv_channels + H * core_forward_flops(head_dim_, gka_.num_iter);
+}
+
+}  // namespace primer::layers

@@ -1,0 +1,130 @@
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <string>
+
+#include "core/ops/chebyshev_solve.h"
+#include "tests/cuda/parity_util.h"
+#include "tests/support/chebyshev_inputs.h"
+
+namespace primer {
+namespace {
+
+using ops::ChebyshevGrads;
+using ops::ChebyshevOptions;
+
+struct Case {
+  int64_t B, T, H, num_iter;
+  bool gk, state, bp_lambda;
+  double ridge = 0.02;
+};
+
+// Outputs are allocated inside the op: poisoning a same-sized block just before and releasing it makes the
+// stream-ordered pool hand that NaN-filled memory to the op, so an element a kernel forgets to write shows up.
+void poison_next_allocation(const Shape& shape, DType dtype) { test::poison(Tensor::empty(shape, dtype, Device::cuda())); }
+
+double norm(const Tensor& t) {
+  double s = 0;
+  for (double v : t.to_vector<double>()) s += v * v;
+  return std::sqrt(s);
+}
+
+// ‖gpu − ref‖ ≤ tol · max(‖ref‖, scale), printed so that the margins are visible in the log.
+void expect_within(const Tensor& gpu, const Tensor& ref, double tol, double scale, const std::string& what) {
+  const test::Diff d = test::compare(gpu, ref);
+  const double err = d.rel_l2 * norm(ref) / std::max(norm(ref), scale);
+  std::printf("  %-48s rel error %.2e (tolerance %.1e)\n", what.c_str(), err, tol);
+  EXPECT_EQ(d.nonfinite, 0) << what << ": non-finite or unwritten elements";
+  EXPECT_LE(err, tol) << what << ": max abs error " << d.max_abs;
+}
+
+Tensor to_cuda(const Tensor& t, DType dtype) { return t.defined() ? t.to(dtype).to(Device::cuda()) : Tensor(); }
+Tensor f64_or_null(const Tensor& t) { return t.defined() ? test::cpu_f64(t) : Tensor(); }
+
+// The GPU against the f64 reference run on the very values the GPU saw (inputs rounded to the GPU dtype; the
+// backward's x is the GPU's own forward output).
+//  - x and dq = CH(·, dx): X and K enter the products as bf16 (2^-9 relative each); H_0 enters as hi + lo and is
+//    not the limit. Through κ ≤ 51 and the momentum of the iteration this leaves ~1e-3 (000_gka.md §4's setting
+//    emulated: 1.3e-3 worst token at r = 30), plus the output rounding of bf16 (2^-9): 1e-2. f32 inputs gain no
+//    accuracy: their k is rounded to bf16 as an operand, a 2^-9 perturbation of H amplified by κ: also 1e-2.
+//  - H_T accumulates decayed k kᵀ in fp32 with the decayed keys as hi + lo: exact bf16 keys give ~1e-5; f32 keys
+//    are rounded to bf16 as the other factor (2^-9 per term, averaging over tokens): 4e-3.
+//  - dk is built from the dot products k·x, k·s and k·Ĥ that survive the solve: in the eigenbasis of H,
+//    x = q/(λ + μ_i), so x is up to κ = (1 + ridge)/ridge times larger across directions the keys barely span than
+//    along them, and a dot with k keeps only the small part. The bf16 iterate of the adjoint solve and the bf16 s
+//    (dq's dtype) and Ĥ operands err by 2^-9 of the large part: up to 2^-9·κ ≈ 0.1 of a dot at ridge 0.02 (κ = 51;
+//    3e-2 to 6e-2 seen on these inputs): 1e-1. At ridge 0.5, κ = 3: a few 2^-9·3, 1.5e-2.
+//  - dgk and dstate_in are sums of bf16-operand products with terms that cancel (A-part, B-part, cross-chunk):
+//    3e-2, measured against max(‖ref‖, ‖dk‖) for dgk, whose parts cancel to near 0 at short T.
+void expect_matches_reference(int64_t D, DType dtype, const Case& c, uint64_t seed) {
+  const std::string name = std::string(dtype_name(dtype)) + " D " + std::to_string(D) + " T " + std::to_string(c.T) +
+                           " num_iter " + std::to_string(c.num_iter) + " ridge " + std::to_string(c.ridge) +
+                           (c.gk ? " gk" : "") + (c.state ? " state_in" : "") + (c.bp_lambda ? " bp_lambda" : "");
+  SCOPED_TRACE(name);
+  std::printf("%s\n", name.c_str());
+  const test::ChebyshevInputs in = test::chebyshev_inputs(c.B, c.T, c.H, D, seed, c.gk, c.state);
+  ChebyshevOptions o;
+  o.ridge = c.ridge;
+  o.num_iter = c.num_iter;
+  o.bp_lambda = c.bp_lambda;
+  const Tensor q = to_cuda(in.q, dtype), k = to_cuda(in.k, dtype), gk = to_cuda(in.gk, DType::F32),
+               state = to_cuda(in.state, DType::F32);
+  const Tensor rq = test::cpu_f64(q), rk = test::cpu_f64(k), rgk = f64_or_null(gk), rstate = f64_or_null(state);
+
+  Tensor st, rst;
+  poison_next_allocation(q.shape(), dtype);
+  const Tensor x = ops::chebyshev_solve(q, k, gk, o, state, &st);
+  const Tensor rx = ops::reference::chebyshev_solve(rq, rk, rgk, o, rstate, &rst);
+  ASSERT_EQ(x.dtype(), dtype);
+  ASSERT_EQ(st.dtype(), DType::F32);
+  expect_within(x, rx, 1e-2, 0, "x");
+  expect_within(st, rst, dtype == DType::BF16 ? 1e-4 : 4e-3, 0, "state_out");
+
+  const Tensor dx = to_cuda(test::randn(q.shape(), seed + 21), dtype);
+  const Tensor dst = to_cuda(test::randn(st.shape(), seed + 22), DType::F32);
+  poison_next_allocation(k.shape(), dtype);
+  const ChebyshevGrads g = ops::chebyshev_solve_backward(dx, x, q, k, gk, o, state, dst);
+  const ChebyshevGrads rg = ops::reference::chebyshev_solve_backward(test::cpu_f64(dx), test::cpu_f64(x), rq, rk, rgk,
+                                                                     o, rstate, test::cpu_f64(dst));
+  expect_within(g.dq, rg.dq, 1e-2, 0, "dq");
+  expect_within(g.dk, rg.dk, c.ridge >= 0.5 ? 1.5e-2 : 1e-1, 0, "dk");
+  ASSERT_EQ(g.dgk.defined(), c.gk);
+  if (c.gk) expect_within(g.dgk, rg.dgk, 3e-2, norm(rg.dk), "dgk");
+  ASSERT_EQ(g.dstate_in.defined(), c.state);
+  if (c.state) expect_within(g.dstate_in, rg.dstate_in, 3e-2, 0, "dstate_in");
+}
+
+const Case kCases[] = {
+    {2, 200, 2, 30, true, true, true},   // several chunks, a ragged last one, everything on
+    {1, 64, 3, 5, false, false, false},  // exactly one chunk, no decay, no state, λ held
+    {2, 100, 1, 1, true, false, true},   // one update
+    {1, 5, 2, 10, true, true, true},     // a single short chunk
+    {1, 130, 2, 0, true, true, true},    // no solve: x = q, only dstate_out reaches the state
+    {2, 150, 2, 20, true, true, true, 0.5},  // well conditioned: no amplification of the dk dots
+};
+
+TEST(ChebyshevSolveCuda, Bf16MatchesTheF64Reference) {
+  PRIMER_REQUIRE_CUDA();
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  for (int64_t D : {64, 128})
+    for (const Case& c : kCases) expect_matches_reference(D, DType::BF16, c, seed);
+}
+
+TEST(ChebyshevSolveCuda, F32MatchesTheF64Reference) {
+  PRIMER_REQUIRE_CUDA();
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  for (int64_t D : {64, 128})
+    for (const Case& c : kCases) expect_matches_reference(D, DType::F32, c, seed);
+}
+
+TEST(ChebyshevSolveCuda, RejectsUnsupportedHeadDim) {
+  PRIMER_REQUIRE_CUDA();
+  const Tensor q = test::random_on_cuda({1, 4, 1, 32}, 1, DType::BF16);
+  test::expect_error([&] { ops::chebyshev_solve(q, q, Tensor(), ChebyshevOptions{}, Tensor(), nullptr); },
+                     {"chebyshev_solve", "head_dim 64 or 128"});
+}
+
+}  // namespace
+}  // namespace primer
