@@ -180,6 +180,32 @@ TEST(PrimeInit, Mamba2InProjRowsComeFromTheAttention) {
   fs::remove(yaml);
 }
 
+TEST(PrimeInit, GkaAndGdnTakeProjectionsAndTheGateFromTheAttention) {
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  TinyBase base(seed);
+  for (const char* gate_init : {"headwise", "rowwise"}) {
+    SCOPED_TRACE(gate_init);
+    const std::string out = base.dir + "-gka-gdn", yaml = base.dir + "-gka-gdn.yaml";
+    std::ofstream(yaml) << "base_model_name_or_path: " << base.dir << "\noutput_dir: " << out
+                        << "\nhybrid_override_pattern: '*DA-GKA*-*DA-GDN*'\ndtype: fp32\n";
+    ASSERT_EQ(recipes::run_prime_init(yaml, {std::string("gate_init=") + gate_init}), 0);
+    Loaded fused(out);
+    for (const auto& [layer, module] : {std::pair{1, "gka"}, std::pair{3, "gdn"}}) {
+      const std::string t = "model.layers." + std::to_string(layer) + ".self_attn.";
+      const std::string m = "model.layers." + std::to_string(layer) + "." + module + ".";
+      for (const char* proj : {"q_proj.weight", "k_proj.weight", "v_proj.weight", "o_proj.weight"})
+        test::expect_close(fused.get(m + proj), base.params.get(t + proj).master, 0, 0, m + proj);
+      const Tensor gate = Tensor::empty({16, 8}, DType::F32);
+      recipes::init_gate(gate, base.params.get(t + "o_proj.weight").master, base.params.get(t + "v_proj.weight").master,
+                         4, 2, std::string(gate_init) == "rowwise");
+      test::expect_close(fused.get(m + "g_proj.weight"), gate, 0, 0, m + "g_proj.weight");
+    }
+    fs::remove_all(out);
+    fs::remove(yaml);
+  }
+}
+
 TEST(PrimeInit, RecipeErrors) {
   const std::string yaml = testing::TempDir() + "/stage0-bad-" + std::to_string(test::fresh_seed()) + ".yaml";
   std::ofstream(yaml) << "base_model_name_or_path: x\noutput_dir: y\n";
