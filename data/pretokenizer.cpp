@@ -26,15 +26,10 @@ struct Char {
   CharClass cls;
 };
 
-// ASCII classes by table; the rest through the Unicode properties.
-constexpr auto kAsciiClass = [] {
+// ASCII classes by table (filled from the Unicode tables); the rest through the Unicode properties.
+const std::array<CharClass, 128> kAsciiClass = [] {
   std::array<CharClass, 128> t{};
-  for (int c = 0; c < 128; ++c) {
-    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) t[c] = CharClass::Letter;
-    else if (c >= '0' && c <= '9') t[c] = CharClass::Number;
-    else if (c == ' ' || (c >= '\t' && c <= '\r')) t[c] = CharClass::Space;
-    else t[c] = CharClass::Other;
-  }
+  for (char32_t c = 0; c < 128; ++c) t[c] = unicode::char_class(c);
   return t;
 }();
 

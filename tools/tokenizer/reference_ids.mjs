@@ -4,7 +4,8 @@
 // A document is the whole file, or with --lines each line including its "\n" (so that CR, tabs and trailing
 // spaces stay in play). Files are read as UTF-8 (ill-formed bytes would become U+FFFD: compare valid UTF-8 only).
 //   node tools/tokenizer/reference_ids.mjs [--model qwen3|llama3] [--lines] [--decode] [--bench] FILE...
-// --decode instead prints {"file", "doc", "text"} for a file of JSON id arrays (one per line), decoded.
+// --decode instead prints {"file", "doc", "text"} for a file of JSON id arrays (one per line), decoded;
+// --nfc prints {"file", "doc", "text"} with each document in Unicode NFC (String.prototype.normalize).
 // --bench prints encode and decode throughput (MB/s, one thread) over the files instead of ids.
 import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
@@ -13,12 +14,13 @@ import { fileURLToPath } from "node:url";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const args = process.argv.slice(2);
-let model = "qwen3", lines = false, decode = false, bench = false;
+let model = "qwen3", lines = false, decode = false, nfc = false, bench = false;
 const files = [];
 for (let i = 0; i < args.length; ++i) {
   if (args[i] === "--model") model = args[++i];
   else if (args[i] === "--lines") lines = true;
   else if (args[i] === "--decode") decode = true;
+  else if (args[i] === "--nfc") nfc = true;
   else if (args[i] === "--bench") bench = true;
   else files.push(args[i]);
 }
@@ -60,6 +62,7 @@ for (const file of files) {
     });
     continue;
   }
-  documents(text).forEach((d, doc) => out.push(JSON.stringify({ file, doc, ids: encode(d) })));
+  documents(text).forEach((d, doc) =>
+    out.push(JSON.stringify(nfc ? { file, doc, text: d.normalize("NFC") } : { file, doc, ids: encode(d) })));
 }
 process.stdout.write(out.join("\n") + (out.length ? "\n" : ""));
