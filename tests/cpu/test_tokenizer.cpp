@@ -24,12 +24,14 @@
 #include "data/unicode_tables.h"
 #include "tests/support/js_reference.h"
 #include "tests/support/test_util.h"
+#include "tests/support/tiny_tokenizer.h"
 
 namespace primer {
 namespace {
 
 namespace fs = std::filesystem;
 using data::Tokenizer;
+using namespace test::tiny;
 using Ids = std::vector<int32_t>;
 
 std::string read_file(const std::string& path) {
@@ -37,103 +39,6 @@ std::string read_file(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
-}
-
-// GPT-2's byte-to-unicode alphabet, written out independently of data/tokenizer.cpp.
-std::string byte_token(int b) {
-  char32_t cp = char32_t(b);
-  if (!((b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255))) {
-    cp = 256;
-    for (int x = 0; x < b; ++x)
-      if (!((x >= 33 && x <= 126) || (x >= 161 && x <= 172) || (x >= 174 && x <= 255))) ++cp;
-  }
-  std::string s;
-  data::unicode::append_utf8(cp, s);
-  return s;
-}
-
-// The hand-made tokenizer: ids 0-255 are the bytes (id = byte value), then these merges in rank order.
-// "Ġ" is the byte-level space. "xyz" is a token no merge produces (for ignore_merges).
-struct TinyMerge {
-  const char *left, *right;
-  int32_t id;
-};
-constexpr TinyMerge kTinyMerges[] = {
-    {"h", "e", 256},      {"l", "l", 257},      {"he", "ll", 258}, {"hell", "o", 259}, {"Ġ", "w", 260},
-    {"o", "r", 261},      {"Ġw", "or", 262},    {"l", "d", 263},   {"Ġwor", "ld", 264}, {"a", "a", 265},
-    {"b", "c", 266},      {"a", "b", 267},
-};
-constexpr int32_t kHello = 259, kSpaceWorld = 264, kOr = 261, kLd = 263, kAa = 265, kBc = 266, kXyz = 268;
-constexpr int32_t kEndOfText = 300, kImStart = 301, kImEnd = 302, kThink = 303, kEnd = 304;
-
-struct TinyOptions {
-  bool nfc = true;
-  bool llama3 = false;  // the \p{N}{1,3} regex, ignore_merges, merges written as "left right"
-};
-
-json::Value tiny_tokenizer_json(const TinyOptions& options) {
-  json::Object vocab;
-  for (int b = 0; b < 256; ++b) vocab.set(byte_token(b), b);
-  json::Array merges;
-  for (const auto& m : kTinyMerges) {
-    vocab.set(std::string(m.left) + m.right, m.id);
-    if (options.llama3) merges.emplace_back(std::string(m.left) + " " + m.right);
-    else merges.emplace_back(json::Array{m.left, m.right});
-  }
-  vocab.set("xyz", kXyz);
-  json::Value doc;
-  doc["version"] = "1.0";
-  json::Array added;
-  for (const auto& [content, id, special] : {std::tuple{"<|endoftext|>", kEndOfText, true},
-                                             std::tuple{"<|im_start|>", kImStart, true},
-                                             std::tuple{"<|im_end|>", kImEnd, true}, std::tuple{"<think>", kThink, false},
-                                             std::tuple{"<|end|>", kEnd, true}}) {
-    json::Value t;
-    t["id"] = id, t["content"] = content, t["single_word"] = false, t["lstrip"] = false, t["rstrip"] = false;
-    t["normalized"] = false, t["special"] = special;
-    added.push_back(t);
-  }
-  doc["added_tokens"] = added;
-  if (options.nfc) doc["normalizer"]["type"] = "NFC";
-  else doc["normalizer"] = nullptr;
-  const std::string digits = options.llama3 ? R"(\p{N}{1,3})" : R"(\p{N})";
-  json::Value split, byte_level;
-  split["type"] = "Split";
-  split["pattern"]["Regex"] = R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|)" + digits +
-                              R"(| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
-  split["behavior"] = "Isolated", split["invert"] = false;
-  byte_level["type"] = "ByteLevel", byte_level["add_prefix_space"] = false, byte_level["use_regex"] = false;
-  doc["pre_tokenizer"]["type"] = "Sequence";
-  doc["pre_tokenizer"]["pretokenizers"] = json::Array{split, byte_level};
-  doc["decoder"]["type"] = "ByteLevel";
-  json::Value& model = doc["model"];
-  model["type"] = "BPE", model["dropout"] = nullptr, model["byte_fallback"] = false;
-  model["ignore_merges"] = options.llama3;
-  model["vocab"] = std::move(vocab);
-  model["merges"] = std::move(merges);
-  return doc;
-}
-
-struct ScratchDir {
-  fs::path path;
-  explicit ScratchDir(const std::string& name)
-      : path(fs::temp_directory_path() / fmt::format("primer-tok-{}-{}-{}", name, ::getpid(), test::fresh_seed())) {
-    fs::create_directories(path);
-  }
-  ~ScratchDir() {
-    std::error_code ignored;
-    fs::remove_all(path, ignored);
-  }
-  std::string write(const std::string& name, const std::string& text) const {
-    std::ofstream(path / name, std::ios::binary) << text;
-    return (path / name).string();
-  }
-};
-
-Tokenizer tiny(const ScratchDir& dir, const TinyOptions& options = {}) {
-  dir.write("tokenizer.json", json::dump(tiny_tokenizer_json(options)));
-  dir.write("tokenizer_config.json", R"({"eos_token": {"content": "<|im_end|>"}, "bos_token": null})");
-  return Tokenizer::load(dir.path.string());
 }
 
 Ids byte_ids(std::string_view s) {
@@ -149,7 +54,7 @@ Ids concat(std::initializer_list<Ids> parts) {
 
 TEST(TokenizerTiny, MergesLowestRankFirstLeftmostOnTies) {
   ScratchDir dir("merges");
-  const Tokenizer tok = tiny(dir);
+  const Tokenizer tok = load(dir);
   EXPECT_EQ(tok.encode("hello world"), (Ids{kHello, kSpaceWorld}));
   // "world" has no Ġ: o+r (rank 5) then l+d (rank 7); "Ġw"+"or" never applies.
   EXPECT_EQ(tok.encode("world"), (Ids{'w', kOr, kLd}));
@@ -158,7 +63,7 @@ TEST(TokenizerTiny, MergesLowestRankFirstLeftmostOnTies) {
   EXPECT_EQ(tok.encode("abc"), (Ids{'a', kBc}));         // b+c (rank 10) before a+b (rank 11)
   EXPECT_EQ(tok.encode("xyz"), (Ids{'x', 'y', 'z'}));    // a token no merge reaches stays split
   EXPECT_EQ(tok.encode("hello\n\nhello"), (Ids{kHello, '\n', '\n', kHello}));
-  EXPECT_EQ(tok.vocab_size(), kEnd + 1);
+  EXPECT_EQ(tok.vocab_size(), kThinkEnd + 1);
   EXPECT_EQ(tok.token_id("Ġworld"), kSpaceWorld);
   EXPECT_EQ(tok.token_id("<think>"), kThink);
   EXPECT_EQ(tok.token_id("nope"), std::nullopt);
@@ -171,7 +76,7 @@ TEST(TokenizerTiny, MergesLowestRankFirstLeftmostOnTies) {
 
 TEST(TokenizerTiny, AddedTokensLongestMatchAndAllowSpecial) {
   ScratchDir dir("added");
-  const Tokenizer tok = tiny(dir);
+  const Tokenizer tok = load(dir);
   const Ids user = byte_ids("user");
   EXPECT_EQ(tok.encode("<|im_start|>user\nhello<|im_end|>"), concat({{kImStart}, user, {'\n', kHello, kImEnd}}));
   EXPECT_EQ(tok.encode("<|end|><|endoftext|><|end"), concat({{kEnd, kEndOfText}, byte_ids("<|end")}));
@@ -184,7 +89,7 @@ TEST(TokenizerTiny, AddedTokensLongestMatchAndAllowSpecial) {
 
 TEST(TokenizerTiny, InvalidUtf8EmptyAndControlBytes) {
   ScratchDir dir("invalid");
-  const Tokenizer tok = tiny(dir);
+  const Tokenizer tok = load(dir);
   EXPECT_TRUE(tok.encode("").empty());
   EXPECT_EQ(tok.decode(Ids{}), "");
   // Ill-formed bytes are kept as bytes: "\xff\xfe" is one run of non-letters, then "hello".
@@ -203,9 +108,9 @@ TEST(TokenizerTiny, InvalidUtf8EmptyAndControlBytes) {
 
 TEST(TokenizerTiny, OneMegabyteLines) {
   ScratchDir dir("long");
-  TinyOptions raw;
+  Options raw;
   raw.nfc = false;
-  const Tokenizer tok = tiny(dir, raw);
+  const Tokenizer tok = load(dir, raw);
   const auto start = std::chrono::steady_clock::now();
   // One piece of 2^20 letters: merged by the priority queue, pairwise from the left.
   const Ids as = tok.encode(std::string(1 << 20, 'a'));
@@ -227,12 +132,12 @@ TEST(TokenizerTiny, OneMegabyteLines) {
 
 TEST(TokenizerTiny, NfcNormalizesBeforeSplitting) {
   ScratchDir dir("nfc"), raw_dir("raw");
-  const Tokenizer tok = tiny(dir);
+  const Tokenizer tok = load(dir);
   EXPECT_EQ(tok.encode("e\u0301"), byte_ids("\u00e9"));
   EXPECT_EQ(tok.encode("\u212b"), byte_ids("\u00c5"));  // ANGSTROM SIGN → Å
-  TinyOptions raw;
+  Options raw;
   raw.nfc = false;
-  const Tokenizer raw_tok = tiny(raw_dir, raw);
+  const Tokenizer raw_tok = load(raw_dir, raw);
   EXPECT_EQ(raw_tok.encode("e\u0301"), byte_ids("e\u0301"));
   // Without a normalizer any text round-trips exactly.
   const std::string sample = read_file(test::source_path("tests/data/tokenizer/multilingual.txt"));
@@ -245,9 +150,9 @@ TEST(TokenizerTiny, NfcNormalizesBeforeSplitting) {
 
 TEST(TokenizerTiny, Llama3DigitsIgnoreMergesAndStringMerges) {
   ScratchDir dir("llama3");
-  TinyOptions llama3;
+  Options llama3;
   llama3.llama3 = true;
-  const Tokenizer tok = tiny(dir, llama3);
+  const Tokenizer tok = load(dir, llama3);
   EXPECT_EQ(tok.encode("12345"), byte_ids("12345"));  // same ids; the pieces differ (checked below)
   EXPECT_EQ(tok.encode("xyz"), (Ids{kXyz}));           // ignore_merges: a whole piece in the vocabulary wins
   EXPECT_EQ(tok.encode("hello world"), (Ids{kHello, kSpaceWorld}));  // "left right" merges load as pairs
@@ -256,7 +161,7 @@ TEST(TokenizerTiny, Llama3DigitsIgnoreMergesAndStringMerges) {
 TEST(TokenizerTiny, LoadErrorsNameFileAndKey) {
   ScratchDir dir("errors");
   const auto load_with = [&](const std::function<void(json::Value&)>& edit) {
-    json::Value doc = tiny_tokenizer_json({});
+    json::Value doc = tokenizer_json({});
     edit(doc);
     dir.write("tokenizer.json", json::dump(doc));
     Tokenizer::load((dir.path / "tokenizer.json").string());
@@ -279,14 +184,14 @@ TEST(TokenizerTiny, LoadErrorsNameFileAndKey) {
   test::expect_error([&] { load_with([](json::Value& d) { d["model"]["type"] = "WordPiece"; }); },
                      {file, "model.type"});
   test::expect_error([&] { Tokenizer::load((dir.path / "missing").string()); }, {"missing", "does not exist"});
-  dir.write("tokenizer.json", json::dump(tiny_tokenizer_json({})));
+  dir.write("tokenizer.json", json::dump(tokenizer_json({})));
   dir.write("tokenizer_config.json", R"({"eos_token": "<|nope|>"})");
   test::expect_error([&] { Tokenizer::load(dir.path.string()); }, {"tokenizer_config.json", "eos_token", "<|nope|>"});
 }
 
 TEST(TokenizerTiny, ManyThreadsEncodeLikeOne) {
   ScratchDir dir("threads");
-  const Tokenizer tok = tiny(dir);
+  const Tokenizer tok = load(dir);
   const std::string sample = read_file(test::source_path("tests/data/tokenizer/multilingual.txt"));
   const Ids expected = tok.encode(sample);
   std::vector<Ids> got(4);

