@@ -144,8 +144,9 @@ struct Tokenizer::Impl {
   bool nfc = false;
   std::vector<AddedToken> added;
   AddedTokenMatcher matcher;
-  std::vector<std::string> bytes_of_id;  // what each id decodes to; empty for unused ids
-  std::vector<bool> id_used;
+  // What each id decodes to: bytes [offsets[id], offsets[id + 1]) of `decoded`; empty for ids no token has.
+  std::string decoded;
+  std::vector<uint32_t> offsets;
   std::unordered_map<std::string, int32_t> added_by_content;
   std::unordered_map<char32_t, uint8_t> byte_of_char;
   std::optional<std::string> eos_token, bos_token;
@@ -278,9 +279,8 @@ Tokenizer Tokenizer::load(const std::string& path) {
                                     : r == vocab_by_string.end() ? "the right token" : "the merged token"));
     merge_ids.push_back({l->second, r->second, lr->second});
   }
-  impl->bytes_of_id.resize(size_t(max_id + 1));
-  impl->id_used.resize(size_t(max_id + 1));
-  for (const auto& [bytes, id] : vocab_by_bytes) impl->bytes_of_id[size_t(id)] = bytes, impl->id_used[size_t(id)] = true;
+  std::vector<std::string> bytes_of_id(size_t(max_id + 1));
+  for (const auto& [bytes, id] : vocab_by_bytes) bytes_of_id[size_t(id)] = bytes;
   impl->model = std::make_unique<BpeModel>(std::move(vocab_by_bytes), byte_ids, merge_ids,
                                            model.bool_or("ignore_merges", false));
 
@@ -301,9 +301,14 @@ Tokenizer Tokenizer::load(const std::string& path) {
   }
 
   // What each id decodes to (added tokens may extend the id range, or take over a vocabulary id).
-  impl->bytes_of_id.resize(size_t(max_id + 1));
-  impl->id_used.resize(size_t(max_id + 1));
-  for (const auto& t : impl->added) impl->bytes_of_id[size_t(t.id)] = t.content, impl->id_used[size_t(t.id)] = true;
+  bytes_of_id.resize(size_t(max_id + 1));
+  for (const auto& t : impl->added) bytes_of_id[size_t(t.id)] = t.content;
+  impl->offsets.reserve(bytes_of_id.size() + 1);
+  for (const auto& bytes : bytes_of_id) {
+    impl->offsets.push_back(uint32_t(impl->decoded.size()));
+    impl->decoded += bytes;
+  }
+  impl->offsets.push_back(uint32_t(impl->decoded.size()));
 
   // tokenizer_config.json beside it: eos/bos tokens and the chat template.
   const fs::path config_path = json_path.parent_path() / "tokenizer_config.json";
@@ -361,16 +366,18 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool allow_special
 
 std::string Tokenizer::decode(std::span<const int32_t> ids) const {
   std::string bytes;
+  bytes.reserve(ids.size() * 4);
   for (const int32_t id : ids) {
-    PRIMER_CHECK(id >= 0 && size_t(id) < impl_->id_used.size() && impl_->id_used[size_t(id)],
+    const auto& offsets = impl_->offsets;
+    PRIMER_CHECK(id >= 0 && size_t(id) + 1 < offsets.size() && offsets[size_t(id)] < offsets[size_t(id) + 1],
                  "Tokenizer::decode: id {} is not a token of {} (vocabulary size {})", id, impl_->source,
-                 impl_->id_used.size());
-    bytes += impl_->bytes_of_id[size_t(id)];
+                 offsets.size() - 1);
+    bytes.append(impl_->decoded, offsets[size_t(id)], offsets[size_t(id) + 1] - offsets[size_t(id)]);
   }
-  return unicode::to_valid_utf8(bytes);
+  return unicode::is_valid_utf8(bytes) ? bytes : unicode::to_valid_utf8(bytes);
 }
 
-int64_t Tokenizer::vocab_size() const { return int64_t(impl_->id_used.size()); }
+int64_t Tokenizer::vocab_size() const { return int64_t(impl_->offsets.size() - 1); }
 
 std::optional<int32_t> Tokenizer::token_id(std::string_view token) const {
   if (const auto it = impl_->added_by_content.find(std::string(token)); it != impl_->added_by_content.end())

@@ -240,6 +240,22 @@ bool nfc(std::string_view text, std::string& out) {
   return changed;
 }
 
+bool is_valid_utf8(std::string_view bytes) {
+  const auto* s = reinterpret_cast<const unsigned char*>(bytes.data());
+  const size_t n = bytes.size();
+  for (size_t i = 0; i < n;) {
+    uint64_t word;
+    if (i + 8 <= n && (std::memcpy(&word, s + i, 8), (word & 0x8080808080808080ull) == 0)) {
+      i += 8;  // ASCII
+      continue;
+    }
+    const Unit u = decode(s + i, n - i);
+    if (!u.valid) return false;
+    i += u.length;
+  }
+  return true;
+}
+
 std::string to_valid_utf8(std::string_view bytes) {
   std::string out;
   out.reserve(bytes.size());

@@ -49,6 +49,7 @@ bool nfc(std::string_view text, std::string& out);
 // `bytes` with every ill-formed sequence replaced by U+FFFD, one per maximal subpart (Unicode's recommended
 // practice, as Rust's String::from_utf8_lossy and the WHATWG TextDecoder do).
 std::string to_valid_utf8(std::string_view bytes);
+bool is_valid_utf8(std::string_view bytes);
 
 void append_utf8(char32_t cp, std::string& out);
 

