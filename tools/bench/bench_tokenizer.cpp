@@ -19,6 +19,7 @@
 
 #include "core/io/json.h"
 #include "data/tokenizer.h"
+#include "data/unicode.h"
 #include "tools/bench/common/bench_util.h"
 
 using namespace primer;
@@ -97,8 +98,9 @@ int main(int argc, char** argv) {
   std::optional<data::Tokenizer> loaded;
   const Timing load_time = time_of([&] { loaded.emplace(data::Tokenizer::load(dir)); });
   const data::Tokenizer& tok = *loaded;
-  std::printf("# bench_tokenizer on %s (1 thread), %s\n# %s loaded in %.2f s (CPU); corpus: %zu files, %.1f MB\n\n",
-              cpu_name().c_str(), bench::today().c_str(), dir.c_str(), load_time.cpu, files.size(), bytes / 1e6);
+  std::printf("# bench_tokenizer on %s (1 thread), %s\n# %s loaded in %.2f s (CPU), Unicode %s tables; corpus: %zu "
+              "files, %.1f MB\n\n", cpu_name().c_str(), bench::today().c_str(), dir.c_str(), load_time.cpu,
+              data::unicode::version(), files.size(), bytes / 1e6);
 
   std::vector<std::vector<int32_t>> ids(docs.size());
   const auto encode_all = [&] {
