@@ -1,0 +1,45 @@
+// `primer tokenize job.yaml`: text files, JSONL records and chat conversations → a tokenized-data directory
+// (data/token_shards.h). Files are tokenized in parallel by a pool of threads, and the results are written in
+// input order, so the output is the same whatever the thread timing. Malformed records are reported with
+// file:line and what is wrong, then skipped or fatal (on_error). The directory appears atomically at the end.
+#pragma once
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/io/json.h"
+#include "data/token_manifest.h"
+#include "recipes/config.h"
+
+namespace primer::data {
+
+// What the job needs from a tokenizer. encode and encode_chat are called from several threads at once.
+class TextEncoder {
+ public:
+  virtual ~TextEncoder() = default;
+  virtual std::vector<int32_t> encode(std::string_view text) const = 0;  // special-token text stays plain text
+  // A conversation (a JSON array of messages) in the model's chat format: ids and the loss mask (1 on
+  // assistant tokens). Throws primer::Error naming what is malformed.
+  virtual void encode_chat(const json::Value& messages, std::vector<int32_t>& ids, std::vector<uint8_t>& mask) const = 0;
+  virtual TokenizerIdentity identity() const = 0;
+};
+
+// The job file's keys and, for each entry of `sources`, the source keys (docs/data.md lists both).
+const recipes::Schema& tokenize_schema();
+const recipes::Schema& tokenize_source_schema();
+
+struct TokenizeSummary {
+  int64_t files = 0, input_bytes = 0;
+  int64_t documents = 0, tokens = 0, skipped = 0;
+  int64_t shards = 0, output_bytes = 0;
+  int workers = 0;
+  double seconds = 0;
+};
+
+// Runs a job loaded against tokenize_schema(). Progress goes to `progress` (nullptr: none); malformed
+// records skipped under on_error: skip are listed there too.
+TokenizeSummary run_tokenize_job(const recipes::Config& job, const TextEncoder& encoder, std::FILE* progress);
+
+}  // namespace primer::data
