@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <filesystem>
 
+#include <fmt/ranges.h>
+
 #include "core/check.h"
 #include "core/rng.h"
 

@@ -15,6 +15,7 @@
 #include "core/io/mapped_file.h"
 #include "data/text_inputs.h"
 #include "data/token_shards.h"
+#include "data/tokenizer_encoder.h"
 
 namespace primer::data {
 namespace {
@@ -57,12 +58,15 @@ Schema build_source_schema() {
       .required();
   s.add_string("text_field", "jsonl: the field holding a document's text").defaults("text");
   s.add_string("messages_field", "chat: the field holding the list of {role, content} messages").defaults("messages");
-  s.add_bool("append_eos", "text and jsonl: end each document with the tokenizer's EOS (the reference's pre-training "
-                           "format); chat conversations end as the chat format ends them")
+  s.add_bool("append_eos", "text and jsonl: end each document with eos_token (the reference's pre-training format); "
+                           "chat conversations end as the chat format ends them")
       .defaults(true);
+  s.add_string("eos_token", "The token append_eos adds; unset: the tokenizer's EOS (Qwen3's pre-training delimiter is "
+                            "<|endoftext|>, its EOS <|im_end|>)")
+      .optional();
   s.add_check([](const Config& c) {
-    PRIMER_CHECK(c.get_string("format") != "chat" || c.where("append_eos") == "default",
-                 "{}: append_eos does not apply to chat sources", c.where("append_eos"));
+    PRIMER_CHECK(c.get_string("format") != "chat" || !c.has("eos_token"),
+                 "{}: eos_token does not apply to chat sources (the chat format ends its turns)", c.where("eos_token"));
   });
   return s;
 }
@@ -70,10 +74,11 @@ Schema build_source_schema() {
 struct Source {
   std::string name, format, text_field, messages_field;
   bool append_eos = true;
+  int32_t eos = 0;
   std::vector<std::string> files;
 };
 
-std::vector<Source> read_sources(const Config& job) {
+std::vector<Source> read_sources(const Config& job, const TextEncoder& encoder) {
   const std::string where = job.where("sources") + " sources";
   const json::Value doc = json::parse(job.get_map_json("sources"), where);
   std::vector<Source> sources;
@@ -82,8 +87,14 @@ std::vector<Source> read_sources(const Config& job) {
     PRIMER_CHECK(value.is_object(), "{}: expected a mapping of source keys (files, format, ...), got {}", at,
                  json::type_name(value.type()));
     const Config c = recipes::load_config_mapping(json::dump(value), tokenize_source_schema(), at);
+    int32_t eos = encoder.identity().eos_id;
+    if (c.has("eos_token")) {
+      const auto id = encoder.token_id(c.get_string("eos_token"));
+      PRIMER_CHECK(id, "{}: eos_token '{}' is not a token of the tokenizer", c.where("eos_token"), c.get_string("eos_token"));
+      eos = *id;
+    }
     sources.push_back({name, c.get_string("format"), c.get_string("text_field"), c.get_string("messages_field"),
-                       c.get_bool("append_eos"), expand_inputs(c.get_list("files"), at)});
+                       c.get_bool("append_eos"), eos, expand_inputs(c.get_list("files"), at)});
   }
   PRIMER_CHECK(!sources.empty(), "{}: no source given", where);
   return sources;
@@ -108,8 +119,7 @@ struct Output {
 
 class TaskRunner {
  public:
-  TaskRunner(const std::vector<Source>& sources, const TextEncoder& encoder)
-      : sources_(sources), encoder_(encoder), eos_(encoder.identity().eos_id) {}
+  TaskRunner(const std::vector<Source>& sources, const TextEncoder& encoder) : sources_(sources), encoder_(encoder) {}
 
   Output run(const Task& task) const {
     Output out;
@@ -134,7 +144,7 @@ class TaskRunner {
       return;
     }
     std::vector<int32_t> ids = encoder_.encode(text);
-    if (source.append_eos) ids.push_back(eos_);
+    if (source.append_eos) ids.push_back(source.eos);
     out.tokens.insert(out.tokens.end(), ids.begin(), ids.end());
     out.offsets.push_back(int64_t(out.tokens.size()));
   }
@@ -196,7 +206,6 @@ class TaskRunner {
 
   const std::vector<Source>& sources_;
   const TextEncoder& encoder_;
-  int32_t eos_;
 };
 
 // Runs tasks on `workers` threads and hands their outputs to `consume` in task order. At most `window` tasks
@@ -297,7 +306,7 @@ const Schema& tokenize_source_schema() {
 
 TokenizeSummary run_tokenize_job(const Config& job, const TextEncoder& encoder, std::FILE* progress_out) {
   const auto start = Clock::now();
-  const std::vector<Source> sources = read_sources(job);
+  const std::vector<Source> sources = read_sources(job, encoder);
   TokenizeSummary summary;
   summary.workers = int(job.get_int("workers") > 0 ? job.get_int("workers")
                                                    : std::max<int64_t>(1, std::thread::hardware_concurrency()));
@@ -356,6 +365,28 @@ TokenizeSummary run_tokenize_job(const Config& job, const TextEncoder& encoder, 
   for (const ShardInfo& s : manifest.shards) summary.output_bytes += int64_t(s.bytes);
   summary.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   return summary;
+}
+
+int run_tokenize(const std::string& job_path, const std::vector<std::string>& overrides) {
+  const Config job = recipes::load_config(job_path, tokenize_schema(), overrides);
+  const auto load_start = Clock::now();
+  const TokenizerEncoder encoder(job.get_string("tokenizer"));
+  const TokenizerIdentity tok = encoder.identity();
+  fmt::print("tokenizer {}: vocabulary {}, EOS id {}, CRC32C {:08x} (loaded in {:.1f} s)\n", tok.name, tok.vocab_size,
+             tok.eos_id, tok.crc32c, std::chrono::duration<double>(Clock::now() - load_start).count());
+  std::fflush(stdout);  // before the progress line on stderr
+  const TokenizeSummary s = run_tokenize_job(job, encoder, stderr);
+  fmt::print("tokenized {} documents, {} tokens from {} files ({:.1f} MB) in {:.2f} s: {:.2f} MB/s with {} workers; "
+             "skipped {} malformed records\n",
+             s.documents, s.tokens, s.files, double(s.input_bytes) / 1e6, s.seconds,
+             double(s.input_bytes) / 1e6 / s.seconds, s.workers, s.skipped);
+  const TokenManifest m = TokenManifest::read(job.get_string("output_dir"));
+  for (const SourceInfo& src : m.sources)
+    fmt::print("  source {} ({}): {} files, {} documents, {} tokens, {} skipped\n", src.name, src.format, src.files,
+               src.documents, src.tokens, src.skipped);
+  fmt::print("wrote {} shard{} ({:.1f} MB) and {} to {}\n", s.shards, s.shards == 1 ? "" : "s",
+             double(s.output_bytes) / 1e6, kTokenManifestName, job.get_string("output_dir"));
+  return 0;
 }
 
 }  // namespace primer::data

@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -23,6 +24,7 @@ class TextEncoder {
   // A conversation (a JSON array of messages) in the model's chat format: ids and the loss mask (1 on
   // assistant tokens). Throws primer::Error naming what is malformed.
   virtual void encode_chat(const json::Value& messages, std::vector<int32_t>& ids, std::vector<uint8_t>& mask) const = 0;
+  virtual std::optional<int32_t> token_id(std::string_view token) const = 0;  // a vocabulary or added token
   virtual TokenizerIdentity identity() const = 0;
 };
 
@@ -41,5 +43,9 @@ struct TokenizeSummary {
 // Runs a job loaded against tokenize_schema(). Progress goes to `progress` (nullptr: none); malformed
 // records skipped under on_error: skip are listed there too.
 TokenizeSummary run_tokenize_job(const recipes::Config& job, const TextEncoder& encoder, std::FILE* progress);
+
+// `primer tokenize`: loads the job (with --set overrides) and its tokenizer, runs it with progress on stderr,
+// prints the summary. Returns a process exit code.
+int run_tokenize(const std::string& job_path, const std::vector<std::string>& overrides);
 
 }  // namespace primer::data

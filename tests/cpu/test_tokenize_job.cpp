@@ -9,11 +9,15 @@
 #include <fstream>
 #include <random>
 
+#include "core/io/crc32c.h"
+#include "data/chat_format.h"
 #include "data/text_inputs.h"
 #include "data/token_corpus.h"
 #include "data/tokenize_job.h"
+#include "data/tokenizer_encoder.h"
 #include "tests/support/scratch_dir.h"
 #include "tests/support/test_util.h"
+#include "tests/support/tiny_tokenizer.h"
 
 namespace primer::data {
 namespace {
@@ -47,6 +51,9 @@ class FakeEncoder : public TextEncoder {
       mask.push_back(0);
       mask.insert(mask.end(), turn.size() - 1, uint8_t(assistant));
     }
+  }
+  std::optional<int32_t> token_id(std::string_view token) const override {
+    return token == "<eod>" ? std::optional<int32_t>(297) : std::nullopt;
   }
   TokenizerIdentity identity() const override { return {"fake", 0xfa6eu, 300, kEos}; }
 
@@ -220,13 +227,55 @@ TEST(TokenizeJob, ConfigErrorsPointAtTheKey) {
   test::expect_error([&] { run_with("", "  docs: {format: text}\n"); }, {"sources.docs", "missing required key 'files'"});
   test::expect_error([&] { run_with("", fmt::format("  docs: {{files: ['{}'], format: text}}\n", in.dir / "*.md")); },
                      {"sources.docs", "*.md' matches no file"});
-  test::expect_error([&] { run_with("", fmt::format("  c: {{files: [{}], format: chat, append_eos: false}}\n", in.dir / "chat.jsonl")); },
-                     {"append_eos does not apply to chat sources"});
+  test::expect_error([&] { run_with("", fmt::format("  c: {{files: [{}], format: chat, eos_token: x}}\n", in.dir / "chat.jsonl")); },
+                     {"eos_token does not apply to chat sources"});
+  test::expect_error([&] { run_with("", fmt::format("  docs: {{files: [{}], format: text, eos_token: '<x>'}}\n", in.dir / "texts")); },
+                     {"eos_token '<x>' is not a token"});
   test::expect_error([&] { run_with("", "  docs: [a, b]\n"); }, {"sources.docs", "expected a mapping of source keys"});
   test::expect_error([&] { run_with("worker: 2", fmt::format("  docs: {{files: [{}], format: text}}\n", in.dir / "texts")); },
                      {"job.yaml:", "unknown key 'worker'", "did you mean 'workers'"});
   test::expect_error([&] { run_with("on_error: ignore", fmt::format("  docs: {{files: [{}], format: text}}\n", in.dir / "texts")); },
                      {"on_error", "one of fail, skip"});
+}
+
+// The job over a real byte-level BPE tokenizer (the hand-made one of the tokenizer tests): documents end in the
+// configured eos_token, special-token text inside documents stays text, conversations go through Qwen3's chat
+// format, and the manifest records the tokenizer.json's CRC32C.
+TEST(TokenizeJob, RunsWithTheBpeTokenizerAndTheChatFormat) {
+  test::tiny::ScratchDir tok_dir("job-encoder");
+  const Tokenizer tokenizer = test::tiny::load(tok_dir);
+  ScratchDir dir("tokenize-bpe", test::fresh_seed());
+  const std::string text = "hello world <|im_end|> aab hello";
+  std::ofstream(dir / "a.txt") << text;
+  std::ofstream(dir / "chat.jsonl") << R"({"messages": [{"role": "user", "content": "hello"}, )"
+                                    << R"({"role": "assistant", "content": "world", "reasoning_content": "aa"}]})" << "\n";
+  std::ofstream(dir / "job.yaml") << "tokenizer: " << tok_dir.path.string() << "\noutput_dir: " << dir / "out"
+                                  << "\nsources:\n  docs: {files: [" << dir / "a.txt"
+                                  << "], format: text, eos_token: '<|endoftext|>'}\n  chat: {files: [" << dir / "chat.jsonl"
+                                  << "], format: chat}\n";
+  const TokenizerEncoder encoder(tok_dir.path.string());
+  run_tokenize_job(recipes::load_config(dir / "job.yaml", tokenize_schema()), encoder, nullptr);
+
+  const TokenCorpus corpus = TokenCorpus::open({dir / "out"}, true);
+  ASSERT_EQ(corpus.documents(), 2);
+  std::vector<int32_t> expected = tokenizer.encode(text, false);
+  EXPECT_EQ(std::count(expected.begin(), expected.end(), test::tiny::kImEnd), 0);  // stays plain text
+  expected.push_back(test::tiny::kEndOfText);
+  const DocumentView doc = corpus.document(0);
+  EXPECT_EQ(std::vector<int32_t>(doc.tokens.begin(), doc.tokens.end()), expected);
+
+  const std::vector<ChatMessage> messages = {{"user", "hello", std::nullopt}, {"assistant", "world", "aa"}};
+  const ChatTokens chat = tokenize_chat(tokenizer, messages);
+  const DocumentView conversation = corpus.document(1);
+  EXPECT_EQ(std::vector<int32_t>(conversation.tokens.begin(), conversation.tokens.end()), chat.ids);
+  EXPECT_EQ(std::vector<uint8_t>(conversation.loss_mask.begin(), conversation.loss_mask.end()), chat.loss_mask);
+
+  const TokenManifest m = TokenManifest::read(dir / "out");
+  std::ifstream json_file(tok_dir.path / "tokenizer.json", std::ios::binary);
+  const std::string definition((std::istreambuf_iterator<char>(json_file)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(m.tokenizer.crc32c, io::crc32c_update(0, definition.data(), definition.size()));
+  EXPECT_EQ(m.tokenizer.vocab_size, tokenizer.vocab_size());
+  EXPECT_EQ(m.tokenizer.eos_id, test::tiny::kImEnd);
 }
 
 TEST(TextInputs, LineAlignedChunksCoverTheText) {
