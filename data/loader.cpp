@@ -1,8 +1,8 @@
 #include "data/loader.h"
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
+#include <cstdlib>
 
 #include "core/check.h"
 #include "core/io/json.h"

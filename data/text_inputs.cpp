@@ -19,7 +19,7 @@ std::vector<std::string> expand_inputs(const std::vector<std::string>& entries, 
         if (e.is_regular_file()) found.push_back(e.path().string());
     } else if (entry.find_first_of("*?[") != std::string::npos) {
       glob_t matches{};
-      const int rc = ::glob(entry.c_str(), GLOB_ERR, nullptr, &matches);
+      const int rc = ::glob(entry.c_str(), 0, nullptr, &matches);  // unreadable or missing directories match nothing
       for (size_t i = 0; rc == 0 && i < matches.gl_pathc; ++i)
         if (fs::is_regular_file(matches.gl_pathv[i])) found.push_back(matches.gl_pathv[i]);
       ::globfree(&matches);

@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <filesystem>
 
-#include <fmt/ranges.h>
-
 #include "core/check.h"
 #include "core/rng.h"
 
@@ -35,7 +33,8 @@ TokenCorpus TokenCorpus::open(const std::vector<std::string>& dirs, bool verify)
       c.fingerprint_ = key_for(c.fingerprint_ ^ info.crc32c, fmt::format("{}:{}", info.bytes, info.tokens));
     }
   }
-  PRIMER_CHECK(c.documents() > 0, "the tokenized data in {} holds no document", fmt::join(dirs, ", "));
+  PRIMER_CHECK(c.documents() > 0, "the tokenized data in '{}'{} holds no document", dirs[0],
+               dirs.size() > 1 ? fmt::format(" and {} more directories", dirs.size() - 1) : "");
   return c;
 }
 

@@ -1,12 +1,12 @@
 #include "data/tokenize_job.h"
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <exception>
-#include <filesystem>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -23,6 +23,13 @@ namespace {
 using recipes::Config;
 using recipes::Schema;
 using Clock = std::chrono::steady_clock;
+
+double process_cpu_seconds() {
+  rusage usage{};
+  ::getrusage(RUSAGE_SELF, &usage);
+  auto secs = [](const timeval& t) { return double(t.tv_sec) + double(t.tv_usec) * 1e-6; };
+  return secs(usage.ru_utime) + secs(usage.ru_stime);
+}
 
 Schema build_tokenize_schema() {
   Schema s;
@@ -306,6 +313,7 @@ const Schema& tokenize_source_schema() {
 
 TokenizeSummary run_tokenize_job(const Config& job, const TextEncoder& encoder, std::FILE* progress_out) {
   const auto start = Clock::now();
+  const double cpu_start = process_cpu_seconds();
   const std::vector<Source> sources = read_sources(job, encoder);
   TokenizeSummary summary;
   summary.workers = int(job.get_int("workers") > 0 ? job.get_int("workers")
@@ -350,7 +358,9 @@ TokenizeSummary run_tokenize_job(const Config& job, const TextEncoder& encoder, 
       const size_t begin = size_t(out.offsets[d]), length = size_t(out.offsets[d + 1]) - begin;
       const std::span<const uint8_t> mask =
           out.mask.empty() ? std::span<const uint8_t>() : std::span<const uint8_t>(out.mask).subspan(begin, length);
+      const auto write_start = Clock::now();  // add() commits a shard when it is full
       writer.add(std::span<const int32_t>(out.tokens).subspan(begin, length), mask, task.source);
+      summary.write_seconds += std::chrono::duration<double>(Clock::now() - write_start).count();
       summary.documents += 1;
       summary.tokens += int64_t(length);
     }
@@ -359,11 +369,14 @@ TokenizeSummary run_tokenize_job(const Config& job, const TextEncoder& encoder, 
   });
   if (progress_out && summary.skipped > max_reports)
     fmt::print(progress_out, "... and {} more malformed records skipped\n", summary.skipped - max_reports);
+  const auto finish_start = Clock::now();
   const TokenManifest manifest = writer.finish();
+  summary.write_seconds += std::chrono::duration<double>(Clock::now() - finish_start).count();
   progress.update(done_bytes, summary.documents, summary.tokens, true);
   summary.shards = int64_t(manifest.shards.size());
   for (const ShardInfo& s : manifest.shards) summary.output_bytes += int64_t(s.bytes);
   summary.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  summary.cpu_seconds = process_cpu_seconds() - cpu_start;
   return summary;
 }
 
@@ -376,10 +389,11 @@ int run_tokenize(const std::string& job_path, const std::vector<std::string>& ov
              tok.eos_id, tok.crc32c, std::chrono::duration<double>(Clock::now() - load_start).count());
   std::fflush(stdout);  // before the progress line on stderr
   const TokenizeSummary s = run_tokenize_job(job, encoder, stderr);
-  fmt::print("tokenized {} documents, {} tokens from {} files ({:.1f} MB) in {:.2f} s: {:.2f} MB/s with {} workers; "
-             "skipped {} malformed records\n",
-             s.documents, s.tokens, s.files, double(s.input_bytes) / 1e6, s.seconds,
-             double(s.input_bytes) / 1e6 / s.seconds, s.workers, s.skipped);
+  const double mb = double(s.input_bytes) / 1e6;
+  fmt::print("tokenized {} documents, {} tokens from {} files ({:.1f} MB) in {:.2f} s ({:.2f} s writing shards): "
+             "{:.2f} MB/s with {} workers, {:.2f} MB per CPU-second; skipped {} malformed records\n",
+             s.documents, s.tokens, s.files, mb, s.seconds, s.write_seconds, mb / s.seconds, s.workers,
+             mb / s.cpu_seconds, s.skipped);
   const TokenManifest m = TokenManifest::read(job.get_string("output_dir"));
   for (const SourceInfo& src : m.sources)
     fmt::print("  source {} ({}): {} files, {} documents, {} tokens, {} skipped\n", src.name, src.format, src.files,

@@ -38,6 +38,9 @@ struct TokenizeSummary {
   int64_t shards = 0, output_bytes = 0;
   int workers = 0;
   double seconds = 0;
+  double write_seconds = 0;  // of which the main thread spent writing shards (HDF5, fsync, rename)
+  double cpu_seconds = 0;    // CPU time of the whole process meanwhile (all threads): MB per CPU-second
+                             // is the throughput per core, whatever else the machine runs
 };
 
 // Runs a job loaded against tokenize_schema(). Progress goes to `progress` (nullptr: none); malformed

@@ -2,8 +2,6 @@
 
 #include <charconv>
 
-#include <fmt/ranges.h>
-
 #include "core/check.h"
 #include "core/io/json.h"
 #include "data/byte_corpus.h"
@@ -68,8 +66,9 @@ class TokenData : public TrainData {
   }
   int64_t vocab_size() const override { return corpus_.tokenizer().vocab_size; }
   std::string describe() const override {
-    return fmt::format("{} (tokenizer {}): {}", fmt::join(corpus_.dirs(), ", "), corpus_.tokenizer().name,
-                       loader_.describe());
+    std::string dirs;
+    for (const std::string& d : corpus_.dirs()) dirs += (dirs.empty() ? "" : ", ") + d;
+    return fmt::format("{} (tokenizer {}): {}", dirs, corpus_.tokenizer().name, loader_.describe());
   }
 
  private:

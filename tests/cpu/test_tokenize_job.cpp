@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <thread>
 
 #include "core/io/crc32c.h"
 #include "data/chat_format.h"
@@ -276,6 +277,41 @@ TEST(TokenizeJob, RunsWithTheBpeTokenizerAndTheChatFormat) {
   EXPECT_EQ(m.tokenizer.crc32c, io::crc32c_update(0, definition.data(), definition.size()));
   EXPECT_EQ(m.tokenizer.vocab_size, tokenizer.vocab_size());
   EXPECT_EQ(m.tokenizer.eos_id, test::tiny::kImEnd);
+}
+
+// The pool really overlaps work: an encoder that sleeps 100 ms per document (needing no CPU, so a busy machine
+// does not matter) takes >= 800 ms for 8 files on one worker and, ideally, 200 ms on four; 600 ms leaves room
+// for scheduling delays while still failing a pool that runs one task at a time.
+TEST(TokenizeJob, WorkersRunConcurrently) {
+  class SlowEncoder : public FakeEncoder {
+   public:
+    std::vector<int32_t> encode(std::string_view text) const override {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      return FakeEncoder::encode(text);
+    }
+  };
+  ScratchDir dir("tokenize-concurrent", test::fresh_seed());
+  for (int i = 0; i < 8; ++i) std::ofstream(dir / fmt::format("{}.txt", i)) << "text " << i;
+  double seconds[2];
+  for (const int workers : {1, 4}) {
+    std::ofstream(dir / "job.yaml") << "tokenizer: fake\noutput_dir: " << dir / "out" << "\nworkers: " << workers
+                                    << "\nsources:\n  docs: {files: ['" << dir / "*.txt" << "'], format: text}\n";
+    const auto summary = run_tokenize_job(recipes::load_config(dir / "job.yaml", tokenize_schema()), SlowEncoder(), nullptr);
+    EXPECT_EQ(summary.documents, 8);
+    seconds[workers == 1 ? 0 : 1] = summary.seconds;
+  }
+  EXPECT_GE(seconds[0], 0.8);
+  EXPECT_LT(seconds[1], 0.6) << "4 workers took " << seconds[1] << " s, 1 worker " << seconds[0] << " s";
+}
+
+// docs/data.md's tables of the job and source keys are hand-written: every key must appear in them.
+TEST(TokenizeJob, EveryKeyIsDocumented) {
+  std::ifstream in(PRIMER_SOURCE_DIR "/docs/data.md");
+  const std::string doc((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_FALSE(doc.empty());
+  for (const auto* schema : {&tokenize_schema(), &tokenize_source_schema()})
+    for (const recipes::Field& f : schema->fields())
+      EXPECT_NE(doc.find("| `" + f.key + "` |"), std::string::npos) << f.key << " is missing from docs/data.md";
 }
 
 TEST(TextInputs, LineAlignedChunksCoverTheText) {
