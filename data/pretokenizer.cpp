@@ -55,7 +55,7 @@ inline unsigned char ascii_lower(unsigned char c) { return (c >= 'A' && c <= 'Z'
 
 }  // namespace
 
-size_t Pretokenizer::piece_end(std::string_view text, size_t p) const {
+inline size_t Pretokenizer::piece_end(std::string_view text, size_t p) const {
   const auto* s = reinterpret_cast<const unsigned char*>(text.data());
   const size_t n = text.size();
 
@@ -111,6 +111,12 @@ size_t Pretokenizer::piece_end(std::string_view text, size_t p) const {
   if (after_newline != 0) return after_newline;
   if (end == n || last_start == p) return end;
   return last_start;
+}
+
+size_t Pretokenizer::split(std::string_view text, size_t pos, std::span<size_t> ends) const {
+  size_t count = 0;
+  while (pos < text.size() && count < ends.size()) pos = ends[count++] = piece_end(text, pos);
+  return count;
 }
 
 }  // namespace primer::data

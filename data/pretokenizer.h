@@ -7,6 +7,7 @@
 #pragma once
 #include <cstddef>
 #include <optional>
+#include <span>
 #include <string_view>
 
 namespace primer::data {
@@ -19,10 +20,12 @@ std::optional<SplitPattern> recognize_split_pattern(std::string_view regex);
 class Pretokenizer {
  public:
   explicit Pretokenizer(SplitPattern pattern) : max_digits_(pattern == SplitPattern::Llama3 ? 3 : 1) {}
-  // The end of the piece that starts at `pos` < text.size(); pieces tile the text.
-  size_t piece_end(std::string_view text, size_t pos) const;
+  // Splits the text from `pos` into consecutive pieces, writing where each ends to `ends` until it is full or the
+  // text ends; returns how many were written. Pieces tile the text.
+  size_t split(std::string_view text, size_t pos, std::span<size_t> ends) const;
 
  private:
+  size_t piece_end(std::string_view text, size_t pos) const;  // the end of the piece at pos < text.size()
   size_t max_digits_;  // \p{N} (1) or \p{N}{1,3}
 };
 

@@ -1,6 +1,7 @@
 #include "data/tokenizer.h"
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <unordered_map>
 
@@ -71,9 +72,19 @@ class AddedTokenMatcher {
       }
     }
     nodes_[size_t(node)].token = index;
-    first_byte_[static_cast<unsigned char>(content[0])] = true;
+    const auto first = static_cast<unsigned char>(content[0]);
+    if (!first_byte_[first]) single_first_byte_ = first_bytes_++ == 0 ? first : -1;
+    first_byte_[first] = true;
   }
-  bool may_start(unsigned char c) const { return first_byte_[c]; }
+  // The first position from `pos` where a token may start (text.size() if none).
+  size_t next_start(std::string_view text, size_t pos) const {
+    if (single_first_byte_ >= 0) {  // typical: every added token starts with '<'
+      const auto* hit = pos < text.size() ? std::memchr(text.data() + pos, single_first_byte_, text.size() - pos) : nullptr;
+      return hit ? size_t(static_cast<const char*>(hit) - text.data()) : text.size();
+    }
+    while (pos < text.size() && !first_byte_[static_cast<unsigned char>(text[pos])]) ++pos;
+    return pos;
+  }
   // The longest token accepted by `allowed` that starts at `pos`: {index, length}, or index -1.
   template <class Allowed>
   std::pair<int32_t, size_t> longest_at(std::string_view text, size_t pos, const Allowed& allowed) const {
@@ -97,6 +108,7 @@ class AddedTokenMatcher {
   };
   std::vector<Node> nodes_ = std::vector<Node>(1);
   std::array<bool, 256> first_byte_{};
+  int first_bytes_ = 0, single_first_byte_ = -1;  // how many distinct first bytes; the byte if only one
 };
 
 bool is_space_at(std::string_view s, size_t pos) {
@@ -217,14 +229,17 @@ Tokenizer Tokenizer::load(const std::string& path) {
 
   // Vocabulary: token string → raw bytes.
   const json::Node vocab = model.at("vocab");
-  std::unordered_map<std::string, int32_t> vocab_by_string, vocab_by_bytes;
+  std::unordered_map<std::string, int32_t> vocab_by_string;
+  BpeModel::Vocab vocab_by_bytes;
+  vocab_by_string.reserve(vocab.as_object().size());
+  vocab_by_bytes.reserve(vocab.as_object().size());
   int64_t max_id = -1;
   for (const auto& [token, value] : vocab.as_object()) {
-    const json::Node entry = vocab.at(token);
-    const int64_t id = entry.as_int();
-    if (id < 0 || id > INT32_MAX) entry.fail(fmt::format("id {} is out of range", id));
+    const int64_t id = value.is_int() ? value.as_int() : -1;
+    if (id < 0 || id > INT32_MAX) vocab.at(token).fail("expected a token id (an integer from 0 to 2^31 - 1)");
     auto bytes = token_bytes(token, impl->byte_of_char);
-    if (!bytes) entry.fail("token has characters outside the byte-level alphabet (not a byte-level BPE vocabulary)");
+    if (!bytes)
+      vocab.at(token).fail("token has characters outside the byte-level alphabet (not a byte-level BPE vocabulary)");
     vocab_by_string.emplace(token, int32_t(id));
     vocab_by_bytes.emplace(std::move(*bytes), int32_t(id));
     max_id = std::max(max_id, id);
@@ -309,10 +324,13 @@ void Tokenizer::Impl::encode_plain(std::string_view text, std::vector<int32_t>& 
   if (text.empty()) return;
   std::string normalized;
   if (nfc && unicode::nfc(text, normalized)) text = normalized;
-  for (size_t pos = 0; pos < text.size();) {
-    const size_t end = pretokenizer->piece_end(text, pos);
-    model->encode(text.substr(pos, end - pos), ids);
-    pos = end;
+  // Pieces go to the model in batches (it prefetches their cache entries).
+  std::array<size_t, 256> ends;
+  for (size_t done = 0; done < text.size();) {
+    const size_t count = pretokenizer->split(text, done, ends);
+    for (size_t k = 0; k < count; ++k) ends[k] -= done;
+    model->encode_pieces(text.substr(done, ends[count - 1]), std::span<const size_t>(ends.data(), count), ids);
+    done += ends[count - 1];
   }
 }
 
@@ -322,8 +340,7 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool allow_special
   const auto allowed = [&](int32_t index) { return allow_special || !impl_->added[size_t(index)].special; };
   size_t section = 0;  // start of the text not yet encoded
   bool strip_next = false;  // the previous added token strips whitespace on its right
-  for (size_t pos = 0; pos < text.size(); ++pos) {
-    if (!impl_->matcher.may_start(static_cast<unsigned char>(text[pos]))) continue;
+  for (size_t pos = impl_->matcher.next_start(text, 0); pos < text.size(); pos = impl_->matcher.next_start(text, pos + 1)) {
     const auto [index, length] = impl_->matcher.longest_at(text, pos, allowed);
     if (index < 0) continue;
     const AddedToken& token = impl_->added[size_t(index)];

@@ -1,6 +1,7 @@
 #include "data/unicode.h"
 
 #include <algorithm>
+#include <cstring>
 #include <unordered_map>
 #include <vector>
 
@@ -175,30 +176,49 @@ void append_utf8(char32_t cp, std::string& out) {
   }
 }
 
+namespace {
+
+// The first position from i whose byte could start a character that needs an NFC check: nothing below U+0300
+// (lead byte 0xCC) does. Skips ASCII 8 bytes at a time.
+size_t skip_quick(const unsigned char* s, size_t i, size_t n) {
+  while (i < n) {
+    uint64_t word;
+    if (i + 8 <= n && (std::memcpy(&word, s + i, 8), (word & 0x8080808080808080ull) == 0)) i += 8;
+    else if (s[i] < 0xcc) ++i;
+    else break;
+  }
+  return i;
+}
+
+// The start of the unit that ends at lead byte j, not below `floor`: a well-formed character, or else the ill-formed
+// byte j - 1 (ill-formed bytes pass through normalization one by one, so any of them is a unit start).
+size_t unit_before(const unsigned char* s, size_t n, size_t j, size_t floor) {
+  if (j == floor) return j;
+  size_t p = j - 1;
+  while (p > floor && p + 4 > j && (s[p] & 0xc0) == 0x80) --p;  // at most 3 continuation bytes
+  const Unit u = decode(s + p, n - p);
+  return u.valid && p + u.length == j ? p : j - 1;
+}
+
+}  // namespace
+
 bool nfc(std::string_view text, std::string& out) {
   const auto* s = reinterpret_cast<const unsigned char*>(text.data());
   const size_t n = text.size();
-  // Nothing below U+0300 (lead byte 0xCC) needs a check; most text is decided by this scan alone.
-  size_t i = 0;
-  while (i < n && s[i] < 0xcc) ++i;
-  if (i == n) return false;
-
-  // A safe boundary precedes every character that needs no check: it neither changes nor combines with
-  // anything before it. Only the spans from the last boundary through a run of characters that need a check
-  // are normalized; the rest is copied. Units are decoded from the last ASCII byte before position i.
-  while (i > 0 && s[i] >= 0x80) --i;
-  size_t boundary = i, copied = 0;
+  // Only spans that hold characters needing a check are normalized: from the unit before such a run (every unit
+  // that needs no check is a safe boundary: it neither changes nor combines with what precedes it) to the end of
+  // the run. The rest is copied as it is.
+  size_t i = 0, copied = 0, last_end = 0;
   bool changed = false;
   std::vector<char32_t> buf;
   std::string span_out;
-  while (i < n) {
+  while ((i = skip_quick(s, i, n)) < n) {
     const Unit u = decode(s + i, n - i);
     if (!u.valid || !needs_nfc_check(u.cp)) {
-      boundary = i;
       i += u.length;
       continue;
     }
-    // A run that needs normalizing: from `boundary` up to the next safe boundary.
+    const size_t start = unit_before(s, n, i, last_end);
     size_t end = i + u.length;
     while (end < n) {
       const Unit v = decode(s + end, n - end);
@@ -206,18 +226,15 @@ bool nfc(std::string_view text, std::string& out) {
       end += v.length;
     }
     span_out.clear();
-    normalize_span(text.substr(boundary, end - boundary), buf, span_out);
-    if (!changed && span_out == text.substr(boundary, end - boundary)) {
-      i = boundary = end;
-      continue;
-    }
-    if (!changed) {
-      out.clear();
+    normalize_span(text.substr(start, end - start), buf, span_out);
+    if (span_out != text.substr(start, end - start)) {
+      if (!changed) out.clear();
       changed = true;
+      out.append(text.substr(copied, start - copied));
+      out += span_out;
+      copied = end;
     }
-    out.append(text.substr(copied, boundary - copied));
-    out += span_out;
-    copied = boundary = i = end;
+    i = last_end = end;
   }
   if (changed) out.append(text.substr(copied));
   return changed;
