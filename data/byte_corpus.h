@@ -1,5 +1,5 @@
-// A text file, or every regular file of a directory in name order, read as bytes (token id = byte value, vocabulary 256): the corpus of the built-in default run
-// until the BPE tokenizer lands. The last `heldout_fraction` of the file is held out for evaluation.
+// A text file, or every regular file of a directory in name order, read as bytes (token id = byte value, vocabulary
+// 256): the corpus of the built-in default run and of `dataset:` recipes. The last `heldout_fraction` is held out.
 // Training windows are drawn from the counter RNG keyed by (seed, step), so a run is reproducible and resumable.
 #pragma once
 #include <cstdint>

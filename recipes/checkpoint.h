@@ -14,8 +14,8 @@
 
 namespace primer::recipes {
 
-// What a resumed run needs besides weights and optimizer state. The schedule position and the data RNG
-// counter are the step itself (lr(step) and the batch drawn for (seed, step) are pure functions of it).
+// What a resumed run needs besides weights and optimizer state. The schedule position is the step itself
+// (lr(step) is a pure function of it); the data's position is the data cursor (recipes/train_data.h).
 struct TrainingState {
   int64_t step = 0;
   uint64_t seed = 0;

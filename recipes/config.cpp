@@ -375,6 +375,20 @@ class ConfigLoader {
     walk(root, "", source, assigned_here);
   }
 
+  void load_mapping(const std::string& json_text, const std::string& where) {
+    allow_base_ = false;  // `base:` is a file-level key
+    Source source{where, false};
+    YAML::Node root;
+    try {
+      root = YAML::Load(json_text);  // JSON is YAML's flow style; typed scalars stay plain, strings stay quoted
+    } catch (const YAML::ParserException& e) {
+      PRIMER_FAIL("{}: not a valid mapping: {}", where, e.msg);
+    }
+    PRIMER_CHECK(root.IsMap(), "{}: expected a mapping of keys, got {}", where, describe(root));
+    std::map<std::string, std::string> assigned;
+    walk(root, "", source, assigned);
+  }
+
   void apply_override(const std::string& text) {
     Source source{"--set " + text, false};
     auto eq = text.find('=');
@@ -428,7 +442,7 @@ class ConfigLoader {
             std::map<std::string, std::string>& assigned_here) {
     for (auto it = mapping.begin(); it != mapping.end(); ++it) {
       const std::string& key = it->first.Scalar();
-      if (prefix.empty() && key == kBaseKey) continue;
+      if (prefix.empty() && key == kBaseKey && allow_base_) continue;
       assign_or_descend(join_path(prefix, key), it->second, it->first.Mark(), source, assigned_here);
     }
   }
@@ -535,7 +549,14 @@ class ConfigLoader {
   }
 
   Config config_;
+  bool allow_base_ = true;
 };
+
+Config load_config_mapping(const std::string& json_text, const Schema& schema, const std::string& where) {
+  ConfigLoader loader(schema, where);
+  loader.load_mapping(json_text, where);
+  return loader.finish();
+}
 
 Config load_config(const std::string& path, const Schema& schema, const std::vector<std::string>& overrides) {
   ConfigLoader loader(schema, path);

@@ -125,6 +125,11 @@ class Config {
 // scalars or flow sequences/mappings), validating everything against `schema`.
 Config load_config(const std::string& path, const Schema& schema, const std::vector<std::string>& overrides = {});
 
+// Validates one free-form mapping (JSON text, as a Map field holds it; e.g. one source of a tokenize job)
+// against `schema` with the same checks as a file: unknown keys with the closest suggestion, types, ranges,
+// required keys, defaults and cross-key checks. Errors and Config::where() name `where` ("job.yaml:4 sources.docs").
+Config load_config_mapping(const std::string& json_text, const Schema& schema, const std::string& where);
+
 // The schema as a Markdown table (key, type, default, meaning), for the generated recipe reference.
 std::string render_schema_markdown(const Schema& schema);
 

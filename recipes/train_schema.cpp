@@ -15,6 +15,39 @@ void check_one_of(const Config& cfg, const std::string& a, const std::string& b,
   PRIMER_CHECK(cfg.has(a) || cfg.has(b), "{}: set '{}' or '{}' ({})", cfg.path(), a, b, what);
 }
 
+// Whether a key holds something other than its default (a resolved config spells defaults out, so where() alone
+// cannot tell).
+bool differs_from_default(const Config& cfg, const std::string& key) {
+  const Field& f = *cfg.schema().find(key);
+  if (!cfg.has(key)) return false;
+  if (!f.default_value) return true;
+  switch (f.type) {
+    case FieldType::Bool: return cfg.get_bool(key) != std::get<bool>(*f.default_value);
+    case FieldType::Int: return cfg.get_int(key) != std::get<int64_t>(*f.default_value);
+    case FieldType::Float: return cfg.get_float(key) != std::get<double>(*f.default_value);
+    case FieldType::String:
+    case FieldType::Enum: return cfg.get_string(key) != std::get<std::string>(*f.default_value);
+    default: return true;
+  }
+}
+
+// Keys that shape the tokenized stream mean nothing for the byte corpus, and some only with another key.
+void check_data_keys(const Config& cfg) {
+  if (!cfg.has("tokenized_path")) {
+    for (const char* key : {"packing", "packing_method", "neat_packing", "drop_exceed_length_data", "mix_strategy",
+                            "interleave_probs", "length_weighted_sampling"})
+      PRIMER_CHECK(!differs_from_default(cfg, key), "{}: '{}' applies to tokenized data (tokenized_path) only",
+                   cfg.where(key), key);
+    PRIMER_CHECK(cfg.get_float("val_size") > 0, "{}: a byte corpus needs val_size > 0 (its held-out end)",
+                 cfg.where("val_size"));
+  }
+  const bool interleave = cfg.get_string("mix_strategy") == "interleave_over";
+  PRIMER_CHECK(interleave == cfg.has("interleave_probs"), "{}: interleave_probs goes with mix_strategy: interleave_over",
+               interleave ? cfg.where("mix_strategy") : cfg.where("interleave_probs"));
+  PRIMER_CHECK(!cfg.get_bool("length_weighted_sampling") || interleave,
+               "{}: length_weighted_sampling needs mix_strategy: interleave_over", cfg.where("length_weighted_sampling"));
+}
+
 Schema build_train_schema() {
   Schema s;
   // Model.
@@ -34,11 +67,39 @@ Schema build_train_schema() {
                     "Name substrings (e.g. gka,norm): a parameter trains iff its name contains one; unset: all train")
       .optional();
   // Data.
-  s.add_string_list("dataset", "Datasets to tokenize (names or paths; comma-separated as in the reference)").optional();
-  s.add_string("tokenized_path", "Tokenized dataset directory: read if it exists, else written from 'dataset'")
+  s.add_string_list("dataset", "A text file or directory read as bytes (vocabulary 256); tokenized_path takes precedence")
+      .optional();
+  s.add_string_list("tokenized_path",
+                    "Tokenized-data directories written by `primer tokenize` (manifest.json + shards); their "
+                    "sources are numbered in order")
       .optional();
   s.add_int("cutoff_len", "Tokens per training sequence").at_least(1).defaults(2048);
-  s.add_bool("packing", "Concatenate samples into full cutoff_len rows (pt data is always concatenated)")
+  s.add_float("val_size",
+              "Held-out fraction: the end of a byte corpus, or tokenized documents chosen by a fixed hash of their index")
+      .at_least(0)
+      .below(1)
+      .defaults(0.05);
+  s.add_bool("packing", "sft: pack whole samples into cutoff_len rows (packing_method); off: one padded sample per "
+                        "row. pt data is always concatenated (EOS-separated) and cut, the remainder dropped")
+      .defaults(false);
+  s.add_enum("packing_method", {"greedy", "best_fit", "random"},
+             "sft packing: greedy (each row takes the longest remaining sample that fits), best_fit (best-fit "
+             "decreasing) or random (shuffled order, next fit)")
+      .defaults("greedy");
+  s.add_bool("neat_packing", "Reset positions and drop cross-sample targets at every document start (needs "
+                             "document-aware attention and mixers, which the model does not have yet)")
+      .defaults(false);
+  s.add_bool("drop_exceed_length_data", "sft: drop samples longer than cutoff_len instead of truncating them")
+      .defaults(false);
+  s.add_enum("mix_strategy", {"concat", "interleave_over"},
+             "concat: every training document once per epoch; interleave_over: each document drawn from source i "
+             "with probability interleave_probs[i], each source cycling through its own shuffled passes")
+      .defaults("concat");
+  s.add_string_list("interleave_probs", "interleave_over: one sampling weight per source (normalised), e.g. 0.7,0.3")
+      .optional();
+  s.add_bool("length_weighted_sampling",
+             "interleave_over: draw source i with ρ_i = p_i·L̄_i / Σ_j p_j·L̄_j (L̄_i its mean document length; "
+             "the Priming paper's up-weighting of long sources)")
       .defaults(false);
   s.add_string("template", "Prompt template (e.g. qwen3, qwen3_nothink_pt); unset: plain text + EOS").optional();
   // Optimisation.
@@ -91,6 +152,7 @@ Schema build_train_schema() {
     check_exclusive(cfg, "model_name_or_path", "model_config");
     check_one_of(cfg, "model_name_or_path", "model_config", "the model to start from, or to build from scratch");
     check_one_of(cfg, "dataset", "tokenized_path", "the training data");
+    check_data_keys(cfg);
   });
   return s;
 }
@@ -126,7 +188,12 @@ lacks take Hugging Face Trainer names (`save_total_limit`, `eval_steps`) or are 
 - **Resolved config.** The trainer writes every key with its final value to `<output_dir>/resolved_config.yaml`
   (and into checkpoints); it loads back as a recipe that reproduces the run.
 - **Cross-key rules.** Exactly one of `model_name_or_path` and `model_config`; at least one of `dataset` and
-  `tokenized_path`; at most one of `warmup_steps` and `warmup_ratio`.
+  `tokenized_path` (with both, the tokenized data is used); at most one of `warmup_steps` and `warmup_ratio`.
+  The stream keys (`packing`, `packing_method`, `neat_packing`, `drop_exceed_length_data`, `mix_strategy`,
+  `interleave_probs`, `length_weighted_sampling`) need `tokenized_path`; `interleave_probs` goes with
+  `mix_strategy: interleave_over`, as does `length_weighted_sampling`.
+- **Data.** docs/data.md ("Tokenized data and the loader") defines the stream these keys shape: the held-out
+  split, the epoch order, packing, targets and loss masks, mixing, and the resume cursor.
 
 )" + render_schema_markdown(train_schema());
 }

@@ -1,5 +1,6 @@
 #include "recipes/trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -11,13 +12,13 @@
 #include "core/io/atomic_file.h"
 #include "core/io/json.h"
 #include "core/ops/elementwise.h"
-#include "data/byte_corpus.h"
 #include "layers/decoder_lm.h"
 #include "layers/hf_checkpoint.h"
 #include "optim/adamw.h"
 #include "optim/schedule.h"
 #include "recipes/checkpoint.h"
 #include "recipes/config.h"
+#include "recipes/train_data.h"
 #include "recipes/train_schema.h"
 
 namespace primer::recipes {
@@ -61,20 +62,26 @@ struct Metrics {
   }
 };
 
-double evaluate(layers::DecoderLM& model, const data::ByteCorpus& corpus, int64_t batches, int64_t B, int64_t T,
-                Device device) {
+Tensor ids_of(const data::Batch& b, Device device) { return Tensor::from_vector(b.ids, {b.rows, b.seq}, DType::I32, device); }
+Tensor targets_of(const data::Batch& b, Device device) {
+  return Tensor::from_vector(b.targets, {b.rows, b.seq}, DType::I32, device);
+}
+
+// Mean held-out loss per target token (positions without a target, -100, do not count).
+double evaluate(layers::DecoderLM& model, const TrainData& source, int64_t batches, Device device) {
   ag::NoGrad no_grad;
-  std::vector<int32_t> ids, targets;
-  const int64_t n = std::min(batches, corpus.heldout_batches(B, T));
-  PRIMER_CHECK(n > 0, "the held-out part of the dataset is smaller than one [{}, {}] batch", B, T);
+  data::Batch batch;
+  const int64_t n = std::min(batches, source.heldout_batches());
+  PRIMER_CHECK(n > 0, "the held-out part of the data is smaller than one batch (raise val_size or lower the batch)");
   Tensor sum = Tensor::zeros({1}, DType::F32, device);
+  int64_t targets = 0;
   for (int64_t i = 0; i < n; ++i) {
-    corpus.heldout_batch(i, B, T, ids, targets);
-    ops::add_(sum, model.loss(Tensor::from_vector(ids, {B, T}, DType::I32, device),
-                              Tensor::from_vector(targets, {B, T}, DType::I32, device), 1.0)
-                       ->value.to(DType::F32));
+    source.heldout_batch(i, batch);
+    targets += std::count_if(batch.targets.begin(), batch.targets.end(), [](int32_t t) { return t >= 0; });
+    ops::add_(sum, model.loss(ids_of(batch, device), targets_of(batch, device), 1.0)->value.to(DType::F32));
   }
-  return sum.item() / double(n * B * T);
+  PRIMER_CHECK(targets > 0, "the held-out batches hold no target token (every loss mask is 0)");
+  return sum.item() / double(targets);
 }
 
 }  // namespace
@@ -110,15 +117,21 @@ int run_train(const std::string& recipe, const std::vector<std::string>& overrid
                cfg.where("stage"));
   PRIMER_CHECK(cfg.get_int("sequence_parallel_size") == 1, "{}: sequence parallelism arrives with parallel/",
                cfg.where("sequence_parallel_size"));
-  PRIMER_CHECK(!cfg.has("tokenized_path") && cfg.has("dataset"),
-               "{}: until the tokenizer and HDF5 shards land, training reads 'dataset' (a text file or directory) as bytes",
-               recipe);
+  PRIMER_CHECK(!cfg.get_bool("neat_packing"),
+               "{}: neat_packing needs attention and mixers that reset at document starts; the loader provides "
+               "positions and segments, the model does not consume them yet",
+               cfg.where("neat_packing"));
+  if (cfg.has("tokenized_path") && cfg.has("dataset"))
+    fmt::print("note: {} sets both dataset and tokenized_path; training reads the tokenized data\n", recipe);
 
   const Device device = pick_device(cfg.get_string("device"));
   if (device.is_cuda()) cuda::set_device(device.index);
   const ModelConfig model_config = model_config_from(cfg);
-  PRIMER_CHECK(model_config.vocab_size >= 256, "byte-level training needs vocab_size >= 256, the model has {}",
-               model_config.vocab_size);
+  const int64_t B = cfg.get_int("per_device_train_batch_size"), T = cfg.get_int("cutoff_len");
+  const std::unique_ptr<TrainData> train_data = make_train_data(cfg, B, T);
+  PRIMER_CHECK(model_config.vocab_size >= train_data->vocab_size(),
+               "the model's vocab_size {} is smaller than the data's vocabulary {} ({})", model_config.vocab_size,
+               train_data->vocab_size(), train_data->describe());
   const DType compute = device.is_cuda() && cfg.get_bool("bf16") ? DType::BF16 : DType::F32;
   const uint64_t seed = uint64_t(cfg.get_int("seed"));
 
@@ -147,8 +160,6 @@ int run_train(const std::string& recipe, const std::vector<std::string>& overrid
                           : cfg.has("warmup_ratio") ? int64_t(std::ceil(cfg.get_float("warmup_ratio") * double(max_steps)))
                                                     : 0;
 
-  const data::ByteCorpus corpus(cfg.get_list("dataset").at(0), 0.05);
-  const int64_t B = cfg.get_int("per_device_train_batch_size"), T = cfg.get_int("cutoff_len");
   const int64_t accumulation = cfg.get_int("gradient_accumulation_steps");
   const double tokens_per_step = double(B * T * accumulation);
 
@@ -159,6 +170,7 @@ int run_train(const std::string& recipe, const std::vector<std::string>& overrid
   if (const auto from = checkpoints.resolve(cfg.has("resume_from_checkpoint") ? cfg.get_string("resume_from_checkpoint") : "")) {
     state = checkpoints.load(*from, params, optimizer);
     PRIMER_CHECK(state.seed == seed, "checkpoint '{}' was trained with seed {}, the recipe says {}", *from, state.seed, seed);
+    train_data->restore(state.data_cursor, *from + " (data cursor)");
     fmt::print("resumed from {} at step {}\n", *from, state.step);
   }
 
@@ -172,13 +184,13 @@ int run_train(const std::string& recipe, const std::vector<std::string>& overrid
   fmt::print("primer train {}: {} with {} layers, hidden {}, {:.2f}M parameters ({:.2f}M trainable), {} on {}\n", recipe,
              model_config.model_type, model_config.num_hidden_layers, model_config.hidden_size,
              double(params.count()) / 1e6, double(params.count(true)) / 1e6, dtype_name(compute), device.str());
-  fmt::print("data: {} ({} training bytes, {} held out); {} x {} tokens x {} micro-steps per step; {} steps\n",
-             cfg.get_list("dataset").at(0), corpus.train_bytes(), corpus.heldout_bytes(), B, T, accumulation, max_steps);
+  fmt::print("data: {}; {} x {} tokens x {} micro-steps per step; {} steps\n", train_data->describe(), B, T, accumulation,
+             max_steps);
 
   const int64_t eval_steps = cfg.get_int("eval_steps"), eval_batches = cfg.get_int("eval_batches");
   const int64_t log_steps = cfg.get_int("logging_steps"), save_steps = cfg.get_int("save_steps");
   auto log_eval = [&](int64_t step) {
-    const double loss = evaluate(model, corpus, eval_batches, B, T, device);
+    const double loss = evaluate(model, *train_data, eval_batches, device);
     fmt::print("eval  step {:6d} | held-out loss {:.4f} | perplexity {:.3f}\n", step, loss, std::exp(loss));
     json::Value r;
     r["step"] = step;
@@ -189,28 +201,33 @@ int run_train(const std::string& recipe, const std::vector<std::string>& overrid
   };
   const double initial_eval = log_eval(state.step);
 
-  std::vector<int32_t> ids, targets;
   reset_peak_memory(device);
   Tensor loss_sum = Tensor::zeros({1}, DType::F32, device);
   auto window_start = Clock::now();
-  int64_t window_steps = 0;
+  int64_t window_steps = 0, window_targets = 0;
   while (state.step < max_steps) {
     params.zero_grads();
-    for (int64_t micro = 0; micro < accumulation; ++micro) {
-      corpus.train_batch(seed, state.step * accumulation + micro, B, T, ids, targets);
-      ag::Var loss = model.loss(Tensor::from_vector(ids, {B, T}, DType::I32, device),
-                                Tensor::from_vector(targets, {B, T}, DType::I32, device), 1.0 / tokens_per_step);
+    // The gradient is that of the mean loss over the step's target tokens (masked positions do not count).
+    std::vector<data::Batch> micro_batches(static_cast<size_t>(accumulation));
+    int64_t step_targets = 0;
+    for (data::Batch& b : micro_batches) {
+      train_data->next(b);
+      step_targets += std::count_if(b.targets.begin(), b.targets.end(), [](int32_t t) { return t >= 0; });
+    }
+    for (const data::Batch& b : micro_batches) {
+      ag::Var loss = model.loss(ids_of(b, device), targets_of(b, device), 1.0 / double(std::max<int64_t>(step_targets, 1)));
       ag::backward(loss);
       ops::add_(loss_sum, loss->value.to(DType::F32));
     }
+    window_targets += step_targets;
     const double lr = schedule.lr(state.step);
     optimizer.step(lr);
     ++state.step;
     ++window_steps;
-    state.data_cursor = std::to_string(state.step);
+    state.data_cursor = train_data->cursor();
 
     if (state.step % log_steps == 0 || state.step == max_steps) {
-      const double loss = loss_sum.item() / (tokens_per_step * double(window_steps));  // host sync at log points only
+      const double loss = loss_sum.item() / double(std::max<int64_t>(window_targets, 1));  // host sync at log points only
       const double secs = std::chrono::duration<double>(Clock::now() - window_start).count();
       const double tok_s = tokens_per_step * double(window_steps) / secs;
       const double mfu = peak > 0 ? tok_s * flops_per_token / peak : 0;
@@ -229,6 +246,7 @@ int run_train(const std::string& recipe, const std::vector<std::string>& overrid
       metrics.write(r);
       loss_sum.zero_();
       window_steps = 0;
+      window_targets = 0;
       window_start = Clock::now();
     }
     const auto pause = Clock::now();  // evaluation and saving stay out of the throughput window

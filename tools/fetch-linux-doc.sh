@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Fetches a real English corpus from the distribution's packages: the Linux kernel documentation (the .rst
-# sources shipped by Debian's linux-doc-<version>), excluding translations, concatenated in path order into
-# one UTF-8 text file. Used by recipes/examples/*linux_doc*.yaml.
-# Usage: tools/fetch-linux-doc.sh [out-dir]   (default: data-cache/linux-doc) → <out-dir>/linux-doc.txt
+# sources shipped by Debian's linux-doc-<version>), excluding translations: one file per document under
+# <out-dir>/rst/ (for `primer tokenize`, one document each) and all of them concatenated in path order into one
+# UTF-8 text file (for the byte-level recipes). Used by recipes/examples/*linux_doc*.yaml.
+# Usage: tools/fetch-linux-doc.sh [out-dir]   (default: data-cache/linux-doc) → <out-dir>/{linux-doc.txt,rst/}
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out="${1:-data-cache/linux-doc}"
-if [ -s "$out/linux-doc.txt" ]; then
-  echo "fetch-linux-doc: $out/linux-doc.txt exists ($(wc -c <"$out/linux-doc.txt") bytes)"
+if [ -s "$out/linux-doc.txt" ] && [ -d "$out/rst" ]; then
+  echo "fetch-linux-doc: $out/linux-doc.txt and $out/rst exist ($(wc -c <"$out/linux-doc.txt") bytes)"
   exit 0
 fi
 mkdir -p "$out"
@@ -26,8 +27,14 @@ deb="$(ls "$work"/*.deb)"
 dpkg -x "$deb" "$work/x"
 docs="$(find "$work/x/usr/share/doc" -maxdepth 2 -type d -name Documentation | head -1)"
 find "$docs" -name '*.rst.gz' -not -path '*/translations/*' | LC_ALL=C sort | while read -r f; do
-  zcat "$f"
+  rel="${f#"$docs"/}"
+  rel="${rel%.gz}"
+  mkdir -p "$work/rst/$(dirname "$rel")"
+  zcat "$f" >"$work/rst/$rel"
+  cat "$work/rst/$rel"
   printf '\n'
 done >"$work/linux-doc.txt"
+rm -rf "$out/rst"
+mv "$work/rst" "$out/rst"
 mv "$work/linux-doc.txt" "$out/linux-doc.txt"
-echo "fetch-linux-doc: $out/linux-doc.txt ($(wc -c <"$out/linux-doc.txt") bytes from $pkg)"
+echo "fetch-linux-doc: $out/linux-doc.txt ($(wc -c <"$out/linux-doc.txt") bytes from $pkg) and $(find "$out/rst" -type f | wc -l) files in $out/rst"

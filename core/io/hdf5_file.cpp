@@ -2,6 +2,8 @@
 
 #include <hdf5.h>
 
+#include <algorithm>
+#include <bit>
 #include <type_traits>
 #include <vector>
 
@@ -65,6 +67,10 @@ template <> struct H5Type<uint8_t> {
   static hid_t memory() { return H5T_NATIVE_UINT8; }
   static hid_t file() { return H5T_STD_U8LE; }
 };
+template <> struct H5Type<int32_t> {
+  static hid_t memory() { return H5T_NATIVE_INT32; }
+  static hid_t file() { return H5T_STD_I32LE; }
+};
 template <> struct H5Type<int64_t> {
   static hid_t memory() { return H5T_NATIVE_INT64; }
   static hid_t file() { return H5T_STD_I64LE; }
@@ -91,12 +97,15 @@ std::vector<hsize_t> chunk_dims(const Shape& shape, size_t element_bytes) {
 
 }  // namespace
 
-Hdf5File Hdf5File::create(const std::string& path) {
+Hdf5File Hdf5File::create(const std::string& path, uint64_t alignment) {
   silence_automatic_error_printing();
   Id fapl(PRIMER_H5(H5Pcreate(H5P_FILE_ACCESS), "'{}'", path), H5Pclose);
   // Format 1.8 or newer: version-2 superblock and object headers, whose metadata carries checksums.
   PRIMER_H5(H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_V18, H5F_LIBVER_LATEST), "'{}'", path);
-  const hid_t id = PRIMER_H5(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), "creating '{}'", path);
+  if (alignment > 0) PRIMER_H5(H5Pset_alignment(fapl.get(), alignment, alignment), "'{}'", path);
+  Id fcpl(PRIMER_H5(H5Pcreate(H5P_FILE_CREATE), "'{}'", path), H5Pclose);
+  PRIMER_H5(H5Pset_obj_track_times(fcpl.get(), 0), "'{}'", path);  // no timestamps: same data, same bytes
+  const hid_t id = PRIMER_H5(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, fcpl.get(), fapl.get()), "creating '{}'", path);
   return Hdf5File(path, id);
 }
 
@@ -121,16 +130,22 @@ void Hdf5File::close() {
 }
 
 template <class T>
-void Hdf5File::write(const std::string& name, const Shape& shape, const T* data) {
+void Hdf5File::write(const std::string& name, const Shape& shape, const T* data, Hdf5Layout layout) {
   const std::vector<hsize_t> dims(shape.begin(), shape.end());
   const int rank = int(dims.size());
   const hid_t space_id = rank == 0 ? H5Screate(H5S_SCALAR) : H5Screate_simple(rank, dims.data(), nullptr);
   Id space(PRIMER_H5(space_id, "'{}' dataset '{}'", path_, name), H5Sclose);
   Id dcpl(PRIMER_H5(H5Pcreate(H5P_DATASET_CREATE), "'{}' dataset '{}'", path_, name), H5Pclose);
+  PRIMER_H5(H5Pset_obj_track_times(dcpl.get(), 0), "'{}' dataset '{}'", path_, name);
   const bool has_elements = shape_numel(shape) > 0;
-  if (rank > 0 && has_elements) {  // HDF5 filters need a chunked layout, which needs at least one dimension
+  // HDF5 filters need a chunked layout, which needs at least one dimension.
+  if (rank > 0 && has_elements && layout != Hdf5Layout::Contiguous) {
     const std::vector<hsize_t> chunk = chunk_dims(shape, sizeof(T));
     PRIMER_H5(H5Pset_chunk(dcpl.get(), rank, chunk.data()), "'{}' dataset '{}'", path_, name);
+    if (layout == Hdf5Layout::Compressed) {
+      PRIMER_H5(H5Pset_shuffle(dcpl.get()), "'{}' dataset '{}'", path_, name);
+      PRIMER_H5(H5Pset_deflate(dcpl.get(), 1), "'{}' dataset '{}'", path_, name);
+    }
     PRIMER_H5(H5Pset_fletcher32(dcpl.get()), "'{}' dataset '{}'", path_, name);
   }
   Id lcpl(PRIMER_H5(H5Pcreate(H5P_LINK_CREATE), "'{}' dataset '{}'", path_, name), H5Pclose);
@@ -161,6 +176,19 @@ void Hdf5File::read(const std::string& name, const Shape& expected, T* out) cons
   Id dataset(PRIMER_H5(H5Dopen2(id_, name.c_str(), H5P_DEFAULT), "opening dataset '{}' of '{}'", name, path_), H5Dclose);
   PRIMER_H5(H5Dread(dataset.get(), H5Type<T>::memory(), H5S_ALL, H5S_ALL, H5P_DEFAULT, out),
             "reading dataset '{}' of '{}' (a failed Fletcher32 check means corrupted bytes)", name, path_);
+}
+
+template <class T>
+std::optional<uint64_t> Hdf5File::data_offset(const std::string& name) const {
+  if constexpr (std::endian::native != std::endian::little) return std::nullopt;
+  Id dataset(PRIMER_H5(H5Dopen2(id_, name.c_str(), H5P_DEFAULT), "opening dataset '{}' of '{}'", name, path_), H5Dclose);
+  Id type(PRIMER_H5(H5Dget_type(dataset.get()), "dataset '{}' of '{}'", name, path_), H5Tclose);
+  if (PRIMER_H5(H5Tequal(type.get(), H5Type<T>::file()), "dataset '{}' of '{}'", name, path_) <= 0) return std::nullopt;
+  Id dcpl(PRIMER_H5(H5Dget_create_plist(dataset.get()), "dataset '{}' of '{}'", name, path_), H5Pclose);
+  if (H5Pget_layout(dcpl.get()) != H5D_CONTIGUOUS || H5Pget_nfilters(dcpl.get()) != 0) return std::nullopt;
+  const haddr_t offset = H5Dget_offset(dataset.get());  // HADDR_UNDEF when no storage is allocated
+  if (offset == HADDR_UNDEF) return std::nullopt;
+  return uint64_t(offset);
 }
 
 bool Hdf5File::contains(const std::string& name) const {
@@ -207,10 +235,58 @@ T Hdf5File::attribute(const std::string& object, const std::string& attribute) c
   return value;
 }
 
-template void Hdf5File::write<float>(const std::string&, const Shape&, const float*);
-template void Hdf5File::write<uint8_t>(const std::string&, const Shape&, const uint8_t*);
-template void Hdf5File::read<float>(const std::string&, const Shape&, float*) const;
-template void Hdf5File::read<uint8_t>(const std::string&, const Shape&, uint8_t*) const;
+void Hdf5File::set_string_attribute(const std::string& object, const std::string& attribute, std::string_view value) {
+  Id type(PRIMER_H5(H5Tcopy(H5T_C_S1), "attribute '{}' of '{}'", attribute, path_), H5Tclose);
+  PRIMER_H5(H5Tset_size(type.get(), std::max<size_t>(value.size(), 1)), "attribute '{}' of '{}'", attribute, path_);
+  PRIMER_H5(H5Tset_strpad(type.get(), H5T_STR_NULLPAD), "attribute '{}' of '{}'", attribute, path_);
+  PRIMER_H5(H5Tset_cset(type.get(), H5T_CSET_UTF8), "attribute '{}' of '{}'", attribute, path_);
+  Id space(PRIMER_H5(H5Screate(H5S_SCALAR), "attribute '{}' of '{}'", attribute, path_), H5Sclose);
+  Id attr(PRIMER_H5(H5Acreate_by_name(id_, object.c_str(), attribute.c_str(), type.get(), space.get(), H5P_DEFAULT,
+                                      H5P_DEFAULT, H5P_DEFAULT),
+                    "creating attribute '{}' of '{}' in '{}'", attribute, object, path_),
+          H5Aclose);
+  std::string padded(value);
+  padded.resize(std::max<size_t>(value.size(), 1), '\0');
+  PRIMER_H5(H5Awrite(attr.get(), type.get(), padded.data()), "writing attribute '{}' of '{}' in '{}'", attribute,
+            object, path_);
+}
+
+std::string Hdf5File::string_attribute(const std::string& object, const std::string& attribute) const {
+  Id attr(PRIMER_H5(H5Aopen_by_name(id_, object.c_str(), attribute.c_str(), H5P_DEFAULT, H5P_DEFAULT),
+                    "opening attribute '{}' of '{}' in '{}'", attribute, object, path_),
+          H5Aclose);
+  Id type(PRIMER_H5(H5Aget_type(attr.get()), "attribute '{}' of '{}' in '{}'", attribute, object, path_), H5Tclose);
+  PRIMER_CHECK(H5Tget_class(type.get()) == H5T_STRING, "attribute '{}' of '{}' in '{}' is not a string", attribute,
+               object, path_);
+  if (PRIMER_H5(H5Tis_variable_str(type.get()), "attribute '{}' of '{}'", attribute, path_) > 0) {  // e.g. h5py's
+    char* text = nullptr;
+    PRIMER_H5(H5Aread(attr.get(), type.get(), &text), "reading attribute '{}' of '{}' in '{}'", attribute, object,
+              path_);
+    std::string value = text ? text : "";
+    H5free_memory(text);
+    return value;
+  }
+  std::string value(H5Tget_size(type.get()), '\0');
+  PRIMER_H5(H5Aread(attr.get(), type.get(), value.data()), "reading attribute '{}' of '{}' in '{}'", attribute, object,
+            path_);
+  value.resize(std::min(value.size(), value.find('\0')));  // null-padded or null-terminated
+  return value;
+}
+
+bool Hdf5File::has_attribute(const std::string& object, const std::string& attribute) const {
+  return PRIMER_H5(H5Aexists_by_name(id_, object.c_str(), attribute.c_str(), H5P_DEFAULT),
+                   "looking up attribute '{}' of '{}' in '{}'", attribute, object, path_) > 0;
+}
+
+#define PRIMER_HDF5_DATASET_TYPE(T)                                                             \
+  template void Hdf5File::write<T>(const std::string&, const Shape&, const T*, Hdf5Layout);     \
+  template void Hdf5File::read<T>(const std::string&, const Shape&, T*) const;                 \
+  template std::optional<uint64_t> Hdf5File::data_offset<T>(const std::string&) const;
+PRIMER_HDF5_DATASET_TYPE(float)
+PRIMER_HDF5_DATASET_TYPE(uint8_t)
+PRIMER_HDF5_DATASET_TYPE(int32_t)
+PRIMER_HDF5_DATASET_TYPE(int64_t)
+#undef PRIMER_HDF5_DATASET_TYPE
 template void Hdf5File::set_attribute<int64_t>(const std::string&, const std::string&, int64_t);
 template void Hdf5File::set_attribute<uint64_t>(const std::string&, const std::string&, uint64_t);
 template int64_t Hdf5File::attribute<int64_t>(const std::string&, const std::string&) const;

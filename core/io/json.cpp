@@ -176,8 +176,8 @@ void append_utf8(std::string& out, uint32_t cp) {
 
 class Parser {
  public:
-  Parser(std::string_view text, const std::string& source)
-      : begin_(text.data()), p_(text.data()), end_(text.data() + text.size()), source_(source) {}
+  Parser(std::string_view text, const std::string& source, int64_t first_line)
+      : begin_(text.data()), p_(text.data()), end_(text.data() + text.size()), source_(source), first_line_(first_line) {}
 
   Value document() {
     skip_ws();
@@ -192,9 +192,10 @@ class Parser {
   const char* p_;
   const char* end_;
   const std::string& source_;
+  int64_t first_line_;
 
   [[noreturn]] void fail_at(const char* at, const std::string& what) const {
-    int64_t line = 1;
+    int64_t line = first_line_;
     const char* line_start = begin_;
     for (const char* c = begin_; c < at; ++c)
       if (*c == '\n') ++line, line_start = c + 1;
@@ -434,7 +435,9 @@ class Parser {
 
 }  // namespace
 
-Value parse(std::string_view text, const std::string& source_name) { return Parser(text, source_name).document(); }
+Value parse(std::string_view text, const std::string& source_name, int64_t first_line) {
+  return Parser(text, source_name, first_line).document();
+}
 
 Value parse_file(const std::string& path) {
   const io::MappedFile file(path);

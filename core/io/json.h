@@ -101,7 +101,8 @@ inline std::vector<Object::Item>::const_iterator Object::end() const { return it
 
 // Parses one JSON document. Errors name `source_name`, the line:column and what was expected, e.g.
 //   config.json:3:17: expected ',' or '}' after an object member, got '"'
-Value parse(std::string_view text, const std::string& source_name);
+// first_line: the line number of text's first line in its file (a JSONL record names its own line).
+Value parse(std::string_view text, const std::string& source_name, int64_t first_line = 1);
 // Reads and parses a file (memory-mapped); errors name the path.
 Value parse_file(const std::string& path);
 

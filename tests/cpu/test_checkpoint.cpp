@@ -21,6 +21,7 @@
 #include "layers/short_conv_lm.h"
 #include "optim/schedule.h"
 #include "recipes/checkpoint.h"
+#include "tests/support/scratch_dir.h"
 #include "tests/support/test_util.h"
 
 namespace primer {
@@ -30,18 +31,7 @@ using recipes::CheckpointManager;
 using recipes::TrainingState;
 
 // A scratch directory removed when the test ends.
-struct ScratchDir {
-  fs::path path;
-  explicit ScratchDir(const std::string& name, uint64_t seed)
-      : path(fs::temp_directory_path() / fmt::format("primer-test-{}-{}-{}", name, ::getpid(), seed)) {
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~ScratchDir() {
-    std::error_code ignored;
-    fs::remove_all(path, ignored);
-  }
-};
+using test::ScratchDir;
 
 std::string error_of(const std::function<void()>& f) {
   try {

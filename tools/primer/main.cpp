@@ -1,9 +1,11 @@
-// The primer command-line tool. Subcommands land with their capabilities; `train` runs the built-in default.
+// The primer command-line tool. Subcommands land with their capabilities: `train` (a recipe, or the built-in
+// default run) and `tokenize`.
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
 
 #include "core/check.h"
+#include "data/tokenize_job.h"
 #include "recipes/default_run.h"
 #include "recipes/prime_init.h"
 #include "recipes/soup.h"
@@ -34,6 +36,13 @@ int main(int argc, char** argv) {
   train->add_option("--log-every", run.log_every, "steps between log lines")->check(CLI::PositiveNumber);
   train->add_flag("--recompute", run.recompute, "recompute each block's activations in backward");
 
+  std::string job;
+  std::vector<std::string> job_overrides;
+  CLI::App* tokenize =
+      app.add_subcommand("tokenize", "tokenize text, JSONL and chat files into HDF5 shards (docs/data.md lists the keys)");
+  tokenize->add_option("config", job, "tokenize job YAML")->required();
+  tokenize->add_option("--set", job_overrides, "override a job key: --set workers=4 (repeatable)");
+
   std::string stage0_recipe;
   std::vector<std::string> stage0_overrides;
   CLI::App* prime_init = app.add_subcommand(
@@ -62,6 +71,7 @@ int main(int argc, char** argv) {
       PRIMER_CHECK(overrides.empty(), "--set needs a recipe");
       return primer::recipes::run_default(run);
     }
+    if (tokenize->parsed()) return primer::data::run_tokenize(job, job_overrides);
     if (prime_init->parsed()) return primer::recipes::run_prime_init(stage0_recipe, stage0_overrides);
     if (unfuse->parsed()) return primer::recipes::run_unfuse(fused_dir, unfused_dir);
     if (soup->parsed()) return primer::recipes::run_soup(soup_inputs, soup_weights, soup_out);

@@ -1,0 +1,124 @@
+#include "recipes/train_data.h"
+
+#include <charconv>
+
+#include "core/check.h"
+#include "core/io/json.h"
+#include "data/byte_corpus.h"
+#include "data/token_corpus.h"
+
+namespace primer::recipes {
+namespace {
+
+// Bytes as tokens (vocabulary 256). Windows are drawn by (seed, micro-batch index), so the cursor is the
+// number of micro-batches consumed.
+class ByteData : public TrainData {
+ public:
+  ByteData(const std::string& path, double heldout, uint64_t seed, int64_t batch, int64_t seq)
+      : corpus_(path, heldout), path_(path), seed_(seed), batch_(batch), seq_(seq) {}
+
+  void next(data::Batch& out) override {
+    corpus_.train_batch(seed_, micro_++, batch_, seq_, out.ids, out.targets);
+    out.rows = batch_;
+    out.seq = seq_;
+  }
+  int64_t heldout_batches() const override { return corpus_.heldout_batches(batch_, seq_); }
+  void heldout_batch(int64_t index, data::Batch& out) const override {
+    corpus_.heldout_batch(index, batch_, seq_, out.ids, out.targets);
+    out.rows = batch_;
+    out.seq = seq_;
+  }
+  std::string cursor() const override {
+    json::Value v;
+    v["byte_corpus_micro_batches"] = micro_;
+    return json::dump(v);
+  }
+  void restore(const std::string& cursor, const std::string& where) override {
+    const json::Value v = json::parse(cursor, where);
+    micro_ = json::Node(v, where).at("byte_corpus_micro_batches").as_int();
+  }
+  int64_t vocab_size() const override { return 256; }
+  std::string describe() const override {
+    return fmt::format("{} as bytes ({} training bytes, {} held out)", path_, corpus_.train_bytes(),
+                       corpus_.heldout_bytes());
+  }
+
+ private:
+  data::ByteCorpus corpus_;
+  std::string path_;
+  uint64_t seed_;
+  int64_t batch_, seq_, micro_ = 0;
+};
+
+class TokenData : public TrainData {
+ public:
+  TokenData(const Config& cfg, int64_t batch, int64_t seq)
+      : corpus_(data::TokenCorpus::open(cfg.get_list("tokenized_path"), true)),
+        loader_(corpus_, loader_options(cfg, seq, corpus_.sources())),
+        batch_(batch) {}
+
+  void next(data::Batch& out) override { loader_.next(batch_, out); }
+  int64_t heldout_batches() const override { return loader_.heldout_batches(batch_); }
+  void heldout_batch(int64_t index, data::Batch& out) const override { loader_.heldout_batch(index, batch_, out); }
+  std::string cursor() const override { return loader_.cursor().to_json(); }
+  void restore(const std::string& cursor, const std::string& where) override {
+    loader_.restore(data::LoaderCursor::parse(cursor, where));
+  }
+  int64_t vocab_size() const override { return corpus_.tokenizer().vocab_size; }
+  std::string describe() const override {
+    std::string dirs;
+    for (const std::string& d : corpus_.dirs()) dirs += (dirs.empty() ? "" : ", ") + d;
+    return fmt::format("{} (tokenizer {}): {}", dirs, corpus_.tokenizer().name, loader_.describe());
+  }
+
+ private:
+  data::TokenCorpus corpus_;
+  data::Loader loader_;
+  int64_t batch_;
+};
+
+std::vector<double> parse_probabilities(const Config& cfg, const std::string& key) {
+  std::vector<double> out;
+  for (const std::string& item : cfg.get_list(key)) {
+    double v = 0;
+    const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
+    PRIMER_CHECK(ec == std::errc() && end == item.data() + item.size() && v >= 0,
+                 "{}: '{}' holds '{}', expected non-negative numbers", cfg.where(key), key, item);
+    out.push_back(v);
+  }
+  return out;
+}
+
+}  // namespace
+
+data::LoaderOptions loader_options(const Config& cfg, int64_t seq, int64_t sources) {
+  data::LoaderOptions o;
+  o.seq_len = seq;
+  o.seed = uint64_t(cfg.get_int("seed"));
+  o.heldout_fraction = cfg.get_float("val_size");
+  // The reference: pre-training text is always concatenated and cut; SFT samples are padded one per row,
+  // or packed whole when `packing` is on.
+  if (cfg.get_string("stage") == "pt")
+    o.packing = data::PackingMethod::Concat;
+  else
+    o.packing = cfg.get_bool("packing") ? data::parse_packing_method(cfg.get_string("packing_method"))
+                                        : data::PackingMethod::None;
+  o.drop_long_documents = cfg.get_bool("drop_exceed_length_data");
+  o.reset_at_document_starts = cfg.get_bool("neat_packing");
+  if (cfg.get_string("mix_strategy") == "interleave_over") {
+    o.source_weights = parse_probabilities(cfg, "interleave_probs");
+    PRIMER_CHECK(int64_t(o.source_weights.size()) == sources,
+                 "{}: interleave_probs has {} entries, the tokenized data has {} sources", cfg.where("interleave_probs"),
+                 o.source_weights.size(), sources);
+    o.length_weighted = cfg.get_bool("length_weighted_sampling");
+  }
+  return o;
+}
+
+std::unique_ptr<TrainData> make_train_data(const Config& cfg, int64_t batch, int64_t seq) {
+  if (cfg.has("tokenized_path")) return std::make_unique<TokenData>(cfg, batch, seq);
+  return std::make_unique<ByteData>(cfg.get_list("dataset").at(0), cfg.get_float("val_size"),
+                                    uint64_t(cfg.get_int("seed")), batch, seq);
+}
+
+}  // namespace primer::recipes

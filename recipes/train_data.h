@@ -1,0 +1,33 @@
+// The trainer's data, from a recipe: the byte corpus (`dataset`: a text file or directory, bytes as tokens) or
+// tokenized shards (`tokenized_path`, written by `primer tokenize`) through the loader, behind one interface:
+// the next micro-batch, held-out batches, and a cursor that checkpoints store to resume the exact stream.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "data/loader.h"
+#include "recipes/config.h"
+
+namespace primer::recipes {
+
+class TrainData {
+ public:
+  virtual ~TrainData() = default;
+  virtual void next(data::Batch& out) = 0;  // the next [B, T] micro-batch of this rank
+  virtual int64_t heldout_batches() const = 0;
+  virtual void heldout_batch(int64_t index, data::Batch& out) const = 0;
+  virtual std::string cursor() const = 0;  // opaque; TrainingState::data_cursor
+  // Continues from a cursor of the same data (errors name `where`, e.g. the checkpoint).
+  virtual void restore(const std::string& cursor, const std::string& where) = 0;
+  virtual int64_t vocab_size() const = 0;  // ids lie below this
+  virtual std::string describe() const = 0;  // for the log
+};
+
+// B sequences of T tokens per micro-batch; the recipe's data keys choose and configure the source.
+std::unique_ptr<TrainData> make_train_data(const Config& cfg, int64_t batch, int64_t seq);
+
+// The loader options a recipe asks for (docs/recipes.md: stage, packing, packing_method, mix_strategy, ...).
+data::LoaderOptions loader_options(const Config& cfg, int64_t seq, int64_t sources);
+
+}  // namespace primer::recipes
