@@ -54,6 +54,13 @@ Tables build_tables() {
                                      [&](const ut::Composition& c) { return c.composite == cp; });
     if (!primary) flat[cp] |= Properties::kNfcCheck;
   }
+  // ... and composites whose decomposition begins with a character that combines backward: U+16121 is
+  // U+1611E U+1611E, so U+1611E U+16121 recomposes to U+16121 U+1611E (Unicode 16's Gurung Khema, Kirat Rai, ...).
+  // Such a character is no safe boundary although it is NFC_Quick_Check = Yes (ICU: no boundary before it).
+  for (size_t i = 0; i < ut::kDecompositions_size; ++i) {
+    const ut::Decomposition& d = ut::kDecompositions[i];
+    if (flat[ut::kDecompositionData[d.offset]] & Properties::kNfcCheck) flat[d.cp] |= Properties::kNfcCheck;
+  }
 
   // Two stages: identical 256-code-point blocks are stored once.
   t.block_of.resize(kCodeSpace >> 8);
