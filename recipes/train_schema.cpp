@@ -66,6 +66,12 @@ Schema build_train_schema() {
   s.add_string_list("hybrid_learnable_params",
                     "Name substrings (e.g. gka,norm): a parameter trains iff its name contains one; unset: all train")
       .optional();
+  s.add_bool("hybrid_distill_pre_lm_head",
+             "hkd: match the student's final-norm hidden states to the teacher's (MSE, mean over elements)")
+      .defaults(true);
+  s.add_enum("hybrid_lw_distill_target", {"none", "decoder"},
+             "hkd: also match every decoder layer's output (MSE averaged over layers); none: end-to-end only")
+      .defaults("none");
   // Data.
   s.add_string_list("dataset", "A text file or directory read as bytes (vocabulary 256); tokenized_path takes precedence")
       .optional();
@@ -143,6 +149,10 @@ Schema build_train_schema() {
   s.add_int("eval_batches", "Held-out batches per evaluation").at_least(1).defaults(8);
   s.add_int("save_steps", "Save a checkpoint every N steps; 0: only at the end").at_least(0).defaults(500);
   s.add_int("save_total_limit", "Keep only the last N checkpoints; unset: keep all").at_least(1).optional();
+  s.add_bool("save_hf_model",
+             "At the end, write the model as a Hugging Face checkpoint (config.json + safetensors + tokenizer files) "
+             "into output_dir, which later stages load as model_name_or_path")
+      .defaults(true);
   s.add_string("resume_from_checkpoint",
                "Unset: start fresh; auto: the latest checkpoint in output_dir (fresh if none); else a checkpoint path")
       .optional();

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "core/autograd/functions.h"
 #include "core/autograd/variable.h"
 #include "core/check.h"
 #include "core/cuda_runtime.h"
@@ -18,6 +19,7 @@
 #include "optim/schedule.h"
 #include "recipes/checkpoint.h"
 #include "recipes/config.h"
+#include "recipes/model_files.h"
 #include "recipes/train_data.h"
 #include "recipes/train_schema.h"
 
@@ -84,6 +86,20 @@ double evaluate(layers::DecoderLM& model, const TrainData& source, int64_t batch
   return sum.item() / double(targets);
 }
 
+// Mean held-out distillation loss of a fused model (the Stage 1 objective) over `batches` batches.
+double evaluate_distillation(layers::DecoderLM& model, const layers::DistillOptions& options, const TrainData& source,
+                             int64_t batches, Device device) {
+  ag::NoGrad no_grad;
+  data::Batch batch;
+  const int64_t n = std::min(batches, source.heldout_batches());
+  Tensor sum = Tensor::zeros({1}, DType::F32, device);
+  for (int64_t i = 0; i < n; ++i) {
+    source.heldout_batch(i, batch);
+    ops::add_(sum, model.distill_loss(ids_of(batch, device), options)->value.to(DType::F32));
+  }
+  return sum.item() / double(n);
+}
+
 }  // namespace
 
 Device pick_device(const std::string& name) {
@@ -113,8 +129,6 @@ int run_train(const std::string& recipe, const std::vector<std::string>& overrid
   const std::string out_dir = cfg.get_string("output_dir");
   std::filesystem::create_directories(out_dir);
   io::write_file_atomic(out_dir + "/resolved_config.yaml", cfg.resolved_yaml());
-  PRIMER_CHECK(cfg.get_string("stage") != "hkd", "{}: stage hkd (Priming Stage 1) arrives with the Priming pipeline",
-               cfg.where("stage"));
   PRIMER_CHECK(cfg.get_int("sequence_parallel_size") == 1, "{}: sequence parallelism arrives with parallel/",
                cfg.where("sequence_parallel_size"));
   PRIMER_CHECK(!cfg.get_bool("neat_packing"),
@@ -127,6 +141,13 @@ int run_train(const std::string& recipe, const std::vector<std::string>& overrid
   const Device device = pick_device(cfg.get_string("device"));
   if (device.is_cuda()) cuda::set_device(device.index);
   const ModelConfig model_config = model_config_from(cfg);
+  const bool distill = cfg.get_string("stage") == "hkd";
+  PRIMER_CHECK(!distill || model_config.fused,
+               "{}: stage hkd (Priming Stage 1) trains a fused teacher-student checkpoint (written by `primer "
+               "prime-init`); this model's pattern is '{}'",
+               cfg.where("stage"), format_hybrid_pattern(model_config.layer_types));
+  const layers::DistillOptions distill_options{cfg.get_bool("hybrid_distill_pre_lm_head"),
+                                               cfg.get_string("hybrid_lw_distill_target") == "decoder"};
   const int64_t B = cfg.get_int("per_device_train_batch_size"), T = cfg.get_int("cutoff_len");
   const std::unique_ptr<TrainData> train_data = make_train_data(cfg, B, T);
   PRIMER_CHECK(model_config.vocab_size >= train_data->vocab_size(),
@@ -191,11 +212,18 @@ int run_train(const std::string& recipe, const std::vector<std::string>& overrid
   const int64_t log_steps = cfg.get_int("logging_steps"), save_steps = cfg.get_int("save_steps");
   auto log_eval = [&](int64_t step) {
     const double loss = evaluate(model, *train_data, eval_batches, device);
-    fmt::print("eval  step {:6d} | held-out loss {:.4f} | perplexity {:.3f}\n", step, loss, std::exp(loss));
     json::Value r;
     r["step"] = step;
     r["eval_loss"] = loss;
     r["eval_perplexity"] = std::exp(loss);
+    std::string distill_text;
+    if (distill) {
+      const double mse = evaluate_distillation(model, distill_options, *train_data, eval_batches, device);
+      r["eval_distill_mse"] = mse;
+      distill_text = fmt::format(" | distillation MSE {:.5f}", mse);
+    }
+    fmt::print("eval  step {:6d} | held-out loss {:.4f} | perplexity {:.3f}{}\n", step, loss, std::exp(loss),
+               distill_text);
     metrics.write(r);
     return loss;
   };
@@ -204,7 +232,7 @@ int run_train(const std::string& recipe, const std::vector<std::string>& overrid
   reset_peak_memory(device);
   Tensor loss_sum = Tensor::zeros({1}, DType::F32, device);
   auto window_start = Clock::now();
-  int64_t window_steps = 0, window_targets = 0;
+  int64_t window_steps = 0, window_targets = 0;  // hkd: window_targets counts micro-steps (the MSE is a mean)
   while (state.step < max_steps) {
     params.zero_grads();
     // The gradient is that of the mean loss over the step's target tokens (masked positions do not count).
@@ -215,11 +243,19 @@ int run_train(const std::string& recipe, const std::vector<std::string>& overrid
       step_targets += std::count_if(b.targets.begin(), b.targets.end(), [](int32_t t) { return t >= 0; });
     }
     for (const data::Batch& b : micro_batches) {
-      ag::Var loss = model.loss(ids_of(b, device), targets_of(b, device), 1.0 / double(std::max<int64_t>(step_targets, 1)));
-      ag::backward(loss);
-      ops::add_(loss_sum, loss->value.to(DType::F32));
+      if (distill) {
+        // The mean of the micro-steps' MSEs, as the reference divides by gradient_accumulation_steps.
+        const ag::Var mse = model.distill_loss(ids_of(b, device), distill_options);
+        ag::backward(ag::scale(mse, 1.0 / double(accumulation)));
+        ops::add_(loss_sum, mse->value.to(DType::F32));
+      } else {
+        ag::Var loss =
+            model.loss(ids_of(b, device), targets_of(b, device), 1.0 / double(std::max<int64_t>(step_targets, 1)));
+        ag::backward(loss);
+        ops::add_(loss_sum, loss->value.to(DType::F32));
+      }
     }
-    window_targets += step_targets;
+    window_targets += distill ? accumulation : step_targets;
     const double lr = schedule.lr(state.step);
     optimizer.step(lr);
     ++state.step;
@@ -257,6 +293,14 @@ int run_train(const std::string& recipe, const std::vector<std::string>& overrid
   }
   const double final_eval = log_eval(state.step);
   fmt::print("held-out loss {:.4f} → {:.4f}; run directory {}\n", initial_eval, final_eval, out_dir);
+  if (cfg.get_bool("save_hf_model")) {
+    layers::export_hf(out_dir, model_config, params, model_config.torch_dtype);
+    if (cfg.has("model_name_or_path")) copy_model_files(cfg.get_string("model_name_or_path"), out_dir, false);
+    const std::string what = model_config.layer_types.empty()
+                                 ? model_config.model_type
+                                 : format_hybrid_pattern(HybridPattern{model_config.layer_types, model_config.fused});
+    fmt::print("wrote the Hugging Face model ({}, {}) to {}\n", what, dtype_name(model_config.torch_dtype), out_dir);
+  }
   return 0;
 }
 

@@ -1,0 +1,122 @@
+// The Priming pipeline end to end on the CPU, through the same entry points as the CLI: a small Qwen3 teacher is
+// trained, Stage 0 turns it into a fused GDN hybrid, Stage 1 (stage: hkd) trains only the students to match the
+// teacher (the distillation loss falls, every non-student weight stays bit for bit), unfuse drops the teacher, and
+// Stage 2 trains the standalone hybrid on cross-entropy.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "core/io/json.h"
+#include "layers/decoder_lm.h"
+#include "layers/hf_checkpoint.h"
+#include "recipes/prime_init.h"
+#include "recipes/trainer.h"
+#include "recipes/unfuse.h"
+#include "tests/support/test_util.h"
+
+namespace primer {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Every metrics record that has `key`, in file order.
+std::vector<double> series(const std::string& metrics, const std::string& key) {
+  std::vector<double> out;
+  std::ifstream in(metrics);
+  for (std::string line; std::getline(in, line);) {
+    const json::Value v = json::parse(line, metrics);
+    if (const json::Value* x = v.as_object().find(key)) out.push_back(x->as_double());
+  }
+  return out;
+}
+
+std::string common_keys(const std::string& out_dir, int64_t steps) {
+  return "dataset: " PRIMER_SOURCE_DIR "/README.md\ncutoff_len: 32\nper_device_train_batch_size: 4\n"
+         "learning_rate: 3.0e-3\nlr_scheduler_type: constant_with_warmup\nwarmup_steps: 2\nmax_steps: " +
+         std::to_string(steps) + "\nlogging_steps: 5\neval_steps: 0\neval_batches: 2\nsave_steps: 0\ndevice: cpu\n"
+                                 "output_dir: " + out_dir + "\n";
+}
+
+ParameterRegistry load(const std::string& dir, std::unique_ptr<layers::DecoderLM>& model) {
+  ParameterRegistry params;
+  model = std::make_unique<layers::DecoderLM>(load_hf_config(dir + "/config.json"), params);
+  params.materialize(Device::cpu(), DType::F32, 0);
+  layers::load_hf_weights(dir, params);
+  return params;
+}
+
+TEST(PrimingPipeline, TeacherThenStage0Stage1UnfuseStage2) {
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const std::string root = testing::TempDir() + "/primer-pipeline-" + std::to_string(seed);
+  fs::create_directories(root);
+  auto write = [&](const std::string& name, const std::string& text) {
+    std::ofstream(root + "/" + name) << text;
+    return root + "/" + name;
+  };
+
+  // The teacher: a small Qwen3 trained on the README's bytes.
+  ASSERT_EQ(recipes::run_train(
+                write("teacher.yaml",
+                      "model_config: {model_type: qwen3, vocab_size: 256, hidden_size: 32, intermediate_size: 64,\n"
+                      "  num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 2, head_dim: 8,\n"
+                      "  max_position_embeddings: 64, tie_word_embeddings: true, torch_dtype: float32}\n" +
+                          common_keys(root + "/teacher", 30)),
+                {}),
+            0);
+
+  // Stage 0: layer 1 becomes Gated DeltaNet next to the teacher's attention.
+  ASSERT_EQ(recipes::run_prime_init(write("stage0.yaml", "base_model_name_or_path: " + root + "/teacher\n" +
+                                                             "output_dir: " + root + "/stage0\n"
+                                                             "hybrid_override_pattern: '*-GDN'\ndtype: fp32\n"),
+                                    {}),
+            0);
+
+  // Stage 1: only the GDN parameters train, on the end-to-end MSE.
+  ASSERT_EQ(recipes::run_train(write("stage1.yaml", "model_name_or_path: " + root + "/stage0\nstage: hkd\n" +
+                                                        "hybrid_learnable_params: gdn\n" +
+                                                        common_keys(root + "/stage1", 30)),
+                               {}),
+            0);
+  const std::vector<double> mse = series(root + "/stage1/metrics.jsonl", "eval_distill_mse");
+  ASSERT_EQ(mse.size(), 2u);
+  EXPECT_LT(mse[1], 0.7 * mse[0]) << "held-out distillation MSE " << mse[0] << " → " << mse[1];
+  std::unique_ptr<layers::DecoderLM> m0, m1;
+  ParameterRegistry p0 = load(root + "/stage0", m0), p1 = load(root + "/stage1", m1);
+  int64_t moved = 0;
+  for (Parameter* p : p1.all()) {
+    const bool student = p->name.find(".gdn.") != std::string::npos;
+    const double diff = test::compare(p->master, p0.get(p->name).master).max_abs;
+    if (student) moved += diff > 0;
+    else EXPECT_EQ(diff, 0) << p->name << " is not a student parameter but changed in Stage 1";
+  }
+  EXPECT_GT(moved, 5);
+
+  // Unfuse, then Stage 2 on cross-entropy with every parameter trainable.
+  ASSERT_EQ(recipes::run_unfuse(root + "/stage1", root + "/hybrid"), 0);
+  EXPECT_EQ(format_hybrid_pattern(load_hf_config(root + "/hybrid/config.json").layer_types), "*-GDN");
+  ASSERT_EQ(recipes::run_train(write("stage2.yaml", "model_name_or_path: " + root + "/hybrid\n" +
+                                                        common_keys(root + "/stage2", 20)),
+                               {}),
+            0);
+  const std::vector<double> ppl = series(root + "/stage2/metrics.jsonl", "eval_perplexity");
+  ASSERT_EQ(ppl.size(), 2u);
+  EXPECT_LT(ppl[1], ppl[0]);
+  fs::remove_all(root);
+}
+
+TEST(PrimingPipeline, Stage1RefusesAModelThatIsNotFused) {
+  const std::string root = testing::TempDir() + "/primer-hkd-" + std::to_string(test::fresh_seed());
+  fs::create_directories(root);
+  const std::string recipe = root + "/stage1.yaml";
+  std::ofstream(recipe) << "model_config: {model_type: qwen3, vocab_size: 256, hidden_size: 32, intermediate_size: 64,"
+                           " num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 2, head_dim: 8,"
+                           " max_position_embeddings: 64}\nstage: hkd\n"
+                        << common_keys(root + "/out", 2);
+  test::expect_error([&] { recipes::run_train(recipe, {}); }, {"stage hkd", "fused", "prime-init"});
+  fs::remove_all(root);
+}
+
+}  // namespace
+}  // namespace primer
