@@ -2,7 +2,15 @@
 
 #include "core/check.h"
 #include "core/io/atomic_file.h"
+#include <cmath>
+#include <filesystem>
+
+#include "core/cuda_runtime.h"
 #include "layers/attention_mixer.h"
+#include "layers/hf_checkpoint.h"
+#include "recipes/hybrid_patterns.h"
+#include "recipes/train_schema.h"
+#include "recipes/trainer.h"
 
 namespace primer::recipes {
 
@@ -32,6 +40,53 @@ void write_importance_csv(const std::string& path, double baseline, const std::v
   for (const LayerScore& s : scores)
     csv += fmt::format("{},{:.9g},{:.9g},{:.9g}\n", s.layer, s.metric, s.metric - baseline, s.importance);
   io::write_file_atomic(path, csv);
+}
+
+int run_select_layers(const std::string& recipe, const std::vector<std::string>& overrides,
+                      const SelectLayersOptions& options) {
+  const Config cfg = load_config(recipe, train_schema(), overrides);
+  PRIMER_CHECK(cfg.has("model_name_or_path"), "{}: select-layers scores a trained model: set model_name_or_path",
+               recipe);
+  const Device device = pick_device(cfg.get_string("device"));
+  if (device.is_cuda()) cuda::set_device(device.index);
+  const ModelConfig config = model_config_from(cfg);
+  PRIMER_CHECK(config.layer_types.empty(), "{}: select-layers scores a Transformer; this model is the hybrid '{}'",
+               recipe, format_hybrid_pattern(config.layer_types));
+  const MixerKind ssm = parse_mixer_token(options.mixer, "--mixer");
+  const int64_t B = cfg.get_int("per_device_train_batch_size"), T = cfg.get_int("cutoff_len");
+  const std::unique_ptr<TrainData> data = make_train_data(cfg, B, T);
+
+  ParameterRegistry params;
+  layers::DecoderLM model(config, params);
+  params.materialize(device, device.is_cuda() && cfg.get_bool("bf16") ? DType::BF16 : DType::F32, 0);
+  layers::load_hf_weights(cfg.get_string("model_name_or_path"), params);
+  const int64_t batches = cfg.get_int("eval_batches");
+  fmt::print("select-layers: {} layers of {}, each windowed to {} tokens alone; {} held-out batches of {} x {} ({})\n",
+             config.num_hidden_layers, cfg.get_string("model_name_or_path"), options.window, batches, B, T,
+             data->describe());
+
+  double baseline = 0;
+  const std::vector<LayerScore> scores = score_layers(
+      model, options.window, [&] { return heldout_loss(model, *data, batches, device); }, &baseline,
+      [&](const LayerScore& s) {
+        fmt::print("select-layers: layer {:3d} | held-out loss {:.5f} | importance {:+.3e}\n", s.layer, s.metric,
+                   s.importance);
+      });
+  const std::string csv = options.out_csv.empty() ? cfg.get_string("output_dir") + "/layer_importance.csv"
+                                                  : options.out_csv;
+  std::filesystem::create_directories(std::filesystem::path(csv).parent_path().empty()
+                                          ? std::filesystem::path(".")
+                                          : std::filesystem::path(csv).parent_path());
+  write_importance_csv(csv, baseline, scores);
+  std::vector<double> importance;
+  for (const LayerScore& s : scores) importance.push_back(s.importance);
+  fmt::print("select-layers: baseline held-out loss {:.5f} (perplexity {:.3f}); scores in {}\n", baseline,
+             std::exp(baseline), csv);
+  fmt::print("select-layers: selective pattern at ratio {}: {}\n", options.ratio,
+             format_hybrid_pattern(selective_pattern(importance, options.ratio, ssm)));
+  fmt::print("select-layers: uniform pattern at ratio {}:   {}\n", options.ratio,
+             format_hybrid_pattern(uniform_pattern(config.num_hidden_layers, options.ratio, ssm)));
+  return 0;
 }
 
 }  // namespace primer::recipes

@@ -39,23 +39,6 @@ void apply_overrides(json::Value& doc, const json::Value& overrides) {
   }
 }
 
-ModelConfig model_config_from(const Config& cfg) {
-  json::Value doc;
-  std::string source;
-  if (cfg.has("model_config")) {
-    source = cfg.where("model_config") + " (model_config)";
-    doc = json::parse(cfg.get_map_json("model_config"), source);
-  } else {
-    source = cfg.get_string("model_name_or_path") + "/config.json";
-    doc = json::parse_file(source);
-  }
-  if (cfg.has("config_overrides_json")) {
-    apply_overrides(doc, json::parse(cfg.get_map_json("config_overrides_json"), "config_overrides_json"));
-    source += " with config_overrides_json";
-  }
-  return from_hf_json(doc, source);
-}
-
 struct Metrics {
   std::ofstream file;
   void write(const json::Value& record) {
@@ -67,23 +50,6 @@ struct Metrics {
 Tensor ids_of(const data::Batch& b, Device device) { return Tensor::from_vector(b.ids, {b.rows, b.seq}, DType::I32, device); }
 Tensor targets_of(const data::Batch& b, Device device) {
   return Tensor::from_vector(b.targets, {b.rows, b.seq}, DType::I32, device);
-}
-
-// Mean held-out loss per target token (positions without a target, -100, do not count).
-double evaluate(layers::DecoderLM& model, const TrainData& source, int64_t batches, Device device) {
-  ag::NoGrad no_grad;
-  data::Batch batch;
-  const int64_t n = std::min(batches, source.heldout_batches());
-  PRIMER_CHECK(n > 0, "the held-out part of the data is smaller than one batch (raise val_size or lower the batch)");
-  Tensor sum = Tensor::zeros({1}, DType::F32, device);
-  int64_t targets = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    source.heldout_batch(i, batch);
-    targets += std::count_if(batch.targets.begin(), batch.targets.end(), [](int32_t t) { return t >= 0; });
-    ops::add_(sum, model.loss(ids_of(batch, device), targets_of(batch, device), 1.0)->value.to(DType::F32));
-  }
-  PRIMER_CHECK(targets > 0, "the held-out batches hold no target token (every loss mask is 0)");
-  return sum.item() / double(targets);
 }
 
 // Mean held-out distillation loss of a fused model (the Stage 1 objective) over `batches` batches.
@@ -101,6 +67,39 @@ double evaluate_distillation(layers::DecoderLM& model, const layers::DistillOpti
 }
 
 }  // namespace
+
+ModelConfig model_config_from(const Config& cfg) {
+  json::Value doc;
+  std::string source;
+  if (cfg.has("model_config")) {
+    source = cfg.where("model_config") + " (model_config)";
+    doc = json::parse(cfg.get_map_json("model_config"), source);
+  } else {
+    source = cfg.get_string("model_name_or_path") + "/config.json";
+    doc = json::parse_file(source);
+  }
+  if (cfg.has("config_overrides_json")) {
+    apply_overrides(doc, json::parse(cfg.get_map_json("config_overrides_json"), "config_overrides_json"));
+    source += " with config_overrides_json";
+  }
+  return from_hf_json(doc, source);
+}
+
+double heldout_loss(layers::DecoderLM& model, const TrainData& source, int64_t batches, Device device) {
+  ag::NoGrad no_grad;
+  data::Batch batch;
+  const int64_t n = std::min(batches, source.heldout_batches());
+  PRIMER_CHECK(n > 0, "the held-out part of the data is smaller than one batch (raise val_size or lower the batch)");
+  Tensor sum = Tensor::zeros({1}, DType::F32, device);
+  int64_t targets = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    source.heldout_batch(i, batch);
+    targets += std::count_if(batch.targets.begin(), batch.targets.end(), [](int32_t t) { return t >= 0; });
+    ops::add_(sum, model.loss(ids_of(batch, device), targets_of(batch, device), 1.0)->value.to(DType::F32));
+  }
+  PRIMER_CHECK(targets > 0, "the held-out batches hold no target token (every loss mask is 0)");
+  return sum.item() / double(targets);
+}
 
 Device pick_device(const std::string& name) {
   if (name == "cpu") return Device::cpu();
@@ -211,7 +210,7 @@ int run_train(const std::string& recipe, const std::vector<std::string>& overrid
   const int64_t eval_steps = cfg.get_int("eval_steps"), eval_batches = cfg.get_int("eval_batches");
   const int64_t log_steps = cfg.get_int("logging_steps"), save_steps = cfg.get_int("save_steps");
   auto log_eval = [&](int64_t step) {
-    const double loss = evaluate(model, *train_data, eval_batches, device);
+    const double loss = heldout_loss(model, *train_data, eval_batches, device);
     json::Value r;
     r["step"] = step;
     r["eval_loss"] = loss;

@@ -6,6 +6,9 @@
 #include <vector>
 
 #include "core/device.h"
+#include "layers/decoder_lm.h"
+#include "recipes/config.h"
+#include "recipes/train_data.h"
 
 namespace primer::recipes {
 
@@ -14,6 +17,12 @@ int run_train(const std::string& recipe, const std::vector<std::string>& overrid
 
 // "cpu", "cuda" (errors when no GPU is usable) or "auto" (CUDA when usable).
 Device pick_device(const std::string& name);
+
+// The recipe's model: model_name_or_path's config.json or the inline model_config, with config_overrides_json.
+ModelConfig model_config_from(const Config& cfg);
+
+// Mean held-out loss per target token over up to `batches` held-out batches (no gradients).
+double heldout_loss(layers::DecoderLM& model, const TrainData& source, int64_t batches, Device device);
 
 // Dense bf16 peak of the current GPU for MFU (H100/H200 SXM 989 TFLOP/s, A100 312); 0 when unknown.
 double peak_bf16_flops();

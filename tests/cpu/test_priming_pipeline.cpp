@@ -1,5 +1,5 @@
 // The Priming pipeline end to end on the CPU, through the same entry points as the CLI: a small Qwen3 teacher is
-// trained, Stage 0 turns it into a fused GDN hybrid, Stage 1 (stage: hkd) trains only the students to match the
+// trained, its layers are scored (layer selection), Stage 0 turns the less important half into GDN (fused), Stage 1 (stage: hkd) trains only the students to match the
 // teacher (the distillation loss falls, every non-student weight stays bit for bit), unfuse drops the teacher, and
 // Stage 2 trains the standalone hybrid on cross-entropy.
 #include <gtest/gtest.h>
@@ -10,6 +10,8 @@
 #include "core/io/json.h"
 #include "layers/decoder_lm.h"
 #include "layers/hf_checkpoint.h"
+#include "recipes/hybrid_patterns.h"
+#include "recipes/layer_selection.h"
 #include "recipes/prime_init.h"
 #include "recipes/trainer.h"
 #include "recipes/unfuse.h"
@@ -66,12 +68,25 @@ TEST(PrimingPipeline, TeacherThenStage0Stage1UnfuseStage2) {
                 {}),
             0);
 
-  // Stage 0: layer 1 becomes Gated DeltaNet next to the teacher's attention.
+  // Layer selection: each layer windowed alone; then Stage 0 converts the less important half to Gated DeltaNet
+  // next to the teacher's attention.
+  recipes::SelectLayersOptions select;
+  select.window = 4;
+  select.mixer = "GDN";
+  ASSERT_EQ(recipes::run_select_layers(write("select.yaml", "model_name_or_path: " + root + "/teacher\n" +
+                                                                common_keys(root + "/select", 1)),
+                                       {}, select),
+            0);
+  const std::vector<double> importance = recipes::read_importance_csv(root + "/select/layer_importance.csv");
+  ASSERT_EQ(importance.size(), 2u);
   ASSERT_EQ(recipes::run_prime_init(write("stage0.yaml", "base_model_name_or_path: " + root + "/teacher\n" +
-                                                             "output_dir: " + root + "/stage0\n"
-                                                             "hybrid_override_pattern: '*-GDN'\ndtype: fp32\n"),
+                                                             "output_dir: " + root + "/stage0\nhybrid_ratio: 0.5\n"
+                                                             "ssm_mixer: GDN\nimportance_scores: " + root +
+                                                             "/select/layer_importance.csv\ndtype: fp32\n"),
                                     {}),
             0);
+  const std::string expected = importance[1] < importance[0] ? "*-GDN" : "GDN-*";
+  EXPECT_EQ(format_hybrid_pattern(load_hf_config(root + "/stage0/config.json").layer_types), expected);
 
   // Stage 1: only the GDN parameters train, on the end-to-end MSE.
   ASSERT_EQ(recipes::run_train(write("stage1.yaml", "model_name_or_path: " + root + "/stage0\nstage: hkd\n" +
@@ -95,7 +110,7 @@ TEST(PrimingPipeline, TeacherThenStage0Stage1UnfuseStage2) {
 
   // Unfuse, then Stage 2 on cross-entropy with every parameter trainable.
   ASSERT_EQ(recipes::run_unfuse(root + "/stage1", root + "/hybrid"), 0);
-  EXPECT_EQ(format_hybrid_pattern(load_hf_config(root + "/hybrid/config.json").layer_types), "*-GDN");
+  EXPECT_EQ(format_hybrid_pattern(load_hf_config(root + "/hybrid/config.json").layer_types), expected);
   ASSERT_EQ(recipes::run_train(write("stage2.yaml", "model_name_or_path: " + root + "/hybrid\n" +
                                                         common_keys(root + "/stage2", 20)),
                                {}),

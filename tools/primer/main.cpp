@@ -7,6 +7,7 @@
 #include "core/check.h"
 #include "data/tokenize_job.h"
 #include "recipes/default_run.h"
+#include "recipes/layer_selection.h"
 #include "recipes/prime_init.h"
 #include "recipes/soup.h"
 #include "recipes/trainer.h"
@@ -64,6 +65,18 @@ int main(int argc, char** argv) {
   soup->add_option("--out", soup_out, "output directory")->required();
   soup->add_option("--weights", soup_weights, "one weight per checkpoint, summing to 1 (default: uniform)");
 
+  std::string select_recipe;
+  std::vector<std::string> select_overrides;
+  primer::recipes::SelectLayersOptions select;
+  CLI::App* select_layers = app.add_subcommand(
+      "select-layers", "score each attention layer by the held-out loss with only it windowed (layer selection)");
+  select_layers->add_option("recipe", select_recipe, "a train recipe naming the model and its held-out data")->required();
+  select_layers->add_option("--set", select_overrides, "override a recipe key (repeatable)");
+  select_layers->add_option("--window", select.window, "sliding window of the trial layer")->check(CLI::PositiveNumber);
+  select_layers->add_option("--ratio", select.ratio, "hybrid ratio of the printed patterns")->check(CLI::Range(0.0, 1.0));
+  select_layers->add_option("--mixer", select.mixer, "SSM token of the printed patterns (GKA, GDN, M2)");
+  select_layers->add_option("--out", select.out_csv, "CSV of the scores (default: <output_dir>/layer_importance.csv)");
+
   CLI11_PARSE(app, argc, argv);
   try {
     if (train->parsed()) {
@@ -74,6 +87,7 @@ int main(int argc, char** argv) {
     if (tokenize->parsed()) return primer::data::run_tokenize(job, job_overrides);
     if (prime_init->parsed()) return primer::recipes::run_prime_init(stage0_recipe, stage0_overrides);
     if (unfuse->parsed()) return primer::recipes::run_unfuse(fused_dir, unfused_dir);
+    if (select_layers->parsed()) return primer::recipes::run_select_layers(select_recipe, select_overrides, select);
     if (soup->parsed()) return primer::recipes::run_soup(soup_inputs, soup_weights, soup_out);
   } catch (const primer::Error& e) {
     std::fprintf(stderr, "primer: error: %s\n", e.what());
