@@ -66,6 +66,34 @@ double evaluate_distillation(layers::DecoderLM& model, const layers::DistillOpti
   return sum.item() / double(n);
 }
 
+// "qwen3", or "hybrid qwen3 *-GKA-*-GKA" (fused tokens for a Stage 0/1 model), for the log.
+std::string model_name(const ModelConfig& c) {
+  if (c.layer_types.empty()) return c.model_type;
+  return "hybrid " + c.model_type + " " + format_hybrid_pattern(HybridPattern{c.layer_types, c.fused});
+}
+
+// Stage 1's memory against a separate teacher and student (Priming §9.1): the fused model holds the weights the two
+// share once. Counts every parameter's f32 master plus its compute copy (bf16 under mixed precision).
+void report_fused_memory(const ModelConfig& c, ParameterRegistry& params, DType compute) {
+  int64_t teacher_only = 0, student_only = 0, shared = 0;
+  for (Parameter* p : params.all()) {
+    bool teacher = false, student = false;
+    for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+      if (c.mixer(i) == MixerKind::Attention) continue;
+      const std::string layer = "model.layers." + std::to_string(i) + ".";
+      teacher |= p->name.starts_with(layer + "self_attn.");
+      student |= p->name.starts_with(layer + mixer_module(c.mixer(i)) + ".");
+    }
+    (teacher ? teacher_only : student ? student_only : shared) += shape_numel(p->shape);
+  }
+  const double bytes = compute == DType::BF16 ? 6.0 : 4.0;
+  const double fused = double(shared + teacher_only + student_only), separate = fused + double(shared);
+  fmt::print("stage 1 memory: the fused model holds {:.2f}M parameters ({:.2f} GB of weights); a separate teacher and "
+             "student would hold {:.2f}M ({:.2f} GB): {:.2f} GB saved by sharing {:.2f}M weights\n",
+             fused / 1e6, fused * bytes / 1e9, separate / 1e6, separate * bytes / 1e9, double(shared) * bytes / 1e9,
+             double(shared) / 1e6);
+}
+
 }  // namespace
 
 ModelConfig model_config_from(const Config& cfg) {
@@ -202,8 +230,9 @@ int run_train(const std::string& recipe, const std::vector<std::string>& overrid
   const double flops_per_token = model.flops_per_token(T);
   const double peak = device.is_cuda() ? peak_bf16_flops() : 0;
   fmt::print("primer train {}: {} with {} layers, hidden {}, {:.2f}M parameters ({:.2f}M trainable), {} on {}\n", recipe,
-             model_config.model_type, model_config.num_hidden_layers, model_config.hidden_size,
+             model_name(model_config), model_config.num_hidden_layers, model_config.hidden_size,
              double(params.count()) / 1e6, double(params.count(true)) / 1e6, dtype_name(compute), device.str());
+  if (distill) report_fused_memory(model_config, params, compute);
   fmt::print("data: {}; {} x {} tokens x {} micro-steps per step; {} steps\n", train_data->describe(), B, T, accumulation,
              max_steps);
 
@@ -295,10 +324,8 @@ int run_train(const std::string& recipe, const std::vector<std::string>& overrid
   if (cfg.get_bool("save_hf_model")) {
     layers::export_hf(out_dir, model_config, params, model_config.torch_dtype);
     if (cfg.has("model_name_or_path")) copy_model_files(cfg.get_string("model_name_or_path"), out_dir, false);
-    const std::string what = model_config.layer_types.empty()
-                                 ? model_config.model_type
-                                 : format_hybrid_pattern(HybridPattern{model_config.layer_types, model_config.fused});
-    fmt::print("wrote the Hugging Face model ({}, {}) to {}\n", what, dtype_name(model_config.torch_dtype), out_dir);
+    fmt::print("wrote the Hugging Face model ({}, {}) to {}\n", model_name(model_config),
+               dtype_name(model_config.torch_dtype), out_dir);
   }
   return 0;
 }

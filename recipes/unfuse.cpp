@@ -25,7 +25,7 @@ int run_unfuse(std::string fused_dir, std::string out_dir) {
   params.materialize(Device::cpu(), DType::F32, 0);
   for (Parameter* p : params.all()) p->master.copy_from(fused_params.get(p->name).master);
   layers::export_hf(out_dir, hybrid, params, fused.torch_dtype);
-  copy_model_files(fused_dir, out_dir, true);
+  copy_model_files(fused_dir, out_dir, false);  // the tokenizer: not the trainer's logs and configs
   fmt::print("unfuse: {} ({}) → {} ({}): dropped {} teacher parameters\n", fused_dir,
              format_hybrid_pattern(HybridPattern{fused.layer_types, true}), out_dir,
              format_hybrid_pattern(hybrid.layer_types), fused_params.count() - params.count());
