@@ -10,6 +10,7 @@
 #include "core/io/json.h"
 #include "layers/decoder_lm.h"
 #include "layers/hf_checkpoint.h"
+#include "recipes/hf_transfer.h"
 #include "recipes/hybrid_patterns.h"
 #include "recipes/layer_selection.h"
 #include "recipes/prime_init.h"
@@ -118,6 +119,39 @@ TEST(PrimingPipeline, TeacherThenStage0Stage1UnfuseStage2) {
   const std::vector<double> ppl = series(root + "/stage2/metrics.jsonl", "eval_perplexity");
   ASSERT_EQ(ppl.size(), 2u);
   EXPECT_LT(ppl[1], ppl[0]);
+  fs::remove_all(root);
+}
+
+// export: a training checkpoint becomes the same Hugging Face directory the run wrote at its end; import: a hybrid
+// checkpoint is checked and rewritten, and computes the same function.
+TEST(PrimingPipeline, ExportAndImportRoundTrip) {
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const std::string root = testing::TempDir() + "/primer-export-" + std::to_string(seed);
+  fs::create_directories(root);
+  const std::string recipe = root + "/run.yaml";
+  std::ofstream(recipe) << "model_config: {model_type: hybrid_qwen3, vocab_size: 256, hidden_size: 32,"
+                           " intermediate_size: 64, num_hidden_layers: 4, num_attention_heads: 4, num_key_value_heads: 2,"
+                           " head_dim: 8, max_position_embeddings: 64, tie_word_embeddings: true, torch_dtype: float32,"
+                           " hybrid_override_pattern: '*-GKA-GDN-M2'}\n"
+                        << common_keys(root + "/out", 4);
+  ASSERT_EQ(recipes::run_train(recipe, {"save_steps=4"}), 0);
+  ASSERT_EQ(recipes::run_export(recipe, {}, "latest", root + "/exported", DType::F32), 0);
+  std::unique_ptr<layers::DecoderLM> trained, exported;
+  ParameterRegistry a = load(root + "/out", trained), b = load(root + "/exported", exported);
+  for (Parameter* p : a.all()) test::expect_close(b.get(p->name).master, p->master, 0, 0, p->name);
+
+  ASSERT_EQ(recipes::run_import(root + "/out", root + "/imported", DType::BF16), 0);
+  const ModelConfig imported = load_hf_config(root + "/imported/config.json");
+  EXPECT_EQ(format_hybrid_pattern(imported.layer_types), "*-GKA-GDN-M2");
+  EXPECT_EQ(imported.torch_dtype, DType::BF16);
+  std::unique_ptr<layers::DecoderLM> m;
+  ParameterRegistry c = load(root + "/imported", m);
+  for (Parameter* p : a.all()) {
+    // One rounding to bf16: at most 2^-9 relative per element (rel L2 ≤ 2e-3), so |error| ≤ max|w| / 512.
+    const double max_w = test::compare(p->master, Tensor::zeros(p->shape, DType::F32)).max_abs;
+    test::expect_close(c.get(p->name).master, p->master, 4e-3, max_w / 256, p->name);
+  }
   fs::remove_all(root);
 }
 

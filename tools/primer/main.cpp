@@ -7,6 +7,7 @@
 #include "core/check.h"
 #include "data/tokenize_job.h"
 #include "recipes/default_run.h"
+#include "recipes/hf_transfer.h"
 #include "recipes/layer_selection.h"
 #include "recipes/prime_init.h"
 #include "recipes/soup.h"
@@ -77,6 +78,23 @@ int main(int argc, char** argv) {
   select_layers->add_option("--mixer", select.mixer, "SSM token of the printed patterns (GKA, GDN, M2)");
   select_layers->add_option("--out", select.out_csv, "CSV of the scores (default: <output_dir>/layer_importance.csv)");
 
+  std::string export_recipe, export_checkpoint = "latest", export_out, export_dtype = "bf16";
+  std::vector<std::string> export_overrides;
+  CLI::App* export_cmd = app.add_subcommand(
+      "export", "write a training checkpoint as a Hugging Face checkpoint (the reference's hybrid format)");
+  export_cmd->add_option("recipe", export_recipe, "the run's recipe (its model and output_dir)")->required();
+  export_cmd->add_option("--checkpoint", export_checkpoint, "latest, or a checkpoint directory");
+  export_cmd->add_option("--out", export_out, "output directory")->required();
+  export_cmd->add_option("--dtype", export_dtype, "bf16, fp16 or fp32");
+  export_cmd->add_option("--set", export_overrides, "override a recipe key (repeatable)");
+
+  std::string import_in, import_out, import_dtype = "bf16";
+  CLI::App* import_cmd = app.add_subcommand(
+      "import", "check a Hugging Face checkpoint (Transformer or hybrid) tensor by tensor and rewrite it for primer");
+  import_cmd->add_option("checkpoint", import_in, "Hugging Face checkpoint directory")->required();
+  import_cmd->add_option("--out", import_out, "output directory")->required();
+  import_cmd->add_option("--dtype", import_dtype, "bf16, fp16 or fp32");
+
   CLI11_PARSE(app, argc, argv);
   try {
     if (train->parsed()) {
@@ -88,6 +106,12 @@ int main(int argc, char** argv) {
     if (prime_init->parsed()) return primer::recipes::run_prime_init(stage0_recipe, stage0_overrides);
     if (unfuse->parsed()) return primer::recipes::run_unfuse(fused_dir, unfused_dir);
     if (select_layers->parsed()) return primer::recipes::run_select_layers(select_recipe, select_overrides, select);
+    if (export_cmd->parsed())
+      return primer::recipes::run_export(export_recipe, export_overrides, export_checkpoint, export_out,
+                                         primer::recipes::parse_weights_dtype(export_dtype, "--dtype"));
+    if (import_cmd->parsed())
+      return primer::recipes::run_import(import_in, import_out,
+                                         primer::recipes::parse_weights_dtype(import_dtype, "--dtype"));
     if (soup->parsed()) return primer::recipes::run_soup(soup_inputs, soup_weights, soup_out);
   } catch (const primer::Error& e) {
     std::fprintf(stderr, "primer: error: %s\n", e.what());
