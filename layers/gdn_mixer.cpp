@@ -51,19 +51,11 @@ GdnMixer::GdnMixer(const ModelConfig& c, const std::string& prefix, ParameterReg
 
 ag::Var GdnMixer::branch(const ag::Var& x, const char* name, int64_t heads, size_t slot, const MixerState* state_in,
                          MixerState* state_out) {
-  const int64_t B = x->value.size(0), T = x->value.size(1);
-  ag::Var y = ag::linear(x, weight(std::string(name) + "_proj.weight"));
-  if (gdn_.use_short_conv) {
-    const std::string conv = std::string(kConvs[slot]);
-    const ag::Var bias = gdn_.conv_bias ? weight(conv + ".bias") : nullptr;
-    const ag::Var s = state_in && !state_in->empty() ? state_in->conv[slot] : nullptr;
-    ag::Var so;
-    y = short_conv(y, weight(conv + ".weight"), bias, true, s, state_out ? &so : nullptr);
-    if (state_out) state_out->conv[slot] = so;
-  } else {
-    y = ag::unary(ops::Unary::Silu, y);
-  }
-  return ag::reshape(y, {B, T, heads, head_dim_});
+  const ag::Var y = ag::linear(x, weight(std::string(name) + "_proj.weight"));
+  const std::string conv = kConvs[slot];
+  const ag::Var w = gdn_.use_short_conv ? weight(conv + ".weight") : nullptr;
+  const ag::Var bias = gdn_.use_short_conv && gdn_.conv_bias ? weight(conv + ".bias") : nullptr;
+  return conv_heads(y, w, bias, true, heads, head_dim_, slot, state_in, state_out);
 }
 
 ag::Var GdnMixer::forward(const ag::Var& x, const MixerContext& /*ctx*/, const MixerState* state_in,
@@ -79,14 +71,11 @@ ag::Var GdnMixer::forward(const ag::Var& x, const MixerContext& /*ctx*/, const M
     state_out->recurrent.assign(1, nullptr);
   }
 
-  // Plain GQA repeats heads, which commutes with the L2 norm; Adaptive GQA expands before it (as the reference).
-  const ag::Var q = expand_heads(l2_normalize(branch(x, "q", q_heads_, 0, state_in, state_out), kQkNormEps),
-                                 H / q_heads_);
-  const ag::Var k_heads = branch(x, "k", kv_heads_, 1, state_in, state_out);
-  const ag::Var v_heads = branch(x, "v", kv_heads_, 2, state_in, state_out);
-  const ag::Var k = k_expansion_ ? l2_normalize(k_expansion_->forward(k_heads), kQkNormEps)
-                                 : expand_heads(l2_normalize(k_heads, kQkNormEps), H / kv_heads_);
-  const ag::Var v = v_expansion_ ? v_expansion_->forward(v_heads) : expand_heads(v_heads, H / kv_heads_);
+  const ExpandedHeads heads = expand_qkv(
+      branch(x, "q", q_heads_, 0, state_in, state_out), branch(x, "k", kv_heads_, 1, state_in, state_out),
+      branch(x, "v", kv_heads_, 2, state_in, state_out), H, kQkNormEps, k_expansion_ ? &*k_expansion_ : nullptr,
+      v_expansion_ ? &*v_expansion_ : nullptr);
+  const ag::Var &q = heads.q, &k = heads.k, &v = heads.v;
 
   // The gates in A_log's dtype (f32; f64 in references), as the op takes them.
   const DType gate_dtype = weight("A_log")->value.dtype();

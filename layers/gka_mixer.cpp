@@ -62,15 +62,9 @@ void GkaMixer::set_num_iter(int64_t num_iter) {
 
 ag::Var GkaMixer::branch(const ag::Var& x, const char* name, int64_t heads, size_t slot, const MixerState* state_in,
                          MixerState* state_out) {
-  const int64_t B = x->value.size(0), T = x->value.size(1);
-  ag::Var y = ag::linear(x, weight(std::string(name) + "_proj.weight"));
-  if (slot < 2 || gka_.use_v_conv) {
-    const ag::Var s = state_in && !state_in->empty() ? state_in->conv[slot] : nullptr;
-    ag::Var so;
-    y = short_conv(y, weight(std::string(kConvs[slot]) + ".weight"), nullptr, true, s, state_out ? &so : nullptr);
-    if (state_out) state_out->conv[slot] = so;
-  }
-  return ag::reshape(y, {B, T, heads, head_dim_});
+  const ag::Var y = ag::linear(x, weight(std::string(name) + "_proj.weight"));
+  const ag::Var w = slot < 2 || gka_.use_v_conv ? weight(std::string(kConvs[slot]) + ".weight") : nullptr;
+  return conv_heads(y, w, nullptr, false, heads, head_dim_, slot, state_in, state_out);
 }
 
 ag::Var GkaMixer::head_gate(const ag::Var& x, const char* name) {
@@ -94,14 +88,12 @@ ag::Var GkaMixer::forward(const ag::Var& x, const MixerContext& /*ctx*/, const M
     state_out->recurrent.assign(2, nullptr);
   }
 
-  // Plain GQA repeats heads, which commutes with the L2 norm; Adaptive GQA expands before it (as the reference).
-  const ag::Var q = expand_heads(l2_normalize(branch(x, "q", q_heads_, 0, state_in, state_out), kL2Eps),
-                                 H / q_heads_);
-  const ag::Var k_heads = branch(x, "k", kv_heads_, 1, state_in, state_out);
-  const ag::Var v_heads = branch(x, "v", kv_heads_, 2, state_in, state_out);
-  ag::Var k = k_expansion_ ? l2_normalize(k_expansion_->forward(k_heads), kL2Eps)
-                           : expand_heads(l2_normalize(k_heads, kL2Eps), H / kv_heads_);
-  ag::Var v = v_expansion_ ? v_expansion_->forward(v_heads) : expand_heads(v_heads, H / kv_heads_);
+  const ExpandedHeads heads = expand_qkv(
+      branch(x, "q", q_heads_, 0, state_in, state_out), branch(x, "k", kv_heads_, 1, state_in, state_out),
+      branch(x, "v", kv_heads_, 2, state_in, state_out), H, kL2Eps, k_expansion_ ? &*k_expansion_ : nullptr,
+      v_expansion_ ? &*v_expansion_ : nullptr);
+  const ag::Var& q = heads.q;
+  ag::Var k = heads.k, v = heads.v;
   if (gka_.use_beta_gate) {
     const ag::Var beta = ag::add(head_gate(x, "b"), ag::constant(Tensor::full({1}, kBetaFloor, q->value.dtype(),
                                                                                q->value.device())));

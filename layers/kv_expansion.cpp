@@ -37,4 +37,14 @@ ag::Var KvExpansion::forward(const ag::Var& x) {
   return ag::add(low_rank, ag::transpose(mixed, 2, 3));
 }
 
+ExpandedHeads expand_qkv(const ag::Var& q, const ag::Var& k, const ag::Var& v, int64_t heads, double l2_eps,
+                         KvExpansion* k_expansion, KvExpansion* v_expansion) {
+  const int64_t q_groups = heads / q->value.size(2), kv_groups = heads / k->value.size(2);
+  ExpandedHeads out;
+  out.q = expand_heads(l2_normalize(q, l2_eps), q_groups);
+  out.k = k_expansion ? l2_normalize(k_expansion->forward(k), l2_eps) : expand_heads(l2_normalize(k, l2_eps), kv_groups);
+  out.v = v_expansion ? v_expansion->forward(v) : expand_heads(v, kv_groups);
+  return out;
+}
+
 }  // namespace primer::layers

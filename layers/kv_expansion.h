@@ -24,4 +24,13 @@ class KvExpansion {
   ParameterRegistry& params_;
 };
 
+// The heads of GDN and GKA: q [B, T, Hq, D], k and v [B, T, Hk, D] → H heads each, q and k L2-normalised (eps
+// inside the root). k and v are repeated (plain GQA, which commutes with the norm) or, when expansions are given,
+// go through Adaptive GQA before k's norm, as the reference does.
+struct ExpandedHeads {
+  ag::Var q, k, v;
+};
+ExpandedHeads expand_qkv(const ag::Var& q, const ag::Var& k, const ag::Var& v, int64_t heads, double l2_eps,
+                         KvExpansion* k_expansion, KvExpansion* v_expansion);
+
 }  // namespace primer::layers

@@ -15,6 +15,21 @@ ag::Var short_conv(const ag::Var& x, const ag::Var& weight, const ag::Var& bias,
   return ag::causal_conv1d(x, ag::reshape(weight, {w[0], w[2]}), bias, silu, state_in, state_out);
 }
 
+ag::Var conv_heads(const ag::Var& y, const ag::Var& conv_weight, const ag::Var& conv_bias, bool silu_without_conv,
+                   int64_t heads, int64_t head_dim, size_t slot, const MixerState* state_in, MixerState* state_out) {
+  const int64_t B = y->value.size(0), T = y->value.size(1);
+  ag::Var out = y;
+  if (conv_weight) {
+    const ag::Var s = state_in && !state_in->empty() ? state_in->conv.at(slot) : nullptr;
+    ag::Var so;
+    out = short_conv(y, conv_weight, conv_bias, true, s, state_out ? &so : nullptr);
+    if (state_out) state_out->conv.at(slot) = so;
+  } else if (silu_without_conv) {
+    out = ag::unary(ops::Unary::Silu, y);
+  }
+  return ag::reshape(out, {B, T, heads, head_dim});
+}
+
 ag::Var expand_heads(const ag::Var& x, int64_t groups) {
   if (groups == 1) return x;
   const Shape& s = x->value.shape();

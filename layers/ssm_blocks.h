@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "core/autograd/variable.h"
+#include "layers/mixer.h"
 
 namespace primer::layers {
 
@@ -12,6 +13,12 @@ namespace primer::layers {
 // [C] (null: none) and SiLU, carrying the last K−1 inputs: state_in [B, C, K−1] (null: zeros), *state_out.
 ag::Var short_conv(const ag::Var& x, const ag::Var& weight, const ag::Var& bias, bool silu, const ag::Var& state_in,
                    ag::Var* state_out);
+
+// A projected branch y [B, T, heads·D] → [B, T, heads, D]: silu(short_conv(y)) with conv_weight [C, 1, K] (bias
+// optional), carrying the conv state at `slot` of state_in / state_out (state_out->conv sized by the caller); with
+// no conv_weight, silu(y) when silu_without_conv, else y unchanged.
+ag::Var conv_heads(const ag::Var& y, const ag::Var& conv_weight, const ag::Var& conv_bias, bool silu_without_conv,
+                   int64_t heads, int64_t head_dim, size_t slot, const MixerState* state_in, MixerState* state_out);
 
 // x [B, T, Hk, D] → [B, T, Hk·groups, D], each head repeated `groups` times in place (repeat_interleave, as
 // Hugging Face's repeat_kv): kv head j serves expanded heads j·groups … j·groups + groups − 1.

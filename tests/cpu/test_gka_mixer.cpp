@@ -10,6 +10,7 @@
 #include "layers/decoder_lm.h"
 #include "layers/gka_mixer.h"
 #include "optim/adamw.h"
+#include "tests/support/mixer_checks.h"
 #include "tests/support/test_util.h"
 
 namespace primer {
@@ -155,61 +156,12 @@ TEST_P(GkaMixerVariants, LayerGradientsMatchFiniteDifferences) {
   layers::GkaMixer mixer(c, "gka", params);
   params.materialize(Device::cpu(), DType::F64, seed);
   const int64_t B = 2, T = 5;
-  const layers::MixerState s0 = random_state(c, B, seed + 1);
-  const std::vector<Parameter*> all = params.all();
-
-  test::GradCheck check;
-  check.inputs.push_back(test::randn({B, T, c.hidden_size}, seed + 2));
-  check.names.push_back("x");
-  for (const ag::Var& s : s0.conv) {
-    check.inputs.push_back(s->value);
-    check.names.push_back("conv state");
-  }
-  for (const ag::Var& s : s0.recurrent) {
-    check.inputs.push_back(s->value);
-    check.names.push_back(check.names.size() == 1 + s0.conv.size() ? "H state" : "S state");
-  }
-  const size_t first_param = check.inputs.size();
-  for (Parameter* p : all) {
-    // Redrawn so that constant-initialised ones (norm weight, gate biases) are exercised too.
-    check.inputs.push_back(test::randn(p->shape, seed ^ std::hash<std::string>{}(p->name), DType::F64,
-                                       Device::cpu(), 0.5));
-    check.names.push_back(p->name);
-  }
-  const size_t convs = s0.conv.size();
-  // Runs the layer from inputs `in`, as leaves when `grad`; returns the output and the final states as Vars.
-  auto run = [&](const std::vector<Tensor>& in, bool grad, std::vector<ag::Var>* leaves) {
-    for (size_t i = 0; i < all.size(); ++i) {
-      all[i]->var->value = in[first_param + i];
-      all[i]->var->grad = Tensor();
-    }
-    for (size_t i = 0; i < first_param; ++i) leaves->push_back(grad ? ag::leaf(in[i]) : ag::constant(in[i]));
-    layers::MixerState st_in, st_out;
-    st_in.conv.assign(leaves->begin() + 1, leaves->begin() + 1 + ptrdiff_t(convs));
-    st_in.recurrent = {leaves->at(1 + convs), leaves->at(2 + convs)};
-    std::vector<ag::Var> outs{mixer.forward(leaves->at(0), {}, &st_in, &st_out)};
-    for (const ag::Var& s : st_out.conv) outs.push_back(s);
-    for (const ag::Var& s : st_out.recurrent) outs.push_back(s);
-    return outs;
-  };
-  check.forward = [&](const std::vector<Tensor>& in) {
-    ag::NoGrad no_grad;
-    std::vector<ag::Var> leaves;
-    std::vector<Tensor> out;
-    for (const ag::Var& v : run(in, false, &leaves)) out.push_back(v->value);
-    return out;
-  };
-  check.backward = [&](const std::vector<Tensor>& in, const std::vector<Tensor>& gout) {
-    std::vector<ag::Var> leaves;
-    const std::vector<ag::Var> outs = run(in, true, &leaves);
-    for (size_t j = 0; j < outs.size(); ++j) outs[j]->grad = gout[j];
-    ag::current_tape().backward();
-    std::vector<Tensor> grads;
-    for (const ag::Var& l : leaves) grads.push_back(l->grad);
-    for (Parameter* p : all) grads.push_back(p->var->grad);
-    return grads;
-  };
-  test::run_gradcheck(check, seed + 3);
+  // Without the forgetting gate the reference still has its parameters; nothing reads them.
+  const std::vector<std::string> unused =
+      c.gka.use_forgetting_gate ? std::vector<std::string>{}
+                                : std::vector<std::string>{"gka.a_proj.weight", "gka.A_log", "gka.dt_bias"};
+  test::run_mixer_gradcheck(mixer, params, test::randn({B, T, c.hidden_size}, seed + 2), random_state(c, B, seed + 1),
+                            {}, seed, unused);
 }
 
 // Decoding one token at a time, each call starting from the previous call's state, reproduces the full forward
@@ -221,27 +173,12 @@ TEST_P(GkaMixerVariants, DecodingTokenByTokenReproducesTheFullForward) {
   ParameterRegistry params;
   layers::GkaMixer mixer(c, "gka", params);
   params.materialize(Device::cpu(), DType::F64, seed);
-  ag::NoGrad no_grad;
   const int64_t B = 2, T = 9;
   const Tensor x = test::randn({B, T, c.hidden_size}, seed + 1);
   for (bool from_zeros : {true, false}) {
     SCOPED_TRACE(from_zeros ? "from zeros" : "from a state");
-    const layers::MixerState s0 = from_zeros ? layers::MixerState{} : random_state(c, B, seed + 2);
-    layers::MixerState full_state;
-    const Tensor full = mixer.forward(ag::constant(x), {}, &s0, &full_state)->value;
-    layers::MixerState state = s0;
-    for (int64_t t = 0; t < T; ++t) {
-      layers::MixerState next;
-      const Tensor y = mixer.forward(ag::constant(x.slice(1, t, t + 1).contiguous()), {}, &state, &next)->value;
-      test::expect_close(y, full.slice(1, t, t + 1), 1e-11, 1e-11, "token " + std::to_string(t));
-      state = next;
-    }
-    ASSERT_EQ(state.conv.size(), full_state.conv.size());
-    for (size_t i = 0; i < state.conv.size(); ++i)
-      test::expect_close(state.conv[i]->value, full_state.conv[i]->value, 0, 0, "conv state");
-    ASSERT_EQ(state.recurrent.size(), 2u);
-    test::expect_close(state.recurrent[0]->value, full_state.recurrent[0]->value, 1e-12, 1e-12, "H state");
-    test::expect_close(state.recurrent[1]->value, full_state.recurrent[1]->value, 1e-12, 1e-12, "S state");
+    test::expect_decoding_matches_forward(mixer, x, from_zeros ? layers::MixerState{} : random_state(c, B, seed + 2),
+                                          {}, 1e-11);
   }
 }
 

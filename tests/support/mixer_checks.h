@@ -1,0 +1,23 @@
+// Checks every sequence mixer's tests share: the whole layer against finite differences (input, carried state,
+// every parameter; gradients arriving at the output and at the final state), and decoding token by token against
+// the full forward.
+#pragma once
+#include "core/parameters.h"
+#include "layers/mixer.h"
+#include "tests/support/test_util.h"
+
+namespace primer::test {
+
+// f64, on the CPU. Parameters are redrawn N(0, 0.5²) first, so constant-initialised ones (norm weights, biases) are
+// exercised; s0's entries must have the shapes the mixer carries. Every input and parameter gets a gradient except
+// the parameters named in `unused` (registered by a flag's reference layout but not used: they must get none).
+void run_mixer_gradcheck(layers::SequenceMixer& mixer, ParameterRegistry& params, const Tensor& x,
+                         const layers::MixerState& s0, const layers::MixerContext& ctx, uint64_t seed,
+                         const std::vector<std::string>& unused = {});
+
+// Runs x [B, T, D] once from s0 and again one token at a time from s0, each call from the previous one's state:
+// outputs and recurrent states agree within rel/abs `tolerance`, conv states exactly.
+void expect_decoding_matches_forward(layers::SequenceMixer& mixer, const Tensor& x, const layers::MixerState& s0,
+                                     const layers::MixerContext& ctx, double tolerance);
+
+}  // namespace primer::test
