@@ -61,15 +61,7 @@ ag::Var GdnMixer::branch(const ag::Var& x, const char* name, int64_t heads, size
 ag::Var GdnMixer::forward(const ag::Var& x, const MixerContext& /*ctx*/, const MixerState* state_in,
                           MixerState* state_out) {
   const int64_t B = x->value.size(0), T = x->value.size(1), H = heads_, D = head_dim_;
-  const size_t convs = gdn_.use_short_conv ? 3 : 0;
-  if (state_in && !state_in->empty())
-    PRIMER_CHECK(state_in->conv.size() == convs && state_in->recurrent.size() == 1,
-                 "{}: state_in has {} conv and {} recurrent entries, expected {} and 1", prefix_,
-                 state_in->conv.size(), state_in->recurrent.size(), convs);
-  if (state_out) {
-    state_out->conv.assign(convs, nullptr);
-    state_out->recurrent.assign(1, nullptr);
-  }
+  const bool carried = prepare_state(state_in, state_out, gdn_.use_short_conv ? 3 : 0, 1, prefix_);
 
   const ExpandedHeads heads = expand_qkv(
       branch(x, "q", q_heads_, 0, state_in, state_out), branch(x, "k", kv_heads_, 1, state_in, state_out),
@@ -83,7 +75,7 @@ ag::Var GdnMixer::forward(const ag::Var& x, const MixerContext& /*ctx*/, const M
   ag::Var beta = ag::unary(ops::Unary::Sigmoid, ag::cast(ag::linear(x, weight("b_proj.weight")), gate_dtype));
   if (gdn_.allow_neg_eigval) beta = ag::scale(beta, 2.0);
 
-  const ag::Var s = state_in && !state_in->empty() ? state_in->recurrent[0] : nullptr;
+  const ag::Var s = carried ? state_in->recurrent[0] : nullptr;
   ag::Var so;
   const ag::Var o = ag::gated_delta_rule(q, k, v, g, beta, 1.0 / std::sqrt(double(D)), s, state_out ? &so : nullptr);
   if (state_out) state_out->recurrent[0] = so;

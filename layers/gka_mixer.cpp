@@ -77,16 +77,7 @@ ag::Var GkaMixer::head_gate(const ag::Var& x, const char* name) {
 ag::Var GkaMixer::forward(const ag::Var& x, const MixerContext& /*ctx*/, const MixerState* state_in,
                           MixerState* state_out) {
   const int64_t B = x->value.size(0), T = x->value.size(1), H = heads_, D = head_dim_;
-  const size_t convs = gka_.use_v_conv ? 3 : 2;
-  const bool carried = state_in && !state_in->empty();
-  if (carried)
-    PRIMER_CHECK(state_in->conv.size() == convs && state_in->recurrent.size() == 2,
-                 "{}: state_in has {} conv and {} recurrent entries, expected {} and 2 (H, S)", prefix_,
-                 state_in->conv.size(), state_in->recurrent.size(), convs);
-  if (state_out) {
-    state_out->conv.assign(convs, nullptr);
-    state_out->recurrent.assign(2, nullptr);
-  }
+  const bool carried = prepare_state(state_in, state_out, gka_.use_v_conv ? 3 : 2, 2, prefix_ + " (H, S)");
 
   const ExpandedHeads heads = expand_qkv(
       branch(x, "q", q_heads_, 0, state_in, state_out), branch(x, "k", kv_heads_, 1, state_in, state_out),

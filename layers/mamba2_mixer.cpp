@@ -59,11 +59,7 @@ ag::Var Mamba2Mixer::key_or_query(const ag::Var& x, const std::string& norm, int
 ag::Var Mamba2Mixer::forward(const ag::Var& u, const MixerContext& ctx, const MixerState* state_in,
                              MixerState* state_out) {
   const int64_t B = u->value.size(0), T = u->value.size(1), H = heads_, Dh = head_dim_;
-  const bool has_state = state_in && !state_in->empty();
-  if (has_state)
-    PRIMER_CHECK(state_in->conv.size() == 1 && state_in->recurrent.size() == 1,
-                 "{}: state_in holds {} conv and {} recurrent entries, expected 1 and 1", prefix_,
-                 state_in->conv.size(), state_in->recurrent.size());
+  const bool has_state = prepare_state(state_in, state_out, 1, 1, prefix_);
 
   const std::vector<ag::Var> zxbcdt = ag::split(ag::linear(u, weight(".in_proj.weight")), 2,
                                                 {d_inner_, d_xb_, d_xb_, d_inner_, H});

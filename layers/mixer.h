@@ -1,6 +1,7 @@
 // The sequence-mixer interface every token mixer implements (softmax attention, Mamba-2, Gated DeltaNet, Gated
 // KalmaNet), so the decoder, the Priming stages and sequence parallelism treat them alike.
 #pragma once
+#include <string>
 #include <vector>
 
 #include "core/autograd/variable.h"
@@ -22,6 +23,12 @@ struct MixerState {
   std::vector<ag::Var> recurrent;  // f32, e.g. [B, H, K, V]
   bool empty() const { return conv.empty() && recurrent.empty(); }
 };
+
+// For a recurrent mixer's forward: true when state_in carries a state, which must then hold `convs` conv and
+// `recurrent` recurrent entries (an error naming `who` otherwise); sizes state_out's entries (when given) for the
+// mixer to fill.
+bool prepare_state(const MixerState* state_in, MixerState* state_out, size_t convs, size_t recurrent,
+                   const std::string& who);
 
 class SequenceMixer {
  public:

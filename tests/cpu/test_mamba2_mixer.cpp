@@ -152,27 +152,8 @@ TEST(Mamba2Mixer, HybridModelLossFallsUnderAdamW) {
   c.vocab_size = 32;
   c.layer_types = parse_hybrid_pattern("*-M2", "test");
   c.validate("test");
-  ParameterRegistry params;
-  layers::DecoderLM model(c, params);
-  ASSERT_TRUE(params.contains("model.layers.1.mamba.in_proj.weight"));
-  params.materialize(Device::cpu(), DType::F32, seed);
-  optim::AdamW adamw(params, {});
-  const Tensor ids = test::rand_ints({2, 24}, seed + 1, 0, 32), targets = test::rand_ints({2, 24}, seed + 2, 0, 32);
-  std::vector<double> losses;
-  for (int step = 0; step < 30; ++step) {
-    params.zero_grads();
-    const ag::Var loss = model.loss(ids, targets, 1.0 / 48);
-    losses.push_back(loss->value.item() / 48);
-    ag::backward(loss);
-    adamw.step(1e-2);
-  }
-  EXPECT_LT(losses.back(), 0.5 * losses.front()) << "first " << losses.front() << ", last " << losses.back();
-  for (Parameter* p : params.all())
-    if (p->name.find("mamba") != std::string::npos) {
-      double norm = 0;
-      for (double g : p->var->grad.to_vector<double>()) norm += g * g;
-      EXPECT_GT(norm, 0) << p->name << " received no gradient";
-    }
+  // Random targets over 32 tokens start near ln 32 ≈ 3.47; memorising one batch must halve that.
+  test::expect_hybrid_decoder_learns(c, 0.5, seed);
 }
 
 }  // namespace

@@ -1,6 +1,10 @@
 #include "tests/support/mixer_checks.h"
 
 #include <algorithm>
+#include <cmath>
+
+#include "layers/decoder_lm.h"
+#include "optim/adamw.h"
 
 namespace primer::test {
 
@@ -86,6 +90,26 @@ void expect_decoding_matches_forward(layers::SequenceMixer& mixer, const Tensor&
   for (size_t i = 0; i < state.recurrent.size(); ++i)
     expect_close(state.recurrent[i]->value, full_state.recurrent[i]->value, tolerance, tolerance,
                  "recurrent state " + std::to_string(i));
+}
+
+void expect_hybrid_decoder_learns(const ModelConfig& c, double fraction, uint64_t seed) {
+  ParameterRegistry params;
+  layers::DecoderLM model(c, params);
+  params.materialize(Device::cpu(), DType::F32, seed);
+  optim::AdamW adamw(params, {});
+  const int64_t B = 4, T = 24;
+  const Tensor ids = rand_ints({B, T}, seed + 1, 0, c.vocab_size), targets = rand_ints({B, T}, seed + 2, 0, c.vocab_size);
+  std::vector<double> losses;
+  for (int step = 0; step < 30; ++step) {
+    params.zero_grads();
+    const ag::Var loss = model.loss(ids, targets, 1.0 / double(B * T));
+    losses.push_back(loss->value.to(DType::F64).item() / double(B * T));
+    ag::backward(loss);
+    adamw.step(1e-2);
+  }
+  EXPECT_TRUE(std::isfinite(losses.back()));
+  EXPECT_LT(losses.back(), fraction * losses.front()) << "first " << losses.front() << ", last " << losses.back();
+  EXPECT_GT(model.flops_per_token(T), 0);
 }
 
 }  // namespace primer::test

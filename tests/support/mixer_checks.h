@@ -4,6 +4,7 @@
 #pragma once
 #include "core/parameters.h"
 #include "layers/mixer.h"
+#include "layers/model_config.h"
 #include "tests/support/test_util.h"
 
 namespace primer::test {
@@ -19,5 +20,9 @@ void run_mixer_gradcheck(layers::SequenceMixer& mixer, ParameterRegistry& params
 // outputs and recurrent states agree within rel/abs `tolerance`, conv states exactly.
 void expect_decoding_matches_forward(layers::SequenceMixer& mixer, const Tensor& x, const layers::MixerState& s0,
                                      const layers::MixerContext& ctx, double tolerance);
+
+// A hybrid decoder with config `c` (its pattern names the mixer under test) memorises one random batch with AdamW
+// on the CPU: after 30 steps the loss must be under `fraction` of the first step's.
+void expect_hybrid_decoder_learns(const ModelConfig& c, double fraction, uint64_t seed);
 
 }  // namespace primer::test
