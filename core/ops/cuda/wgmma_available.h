@@ -1,0 +1,27 @@
+// Whether the Hopper (wgmma) kernels run: the build has an sm_90a pass (CMake defines PRIMER_CUDA_SM90A when
+// CMAKE_CUDA_ARCHITECTURES names 90a), the current device is compute capability 9.0, and PRIMER_NO_WGMMA is not
+// set in the environment (which selects the mma.sync kernels, so both paths can be tested on one GPU).
+#pragma once
+#include <cstdlib>
+
+#include "core/cuda_runtime.h"
+
+namespace primer::ops::cuda_ops {
+
+inline bool wgmma_available() {
+#ifdef PRIMER_CUDA_SM90A
+  // Kernels run on one device per process in primer, so the first query holds.
+  static const bool available = [] {
+    int major = 0, minor = 0;
+    PRIMER_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, cuda::current_device()));
+    PRIMER_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, cuda::current_device()));
+    const char* off = std::getenv("PRIMER_NO_WGMMA");
+    return major == 9 && minor == 0 && !(off && *off && *off != '0');
+  }();
+  return available;
+#else
+  return false;
+#endif
+}
+
+}  // namespace primer::ops::cuda_ops
