@@ -16,7 +16,7 @@ struct AttentionDims {
 void attention_forward(void* out, float* lse, const void* q, const void* k, const void* v, const AttentionDims& d);
 
 // dk, dv [B, Tk, Hkv, Dh] bf16 (overwritten); dq_accum f32 [B, Tq, Hq, Dh] receives dq (zeroed here, then
-// accumulated with fp32 atomics); delta f32 [B, Hq, Tq] is scratch for rowsum(dout * out).
+// accumulated with fp32 reduce-adds); delta f32 [B, Hq, Tq] is scratch for rowsum(dout * out).
 void attention_backward(float* dq_accum, void* dk, void* dv, float* delta, const void* dout, const void* q,
                         const void* k, const void* v, const void* out, const float* lse, const AttentionDims& d);
 

@@ -1,53 +1,22 @@
-// FlashAttention-2 style backward. A preprocess kernel computes delta = rowsum(dout * out) in fp32. The main kernel
-// runs one CTA per (key tile, kv head, batch): each warp owns 16 keys and keeps their dK and dV accumulators in
-// registers while the query tiles of every query head of the GQA group stream through shared memory (cp.async,
-// two stages), so dK/dV are summed over the group without atomics and written once. dQ is accumulated into an fp32
-// buffer with atomics (one add per element per key tile): not bitwise deterministic, like FlashAttention-2.
+// FlashAttention-2 style backward. A preprocess kernel computes delta = rowsum(dout * out) in fp32 and zeroes the
+// dQ buffer. On Hopper builds and GPUs the main kernel is the wgmma one (attention_backward_wgmma.cu); otherwise,
+// and with PRIMER_NO_WGMMA set, it is the mma.sync kernel here, which runs one CTA per (key tile, kv head, batch):
+// each warp owns 16 keys and keeps their dK and dV accumulators in registers while the query tiles of every query
+// head of the GQA group stream through shared memory (cp.async, two stages), so dK/dV are summed over the group
+// without atomics and written once. dQ is accumulated into an fp32 buffer with atomics (one add per element per key
+// tile): not bitwise deterministic, like FlashAttention-2.
 #include <cmath>
 
 #include "core/cuda_runtime.h"
 #include "core/ops/cuda/attention.h"
-#include "core/ops/cuda/attention_mask.cuh"
-#include "core/ops/cuda/attention_mma.cuh"
+#include "core/ops/cuda/attention_backward_common.cuh"
+#include "core/ops/cuda/wgmma_available.h"
 
 namespace primer::ops::cuda_ops {
 namespace {
 
 using attn::bf16;
-constexpr float kLog2e = 1.4426950408889634f;
-
-// delta[b, h, i] = sum_d dout[b, i, h, d] * out[b, i, h, d]; one warp per (b, i, h) row.
-template <int kDh>
-__global__ void attention_delta_kernel(float* __restrict__ delta, const bf16* __restrict__ dout,
-                                       const bf16* __restrict__ out, int64_t rows, int Tq, int Hq) {
-  const int64_t row = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
-  if (row >= rows) return;
-  const int lane = threadIdx.x % 32;
-  const __nv_bfloat162* d2 = reinterpret_cast<const __nv_bfloat162*>(dout + row * kDh);
-  const __nv_bfloat162* o2 = reinterpret_cast<const __nv_bfloat162*>(out + row * kDh);
-  float sum = 0;
-#pragma unroll
-  for (int c = lane; c < kDh / 2; c += 32) {
-    const float2 d = __bfloat1622float2(d2[c]), o = __bfloat1622float2(o2[c]);
-    sum += d.x * o.x + d.y * o.y;
-  }
-#pragma unroll
-  for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
-  if (lane == 0) {
-    const int64_t h = row % Hq, bi = row / Hq, i = bi % Tq, b = bi / Tq;
-    delta[(b * Hq + h) * Tq + i] = sum;
-  }
-}
-
-struct BackwardArgs {
-  const bf16 *q, *k, *v, *dout;
-  const float *lse, *delta;
-  float* dq_accum;
-  bf16 *dk, *dv;
-  int Hq, Hkv, group;
-  float scale, scale_log2;
-  attn::Mask mask;
-};
+using attn::BackwardArgs;
 
 template <int kDh, int kBlock>
 struct BackwardTraits {
@@ -107,7 +76,7 @@ __global__ void __launch_bounds__(2 * kBlock) attention_backward_kernel(Backward
     for (int i = threadIdx.x; i < kBlock; i += kThreads) {
       const int row = m0 + i;
       const int64_t at = (int64_t(b) * a.Hq + h) * mask.Tq + row;
-      sLse[stage * kBlock + i] = row < mask.Tq ? a.lse[at] * kLog2e : 0.f;  // rows past Tq are masked out
+      sLse[stage * kBlock + i] = row < mask.Tq ? a.lse[at] * attn::kLog2e : 0.f;  // rows past Tq are masked out
       sDelta[stage * kBlock + i] = row < mask.Tq ? a.delta[at] : 0.f;
     }
     if (step + 1 < steps)
@@ -228,14 +197,18 @@ __global__ void __launch_bounds__(2 * kBlock) attention_backward_kernel(Backward
   }
 }
 
-template <int kDh, int kBlock>
-void launch_backward(const BackwardArgs& a, float* delta, const bf16* out, int B) {
-  using Tr = BackwardTraits<kDh, kBlock>;
+template <int kDh>
+void launch_delta(const BackwardArgs& a, float* delta, const bf16* out, int B) {  // also zeroes dq_accum
   const int64_t rows = int64_t(B) * a.mask.Tq * a.Hq;
-  constexpr int kDeltaThreads = 256;
-  attention_delta_kernel<kDh><<<unsigned((rows + kDeltaThreads / 32 - 1) / (kDeltaThreads / 32)), kDeltaThreads, 0,
-                                cuda::stream()>>>(delta, a.dout, out, rows, a.mask.Tq, a.Hq);
+  constexpr int kThreads = 256;
+  attn::attention_delta_kernel<kDh><<<unsigned((rows + kThreads / 32 - 1) / (kThreads / 32)), kThreads, 0,
+                                      cuda::stream()>>>(delta, a.dq_accum, a.dout, out, rows, a.mask.Tq, a.Hq);
   PRIMER_CUDA_CHECK_LAUNCH();
+}
+
+template <int kDh, int kBlock>
+void launch_backward(const BackwardArgs& a, int B) {
+  using Tr = BackwardTraits<kDh, kBlock>;
   auto kernel = attention_backward_kernel<kDh, kBlock>;
   static const bool configured = [&] {  // above 48 KB of dynamic shared memory needs an opt-in, once per kernel
     PRIMER_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes));
@@ -251,16 +224,21 @@ void launch_backward(const BackwardArgs& a, float* delta, const bf16* out, int B
 
 void attention_backward(float* dq_accum, void* dk, void* dv, float* delta, const void* dout, const void* q,
                         const void* k, const void* v, const void* out, const float* lse, const AttentionDims& d) {
-  PRIMER_CUDA_CHECK(cudaMemsetAsync(dq_accum, 0, size_t(d.B * d.Tq * d.Hq * d.Dh) * sizeof(float), cuda::stream()));
   const BackwardArgs a{static_cast<const bf16*>(q), static_cast<const bf16*>(k), static_cast<const bf16*>(v),
                        static_cast<const bf16*>(dout), lse, delta, dq_accum, static_cast<bf16*>(dk),
                        static_cast<bf16*>(dv), int(d.Hq), int(d.Hkv), int(d.Hq / d.Hkv), d.scale,
-                       d.scale * kLog2e, attn::Mask::of(d)};
+                       d.scale * attn::kLog2e, attn::Mask::of(d)};
   const bf16* o = static_cast<const bf16*>(out);
   if (d.Dh == 64)
-    launch_backward<64, 64>(a, delta, o, int(d.B));
+    launch_delta<64>(a, delta, o, int(d.B));
   else
-    launch_backward<128, 64>(a, delta, o, int(d.B));
+    launch_delta<128>(a, delta, o, int(d.B));
+  if (wgmma_available())
+    attn::launch_backward_wgmma(a, int(d.B), int(d.Dh));
+  else if (d.Dh == 64)
+    launch_backward<64, 64>(a, int(d.B));
+  else
+    launch_backward<128, 64>(a, int(d.B));
 }
 
 }  // namespace primer::ops::cuda_ops

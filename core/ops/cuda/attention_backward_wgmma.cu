@@ -1,0 +1,377 @@
+// Hopper (sm_90a) flash attention backward with warpgroup MMA. One CTA of two warpgroups per (128-key tile, kv
+// head, batch); warpgroup w owns keys 64w..64w+63 and keeps their dK and dV (64 x Dh each) in registers while
+// 64-query tiles of every query head of the GQA group stream through shared memory (cp.async, three stages), so
+// dK/dV are summed over the group without atomics and written once. Per query tile and warpgroup:
+//   S^T = K_w Q^T and dP^T = V_w dO^T                        (both operands from shared memory)
+//   P^T = exp2(S^T scale log2(e) - lse log2(e)),  dS^T = P^T (dP^T - delta) scale   (masked on edge tiles only)
+//   dV += P^T dO and dK += dS^T Q                            (P^T, dS^T as register A fragments)
+//   dQ  = dS K                                               (dS^T through shared memory)
+// With Dh = 128 the warpgroups split dQ's columns, each reducing over all 128 keys; with Dh = 64 (a column half
+// would not be a whole 64-column swizzle block) each computes a partial dQ over its own keys. dQ is staged in
+// shared memory and added to the fp32 buffer by bulk tensor reduce-adds (TMA): not bitwise deterministic, like
+// FlashAttention-2's atomics, but with far less load on the memory pipeline than per-thread atomics.
+//
+// Schedule: one CTA barrier per tile, after which both warpgroups' dS^T and the next tile's Q/dO are in shared
+// memory. Each warpgroup issues the next tile's S^T right behind this tile's dQ, so the tensor cores run it while
+// dQ is staged; the next dP^T runs while the probabilities are computed.
+#include "core/cuda_runtime.h"
+#include "core/ops/cuda/attention_backward_common.cuh"
+#include "core/ops/cuda/tensor_map.h"
+#include "core/ops/cuda/wgmma.cuh"
+
+namespace primer::ops::cuda_ops::attn {
+namespace {
+
+using wgmma::Sw128Tile;
+
+template <int kDh>
+struct WgmmaBackwardTraits {
+  static constexpr int kBlockN = 128, kBlockM = 64, kThreads = 256, kStages = 3;
+  static constexpr bool kSplitN = kDh == 128;
+  static constexpr int kDqCols = kSplitN ? kDh / 2 : kDh;  // dQ columns one warpgroup computes
+  using KTile = Sw128Tile<kBlockN, kDh>;      // K, V: [key][d]
+  using QTile = Sw128Tile<kBlockM, kDh>;      // Q, dO: [query][d]
+  using STile = Sw128Tile<kBlockN, kBlockM>;  // dS^T: [key][query]
+  // dQ staging, per warpgroup two boxes of the dQ tensor map: [64 queries][32 fp32 columns] each.
+  static constexpr int kDqBox = kBlockM * 32, kDqStaging = 2 * 2 * kDqBox;
+  // K, V; the stages of Q and dO; dS^T; dQ staging; the stages of lse and delta; slack to align to 1024 bytes.
+  static constexpr int kSmemBytes =
+      (2 * KTile::kElems + 2 * kStages * QTile::kElems + STile::kElems) * int(sizeof(bf16)) +
+      (kDqStaging + 2 * kStages * kBlockM) * int(sizeof(float)) + 1024;
+};
+
+#ifdef PRIMER_WGMMA
+// 4-byte asynchronous copy; when !valid the destination is zero-filled and nothing is read.
+__device__ __forceinline__ void cp_async_4(void* smem, const void* global, bool valid) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_address(smem)), "l"(global),
+               "r"(valid ? 4 : 0));
+}
+
+// Operand descriptors are stepped by adding byte offsets: the start address field is the low 14 bits (16-byte
+// units) and shared addresses stay below 2^18, so the sum never carries out of it.
+__device__ __forceinline__ uint64_t advance(uint64_t desc, int bytes) { return desc + uint64_t(bytes >> 4); }
+// Byte offset of reduction column k0 (a multiple of 16) in a K-major Sw128Tile, and of reduction row k0 in an
+// MN-major one.
+template <class Tile>
+constexpr int k_major_step(int k0) {
+  return (k0 / 64) * Tile::kBlockElems * 2 + (k0 % 64) * 2;
+}
+constexpr int mn_major_step(int k0) { return k0 * 64 * 2; }
+
+// Offset of (row, col < 64) in a warpgroup's two staged dQ boxes: 128-byte rows whose 16-byte chunks are
+// XOR-swizzled by row % 8, as the map's 128-byte swizzle expects (and the accumulator stores are conflict-free).
+__device__ __forceinline__ int staged_dq_offset(int row, int col) {
+  return (col >> 5) * (64 * 32) + row * 32 + ((((col & 31) >> 2) ^ (row & 7)) << 2) + (col & 3);
+}
+// Adds a box of fp32 from shared memory into the tensor of `map` at coordinates c0..c3, asynchronously.
+__device__ __forceinline__ void bulk_reduce_add(const CUtensorMap* map, const float* smem, int c0, int c1, int c2,
+                                                int c3) {
+  asm volatile(
+      "cp.reduce.async.bulk.tensor.4d.global.shared::cta.add.tile.bulk_group [%0, {%2, %3, %4, %5}], [%1];\n" ::"l"(
+          reinterpret_cast<uint64_t>(map)),
+      "r"(smem_address(smem)), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+      : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+// Waits until this thread's bulk reduce-adds have read their shared memory (kReadOnly) or completed.
+template <bool kReadOnly>
+__device__ __forceinline__ void bulk_wait() {
+  if constexpr (kReadOnly)
+    asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+  else
+    asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
+}
+
+// Named barriers (0 is __syncthreads): `threads` threads in all arrive, the syncing ones also wait.
+__device__ __forceinline__ void barrier_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ __forceinline__ void barrier_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
+// Sets the scores of a 64 x 64 accumulator tile that the mask hides (or that lie past Tq / Tk) to -inf. Element
+// 4j + e is query q0 + 8j + e % 2 (q0 = the tile's first query + 2t) and key k0 + 8 (e / 2). In int32 offsets from
+// (q0, k0), so that edge tiles cost a few integer operations per element.
+__device__ __forceinline__ void hide_masked(float (&s)[32], const Mask& mask, int q0, int k0) {
+  const int queries = mask.Tq - q0, keys = mask.Tk - k0;
+  constexpr int64_t kFar = 1 << 30;  // beyond any offset within a tile
+  const auto clamp = [](int64_t x) { return int(x < -kFar ? -kFar : x > kFar ? kFar : x); };
+  // Key j is visible to query i iff diag - window < j - i <= diag (causal; window 0: no lower bound).
+  const int hi = mask.causal ? clamp(mask.diag) : int(kFar);
+  const int lo = mask.causal && mask.window > 0 ? clamp(mask.diag - mask.window) : -int(kFar);
+  const int rel = k0 - q0;
+#pragma unroll
+  for (int j = 0; j < 8; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int dq = 8 * j + (e & 1), dk = 8 * (e >> 1), off = rel + dk - dq;
+      if (dq >= queries || dk >= keys || off > hi || off <= lo) s[4 * j + e] = -INFINITY;
+    }
+}
+
+// The A fragments (k-steps of 16 queries) of a 64 x 64 accumulator, packed to bf16.
+__device__ __forceinline__ void accumulators_to_a(uint32_t (&a)[4][4], const float (&c)[32]) {
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) a[kk][i] = pack_bf16(c[8 * kk + 2 * i], c[8 * kk + 2 * i + 1]);
+}
+#endif
+
+template <int kDh>
+__global__ void __launch_bounds__(256, 1)
+    attention_backward_wgmma_kernel(BackwardArgs a, const __grid_constant__ CUtensorMap dq_map) {
+#ifdef PRIMER_WGMMA
+  using Tr = WgmmaBackwardTraits<kDh>;
+  using KTile = typename Tr::KTile;
+  using QTile = typename Tr::QTile;
+  using STile = typename Tr::STile;
+  constexpr int kBlockN = Tr::kBlockN, kBlockM = Tr::kBlockM, kThreads = Tr::kThreads, kStages = Tr::kStages;
+  constexpr int kDqCols = Tr::kDqCols;
+  extern __shared__ unsigned char smem_raw[];
+  unsigned char* smem = smem_raw + ((1024 - (smem_address(smem_raw) & 1023)) & 1023);  // swizzle atoms: 1024 B
+  bf16* sK = reinterpret_cast<bf16*>(smem);
+  bf16* sV = sK + KTile::kElems;
+  bf16* sQ = sV + KTile::kElems;               // [kStages]
+  bf16* sdO = sQ + kStages * QTile::kElems;    // [kStages]
+  bf16* sdS = sdO + kStages * QTile::kElems;
+  float* sDq = reinterpret_cast<float*>(sdS + STile::kElems);  // 1024-byte aligned, as the 128-byte swizzle needs
+  float* sLse = sDq + Tr::kDqStaging;                           // [kStages][kBlockM]
+  float* sDelta = sLse + kStages * kBlockM;                     // [kStages][kBlockM]
+
+  const int n0 = (gridDim.x - 1 - blockIdx.x) * kBlockN;  // causal: early keys feed the most queries, start them first
+  const int kvh = blockIdx.y, b = blockIdx.z;
+  const int tid = threadIdx.x, wg = tid / 128;
+  const int warp = tid / 32 % 4, lane = tid % 32, g = lane / 4, t = lane % 4;
+  const Mask& mask = a.mask;
+  const int64_t q_stride = int64_t(a.Hq) * kDh, kv_stride = int64_t(a.Hkv) * kDh;
+  const int64_t kv_base = (int64_t(b) * mask.Tk * a.Hkv + kvh) * kDh;
+  const int key0 = n0 + 64 * wg;  // this warpgroup's keys
+
+  int q_lo, q_hi;
+  mask.query_range(n0, min(n0 + kBlockN, mask.Tk), &q_lo, &q_hi);
+  const int tile_begin = q_lo / kBlockM, tiles = q_hi > q_lo ? (q_hi + kBlockM - 1) / kBlockM - tile_begin : 0;
+  const int steps = tiles * a.group;  // (query head of the group, query tile) pairs
+  // Steps run over the query tiles of each head of the group in turn; a cursor walks them without divisions.
+  struct Cursor {
+    int stage, h, m0;
+  };
+  const int m0_begin = tile_begin * kBlockM, m0_end = m0_begin + tiles * kBlockM;
+  auto next = [&](Cursor c) {
+    c.stage = c.stage + 1 == kStages ? 0 : c.stage + 1;
+    c.m0 += kBlockM;
+    if (c.m0 == m0_end) c.m0 = m0_begin, ++c.h;
+    return c;
+  };
+
+  // Each call closes one cp.async group (empty past the last step), so waits can count steps.
+  Cursor loading{0, kvh * a.group, m0_begin};  // the next step to load
+  auto load_queries = [&](int step) {
+    if (step < steps) {
+      const int stage = loading.stage, h = loading.h, m0 = loading.m0;
+      loading = next(loading);
+      const int64_t base = (int64_t(b) * mask.Tq + m0) * q_stride + h * kDh;
+      wgmma::load_tile_async<kBlockM, kDh, kThreads>(sQ + stage * QTile::kElems, a.q + base, q_stride,
+                                                     mask.Tq - m0, tid);
+      wgmma::load_tile_async<kBlockM, kDh, kThreads>(sdO + stage * QTile::kElems, a.dout + base, q_stride,
+                                                     mask.Tq - m0, tid);
+      if (tid < 2 * kBlockM) {  // rows past Tq read as 0: finite, and masked out
+        const int i = tid % kBlockM, row = m0 + i;
+        const bool valid = row < mask.Tq;
+        const float* src = (tid < kBlockM ? a.lse : a.delta) + (int64_t(b) * a.Hq + h) * mask.Tq + (valid ? row : 0);
+        cp_async_4((tid < kBlockM ? sLse : sDelta) + stage * kBlockM + i, src, valid);
+      }
+    }
+    cp_async_commit();
+  };
+
+  // S^T = K_w Q^T or dP^T = V_w dO^T from a stage: one commit group.
+  auto issue_scores = [&](float(&acc)[32], const bf16* keys, const bf16* queries, int stage) {
+    const uint64_t key_desc = wgmma::k_major<kBlockN, kDh>(keys, 64 * wg, 0);
+    const uint64_t query_desc = wgmma::k_major<kBlockM, kDh>(queries + stage * QTile::kElems, 0, 0);
+    wgmma::fence();
+#pragma unroll
+    for (int kk = 0; kk < kDh / 16; ++kk)
+      wgmma::wgmma_ss<0, 0>(acc, advance(key_desc, k_major_step<KTile>(16 * kk)),
+                            advance(query_desc, k_major_step<QTile>(16 * kk)), kk > 0);
+    wgmma::commit();
+  };
+
+  wgmma::load_tile_async<kBlockN, kDh, kThreads>(sK, a.k + kv_base + n0 * kv_stride, kv_stride, mask.Tk - n0, tid);
+  wgmma::load_tile_async<kBlockN, kDh, kThreads>(sV, a.v + kv_base + n0 * kv_stride, kv_stride, mask.Tk - n0, tid);
+  load_queries(0);  // K, V and step 0's queries: one group
+  load_queries(1);
+
+  float dk[kDh / 2], dv[kDh / 2];
+#pragma unroll
+  for (int i = 0; i < kDh / 2; ++i) dk[i] = dv[i] = 0.f;
+  float s[32], dp[32];
+  if (steps > 0) {
+    cp_async_wait<1>();
+    wgmma::fence_shared_for_async();
+    __syncthreads();
+    issue_scores(s, sK, sQ, 0);
+  }
+
+  Cursor cur{0, kvh * a.group, m0_begin};
+  for (int step = 0; step < steps; ++step, cur = next(cur)) {
+    const int stage = cur.stage, h = cur.h, m0 = cur.m0;
+    const bf16* tQ = sQ + stage * QTile::kElems;
+    const bf16* tdO = sdO + stage * QTile::kElems;
+    const float* lse = sLse + stage * kBlockM;
+    const float* delta = sDelta + stage * kBlockM;
+
+    // Accumulator element 4j + e: key my_key + 8 (e / 2), query m0 + 8j + 2t + e % 2.
+    const int my_key = key0 + 16 * warp + g;
+    wgmma::wait<0>();
+    issue_scores(dp, sV, sdO, stage);
+    wgmma::pin(s);
+    if (!mask.tile_fully_visible(m0, kBlockM, key0, 64)) hide_masked(s, mask, m0 + 2 * t, my_key);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const float2 l = *reinterpret_cast<const float2*>(lse + 8 * j + 2 * t);
+      // A row that sees no key has lse = -inf and every score hidden: +inf keeps exp2(-inf - lse) at 0, not NaN.
+      const float l2[2] = {l.x == -INFINITY ? INFINITY : l.x * kLog2e, l.y == -INFINITY ? INFINITY : l.y * kLog2e};
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[4 * j + e] = exp2f(fmaf(s[4 * j + e], a.scale_log2, -l2[e & 1]));
+    }
+    wgmma::wait<0>();
+    wgmma::pin(dp);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const float2 dl = *reinterpret_cast<const float2*>(delta + 8 * j + 2 * t);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) dp[4 * j + e] = s[4 * j + e] * (dp[4 * j + e] - ((e & 1) ? dl.y : dl.x)) * a.scale;
+    }
+
+    // dV += P^T dO and dK += dS^T Q (reduction over the 64 queries).
+    uint32_t pa[4][4], dsa[4][4];
+    accumulators_to_a(pa, s);
+    accumulators_to_a(dsa, dp);
+    const uint64_t do_mn = wgmma::mn_major<kBlockM, kDh>(tdO, 0, 0), q_mn = wgmma::mn_major<kBlockM, kDh>(tQ, 0, 0);
+    wgmma::fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) wgmma::wgmma_rs<1>(dv, pa[kk], advance(do_mn, mn_major_step(16 * kk)), 1);
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) wgmma::wgmma_rs<1>(dk, dsa[kk], advance(q_mn, mn_major_step(16 * kk)), 1);
+    wgmma::commit();
+    wgmma::pin(dv);
+    wgmma::pin(dk);
+
+    // dS^T to shared memory (fragment kk, register i holds key row 8 (i % 2), queries 16kk + 8 (i / 2) + 2t), once
+    // the other warpgroup's dQ product of the previous step has read it (barrier 1 + w: warpgroup w's dQ done).
+    if (Tr::kSplitN && step > 0) barrier_sync(1 + (wg ^ 1), 256);
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+        *reinterpret_cast<uint32_t*>(sdS + STile::offset(64 * wg + 16 * warp + g + 8 * (i & 1),
+                                                         16 * kk + 8 * (i >> 1) + 2 * t)) = dsa[kk][i];
+    // After this barrier: both warpgroups' dS^T and the next step's queries are in shared memory, the previous
+    // step's dQ staging has been read, and both warpgroups are done with step - 1's dK/dV products, so its stage
+    // takes step + 2's queries.
+    cp_async_wait<0>();
+    bulk_wait<true>();
+    wgmma::fence_shared_for_async();
+    __syncthreads();
+    load_queries(step + 2);
+
+    // dQ (64 queries x kDqCols) = dS K, over all 128 keys (columns kDqCols w..) or this warpgroup's 64 keys.
+    float dq[kDqCols / 2];
+    constexpr int kKeySteps = Tr::kSplitN ? kBlockN / 16 : 4;
+    const int dq_key0 = Tr::kSplitN ? 0 : 64 * wg, dq_col0 = Tr::kSplitN ? kDqCols * wg : 0;
+    const uint64_t ds_mn = wgmma::mn_major<kBlockN, kBlockM>(sdS, dq_key0, 0);
+    const uint64_t k_mn = wgmma::mn_major<kBlockN, kDh>(sK, dq_key0, dq_col0);
+    wgmma::fence();
+#pragma unroll
+    for (int kk = 0; kk < kKeySteps; ++kk)
+      wgmma::wgmma_ss<1, 1>(dq, advance(ds_mn, mn_major_step(16 * kk)), advance(k_mn, mn_major_step(16 * kk)), kk > 0);
+    wgmma::commit();
+    // dK/dV done (their A fragments free) before the next step's S^T is issued behind dQ; its dP^T is issued at
+    // the top of the next step, so that only one of the two is held while dQ is. (A wait that leaves a group in
+    // flight across the loop's back edge would make the compiler serialize the wgmmas: the top waits for all.)
+    wgmma::wait<1>();
+    wgmma::pin(dv);
+    wgmma::pin(dk);
+    wgmma::pin(dq);
+    // Issued unconditionally (past the last step it reads a stale stage and is discarded): accumulators that are
+    // defined on only some paths would make the compiler serialize the wgmmas.
+    issue_scores(s, sK, sQ, next(cur).stage);
+    wgmma::wait<1>();
+    wgmma::pin(dq);
+
+    if (Tr::kSplitN && step + 1 < steps) barrier_arrive(1 + wg, 256);
+
+    // dQ to this warpgroup's staging boxes (element 4j + e: query 16 warp + g + 8 (e / 2), column 8j + 2t + e % 2
+    // of its columns), then one bulk tensor reduce-add per box into the fp32 buffer (rows past Tq are clipped).
+    float* staged = sDq + wg * 2 * Tr::kDqBox;
+#pragma unroll
+    for (int j = 0; j < kDqCols / 8; ++j)
+#pragma unroll
+      for (int r = 0; r < 2; ++r)
+        *reinterpret_cast<float2*>(staged + staged_dq_offset(16 * warp + g + 8 * r, 8 * j + 2 * t)) =
+            make_float2(dq[4 * j + 2 * r], dq[4 * j + 2 * r + 1]);
+    wgmma::fence_shared_for_async();
+    barrier_sync(3 + wg, 128);
+    if (tid % 128 == 0) {
+#pragma unroll
+      for (int box = 0; box < 2; ++box)
+        bulk_reduce_add(&dq_map, staged + box * Tr::kDqBox, dq_col0 + 32 * box, h, m0, b);
+      bulk_commit();
+    }
+  }
+  bulk_wait<false>();
+  wgmma::wait<0>();
+  cp_async_wait<0>();  // no query tile at all: K/V loads still land before the CTA exits
+
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int key = key0 + 16 * warp + g + 8 * r;
+    if (key >= mask.Tk) continue;
+    bf16* dk_row = a.dk + kv_base + key * kv_stride + 2 * t;
+    bf16* dv_row = a.dv + kv_base + key * kv_stride + 2 * t;
+#pragma unroll
+    for (int j = 0; j < kDh / 8; ++j) {
+      *reinterpret_cast<__nv_bfloat162*>(dk_row + 8 * j) =
+          __floats2bfloat162_rn(dk[4 * j + 2 * r], dk[4 * j + 2 * r + 1]);
+      *reinterpret_cast<__nv_bfloat162*>(dv_row + 8 * j) =
+          __floats2bfloat162_rn(dv[4 * j + 2 * r], dv[4 * j + 2 * r + 1]);
+    }
+  }
+#else
+  __trap();  // launched only where wgmma_available()
+#endif
+}
+
+template <int kDh>
+void launch_wgmma(const BackwardArgs& a, int B) {
+  using Tr = WgmmaBackwardTraits<kDh>;
+  auto kernel = attention_backward_wgmma_kernel<kDh>;
+  static const bool configured = [&] {  // above 48 KB of dynamic shared memory needs an opt-in, once per kernel
+    PRIMER_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes));
+    return true;
+  }();
+  (void)configured;
+  // dq_accum [B, Tq, Hq, Dh] fp32 as a 4-d tensor (d, head, query, batch), reduced into in [64 query][32 d] boxes.
+  const uint64_t dims[4] = {uint64_t(kDh), uint64_t(a.Hq), uint64_t(a.mask.Tq), uint64_t(B)};
+  const uint64_t strides[3] = {kDh * sizeof(float), uint64_t(a.Hq) * kDh * sizeof(float),
+                               uint64_t(a.mask.Tq) * a.Hq * kDh * sizeof(float)};
+  const uint32_t box[4] = {32, 1, uint32_t(Tr::kBlockM), 1};
+  const CUtensorMap dq_map = encode_tensor_map(CU_TENSOR_MAP_DATA_TYPE_FLOAT32, a.dq_accum, 4, dims, strides, box,
+                                               CU_TENSOR_MAP_SWIZZLE_128B);
+  const dim3 grid((a.mask.Tk + Tr::kBlockN - 1) / Tr::kBlockN, a.Hkv, B);
+  kernel<<<grid, Tr::kThreads, Tr::kSmemBytes, cuda::stream()>>>(a, dq_map);
+  PRIMER_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+void launch_backward_wgmma(const BackwardArgs& a, int B, int Dh) {
+  if (Dh == 64)
+    launch_wgmma<64>(a, B);
+  else
+    launch_wgmma<128>(a, B);
+}
+
+}  // namespace primer::ops::cuda_ops::attn
