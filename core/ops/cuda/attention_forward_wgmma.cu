@@ -29,12 +29,16 @@ struct ForwardArgs {
 
 template <int kDh>
 struct Traits {
-  static constexpr int kBlockM = 128, kBlockN = 128, kThreads = 256;
+  // Two consumer warpgroups (64 query rows each) and a producer warpgroup, one thread of which issues the copies:
+  // a whole warpgroup so that registers can move from it to the consumers (setmaxnreg; the register file is split
+  // among the four schedulers, so an odd extra warp would cap every thread at 168).
+  static constexpr int kBlockM = 128, kBlockN = 128, kConsumerWarps = 8, kThreads = 384;
+  static constexpr int kProducerRegisters = 24, kConsumerRegisters = 240;
   using QTile = wgmma::Sw128Tile<kBlockM, kDh>;
   using KvTile = wgmma::Sw128Tile<kBlockN, kDh>;
-  // Q, two stages of K and of V, their five barriers, and room to align the base to the 1024 bytes swizzle atoms
-  // need.
-  static constexpr int kSmemBytes = (QTile::kElems + 4 * KvTile::kElems) * int(sizeof(bf16)) + 5 * 8 + 1024;
+  // Q, two stages of K and of V, nine barriers (Q full; K and V full and empty per stage), and room to align the
+  // base to the 1024 bytes swizzle atoms need.
+  static constexpr int kSmemBytes = (QTile::kElems + 4 * KvTile::kElems) * int(sizeof(bf16)) + 9 * 8 + 1024;
 };
 
 // Online softmax of one tile's raw scores s (this thread's rows g and g + 8 of its warp): masks the tile if it
@@ -82,11 +86,12 @@ __device__ __forceinline__ void pack_probabilities(uint32_t (&p)[kBlockN / 16][4
     for (int i = 0; i < 4; ++i) p[kk][i] = attn::pack_bf16(s[8 * kk + 2 * i], s[8 * kk + 2 * i + 1]);
 }
 
-// The pipeline, per warpgroup: while O += P_j V_j runs on the tensor cores, the scores of tile j + 1 (issued just
-// before it) go through the softmax. Shared memory holds K_{j+1} and V_j during iteration j, while K_{j+2} and
-// V_{j+1} load into the stages K_j and V_{j-1} freed.
+// The pipeline. A producer warp streams Q, then K and V tiles into two stages each, waiting for a stage's "empty"
+// barrier (every consumer warp has finished reading it) before refilling it. Per consumer warpgroup: while
+// O += P_j V_j runs on the tensor cores, the scores of tile j + 1 (issued just before it) go through the softmax.
+// The warpgroups never wait for each other, so one's softmax overlaps the other's products.
 template <int kDh>
-__global__ void __launch_bounds__(256, 1)
+__global__ void __launch_bounds__(Traits<kDh>::kThreads, 1)
     attention_forward_wgmma_kernel(ForwardArgs a, const __grid_constant__ CUtensorMap q_map,
                                    const __grid_constant__ CUtensorMap k_map, const __grid_constant__ CUtensorMap v_map) {
 #ifdef PRIMER_WGMMA
@@ -98,33 +103,65 @@ __global__ void __launch_bounds__(256, 1)
   bf16* sK = sQ + Tr::QTile::kElems;  // [2] stages
   bf16* sV = sK + 2 * kKvElems;       // [2] stages
   uint64_t* q_full = reinterpret_cast<uint64_t*>(sV + 2 * kKvElems);
-  uint64_t* k_full = q_full + 1;  // [2]
-  uint64_t* v_full = k_full + 2;  // [2]
+  uint64_t* k_full = q_full + 1;   // [2]
+  uint64_t* v_full = k_full + 2;   // [2]
+  uint64_t* k_empty = v_full + 2;  // [2]
+  uint64_t* v_empty = k_empty + 2; // [2]
 
   const int m0 = (gridDim.x - 1 - blockIdx.x) * kBlockM;  // longest causal rows first
   const int h = blockIdx.y, b = blockIdx.z, kvh = h / a.group;
-  const int wg = threadIdx.x / 128, warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int wg_m0 = m0 + 64 * wg, row0 = wg_m0 + warp * 16 + g;
-  const bool issuer = threadIdx.x == 0;
+  const int warp_id = threadIdx.x / 32, lane = threadIdx.x % 32;
   const attn::Mask& mask = a.mask;
-  const int64_t q_stride = int64_t(a.Hq) * kDh;
 
   int key_lo, key_hi;
   mask.key_range(m0, min(m0 + kBlockM, mask.Tq), &key_lo, &key_hi);
   const int tile_begin = key_lo / kBlockN, tile_end = key_hi > key_lo ? (key_hi + kBlockN - 1) / kBlockN : tile_begin;
+  // Tile i of K or V lives in stage (i - tile_begin) % 2; each use of a stage is one phase of its barriers.
+  auto stage = [&](int tile) { return (tile - tile_begin) & 1; };
+  auto parity = [&](int tile) { return ((tile - tile_begin) >> 1) & 1; };
 
-  float o[kDh / 2] = {};
-  float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.f, 0.f};  // raw scores; rows g and g + 8 of this warp
-  if (tile_begin < tile_end) {
-    // Tile i of K or V lives in stage (i - tile_begin) % 2, whose barrier completes once per use: parity flips.
-    auto stage = [&](int tile) { return (tile - tile_begin) & 1; };
-    auto parity = [&](int tile) { return ((tile - tile_begin) >> 1) & 1; };
-    auto load = [&](const CUtensorMap* map, bf16* stages, uint64_t* full, int tile) {  // issuer only
+  if (threadIdx.x == 0) {
+    tma::barrier_init(q_full, 1);
+    for (int i = 0; i < 2; ++i) {
+      tma::barrier_init(&k_full[i], 1);
+      tma::barrier_init(&v_full[i], 1);
+      tma::barrier_init(&k_empty[i], Tr::kConsumerWarps);
+      tma::barrier_init(&v_empty[i], Tr::kConsumerWarps);
+    }
+    tma::fence_barrier_init();
+  }
+  __syncthreads();  // the last CTA-wide barrier: from here on producer and consumers meet only at mbarriers
+
+  if (warp_id >= Tr::kConsumerWarps) {  // the producer warpgroup
+    wgmma::set_max_registers<Tr::kProducerRegisters, false>();
+    if (warp_id != Tr::kConsumerWarps || lane != 0 || tile_begin == tile_end) return;
+    auto load = [&](const CUtensorMap* map, bf16* stages, uint64_t* full, uint64_t* empty, int tile) {
+      if (tile - tile_begin >= 2) tma::wait(&empty[stage(tile)], parity(tile) ^ 1);  // the use two tiles back
       bf16* dst = stages + stage(tile) * kKvElems;
       tma::arrive_expect_bytes(&full[stage(tile)], kKvElems * int(sizeof(bf16)));
 #pragma unroll
       for (int c = 0; c < kDh / 64; ++c)
         tma::load_4d(dst + c * Tr::KvTile::kBlockElems, map, &full[stage(tile)], 64 * c, kvh, tile * kBlockN, b);
+    };
+    tma::arrive_expect_bytes(q_full, Tr::QTile::kElems * int(sizeof(bf16)));
+#pragma unroll
+    for (int c = 0; c < kDh / 64; ++c) tma::load_4d(sQ + c * Tr::QTile::kBlockElems, &q_map, q_full, 64 * c, h, m0, b);
+    load(&k_map, sK, k_full, k_empty, tile_begin);
+    for (int tile = tile_begin; tile < tile_end; ++tile) {  // the consumers' order: K_{j+1} with V_j
+      if (tile + 1 < tile_end) load(&k_map, sK, k_full, k_empty, tile + 1);
+      load(&v_map, sV, v_full, v_empty, tile);
+    }
+    return;
+  }
+
+  wgmma::set_max_registers<Tr::kConsumerRegisters, true>();
+  const int wg = warp_id / 4, warp = warp_id % 4, g = lane / 4, t = lane % 4;
+  const int wg_m0 = m0 + 64 * wg, row0 = wg_m0 + warp * 16 + g;
+  float o[kDh / 2] = {};
+  float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.f, 0.f};  // raw scores; rows g and g + 8 of this warp
+  if (tile_begin < tile_end) {
+    auto release = [&](uint64_t* empty, int tile) {
+      if (lane == 0) tma::arrive(&empty[stage(tile)]);
     };
     auto scores = [&](float (&s)[kBlockN / 2], int tile) {  // S = Q K^T, issued and committed
 #pragma unroll
@@ -140,64 +177,41 @@ __global__ void __launch_bounds__(256, 1)
       wgmma::commit();
     };
 
-    if (issuer) {
-      tma::barrier_init(q_full, 1);
-      for (int i = 0; i < 2; ++i) {
-        tma::barrier_init(&k_full[i], 1);
-        tma::barrier_init(&v_full[i], 1);
-      }
-      tma::fence_barrier_init();
-    }
-    __syncthreads();
-    if (issuer) {
-      tma::arrive_expect_bytes(q_full, Tr::QTile::kElems * int(sizeof(bf16)));
-#pragma unroll
-      for (int c = 0; c < kDh / 64; ++c)
-        tma::load_4d(sQ + c * Tr::QTile::kBlockElems, &q_map, q_full, 64 * c, h, m0, b);
-      load(&k_map, sK, k_full, tile_begin);
-      if (tile_begin + 1 < tile_end) load(&k_map, sK, k_full, tile_begin + 1);
-      load(&v_map, sV, v_full, tile_begin);
-    }
     tma::wait(q_full, 0);
-    tma::wait(&k_full[0], 0);
-
+    tma::wait(&k_full[stage(tile_begin)], parity(tile_begin));
     float s[kBlockN / 2], correction[2];
     uint32_t p[kBlockN / 16][4];
     wgmma::fence();
     scores(s, tile_begin);
     wgmma::wait<0>();
     wgmma::pin(s);
+    release(k_empty, tile_begin);
     online_softmax<kBlockN>(s, row_max, row_sum, correction, mask, wg_m0, row0, tile_begin * kBlockN, t,
                             a.scale_log2);
     pack_probabilities<kBlockN>(p, s);
-    __syncthreads();  // every warpgroup is done with K_{tile_begin}: its stage takes K_{tile_begin + 2}
 
     // Every iteration but the last overlaps the next tile's softmax with this tile's P V (no branch around the
     // wgmma issue: the compiler then keeps the products asynchronous).
     for (int tile = tile_begin; tile + 1 < tile_end; ++tile) {
-      if (issuer) {
-        if (tile + 2 < tile_end) load(&k_map, sK, k_full, tile + 2);
-        load(&v_map, sV, v_full, tile + 1);
-      }
       tma::wait(&k_full[stage(tile + 1)], parity(tile + 1));
       tma::wait(&v_full[stage(tile)], parity(tile));
-
       wgmma::fence();
       scores(s, tile + 1);
       accumulate_values(p, tile);
       wgmma::wait<1>();
       wgmma::pin(s);
+      release(k_empty, tile + 1);
       online_softmax<kBlockN>(s, row_max, row_sum, correction, mask, wg_m0, row0, (tile + 1) * kBlockN, t,
                               a.scale_log2);
       wgmma::wait<0>();
       wgmma::pin(o);
       wgmma::pin(p);
+      release(v_empty, tile);
 #pragma unroll
       for (int d = 0; d < kDh / 8; ++d)
 #pragma unroll
         for (int e = 0; e < 4; ++e) o[4 * d + e] *= correction[e >> 1];
       pack_probabilities<kBlockN>(p, s);
-      __syncthreads();  // K_{tile+1}'s and V_tile's stages are free for the next iteration's loads
     }
     tma::wait(&v_full[stage(tile_end - 1)], parity(tile_end - 1));
     wgmma::fence();
@@ -206,6 +220,7 @@ __global__ void __launch_bounds__(256, 1)
     wgmma::pin(o);
   }
 
+  const int64_t q_stride = int64_t(a.Hq) * kDh;
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     float sum = row_sum[r];

@@ -21,6 +21,10 @@ __device__ __forceinline__ void arrive_expect_bytes(uint64_t* bar, uint32_t byte
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(attn::smem_address(bar)), "r"(bytes)
                : "memory");
 }
+// A plain arrival (a consumer releasing a buffer).
+__device__ __forceinline__ void arrive(uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(attn::smem_address(bar)) : "memory");
+}
 // Blocks until the barrier's phase with this parity has completed.
 __device__ __forceinline__ void wait(uint64_t* bar, int parity) {
   asm volatile(

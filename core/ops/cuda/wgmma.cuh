@@ -105,6 +105,16 @@ __device__ __forceinline__ void pin(uint32_t (&a)[kK][4]) {
     for (int j = 0; j < 4; ++j) asm volatile("" : "+r"(a[i][j])::"memory");
 }
 
+// Moves registers between warpgroups of a warp-specialised kernel: every warp of the group executes it, and the
+// kernel must start with a register cap (__launch_bounds__(threads, 1)).
+template <int kRegisters, bool kIncrease>
+__device__ __forceinline__ void set_max_registers() {
+  if constexpr (kIncrease)
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegisters));
+  else
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegisters));
+}
+
 // D[64 x N] (+)= A B with D as float[N / 2]; `accumulate` 0 overwrites D. kTransA / kTransB: 1 for MN-major.
 template <int kTransA, int kTransB>
 __device__ __forceinline__ void wgmma_ss(float (&d)[16], uint64_t desc_a, uint64_t desc_b, int accumulate) {
