@@ -34,6 +34,9 @@ struct Traits {
   // among the four schedulers, so an odd extra warp would cap every thread at 168).
   static constexpr int kBlockM = 128, kBlockN = 128, kConsumerWarps = 8, kThreads = 384;
   static constexpr int kProducerRegisters = 24, kConsumerRegisters = 240;
+  static_assert(kThreads == 32 * kConsumerWarps + 128, "two consumer warpgroups and one producer warpgroup");
+  static_assert((kProducerRegisters + 2 * kConsumerRegisters) * 32 <= 16384,
+                "each scheduler's 16K registers hold one warp of each warpgroup");
   using QTile = wgmma::Sw128Tile<kBlockM, kDh>;
   using KvTile = wgmma::Sw128Tile<kBlockN, kDh>;
   // Q, two stages of K and of V, nine barriers (Q full; K and V full and empty per stage), and room to align the
