@@ -24,6 +24,13 @@ echo "build: ok"
 (cd build-device && ctest -L cuda -R "$filter" --output-on-failure -j 4) >"$out/ctest-cuda.log" 2>&1
 test_rc=$?
 grep -E "tests passed|tests failed|Failed|\*\*\*|Not Run" "$out/ctest-cuda.log" | head -40
+# Attention has Hopper (wgmma) kernels and mma.sync ones: where the first ran, test the second too.
+if grep -q "Attention" "$out/ctest-cuda.log"; then
+  echo "attention tests again with the mma.sync kernels (PRIMER_NO_WGMMA=1):"
+  (cd build-device && PRIMER_NO_WGMMA=1 ctest -L cuda -R "Attention" --output-on-failure) >"$out/ctest-cuda-no-wgmma.log" 2>&1 ||
+    test_rc=1
+  grep -E "tests passed|tests failed|Failed|\*\*\*" "$out/ctest-cuda-no-wgmma.log" | head -10
+fi
 
 if [ ${#benches[@]} -eq 0 ]; then
   mapfile -t benches < <(cd build-device && ls bench_* 2>/dev/null; cd ../tools/bench && ls *.py 2>/dev/null)

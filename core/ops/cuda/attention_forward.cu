@@ -1,4 +1,5 @@
-// FlashAttention-2 style forward: one CTA per (query tile, head, batch); each warp owns 16 query rows and keeps its
+// FlashAttention-2 style forward (sm_80, and the fallback where the Hopper kernel of attention_forward_wgmma.cu
+// does not run): one CTA per (query tile, head, batch); each warp owns 16 query rows and keeps its
 // Q fragments, the output accumulator and the running max / sum in registers while K/V tiles stream through shared
 // memory (cp.async, two stages). Tiles the mask hides entirely are never loaded; only tiles crossing the mask's
 // edge (or the sequence end) pay for per-element masking.
@@ -6,8 +7,10 @@
 
 #include "core/cuda_runtime.h"
 #include "core/ops/cuda/attention.h"
+#include "core/ops/cuda/attention_forward_wgmma.h"
 #include "core/ops/cuda/attention_mask.cuh"
 #include "core/ops/cuda/attention_mma.cuh"
+#include "core/ops/cuda/wgmma_available.h"
 
 namespace primer::ops::cuda_ops {
 namespace {
@@ -182,6 +185,7 @@ void launch_forward(const ForwardArgs& a, int B) {
 }  // namespace
 
 void attention_forward(void* out, float* lse, const void* q, const void* k, const void* v, const AttentionDims& d) {
+  if (wgmma_available()) return attention_forward_wgmma(out, lse, q, k, v, d);
   const ForwardArgs a{static_cast<const bf16*>(q), static_cast<const bf16*>(k), static_cast<const bf16*>(v),
                       static_cast<bf16*>(out), lse, int(d.Hq), int(d.Hkv), int(d.Hq / d.Hkv),
                       d.scale * kLog2e, attn::Mask::of(d)};

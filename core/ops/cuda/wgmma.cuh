@@ -90,11 +90,29 @@ __device__ __forceinline__ void wait() {
 __device__ __forceinline__ void fence_shared_for_async() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
-// Keeps the compiler from moving accesses of an accumulator across wgmma issue and wait.
+// Keeps the compiler from moving accesses of an accumulator across wgmma issue and wait, and (for register A
+// operands) from reusing their registers while an issued wgmma may still read them: call after wait().
 template <int kN>
 __device__ __forceinline__ void pin(float (&d)[kN]) {
 #pragma unroll
   for (int i = 0; i < kN; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+template <int kK>
+__device__ __forceinline__ void pin(uint32_t (&a)[kK][4]) {
+#pragma unroll
+  for (int i = 0; i < kK; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) asm volatile("" : "+r"(a[i][j])::"memory");
+}
+
+// Moves registers between warpgroups of a warp-specialised kernel: every warp of the group executes it, and the
+// kernel must start with a register cap (__launch_bounds__(threads, 1)).
+template <int kRegisters, bool kIncrease>
+__device__ __forceinline__ void set_max_registers() {
+  if constexpr (kIncrease)
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegisters));
+  else
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegisters));
 }
 
 // D[64 x N] (+)= A B with D as float[N / 2]; `accumulate` 0 overwrites D. kTransA / kTransB: 1 for MN-major.

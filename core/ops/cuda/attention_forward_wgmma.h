@@ -1,0 +1,10 @@
+// The Hopper (sm_90a, wgmma) flash attention forward; attention_forward() calls it when wgmma_available().
+#pragma once
+#include "core/ops/cuda/attention.h"
+
+namespace primer::ops::cuda_ops {
+
+void attention_forward_wgmma(void* out, float* lse, const void* q, const void* k, const void* v,
+                             const AttentionDims& d);
+
+}  // namespace primer::ops::cuda_ops
