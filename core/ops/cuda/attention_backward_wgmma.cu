@@ -16,7 +16,8 @@
 // dQ is staged; the next dP^T runs while the probabilities are computed.
 #include "core/cuda_runtime.h"
 #include "core/ops/cuda/attention_backward_common.cuh"
-#include "core/ops/cuda/tensor_map.h"
+#include "core/ops/cuda/tma.cuh"
+#include "core/ops/cuda/tma_map.h"
 #include "core/ops/cuda/wgmma.cuh"
 
 namespace primer::ops::cuda_ops::attn {
@@ -33,6 +34,7 @@ struct WgmmaBackwardTraits {
   using QTile = Sw128Tile<kBlockM, kDh>;      // Q, dO: [query][d]
   using STile = Sw128Tile<kBlockN, kBlockM>;  // dS^T: [key][query]
   // dQ staging, per warpgroup two boxes of the dQ tensor map: [64 queries][32 fp32 columns] each.
+  static_assert(kDqCols == 2 * 32, "a warpgroup's dQ columns are the two 32-column boxes it stages");
   static constexpr int kDqBox = kBlockM * 32, kDqStaging = 2 * 2 * kDqBox;
   // K, V; the stages of Q and dO; dS^T; dQ staging; the stages of lse and delta; slack to align to 1024 bytes.
   static constexpr int kSmemBytes =
@@ -63,25 +65,6 @@ constexpr int mn_major_step(int k0) { return k0 * 64 * 2; }
 __device__ __forceinline__ int staged_dq_offset(int row, int col) {
   return (col >> 5) * (64 * 32) + row * 32 + ((((col & 31) >> 2) ^ (row & 7)) << 2) + (col & 3);
 }
-// Adds a box of fp32 from shared memory into the tensor of `map` at coordinates c0..c3, asynchronously.
-__device__ __forceinline__ void bulk_reduce_add(const CUtensorMap* map, const float* smem, int c0, int c1, int c2,
-                                                int c3) {
-  asm volatile(
-      "cp.reduce.async.bulk.tensor.4d.global.shared::cta.add.tile.bulk_group [%0, {%2, %3, %4, %5}], [%1];\n" ::"l"(
-          reinterpret_cast<uint64_t>(map)),
-      "r"(smem_address(smem)), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
-      : "memory");
-}
-__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
-// Waits until this thread's bulk reduce-adds have read their shared memory (kReadOnly) or completed.
-template <bool kReadOnly>
-__device__ __forceinline__ void bulk_wait() {
-  if constexpr (kReadOnly)
-    asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
-  else
-    asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
-}
-
 // Named barriers (0 is __syncthreads): `threads` threads in all arrive, the syncing ones also wait.
 __device__ __forceinline__ void barrier_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
@@ -272,7 +255,7 @@ __global__ void __launch_bounds__(256, 1)
     // step's dQ staging has been read, and both warpgroups are done with step - 1's dK/dV products, so its stage
     // takes step + 2's queries.
     cp_async_wait<0>();
-    bulk_wait<true>();
+    tma::wait_reduces<true>();
     wgmma::fence_shared_for_async();
     __syncthreads();
     load_queries(step + 2);
@@ -317,11 +300,11 @@ __global__ void __launch_bounds__(256, 1)
     if (tid % 128 == 0) {
 #pragma unroll
       for (int box = 0; box < 2; ++box)
-        bulk_reduce_add(&dq_map, staged + box * Tr::kDqBox, dq_col0 + 32 * box, h, m0, b);
-      bulk_commit();
+        tma::reduce_add_4d(&dq_map, staged + box * Tr::kDqBox, dq_col0 + 32 * box, h, m0, b);
+      tma::commit_reduces();
     }
   }
-  bulk_wait<false>();
+  tma::wait_reduces<false>();
   wgmma::wait<0>();
   cp_async_wait<0>();  // no query tile at all: K/V loads still land before the CTA exits
 
@@ -353,13 +336,9 @@ void launch_wgmma(const BackwardArgs& a, int B) {
     return true;
   }();
   (void)configured;
-  // dq_accum [B, Tq, Hq, Dh] fp32 as a 4-d tensor (d, head, query, batch), reduced into in [64 query][32 d] boxes.
-  const uint64_t dims[4] = {uint64_t(kDh), uint64_t(a.Hq), uint64_t(a.mask.Tq), uint64_t(B)};
-  const uint64_t strides[3] = {kDh * sizeof(float), uint64_t(a.Hq) * kDh * sizeof(float),
-                               uint64_t(a.mask.Tq) * a.Hq * kDh * sizeof(float)};
-  const uint32_t box[4] = {32, 1, uint32_t(Tr::kBlockM), 1};
-  const CUtensorMap dq_map = encode_tensor_map(CU_TENSOR_MAP_DATA_TYPE_FLOAT32, a.dq_accum, 4, dims, strides, box,
-                                               CU_TENSOR_MAP_SWIZZLE_128B);
+  // dQ is reduced into dq_accum [B, Tq, Hq, Dh] fp32 in boxes of [64 queries][32 columns].
+  const CUtensorMap dq_map =
+      token_head_tensor_map(a.dq_accum, B, a.mask.Tq, a.Hq, kDh, Tr::kBlockM, CU_TENSOR_MAP_DATA_TYPE_FLOAT32);
   const dim3 grid((a.mask.Tk + Tr::kBlockN - 1) / Tr::kBlockN, a.Hkv, B);
   kernel<<<grid, Tr::kThreads, Tr::kSmemBytes, cuda::stream()>>>(a, dq_map);
   PRIMER_CUDA_CHECK_LAUNCH();

@@ -43,6 +43,27 @@ __device__ __forceinline__ void load_4d(void* smem, const void* tensor_map, uint
       "l"(reinterpret_cast<uint64_t>(tensor_map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(attn::smem_address(bar))
       : "memory");
 }
+// Adds the box at coordinates (c0 innermost .. c3) of a 4-D tensor map from shared memory into global memory (an
+// fp32 add for an fp32 map; elements outside the tensor are skipped), asynchronously. This thread's reduce-adds
+// since the last commit_reduces() form one group.
+__device__ __forceinline__ void reduce_add_4d(const void* tensor_map, const void* smem, int c0, int c1, int c2,
+                                              int c3) {
+  asm volatile(
+      "cp.reduce.async.bulk.tensor.4d.global.shared::cta.add.tile.bulk_group [%0, {%2, %3, %4, %5}], [%1];\n" ::"l"(
+          reinterpret_cast<uint64_t>(tensor_map)),
+      "r"(attn::smem_address(smem)), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+      : "memory");
+}
+__device__ __forceinline__ void commit_reduces() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+// Waits until all of this thread's committed reduce-adds have read their shared memory (kReadOnly: the buffer may
+// be rewritten) or have completed.
+template <bool kReadOnly>
+__device__ __forceinline__ void wait_reduces() {
+  if constexpr (kReadOnly)
+    asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+  else
+    asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
+}
 #endif
 
 }  // namespace primer::ops::cuda_ops::tma
