@@ -1,6 +1,7 @@
 // Hopper (sm_90a) flash attention backward with warpgroup MMA. One CTA of two warpgroups per (128-key tile, kv
 // head, batch); warpgroup w owns keys 64w..64w+63 and keeps their dK and dV (64 x Dh each) in registers while
-// 64-query tiles of every query head of the GQA group stream through shared memory (cp.async, three stages), so
+// 64-query tiles of every query head of the GQA group stream through shared memory (three stages: Q and dO by
+// bulk tensor copies that one thread issues, completing on a barrier per stage; lse and delta by cp.async), so
 // dK/dV are summed over the group without atomics and written once. Per query tile and warpgroup:
 //   S^T = K_w Q^T and dP^T = V_w dO^T                        (both operands from shared memory)
 //   P^T = exp2(S^T scale log2(e) - lse log2(e)),  dS^T = P^T (dP^T - delta) scale   (masked on edge tiles only)
@@ -36,10 +37,11 @@ struct WgmmaBackwardTraits {
   // dQ staging, per warpgroup two boxes of the dQ tensor map: [64 queries][32 fp32 columns] each.
   static_assert(kDqCols == 2 * 32, "a warpgroup's dQ columns are the two 32-column boxes it stages");
   static constexpr int kDqBox = kBlockM * 32, kDqStaging = 2 * 2 * kDqBox;
-  // K, V; the stages of Q and dO; dS^T; dQ staging; the stages of lse and delta; slack to align to 1024 bytes.
+  // K, V; the stages of Q and dO; dS^T; dQ staging; the stages of lse and delta; the stages' barriers; slack to
+  // align to 1024 bytes.
   static constexpr int kSmemBytes =
       (2 * KTile::kElems + 2 * kStages * QTile::kElems + STile::kElems) * int(sizeof(bf16)) +
-      (kDqStaging + 2 * kStages * kBlockM) * int(sizeof(float)) + 1024;
+      (kDqStaging + 2 * kStages * kBlockM) * int(sizeof(float)) + kStages * 8 + 1024;
 };
 
 #ifdef PRIMER_WGMMA
@@ -104,7 +106,9 @@ __device__ __forceinline__ void accumulators_to_a(uint32_t (&a)[4][4], const flo
 
 template <int kDh>
 __global__ void __launch_bounds__(256, 1)
-    attention_backward_wgmma_kernel(BackwardArgs a, const __grid_constant__ CUtensorMap dq_map) {
+    attention_backward_wgmma_kernel(BackwardArgs a, const __grid_constant__ CUtensorMap q_map,
+                                    const __grid_constant__ CUtensorMap do_map,
+                                    const __grid_constant__ CUtensorMap dq_map) {
 #ifdef PRIMER_WGMMA
   using Tr = WgmmaBackwardTraits<kDh>;
   using KTile = typename Tr::KTile;
@@ -122,13 +126,14 @@ __global__ void __launch_bounds__(256, 1)
   float* sDq = reinterpret_cast<float*>(sdS + STile::kElems);  // 1024-byte aligned, as the 128-byte swizzle needs
   float* sLse = sDq + Tr::kDqStaging;                           // [kStages][kBlockM]
   float* sDelta = sLse + kStages * kBlockM;                     // [kStages][kBlockM]
+  uint64_t* queries_full = reinterpret_cast<uint64_t*>(sDelta + kStages * kBlockM);  // [kStages]: Q and dO landed
 
   const int n0 = (gridDim.x - 1 - blockIdx.x) * kBlockN;  // causal: early keys feed the most queries, start them first
   const int kvh = blockIdx.y, b = blockIdx.z;
   const int tid = threadIdx.x, wg = tid / 128;
   const int warp = tid / 32 % 4, lane = tid % 32, g = lane / 4, t = lane % 4;
   const Mask& mask = a.mask;
-  const int64_t q_stride = int64_t(a.Hq) * kDh, kv_stride = int64_t(a.Hkv) * kDh;
+  const int64_t kv_stride = int64_t(a.Hkv) * kDh;
   const int64_t kv_base = (int64_t(b) * mask.Tk * a.Hkv + kvh) * kDh;
   const int key0 = n0 + 64 * wg;  // this warpgroup's keys
 
@@ -148,17 +153,23 @@ __global__ void __launch_bounds__(256, 1)
     return c;
   };
 
-  // Each call closes one cp.async group (empty past the last step), so waits can count steps.
+  // Each call closes one cp.async group (empty past the last step), so waits can count steps. Step s's Q and dO
+  // complete on queries_full[s % kStages], phase s / kStages (rows past Tq read as zeros).
   Cursor loading{0, kvh * a.group, m0_begin};  // the next step to load
   auto load_queries = [&](int step) {
     if (step < steps) {
       const int stage = loading.stage, h = loading.h, m0 = loading.m0;
       loading = next(loading);
-      const int64_t base = (int64_t(b) * mask.Tq + m0) * q_stride + h * kDh;
-      wgmma::load_tile_async<kBlockM, kDh, kThreads>(sQ + stage * QTile::kElems, a.q + base, q_stride,
-                                                     mask.Tq - m0, tid);
-      wgmma::load_tile_async<kBlockM, kDh, kThreads>(sdO + stage * QTile::kElems, a.dout + base, q_stride,
-                                                     mask.Tq - m0, tid);
+      if (tid == 0) {
+        tma::arrive_expect_bytes(&queries_full[stage], 2 * QTile::kElems * int(sizeof(bf16)));
+#pragma unroll
+        for (int c = 0; c < kDh / 64; ++c) {
+          tma::load_4d(sQ + stage * QTile::kElems + c * QTile::kBlockElems, &q_map, &queries_full[stage], 64 * c, h,
+                       m0, b);
+          tma::load_4d(sdO + stage * QTile::kElems + c * QTile::kBlockElems, &do_map, &queries_full[stage], 64 * c,
+                       h, m0, b);
+        }
+      }
       if (tid < 2 * kBlockM) {  // rows past Tq read as 0: finite, and masked out
         const int i = tid % kBlockM, row = m0 + i;
         const bool valid = row < mask.Tq;
@@ -181,6 +192,12 @@ __global__ void __launch_bounds__(256, 1)
     wgmma::commit();
   };
 
+  if (tid == 0) {
+    for (int i = 0; i < kStages; ++i) tma::barrier_init(&queries_full[i], 1);
+    tma::fence_barrier_init();
+  }
+  __syncthreads();  // the barriers are initialised before anyone waits on them
+  auto wait_queries = [&](int step) { tma::wait(&queries_full[step % kStages], (step / kStages) & 1); };
   wgmma::load_tile_async<kBlockN, kDh, kThreads>(sK, a.k + kv_base + n0 * kv_stride, kv_stride, mask.Tk - n0, tid);
   wgmma::load_tile_async<kBlockN, kDh, kThreads>(sV, a.v + kv_base + n0 * kv_stride, kv_stride, mask.Tk - n0, tid);
   load_queries(0);  // K, V and step 0's queries: one group
@@ -192,6 +209,7 @@ __global__ void __launch_bounds__(256, 1)
   float s[32], dp[32];
   if (steps > 0) {
     cp_async_wait<1>();
+    wait_queries(0);
     wgmma::fence_shared_for_async();
     __syncthreads();
     issue_scores(s, sK, sQ, 0);
@@ -255,6 +273,7 @@ __global__ void __launch_bounds__(256, 1)
     // step's dQ staging has been read, and both warpgroups are done with step - 1's dK/dV products, so its stage
     // takes step + 2's queries.
     cp_async_wait<0>();
+    if (step + 1 < steps) wait_queries(step + 1);
     tma::wait_reduces<true>();
     wgmma::fence_shared_for_async();
     __syncthreads();
@@ -339,8 +358,10 @@ void launch_wgmma(const BackwardArgs& a, int B) {
   // dQ is reduced into dq_accum [B, Tq, Hq, Dh] fp32 in boxes of [64 queries][32 columns].
   const CUtensorMap dq_map =
       token_head_tensor_map(a.dq_accum, B, a.mask.Tq, a.Hq, kDh, Tr::kBlockM, CU_TENSOR_MAP_DATA_TYPE_FLOAT32);
+  const CUtensorMap q_map = token_head_tensor_map(a.q, B, a.mask.Tq, a.Hq, kDh, Tr::kBlockM);
+  const CUtensorMap do_map = token_head_tensor_map(a.dout, B, a.mask.Tq, a.Hq, kDh, Tr::kBlockM);
   const dim3 grid((a.mask.Tk + Tr::kBlockN - 1) / Tr::kBlockN, a.Hkv, B);
-  kernel<<<grid, Tr::kThreads, Tr::kSmemBytes, cuda::stream()>>>(a, dq_map);
+  kernel<<<grid, Tr::kThreads, Tr::kSmemBytes, cuda::stream()>>>(a, q_map, do_map, dq_map);
   PRIMER_CUDA_CHECK_LAUNCH();
 }
 
