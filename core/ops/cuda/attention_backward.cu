@@ -10,6 +10,7 @@
 #include "core/cuda_runtime.h"
 #include "core/ops/cuda/attention.h"
 #include "core/ops/cuda/attention_backward_common.cuh"
+#include "core/ops/cuda/dynamic_smem.h"
 #include "core/ops/cuda/wgmma_available.h"
 
 namespace primer::ops::cuda_ops {
@@ -209,12 +210,8 @@ void launch_delta(const BackwardArgs& a, float* delta, const bf16* out, int B) {
 template <int kDh, int kBlock>
 void launch_backward(const BackwardArgs& a, int B) {
   using Tr = BackwardTraits<kDh, kBlock>;
-  auto kernel = attention_backward_kernel<kDh, kBlock>;
-  static const bool configured = [&] {  // above 48 KB of dynamic shared memory needs an opt-in, once per kernel
-    PRIMER_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes));
-    return true;
-  }();
-  (void)configured;
+  constexpr auto kernel = attention_backward_kernel<kDh, kBlock>;
+  allow_dynamic_smem<kernel>(Tr::kSmemBytes);
   const dim3 grid((a.mask.Tk + kBlock - 1) / kBlock, a.Hkv, B);
   kernel<<<grid, Tr::kThreads, Tr::kSmemBytes, cuda::stream()>>>(a);
   PRIMER_CUDA_CHECK_LAUNCH();

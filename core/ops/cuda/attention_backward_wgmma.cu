@@ -17,6 +17,7 @@
 // dQ is staged; the next dP^T runs while the probabilities are computed.
 #include "core/cuda_runtime.h"
 #include "core/ops/cuda/attention_backward_common.cuh"
+#include "core/ops/cuda/dynamic_smem.h"
 #include "core/ops/cuda/tma.cuh"
 #include "core/ops/cuda/tma_map.h"
 #include "core/ops/cuda/wgmma.cuh"
@@ -349,12 +350,8 @@ __global__ void __launch_bounds__(256, 1)
 template <int kDh>
 void launch_wgmma(const BackwardArgs& a, int B) {
   using Tr = WgmmaBackwardTraits<kDh>;
-  auto kernel = attention_backward_wgmma_kernel<kDh>;
-  static const bool configured = [&] {  // above 48 KB of dynamic shared memory needs an opt-in, once per kernel
-    PRIMER_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes));
-    return true;
-  }();
-  (void)configured;
+  constexpr auto kernel = attention_backward_wgmma_kernel<kDh>;
+  allow_dynamic_smem<kernel>(Tr::kSmemBytes);
   // dQ is reduced into dq_accum [B, Tq, Hq, Dh] fp32 in boxes of [64 queries][32 columns].
   const CUtensorMap dq_map =
       token_head_tensor_map(a.dq_accum, B, a.mask.Tq, a.Hq, kDh, Tr::kBlockM, CU_TENSOR_MAP_DATA_TYPE_FLOAT32);

@@ -10,6 +10,7 @@
 #include "core/ops/cuda/attention_forward_wgmma.h"
 #include "core/ops/cuda/attention_mask.cuh"
 #include "core/ops/cuda/attention_mma.cuh"
+#include "core/ops/cuda/dynamic_smem.h"
 #include "core/ops/cuda/wgmma_available.h"
 
 namespace primer::ops::cuda_ops {
@@ -171,12 +172,8 @@ __global__ void __launch_bounds__(32 * kWarps) attention_forward_kernel(ForwardA
 template <int kDh, int kWarps, int kBlockN>
 void launch_forward(const ForwardArgs& a, int B) {
   using Tr = ForwardTraits<kDh, kWarps, kBlockN>;
-  auto kernel = attention_forward_kernel<kDh, kWarps, kBlockN>;
-  static const bool configured = [&] {  // above 48 KB of dynamic shared memory needs an opt-in, once per kernel
-    PRIMER_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes));
-    return true;
-  }();
-  (void)configured;
+  constexpr auto kernel = attention_forward_kernel<kDh, kWarps, kBlockN>;
+  allow_dynamic_smem<kernel>(Tr::kSmemBytes);
   const dim3 grid((a.mask.Tq + Tr::kBlockM - 1) / Tr::kBlockM, a.Hq, B);
   kernel<<<grid, Tr::kThreads, Tr::kSmemBytes, cuda::stream()>>>(a);
   PRIMER_CUDA_CHECK_LAUNCH();

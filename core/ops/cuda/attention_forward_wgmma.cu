@@ -9,6 +9,7 @@
 #include "core/cuda_runtime.h"
 #include "core/ops/cuda/attention_forward_wgmma.h"
 #include "core/ops/cuda/attention_mask.cuh"
+#include "core/ops/cuda/dynamic_smem.h"
 #include "core/ops/cuda/tma.cuh"
 #include "core/ops/cuda/tma_map.h"
 #include "core/ops/cuda/wgmma.cuh"
@@ -247,12 +248,8 @@ __global__ void __launch_bounds__(Traits<kDh>::kThreads, 1)
 template <int kDh>
 void launch(const ForwardArgs& a, const void* q, const void* k, const void* v, int B) {
   using Tr = Traits<kDh>;
-  auto kernel = attention_forward_wgmma_kernel<kDh>;
-  static const bool configured = [&] {  // above 48 KB of dynamic shared memory needs an opt-in, once per kernel
-    PRIMER_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes));
-    return true;
-  }();
-  (void)configured;
+  constexpr auto kernel = attention_forward_wgmma_kernel<kDh>;
+  allow_dynamic_smem<kernel>(Tr::kSmemBytes);
   const dim3 grid((a.mask.Tq + Tr::kBlockM - 1) / Tr::kBlockM, a.Hq, B);
   const CUtensorMap q_map = token_head_tensor_map(q, B, a.mask.Tq, a.Hq, kDh, Tr::kBlockM);
   const CUtensorMap k_map = token_head_tensor_map(k, B, a.mask.Tk, a.Hkv, kDh, Tr::kBlockN);

@@ -8,6 +8,7 @@
 #include "core/ops/cuda/block_reduce.cuh"
 #include "core/ops/cuda/chebyshev_solve_common.cuh"
 #include "core/ops/cuda/chebyshev_solve_kernels.h"
+#include "core/ops/cuda/dynamic_smem.h"
 
 namespace primer::ops::cuda_ops::cheb {
 namespace {
@@ -252,13 +253,9 @@ __global__ void __launch_bounds__(kThreads, 1) iterate_kernel(IterateArgs a) {
 
 template <int D, class T, bool kBackward>
 void launch(const IterateArgs& a, const ChebyshevDims& d) {
-  auto kernel = iterate_kernel<D, T, kBackward>;
+  constexpr auto kernel = iterate_kernel<D, T, kBackward>;
   constexpr int kBytes = IterateSmem<D>::kBytes;
-  static const bool configured = [&] {  // above 48 KB of dynamic shared memory needs an opt-in, once per kernel
-    PRIMER_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes));
-    return true;
-  }();
-  (void)configured;
+  allow_dynamic_smem<kernel>(kBytes);
   const dim3 grid(unsigned(d.chunks()), unsigned(d.heads_total()));
   kernel<<<grid, kThreads, kBytes, cuda::stream()>>>(a);
   PRIMER_CUDA_CHECK_LAUNCH();

@@ -9,6 +9,7 @@
 #include "core/cuda_runtime.h"
 #include "core/ops/cuda/chebyshev_solve_common.cuh"
 #include "core/ops/cuda/chebyshev_solve_kernels.h"
+#include "core/ops/cuda/dynamic_smem.h"
 
 namespace primer::ops::cuda_ops::cheb {
 namespace {
@@ -170,13 +171,9 @@ void launch_key_gradients(const ChebyshevDims& d, DType dtype, const void* s, co
     using T = decltype(tag);
     with_dim(d.dim, [&](auto dim) {
       constexpr int D = decltype(dim)::value;
-      auto kernel = key_gradients_kernel<D, T>;
+      constexpr auto kernel = key_gradients_kernel<D, T>;
       constexpr int kBytes = KeyGradSmem<D>::kBytes;
-      static const bool configured = [&] {  // above 48 KB of dynamic shared memory needs an opt-in, once per kernel
-        PRIMER_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes));
-        return true;
-      }();
-      (void)configured;
+      allow_dynamic_smem<kernel>(kBytes);
       kernel<<<dim3(unsigned(d.chunks()), unsigned(d.heads_total())), kThreads, kBytes, cuda::stream()>>>(a);
       PRIMER_CUDA_CHECK_LAUNCH();
     });

@@ -12,6 +12,7 @@
 //     WY and L terms), reverse-cumsummed within the chunk. Row sums are combined in a fixed order: deterministic.
 #include "core/cuda_runtime.h"
 #include "core/ops/cuda/chunk_mma.cuh"
+#include "core/ops/cuda/dynamic_smem.h"
 #include "core/ops/cuda/gated_delta_rule.h"
 #include "core/ops/cuda/gated_delta_rule_kernels.cuh"
 
@@ -388,8 +389,7 @@ template <int D, int BV>
 void reverse_pass(const GatedDeltaDims& d, const Inputs& in, const bf16* dout, const Scratch& s,
                   const float* dstate_out, float* dstate_in) {
   using Ly = ReverseLayout<D, BV>;
-  static const bool configured = (allow_smem(reverse_pass_kernel<D, BV>, Ly::kBytes), true);
-  (void)configured;
+  allow_dynamic_smem<reverse_pass_kernel<D, BV>>(Ly::kBytes);
   const dim3 grid(unsigned(D / BV), unsigned(d.heads), unsigned(d.batch));
   reverse_pass_kernel<D, BV><<<grid, kThreads, Ly::kBytes, cuda::stream()>>>(sizes_of(d), in, dout, s, dstate_out,
                                                                              dstate_in);
@@ -399,8 +399,7 @@ void reverse_pass(const GatedDeltaDims& d, const Inputs& in, const bf16* dout, c
 template <int D>
 void chunk_grads(const GatedDeltaDims& d, const Inputs& in, const bf16* dout, const Scratch& s, bf16* dq, bf16* dk,
                  bf16* dv, float* dg, float* dbeta) {
-  static const bool configured = (allow_smem(chunk_grads_kernel<D>, GradLayout<D>::kBytes), true);
-  (void)configured;
+  allow_dynamic_smem<chunk_grads_kernel<D>>(GradLayout<D>::kBytes);
   const dim3 grid(unsigned(chunks_of(d)), unsigned(d.heads), unsigned(d.batch));
   chunk_grads_kernel<D><<<grid, kThreads, GradLayout<D>::kBytes, cuda::stream()>>>(sizes_of(d), in, dout, s, dq, dk,
                                                                                    dv, dg, dbeta);

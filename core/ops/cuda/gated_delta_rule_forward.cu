@@ -11,6 +11,7 @@
 
 #include "core/cuda_runtime.h"
 #include "core/ops/cuda/chunk_mma.cuh"
+#include "core/ops/cuda/dynamic_smem.h"
 #include "core/ops/cuda/gated_delta_rule.h"
 #include "core/ops/cuda/gated_delta_rule_kernels.cuh"
 
@@ -271,8 +272,7 @@ __global__ void __launch_bounds__(kThreads)
 
 template <int D>
 void chunk_prep(const GatedDeltaDims& d, const Inputs& in, const Scratch& s) {
-  static const bool configured = (allow_smem(chunk_prep_kernel<D>, PrepLayout<D>::kBytes), true);
-  (void)configured;
+  allow_dynamic_smem<chunk_prep_kernel<D>>(PrepLayout<D>::kBytes);
   const dim3 grid(unsigned(chunks_of(d)), unsigned(d.heads), unsigned(d.batch));
   chunk_prep_kernel<D><<<grid, kThreads, PrepLayout<D>::kBytes, cuda::stream()>>>(sizes_of(d), in, s);
   PRIMER_CUDA_CHECK_LAUNCH();
@@ -282,8 +282,7 @@ template <int D, int BV, bool kOutput>
 void state_pass(const GatedDeltaDims& d, const Inputs& in, const Scratch& s, const float* state_in, bf16* o,
                 float* state_out) {
   using Ly = PassLayout<D, BV, kOutput>;
-  static const bool configured = (allow_smem(state_pass_kernel<D, BV, kOutput>, Ly::kBytes), true);
-  (void)configured;
+  allow_dynamic_smem<state_pass_kernel<D, BV, kOutput>>(Ly::kBytes);
   const dim3 grid(unsigned(D / BV), unsigned(d.heads), unsigned(d.batch));
   state_pass_kernel<D, BV, kOutput><<<grid, kThreads, Ly::kBytes, cuda::stream()>>>(sizes_of(d), in, s, state_in, o,
                                                                                  state_out);

@@ -66,12 +66,6 @@ __device__ __forceinline__ void load_row_async(float* smem, const float* global)
   if (threadIdx.x < 16) attn::cp_async_16(smem + 4 * threadIdx.x, global + 4 * threadIdx.x, true);
 }
 
-// Sets a kernel's dynamic shared memory limit (above 48 KB needs an opt-in).
-template <class Kernel>
-void allow_smem(Kernel kernel, size_t bytes) {
-  PRIMER_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
-}
-
 // Chunk prep for every chunk (writes G2, P, W, u, and A when s.A is set).
 void launch_chunk_prep(const GatedDeltaDims& d, const Inputs& in, const Scratch& s);
 // The sequential state pass, each CTA owning `value_block` (64 or 128) value columns. Forward: o (bf16

@@ -9,6 +9,7 @@
 // rows 16·(w % 4) … +15 and half w / 4 of the columns of dq, then dk, then dv. The per-row sums for dg are kept
 // per warp in shared memory and combined in a fixed order, so dg is deterministic.
 #include "core/cuda_runtime.h"
+#include "core/ops/cuda/dynamic_smem.h"
 #include "core/ops/cuda/gla.h"
 #include "core/ops/cuda/gla_scan.h"
 #include "core/ops/cuda/gla_tiles.cuh"
@@ -318,12 +319,8 @@ __global__ void __launch_bounds__(kThreads) gla_grad_kernel(GradArgs a) {
 template <class T, int kK, int kV>
 void launch_grad(const GradArgs& a, int batch) {
   using Tr = GradTraits<kK, kV>;
-  auto kernel = gla_grad_kernel<T, kK, kV>;
-  static const bool configured = [&] {  // above 48 KB of dynamic shared memory needs an opt-in, once per kernel
-    PRIMER_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes));
-    return true;
-  }();
-  (void)configured;
+  constexpr auto kernel = gla_grad_kernel<T, kK, kV>;
+  allow_dynamic_smem<kernel>(Tr::kSmemBytes);
   kernel<<<dim3(unsigned(a.chunks), unsigned(a.heads), unsigned(batch)), kThreads, Tr::kSmemBytes, cuda::stream()>>>(a);
   PRIMER_CUDA_CHECK_LAUNCH();
 }

@@ -5,6 +5,7 @@
 // 16·(w % 4) … +15 and half w / 4 of the V columns. Its decay-masked scores P = Q Kᵀ stay in registers and feed
 // P V directly as mma A fragments; key tiles wholly above the diagonal are skipped.
 #include "core/cuda_runtime.h"
+#include "core/ops/cuda/dynamic_smem.h"
 #include "core/ops/cuda/gla.h"
 #include "core/ops/cuda/gla_scan.h"
 #include "core/ops/cuda/gla_tiles.cuh"
@@ -128,12 +129,8 @@ __global__ void __launch_bounds__(kThreads) gla_output_kernel(OutputArgs a) {
 template <class T, int kK, int kV>
 void launch_output(const OutputArgs& a, int batch) {
   using Tr = OutputTraits<kK, kV>;
-  auto kernel = gla_output_kernel<T, kK, kV>;
-  static const bool configured = [&] {  // above 48 KB of dynamic shared memory needs an opt-in, once per kernel
-    PRIMER_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes));
-    return true;
-  }();
-  (void)configured;
+  constexpr auto kernel = gla_output_kernel<T, kK, kV>;
+  allow_dynamic_smem<kernel>(Tr::kSmemBytes);
   kernel<<<dim3(unsigned(a.chunks), unsigned(a.heads), unsigned(batch)), kThreads, Tr::kSmemBytes, cuda::stream()>>>(a);
   PRIMER_CUDA_CHECK_LAUNCH();
 }

@@ -5,6 +5,7 @@
 // memory. The update is one tensor-core product Aᵀ diag(w) B per chunk; the row weights w are applied to the A
 // fragments after ldmatrix, so the tiles land in shared memory untouched.
 #include "core/cuda_runtime.h"
+#include "core/ops/cuda/dynamic_smem.h"
 #include "core/ops/cuda/gla_scan.h"
 #include "core/ops/cuda/gla_tiles.cuh"
 
@@ -153,12 +154,8 @@ __global__ void __launch_bounds__(kThreads, 2) gla_scan_kernel(ScanLaunch p) {
 template <int kK>
 void launch_scan(const ScanLaunch& p, int count) {
   using Tr = ScanTraits<kK>;
-  auto kernel = gla_scan_kernel<kK>;
-  static const bool configured = [&] {  // above 48 KB of dynamic shared memory needs an opt-in, once per kernel
-    PRIMER_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes));
-    return true;
-  }();
-  (void)configured;
+  constexpr auto kernel = gla_scan_kernel<kK>;
+  allow_dynamic_smem<kernel>(Tr::kSmemBytes);
   const dim3 grid(unsigned(p.value_dim / kSlice), unsigned(p.heads), unsigned(p.batch * count));
   kernel<<<grid, kThreads, Tr::kSmemBytes, cuda::stream()>>>(p);
   PRIMER_CUDA_CHECK_LAUNCH();
