@@ -113,7 +113,7 @@ TEST(PrimingPipeline, TeacherThenStage0Stage1UnfuseStage2) {
   ASSERT_EQ(recipes::run_unfuse(root + "/stage1", root + "/hybrid"), 0);
   EXPECT_EQ(format_hybrid_pattern(load_hf_config(root + "/hybrid/config.json").layer_types), expected);
   ASSERT_EQ(recipes::run_train(write("stage2.yaml", "model_name_or_path: " + root + "/hybrid\n" +
-                                                        common_keys(root + "/stage2", 20)),
+                                                        common_keys(root + "/stage2", 40)),
                                {}),
             0);
   const std::vector<double> ppl = series(root + "/stage2/metrics.jsonl", "eval_perplexity");
