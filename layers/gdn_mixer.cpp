@@ -60,7 +60,7 @@ ag::Var GdnMixer::branch(const ag::Var& x, const char* name, int64_t heads, size
 
 ag::Var GdnMixer::forward(const ag::Var& x, const MixerContext& /*ctx*/, const MixerState* state_in,
                           MixerState* state_out) {
-  const int64_t B = x->value.size(0), T = x->value.size(1), H = heads_, D = head_dim_;
+  const int64_t H = heads_, D = head_dim_;
   const bool carried = prepare_state(state_in, state_out, gdn_.use_short_conv ? 3 : 0, 1, prefix_);
 
   const ExpandedHeads heads = expand_qkv(
@@ -80,11 +80,9 @@ ag::Var GdnMixer::forward(const ag::Var& x, const MixerContext& /*ctx*/, const M
   const ag::Var o = ag::gated_delta_rule(q, k, v, g, beta, 1.0 / std::sqrt(double(D)), s, state_out ? &so : nullptr);
   if (state_out) state_out->recurrent[0] = so;
 
-  const ag::Var y = gdn_.use_gate ? gated_rmsnorm(o, weight("o_norm.weight"),
-                                                  ag::reshape(ag::linear(x, weight("g_proj.weight")), {B, T, H, D}),
-                                                  gdn_.norm_eps)
-                                  : ag::rmsnorm(o, weight("o_norm.weight"), gdn_.norm_eps);
-  return ag::linear(ag::reshape(y, {B, T, H * D}), weight("o_proj.weight"));
+  const ag::Var g_proj = gdn_.use_gate ? weight("g_proj.weight") : nullptr;
+  return norm_gate_project(o, x, weight("o_norm.weight"), g_proj ? &g_proj : nullptr, weight("o_proj.weight"),
+                           gdn_.norm_eps);
 }
 
 double GdnMixer::core_forward_flops(int64_t key_dim, int64_t value_dim) {

@@ -115,11 +115,9 @@ ag::Var GkaMixer::forward(const ag::Var& x, const MixerContext& /*ctx*/, const M
                             state_out ? &s_out : nullptr);
   if (state_out) state_out->recurrent = {h_out, s_out};
 
-  const ag::Var y = gka_.use_gate ? gated_rmsnorm(o, weight("o_norm.weight"),
-                                                  ag::reshape(ag::linear(x, weight("g_proj.weight")), {B, T, H, D}),
-                                                  gka_.norm_eps)
-                                  : ag::rmsnorm(o, weight("o_norm.weight"), gka_.norm_eps);
-  return ag::linear(ag::reshape(y, {B, T, H * D}), weight("o_proj.weight"));
+  const ag::Var g_proj = gka_.use_gate ? weight("g_proj.weight") : nullptr;
+  return norm_gate_project(o, x, weight("o_norm.weight"), g_proj ? &g_proj : nullptr, weight("o_proj.weight"),
+                           gka_.norm_eps);
 }
 
 double GkaMixer::core_forward_flops(int64_t head_dim, int64_t num_iter) {

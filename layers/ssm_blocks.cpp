@@ -57,4 +57,13 @@ ag::Var gated_rmsnorm(const ag::Var& o, const ag::Var& w, const ag::Var& gate, d
   return ag::swiglu(gate, ag::rmsnorm(o, w, eps));
 }
 
+ag::Var norm_gate_project(const ag::Var& o, const ag::Var& x, const ag::Var& o_norm, const ag::Var* g_proj,
+                          const ag::Var& o_proj, double eps) {
+  const Shape& s = o->value.shape();
+  const int64_t B = s[0], T = s[1], H = s[2], D = s[3];
+  const ag::Var y = g_proj ? gated_rmsnorm(o, o_norm, ag::reshape(ag::linear(x, *g_proj), {B, T, H, D}), eps)
+                           : ag::rmsnorm(o, o_norm, eps);
+  return ag::linear(ag::reshape(y, {B, T, H * D}), o_proj);
+}
+
 }  // namespace primer::layers

@@ -35,4 +35,9 @@ ag::Var ssm_decay(const ag::Var& a, const ag::Var& A_log, const ag::Var& dt_bias
 // o and gate [..., D] of one dtype, w [D].
 ag::Var gated_rmsnorm(const ag::Var& o, const ag::Var& w, const ag::Var& gate, double eps);
 
+// The output stage of GDN and GKA: per-head RMSNorm of o [B, T, H, D] (then the SiLU gate g_proj(x) when g_proj is
+// given), heads merged and projected by o_proj.
+ag::Var norm_gate_project(const ag::Var& o, const ag::Var& x, const ag::Var& o_norm, const ag::Var* g_proj,
+                          const ag::Var& o_proj, double eps);
+
 }  // namespace primer::layers

@@ -32,16 +32,7 @@ const Variant kVariants[] = {
 };
 
 ModelConfig tiny(const Variant& v) {
-  ModelConfig c;
-  c.model_type = "qwen3";
-  c.vocab_size = 13;
-  c.hidden_size = 8;
-  c.intermediate_size = 12;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = v.q_heads;
-  c.num_key_value_heads = v.kv_heads;
-  c.head_dim = 4;
-  c.max_position_embeddings = 64;
+  ModelConfig c = test::tiny_mixer_config(v.q_heads, v.kv_heads);
   c.gka.use_beta_gate = v.beta;
   c.gka.use_alpha_connection = v.alpha;
   c.gka.use_v_conv = v.v_conv;

@@ -21,16 +21,7 @@ namespace {
 const std::string kPrefix = "model.layers.0.mamba";
 
 ModelConfig tiny(int64_t kv_heads, bool qk_norm, bool pos_emb) {
-  ModelConfig c;
-  c.model_type = "qwen3";
-  c.vocab_size = 11;
-  c.hidden_size = 8;
-  c.intermediate_size = 12;
-  c.num_hidden_layers = 1;
-  c.num_attention_heads = 2;
-  c.num_key_value_heads = kv_heads;
-  c.head_dim = 4;
-  c.max_position_embeddings = 64;
+  ModelConfig c = test::tiny_mixer_config(2, kv_heads, 1);
   c.rms_norm_eps = 1e-6;
   c.mamba2.use_qk_norm = qk_norm;
   c.mamba2.use_pos_emb = pos_emb;

@@ -8,6 +8,20 @@
 
 namespace primer::test {
 
+ModelConfig tiny_mixer_config(int64_t q_heads, int64_t kv_heads, int64_t layers) {
+  ModelConfig c;
+  c.model_type = "qwen3";
+  c.vocab_size = 13;
+  c.hidden_size = 8;
+  c.intermediate_size = 12;
+  c.num_hidden_layers = layers;
+  c.num_attention_heads = q_heads;
+  c.num_key_value_heads = kv_heads;
+  c.head_dim = 4;
+  c.max_position_embeddings = 64;
+  return c;
+}
+
 void run_mixer_gradcheck(layers::SequenceMixer& mixer, ParameterRegistry& params, const Tensor& x,
                          const layers::MixerState& s0, const layers::MixerContext& ctx, uint64_t seed,
                          const std::vector<std::string>& unused) {

@@ -9,6 +9,10 @@
 
 namespace primer::test {
 
+// The tiny Qwen3-shaped config the mixer tests build layers from (hidden 8, head_dim 4): each test sets its
+// mixer's flags on top.
+ModelConfig tiny_mixer_config(int64_t q_heads, int64_t kv_heads, int64_t layers = 2);
+
 // f64, on the CPU. Parameters are redrawn N(0, 0.5²) first, so constant-initialised ones (norm weights, biases) are
 // exercised; s0's entries must have the shapes the mixer carries. Every input and parameter gets a gradient except
 // the parameters named in `unused` (registered by a flag's reference layout but not used: they must get none).
