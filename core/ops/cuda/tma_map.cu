@@ -36,7 +36,9 @@ CUtensorMap token_head_tensor_map(const void* data, int64_t B, int64_t T, int64_
   const CUresult r = encoder()(&map, type, 4, const_cast<void*>(data), dims, strides, box,
                                element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                                CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS) cuda::fail(cudaErrorInvalidValue, "cuTensorMapEncodeTiled", __FILE__, __LINE__);
+  if (r != CUDA_SUCCESS)  // the usual cause: a base address or row stride that is not a multiple of 16 bytes
+    cuda::fail(cudaErrorInvalidValue, "cuTensorMapEncodeTiled (tensor base and strides must be 16-byte aligned)",
+               __FILE__, __LINE__);
   return map;
 }
 
