@@ -20,8 +20,8 @@
 namespace primer::data {
 namespace {
 
-using recipes::Config;
-using recipes::Schema;
+using config::Config;
+using config::Schema;
 using Clock = std::chrono::steady_clock;
 
 double process_cpu_seconds() {
@@ -93,7 +93,7 @@ std::vector<Source> read_sources(const Config& job, const TextEncoder& encoder) 
     const std::string at = fmt::format("{}.{}", where, name);
     PRIMER_CHECK(value.is_object(), "{}: expected a mapping of source keys (files, format, ...), got {}", at,
                  json::type_name(value.type()));
-    const Config c = recipes::load_config_mapping(json::dump(value), tokenize_source_schema(), at);
+    const Config c = config::load_config_mapping(json::dump(value), tokenize_source_schema(), at);
     int32_t eos = encoder.identity().eos_id;
     if (c.has("eos_token")) {
       const auto id = encoder.token_id(c.get_string("eos_token"));
@@ -381,7 +381,7 @@ TokenizeSummary run_tokenize_job(const Config& job, const TextEncoder& encoder, 
 }
 
 int run_tokenize(const std::string& job_path, const std::vector<std::string>& overrides) {
-  const Config job = recipes::load_config(job_path, tokenize_schema(), overrides);
+  const Config job = config::load_config(job_path, tokenize_schema(), overrides);
   const auto load_start = Clock::now();
   const TokenizerEncoder encoder(job.get_string("tokenizer"));
   const TokenizerIdentity tok = encoder.identity();

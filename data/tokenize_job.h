@@ -12,7 +12,7 @@
 
 #include "core/io/json.h"
 #include "data/token_manifest.h"
-#include "recipes/config.h"
+#include "core/config/config.h"
 
 namespace primer::data {
 
@@ -29,8 +29,8 @@ class TextEncoder {
 };
 
 // The job file's keys and, for each entry of `sources`, the source keys (docs/data.md lists both).
-const recipes::Schema& tokenize_schema();
-const recipes::Schema& tokenize_source_schema();
+const config::Schema& tokenize_schema();
+const config::Schema& tokenize_source_schema();
 
 struct TokenizeSummary {
   int64_t files = 0, input_bytes = 0;
@@ -45,7 +45,7 @@ struct TokenizeSummary {
 
 // Runs a job loaded against tokenize_schema(). Progress goes to `progress` (nullptr: none); malformed
 // records skipped under on_error: skip are listed there too.
-TokenizeSummary run_tokenize_job(const recipes::Config& job, const TextEncoder& encoder, std::FILE* progress);
+TokenizeSummary run_tokenize_job(const config::Config& job, const TextEncoder& encoder, std::FILE* progress);
 
 // `primer tokenize`: loads the job (with --set overrides) and its tokenizer, runs it with progress on stderr,
 // prints the summary. Returns a process exit code.

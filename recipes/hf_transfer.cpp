@@ -5,7 +5,7 @@
 #include "layers/hf_checkpoint.h"
 #include "optim/adamw.h"
 #include "recipes/checkpoint.h"
-#include "recipes/config.h"
+#include "core/config/config.h"
 #include "recipes/model_files.h"
 #include "recipes/train_schema.h"
 #include "recipes/trainer.h"
@@ -21,7 +21,7 @@ DType parse_weights_dtype(const std::string& name, const std::string& option) {
 
 int run_export(const std::string& recipe, const std::vector<std::string>& overrides, const std::string& checkpoint,
                const std::string& out_dir, DType dtype) {
-  const Config cfg = load_config(recipe, train_schema(), overrides);
+  const config::Config cfg = config::load_config(recipe, train_schema(), overrides);
   const CheckpointManager checkpoints(cfg.get_string("output_dir"), 0);
   const std::optional<std::string> dir = checkpoints.resolve(checkpoint == "latest" ? "auto" : checkpoint);
   PRIMER_CHECK(dir, "export: {} has no complete checkpoint yet (output_dir {})", recipe, cfg.get_string("output_dir"));

@@ -44,7 +44,7 @@ void write_importance_csv(const std::string& path, double baseline, const std::v
 
 int run_select_layers(const std::string& recipe, const std::vector<std::string>& overrides,
                       const SelectLayersOptions& options) {
-  const Config cfg = load_config(recipe, train_schema(), overrides);
+  const config::Config cfg = config::load_config(recipe, train_schema(), overrides);
   PRIMER_CHECK(cfg.has("model_name_or_path"), "{}: select-layers scores a trained model: set model_name_or_path",
                recipe);
   const Device device = pick_device(cfg.get_string("device"));

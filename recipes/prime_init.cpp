@@ -7,7 +7,7 @@
 #include "core/io/atomic_file.h"
 #include "layers/decoder_lm.h"
 #include "layers/hf_checkpoint.h"
-#include "recipes/config.h"
+#include "core/config/config.h"
 #include "recipes/hybrid_patterns.h"
 #include "recipes/model_files.h"
 #include "recipes/prime_init_schema.h"
@@ -111,7 +111,7 @@ DType parse_dtype(const std::string& name) {
   return DType::F32;
 }
 
-std::vector<MixerKind> pattern_from(const Config& cfg, int64_t layers, bool* fused_given) {
+std::vector<MixerKind> pattern_from(const config::Config& cfg, int64_t layers, bool* fused_given) {
   *fused_given = false;
   if (cfg.has("hybrid_override_pattern")) {
     const HybridPattern p =
@@ -160,7 +160,7 @@ std::vector<std::string> transfer_attention_weights(const ModelConfig& c, Parame
 }
 
 int run_prime_init(const std::string& recipe, const std::vector<std::string>& overrides) {
-  const Config cfg = load_config(recipe, prime_init_schema(), overrides);
+  const config::Config cfg = config::load_config(recipe, prime_init_schema(), overrides);
   const std::string base = cfg.get_string("base_model_name_or_path");
   ModelConfig c = load_hf_config(base + "/config.json");
   PRIMER_CHECK(c.layer_types.empty(), "{}/config.json is already a hybrid ('{}'); Stage 0 starts from a Transformer",

@@ -10,7 +10,7 @@ namespace {
 
 // One schema field per option of a mixer's table, defaulting to the struct's default.
 template <class C>
-void add_block(Schema& s, const std::string& section, const std::vector<ConfigField<C>>& fields) {
+void add_block(config::Schema& s, const std::string& section, const std::vector<ConfigField<C>>& fields) {
   const C defaults;
   for (const ConfigField<C>& f : fields) {
     const std::string key = section + "." + f.key;
@@ -26,7 +26,7 @@ void add_block(Schema& s, const std::string& section, const std::vector<ConfigFi
 }
 
 template <class C>
-void read_block(const Config& cfg, const std::string& section, const std::vector<ConfigField<C>>& fields, C& out) {
+void read_block(const config::Config& cfg, const std::string& section, const std::vector<ConfigField<C>>& fields, C& out) {
   for (const ConfigField<C>& f : fields) {
     const std::string key = section + "." + f.key;
     std::visit(
@@ -40,12 +40,12 @@ void read_block(const Config& cfg, const std::string& section, const std::vector
   }
 }
 
-std::optional<int64_t> optional_int(const Config& cfg, const std::string& key) {
+std::optional<int64_t> optional_int(const config::Config& cfg, const std::string& key) {
   return cfg.has(key) ? std::optional<int64_t>(cfg.get_int(key)) : std::nullopt;
 }
 
-Schema build_prime_init_schema() {
-  Schema s;
+config::Schema build_prime_init_schema() {
+  config::Schema s;
   s.add_string("base_model_name_or_path", "Hugging Face checkpoint directory of the source Transformer").required();
   s.add_string("hybrid_override_pattern",
                "Per-layer tokens, '-'-separated: fused (*DA, GKA*, GDN*, M2*, SWA*) or plain (*, GKA, ...; "
@@ -84,7 +84,7 @@ Schema build_prime_init_schema() {
   s.add_int("swa.window_size", "Sliding window of SWA layers (required when the pattern has SWA)")
       .at_least(1)
       .optional();
-  s.add_check([](const Config& cfg) {
+  s.add_check([](const config::Config& cfg) {
     PRIMER_CHECK(cfg.has("hybrid_override_pattern") != cfg.has("hybrid_ratio"),
                  "{}: set exactly one of 'hybrid_override_pattern' and 'hybrid_ratio'", cfg.path());
     PRIMER_CHECK(!cfg.has("importance_scores") || cfg.has("hybrid_ratio"),
@@ -95,12 +95,12 @@ Schema build_prime_init_schema() {
 
 }  // namespace
 
-const Schema& prime_init_schema() {
-  static const Schema schema = build_prime_init_schema();
+const config::Schema& prime_init_schema() {
+  static const config::Schema schema = build_prime_init_schema();
   return schema;
 }
 
-void apply_mixer_options(const Config& cfg, ModelConfig& c) {
+void apply_mixer_options(const config::Config& cfg, ModelConfig& c) {
   read_block(cfg, "gka", gka_fields(), c.gka);
   c.gka.kv_proj_rank = optional_int(cfg, "gka.kv_proj_rank");
   read_block(cfg, "gdn", gdn_fields(), c.gdn);
@@ -138,7 +138,7 @@ The pattern comes from `hybrid_override_pattern` (plain tokens are turned into f
 `hybrid_ratio` with `ssm_mixer`: the uniform pattern (attention layers evenly spaced from layer 0), or with
 `importance_scores` the selective one (the least important layers are converted).
 
-)" + render_schema_markdown(prime_init_schema());
+)" + config::render_schema_markdown(prime_init_schema());
 }
 
 }  // namespace primer::recipes

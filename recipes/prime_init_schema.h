@@ -5,16 +5,16 @@
 #include <string>
 
 #include "layers/model_config.h"
-#include "recipes/config.h"
+#include "core/config/config.h"
 
 namespace primer::recipes {
 
-const Schema& prime_init_schema();
+const config::Schema& prime_init_schema();
 
 // docs/stage0.md: how Stage 0 builds a hybrid, then the schema's table.
 std::string prime_init_reference();
 
 // The mixer option blocks of a loaded Stage 0 config (gka.*, gdn.*, mamba2.*, swa.*) applied to `c`.
-void apply_mixer_options(const Config& cfg, ModelConfig& c);
+void apply_mixer_options(const config::Config& cfg, ModelConfig& c);
 
 }  // namespace primer::recipes

@@ -52,7 +52,7 @@ class ByteData : public TrainData {
 
 class TokenData : public TrainData {
  public:
-  TokenData(const Config& cfg, int64_t batch, int64_t seq)
+  TokenData(const config::Config& cfg, int64_t batch, int64_t seq)
       : corpus_(data::TokenCorpus::open(cfg.get_list("tokenized_path"), true)),
         loader_(corpus_, loader_options(cfg, seq, corpus_.sources())),
         batch_(batch) {}
@@ -77,7 +77,7 @@ class TokenData : public TrainData {
   int64_t batch_;
 };
 
-std::vector<double> parse_probabilities(const Config& cfg, const std::string& key) {
+std::vector<double> parse_probabilities(const config::Config& cfg, const std::string& key) {
   std::vector<double> out;
   for (const std::string& item : cfg.get_list(key)) {
     double v = 0;
@@ -91,7 +91,7 @@ std::vector<double> parse_probabilities(const Config& cfg, const std::string& ke
 
 }  // namespace
 
-data::LoaderOptions loader_options(const Config& cfg, int64_t seq, int64_t sources) {
+data::LoaderOptions loader_options(const config::Config& cfg, int64_t seq, int64_t sources) {
   data::LoaderOptions o;
   o.seq_len = seq;
   o.seed = uint64_t(cfg.get_int("seed"));
@@ -115,7 +115,7 @@ data::LoaderOptions loader_options(const Config& cfg, int64_t seq, int64_t sourc
   return o;
 }
 
-std::unique_ptr<TrainData> make_train_data(const Config& cfg, int64_t batch, int64_t seq) {
+std::unique_ptr<TrainData> make_train_data(const config::Config& cfg, int64_t batch, int64_t seq) {
   if (cfg.has("tokenized_path")) return std::make_unique<TokenData>(cfg, batch, seq);
   return std::make_unique<ByteData>(cfg.get_list("dataset").at(0), cfg.get_float("val_size"),
                                     uint64_t(cfg.get_int("seed")), batch, seq);

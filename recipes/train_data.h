@@ -7,7 +7,7 @@
 #include <string>
 
 #include "data/loader.h"
-#include "recipes/config.h"
+#include "core/config/config.h"
 
 namespace primer::recipes {
 
@@ -25,9 +25,9 @@ class TrainData {
 };
 
 // B sequences of T tokens per micro-batch; the recipe's data keys choose and configure the source.
-std::unique_ptr<TrainData> make_train_data(const Config& cfg, int64_t batch, int64_t seq);
+std::unique_ptr<TrainData> make_train_data(const config::Config& cfg, int64_t batch, int64_t seq);
 
 // The loader options a recipe asks for (docs/recipes.md: stage, packing, packing_method, mix_strategy, ...).
-data::LoaderOptions loader_options(const Config& cfg, int64_t seq, int64_t sources);
+data::LoaderOptions loader_options(const config::Config& cfg, int64_t seq, int64_t sources);
 
 }  // namespace primer::recipes

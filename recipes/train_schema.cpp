@@ -5,34 +5,34 @@
 namespace primer::recipes {
 namespace {
 
-void check_exclusive(const Config& cfg, const std::string& a, const std::string& b) {
+void check_exclusive(const config::Config& cfg, const std::string& a, const std::string& b) {
   PRIMER_CHECK(!(cfg.has(a) && cfg.has(b)),
                "{}: '{}' and '{}' are mutually exclusive ('{}' is set at {}); set only one", cfg.where(a), a, b, b,
                cfg.where(b));
 }
 
-void check_one_of(const Config& cfg, const std::string& a, const std::string& b, const std::string& what) {
+void check_one_of(const config::Config& cfg, const std::string& a, const std::string& b, const std::string& what) {
   PRIMER_CHECK(cfg.has(a) || cfg.has(b), "{}: set '{}' or '{}' ({})", cfg.path(), a, b, what);
 }
 
 // Whether a key holds something other than its default (a resolved config spells defaults out, so where() alone
 // cannot tell).
-bool differs_from_default(const Config& cfg, const std::string& key) {
-  const Field& f = *cfg.schema().find(key);
+bool differs_from_default(const config::Config& cfg, const std::string& key) {
+  const config::Field& f = *cfg.schema().find(key);
   if (!cfg.has(key)) return false;
   if (!f.default_value) return true;
   switch (f.type) {
-    case FieldType::Bool: return cfg.get_bool(key) != std::get<bool>(*f.default_value);
-    case FieldType::Int: return cfg.get_int(key) != std::get<int64_t>(*f.default_value);
-    case FieldType::Float: return cfg.get_float(key) != std::get<double>(*f.default_value);
-    case FieldType::String:
-    case FieldType::Enum: return cfg.get_string(key) != std::get<std::string>(*f.default_value);
+    case config::FieldType::Bool: return cfg.get_bool(key) != std::get<bool>(*f.default_value);
+    case config::FieldType::Int: return cfg.get_int(key) != std::get<int64_t>(*f.default_value);
+    case config::FieldType::Float: return cfg.get_float(key) != std::get<double>(*f.default_value);
+    case config::FieldType::String:
+    case config::FieldType::Enum: return cfg.get_string(key) != std::get<std::string>(*f.default_value);
     default: return true;
   }
 }
 
 // Keys that shape the tokenized stream mean nothing for the byte corpus, and some only with another key.
-void check_data_keys(const Config& cfg) {
+void check_data_keys(const config::Config& cfg) {
   if (!cfg.has("tokenized_path")) {
     for (const char* key : {"packing", "packing_method", "neat_packing", "drop_exceed_length_data", "mix_strategy",
                             "interleave_probs", "length_weighted_sampling"})
@@ -48,8 +48,8 @@ void check_data_keys(const Config& cfg) {
                "{}: length_weighted_sampling needs mix_strategy: interleave_over", cfg.where("length_weighted_sampling"));
 }
 
-Schema build_train_schema() {
-  Schema s;
+config::Schema build_train_schema() {
+  config::Schema s;
   // Model.
   s.add_string("model_name_or_path", "Hugging Face checkpoint directory (config.json + safetensors) to start from")
       .optional();
@@ -157,7 +157,7 @@ Schema build_train_schema() {
                "Unset: start fresh; auto: the latest checkpoint in output_dir (fresh if none); else a checkpoint path")
       .optional();
 
-  s.add_check([](const Config& cfg) {
+  s.add_check([](const config::Config& cfg) {
     check_exclusive(cfg, "warmup_steps", "warmup_ratio");
     check_exclusive(cfg, "model_name_or_path", "model_config");
     check_one_of(cfg, "model_name_or_path", "model_config", "the model to start from, or to build from scratch");
@@ -169,8 +169,8 @@ Schema build_train_schema() {
 
 }  // namespace
 
-const Schema& train_schema() {
-  static const Schema schema = build_train_schema();
+const config::Schema& train_schema() {
+  static const config::Schema schema = build_train_schema();
   return schema;
 }
 
@@ -205,7 +205,7 @@ lacks take Hugging Face Trainer names (`save_total_limit`, `eval_steps`) or are 
 - **Data.** docs/data.md ("Tokenized data and the loader") defines the stream these keys shape: the held-out
   split, the epoch order, packing, targets and loss masks, mixing, and the resume cursor.
 
-)" + render_schema_markdown(train_schema());
+)" + config::render_schema_markdown(train_schema());
 }
 
 }  // namespace primer::recipes

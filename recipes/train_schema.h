@@ -4,11 +4,11 @@
 #pragma once
 #include <string>
 
-#include "recipes/config.h"
+#include "core/config/config.h"
 
 namespace primer::recipes {
 
-const Schema& train_schema();
+const config::Schema& train_schema();
 
 // docs/recipes.md: an introduction to recipe files followed by the schema's table.
 std::string train_recipe_reference();

@@ -18,7 +18,7 @@
 #include "optim/adamw.h"
 #include "optim/schedule.h"
 #include "recipes/checkpoint.h"
-#include "recipes/config.h"
+#include "core/config/config.h"
 #include "recipes/model_files.h"
 #include "recipes/train_data.h"
 #include "recipes/train_schema.h"
@@ -96,7 +96,7 @@ void report_fused_memory(const ModelConfig& c, ParameterRegistry& params, DType 
 
 }  // namespace
 
-ModelConfig model_config_from(const Config& cfg) {
+ModelConfig model_config_from(const config::Config& cfg) {
   json::Value doc;
   std::string source;
   if (cfg.has("model_config")) {
@@ -152,7 +152,7 @@ double peak_bf16_flops() {
 }
 
 int run_train(const std::string& recipe, const std::vector<std::string>& overrides) {
-  const Config cfg = load_config(recipe, train_schema(), overrides);
+  const config::Config cfg = config::load_config(recipe, train_schema(), overrides);
   const std::string out_dir = cfg.get_string("output_dir");
   std::filesystem::create_directories(out_dir);
   io::write_file_atomic(out_dir + "/resolved_config.yaml", cfg.resolved_yaml());

@@ -7,7 +7,7 @@
 
 #include "core/device.h"
 #include "layers/decoder_lm.h"
-#include "recipes/config.h"
+#include "core/config/config.h"
 #include "recipes/train_data.h"
 
 namespace primer::recipes {
@@ -19,7 +19,7 @@ int run_train(const std::string& recipe, const std::vector<std::string>& overrid
 Device pick_device(const std::string& name);
 
 // The recipe's model: model_name_or_path's config.json or the inline model_config, with config_overrides_json.
-ModelConfig model_config_from(const Config& cfg);
+ModelConfig model_config_from(const config::Config& cfg);
 
 // Mean held-out loss per target token over up to `batches` held-out batches (no gradients).
 double heldout_loss(layers::DecoderLM& model, const TrainData& source, int64_t batches, Device device);

@@ -9,14 +9,16 @@
 #include <sstream>
 
 #include "core/check.h"
-#include "recipes/config.h"
+#include "core/config/config.h"
 #include "recipes/train_schema.h"
 #include "tests/support/test_util.h"
 
-namespace primer::recipes {
+namespace primer::config {
 namespace {
 
 namespace fs = std::filesystem;
+using recipes::train_recipe_reference;
+using recipes::train_schema;  // the real recipe schema, for error shapes and the generated docs
 
 // Every field type, a section declared in two places, and each presence kind.
 Schema make_test_schema() {
@@ -409,4 +411,4 @@ TEST(TrainSchema, DocsAreUpToDate) {
 }
 
 }  // namespace
-}  // namespace primer::recipes
+}  // namespace primer::config

@@ -142,7 +142,7 @@ TEST(TokenizeJob, TextJsonlAndChatIntoShardsIndependentOfThreads) {
   for (const int workers : {1, 3}) {
     const std::string out = in.dir / fmt::format("out{}", workers);
     // chunk_bytes 200: data.jsonl is cut into many pieces, so line numbers must carry across pieces.
-    const auto job = recipes::load_config(
+    const auto job = config::load_config(
         in.job(out, fmt::format("workers: {}\non_error: skip\nchunk_bytes: 200\nshard_tokens: 1000", workers)),
         tokenize_schema());
     std::FILE* log = std::tmpfile();
@@ -194,7 +194,7 @@ TEST(TokenizeJob, MalformedRecordStopsTheJobWithFileAndLine) {
   const uint64_t seed = test::fresh_seed();
   Inputs in("tokenize-fail", seed);
   const std::string out = in.dir / "out";
-  const auto job = recipes::load_config(
+  const auto job = config::load_config(
       in.job(out, "workers: 2\nchunk_bytes: 100", fmt::format("  records: {{files: [{}], format: jsonl}}\n", in.dir / "data.jsonl")),
       tokenize_schema());
   test::expect_error([&] { run_tokenize_job(job, FakeEncoder(), nullptr); },
@@ -207,7 +207,7 @@ TEST(TokenizeJob, AnInterruptedJobLeavesThePreviousOutput) {
   const uint64_t seed = test::fresh_seed();
   Inputs in("tokenize-crash", seed);
   const std::string out = in.dir / "out";
-  const auto job = recipes::load_config(in.job(out, "workers: 2\non_error: skip\nshard_tokens: 300"), tokenize_schema());
+  const auto job = config::load_config(in.job(out, "workers: 2\non_error: skip\nshard_tokens: 300"), tokenize_schema());
   run_tokenize_job(job, FakeEncoder(), nullptr);
   const std::string before = TokenManifest::read(out).to_json();
   test::expect_error([&] { run_tokenize_job(job, FakeEncoder(30), nullptr); }, {"simulated crash"});
@@ -221,7 +221,7 @@ TEST(TokenizeJob, ConfigErrorsPointAtTheKey) {
   const std::string out = in.dir / "out";
   const FakeEncoder encoder;
   auto run_with = [&](const std::string& extra, const std::string& sources) {
-    run_tokenize_job(recipes::load_config(in.job(out, extra, sources), tokenize_schema()), encoder, nullptr);
+    run_tokenize_job(config::load_config(in.job(out, extra, sources), tokenize_schema()), encoder, nullptr);
   };
   test::expect_error([&] { run_with("", fmt::format("  docs: {{files: [{}], fromat: text}}\n", in.dir / "texts")); },
                      {"job.yaml:", "sources.docs", "unknown key 'fromat'", "did you mean 'format'"});
@@ -255,7 +255,7 @@ TEST(TokenizeJob, RunsWithTheBpeTokenizerAndTheChatFormat) {
                                   << "], format: text, eos_token: '<|endoftext|>'}\n  chat: {files: [" << dir / "chat.jsonl"
                                   << "], format: chat}\n";
   const TokenizerEncoder encoder(tok_dir.path.string());
-  run_tokenize_job(recipes::load_config(dir / "job.yaml", tokenize_schema()), encoder, nullptr);
+  run_tokenize_job(config::load_config(dir / "job.yaml", tokenize_schema()), encoder, nullptr);
 
   const TokenCorpus corpus = TokenCorpus::open({dir / "out"}, true);
   ASSERT_EQ(corpus.documents(), 2);
@@ -296,7 +296,7 @@ TEST(TokenizeJob, WorkersRunConcurrently) {
   for (const int workers : {1, 4}) {
     std::ofstream(dir / "job.yaml") << "tokenizer: fake\noutput_dir: " << dir / "out" << "\nworkers: " << workers
                                     << "\nsources:\n  docs: {files: ['" << dir / "*.txt" << "'], format: text}\n";
-    const auto summary = run_tokenize_job(recipes::load_config(dir / "job.yaml", tokenize_schema()), SlowEncoder(), nullptr);
+    const auto summary = run_tokenize_job(config::load_config(dir / "job.yaml", tokenize_schema()), SlowEncoder(), nullptr);
     EXPECT_EQ(summary.documents, 8);
     seconds[workers == 1 ? 0 : 1] = summary.seconds;
   }
@@ -310,7 +310,7 @@ TEST(TokenizeJob, EveryKeyIsDocumented) {
   const std::string doc((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   ASSERT_FALSE(doc.empty());
   for (const auto* schema : {&tokenize_schema(), &tokenize_source_schema()})
-    for (const recipes::Field& f : schema->fields())
+    for (const config::Field& f : schema->fields())
       EXPECT_NE(doc.find("| `" + f.key + "` |"), std::string::npos) << f.key << " is missing from docs/data.md";
 }
 

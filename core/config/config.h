@@ -11,7 +11,7 @@
 #include <variant>
 #include <vector>
 
-namespace primer::recipes {
+namespace primer::config {
 
 enum class FieldType { Int, Float, Bool, String, StringList, Enum, Map };
 
@@ -133,4 +133,4 @@ Config load_config_mapping(const std::string& json_text, const Schema& schema, c
 // The schema as a Markdown table (key, type, default, meaning), for the generated recipe reference.
 std::string render_schema_markdown(const Schema& schema);
 
-}  // namespace primer::recipes
+}  // namespace primer::config

@@ -1,81 +1,22 @@
-#include "recipes/config.h"
-
+// The YAML loader (base: inheritance, --set overrides, file:line positions, closest-key suggestions) and the
+// loaded Config's typed getters and resolved YAML.
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
-#include <charconv>
-#include <cmath>
-#include <cstdlib>
 #include <filesystem>
-#include <regex>
 #include <set>
 
 #include "core/check.h"
+#include "core/config/config.h"
+#include "core/config/value_text.h"
 
-namespace primer::recipes {
+namespace primer::config {
+using namespace text;
 namespace {
 
 // ---- scalars (YAML 1.2 core schema, applied to plain scalars only: quoted text is always a string) ----
 
 bool is_plain(const YAML::Node& n) { return n.Tag() == "?"; }
-
-std::optional<bool> parse_bool(const std::string& s) {
-  if (s == "true" || s == "True" || s == "TRUE") return true;
-  if (s == "false" || s == "False" || s == "FALSE") return false;
-  return std::nullopt;
-}
-
-std::optional<int64_t> parse_int(const std::string& s) {
-  static const std::regex pattern("[-+]?[0-9]+");
-  if (!std::regex_match(s, pattern)) return std::nullopt;
-  const char* begin = s.data() + (s[0] == '+' ? 1 : 0);
-  int64_t v = 0;
-  auto [end, ec] = std::from_chars(begin, s.data() + s.size(), v);
-  if (ec != std::errc() || end != s.data() + s.size()) return std::nullopt;
-  return v;
-}
-
-std::optional<double> parse_float(const std::string& s) {
-  static const std::regex pattern(R"([-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?)");
-  if (!std::regex_match(s, pattern)) return std::nullopt;
-  double v = std::strtod(s.c_str(), nullptr);
-  if (!std::isfinite(v)) return std::nullopt;
-  return v;
-}
-
-// Text that reads back as the same double and still looks like a float (1e6 -> "1000000.0").
-std::string format_float(double v) {
-  std::string s = fmt::format("{}", v);
-  if (s.find_first_of(".eE") == std::string::npos) s += ".0";
-  return s;
-}
-
-// A JSON string literal; also a valid YAML double-quoted scalar.
-std::string quoted(const std::string& s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      case '\r': out += "\\r"; break;
-      default:
-        if (c < 0x20)
-          out += fmt::format("\\u{:04x}", c);
-        else
-          out += char(c);
-    }
-  }
-  return out + "\"";
-}
-
-// A string as a YAML scalar: plain when it cannot be mistaken for anything else, else double-quoted.
-std::string yaml_string(const std::string& s) {
-  static const std::regex safe("[A-Za-z0-9_./][A-Za-z0-9_./@+-]*");
-  bool looks_typed = s == "~" || s == "null" || s == "Null" || s == "NULL" || parse_bool(s) || parse_float(s);
-  return std::regex_match(s, safe) && !looks_typed ? s : quoted(s);
-}
 
 // A free-form YAML tree as compact JSON: plain scalars keep their core-schema type, quoted ones are strings.
 std::string to_json(const YAML::Node& n) {
@@ -133,58 +74,6 @@ std::string join_path(const std::string& prefix, const std::string& key) {
   return prefix.empty() ? key : prefix + "." + key;
 }
 
-std::string range_text(const Field& f) {
-  auto num = [](double v) { return fmt::format("{}", v); };
-  if (f.min && f.max)
-    return fmt::format(" in {}{}, {}{}", f.min_exclusive ? "(" : "[", num(*f.min), num(*f.max),
-                       f.max_exclusive ? ")" : "]");
-  if (f.min) return fmt::format(" {} {}", f.min_exclusive ? ">" : ">=", num(*f.min));
-  if (f.max) return fmt::format(" {} {}", f.max_exclusive ? "<" : "<=", num(*f.max));
-  return "";
-}
-
-bool in_range(const Field& f, double v) {
-  if (f.min && (f.min_exclusive ? v <= *f.min : v < *f.min)) return false;
-  if (f.max && (f.max_exclusive ? v >= *f.max : v > *f.max)) return false;
-  return true;
-}
-
-std::string join(const std::vector<std::string>& items, const std::string& sep) {
-  std::string out;
-  for (size_t i = 0; i < items.size(); ++i) out += (i ? sep : "") + items[i];
-  return out;
-}
-
-const char* type_name(FieldType t) {
-  switch (t) {
-    case FieldType::Int: return "integer";
-    case FieldType::Float: return "number";
-    case FieldType::Bool: return "bool";
-    case FieldType::String: return "string";
-    case FieldType::StringList: return "string list";
-    case FieldType::Enum: return "enum";
-    case FieldType::Map: return "mapping";
-  }
-  return "?";
-}
-
-// A value as it appears in resolved YAML (and in the docs' default column).
-std::string yaml_value(const Value& v) {
-  struct Visitor {
-    std::string operator()(int64_t i) const { return fmt::format("{}", i); }
-    std::string operator()(double d) const { return format_float(d); }
-    std::string operator()(bool b) const { return b ? "true" : "false"; }
-    std::string operator()(const std::string& s) const { return yaml_string(s); }
-    std::string operator()(const std::vector<std::string>& l) const {
-      std::vector<std::string> items;
-      for (const auto& s : l) items.push_back(yaml_string(s));
-      return "[" + join(items, ", ") + "]";
-    }
-    std::string operator()(const MapValue& m) const { return m.json; }
-  };
-  return std::visit(Visitor{}, v);
-}
-
 std::vector<std::string> split_list(const std::string& text) {
   std::vector<std::string> items;
   size_t start = 0;
@@ -213,125 +102,6 @@ struct Source {
 };
 
 }  // namespace
-
-// ---- Field ----
-
-Field& Field::required() {
-  presence = Presence::Required;
-  default_value.reset();
-  return *this;
-}
-
-Field& Field::optional() {
-  presence = Presence::Optional;
-  default_value.reset();
-  return *this;
-}
-
-namespace {
-Field& set_default(Field& f, Value v, std::initializer_list<FieldType> fits) {
-  PRIMER_CHECK(std::find(fits.begin(), fits.end(), f.type) != fits.end(),
-               "schema: default {} does not fit '{}', a {} field", yaml_value(v), f.key, type_name(f.type));
-  if (f.type == FieldType::Float && std::holds_alternative<int64_t>(v)) v = double(std::get<int64_t>(v));
-  if (f.type == FieldType::Enum)
-    PRIMER_CHECK(std::find(f.allowed.begin(), f.allowed.end(), std::get<std::string>(v)) != f.allowed.end(),
-                 "schema: default '{}' of '{}' is not one of {}", std::get<std::string>(v), f.key,
-                 join(f.allowed, ", "));
-  f.presence = Presence::Defaulted;
-  f.default_value = std::move(v);
-  return f;
-}
-}  // namespace
-
-Field& Field::defaults(int64_t v) { return set_default(*this, v, {FieldType::Int, FieldType::Float}); }
-Field& Field::defaults(double v) { return set_default(*this, v, {FieldType::Float}); }
-Field& Field::defaults(bool v) { return set_default(*this, v, {FieldType::Bool}); }
-Field& Field::defaults(std::string v) { return set_default(*this, std::move(v), {FieldType::String, FieldType::Enum}); }
-Field& Field::defaults(std::vector<std::string> v) { return set_default(*this, std::move(v), {FieldType::StringList}); }
-
-Field& Field::at_least(double v) {
-  PRIMER_CHECK(type == FieldType::Int || type == FieldType::Float, "schema: '{}' is not numeric", key);
-  min = v;
-  min_exclusive = false;
-  return *this;
-}
-
-Field& Field::above(double v) {
-  at_least(v);
-  min_exclusive = true;
-  return *this;
-}
-
-Field& Field::at_most(double v) {
-  PRIMER_CHECK(type == FieldType::Int || type == FieldType::Float, "schema: '{}' is not numeric", key);
-  max = v;
-  max_exclusive = false;
-  return *this;
-}
-
-Field& Field::below(double v) {
-  at_most(v);
-  max_exclusive = true;
-  return *this;
-}
-
-std::string Field::expectation() const {
-  switch (type) {
-    case FieldType::Int: return "an integer" + range_text(*this);
-    case FieldType::Float: return "a number" + range_text(*this);
-    case FieldType::Bool: return "true or false";
-    case FieldType::String: return "a string";
-    case FieldType::StringList: return "a list of strings (a YAML list or a comma-separated string)";
-    case FieldType::Enum: return "one of " + join(allowed, ", ");
-    case FieldType::Map: return "a mapping (YAML, or a string holding a JSON object)";
-  }
-  return "";
-}
-
-// ---- Schema ----
-
-Field& Schema::add(const std::string& key, FieldType type, const std::string& doc) {
-  static const std::regex segment("[A-Za-z_][A-Za-z0-9_]*(\\.[A-Za-z_][A-Za-z0-9_]*)*");
-  PRIMER_CHECK(std::regex_match(key, segment), "schema: key '{}' must be dot-separated identifiers", key);
-  PRIMER_CHECK(key != kBaseKey, "schema: '{}' is reserved for inheritance", key);
-  PRIMER_CHECK(!index_.count(key), "schema: key '{}' declared twice", key);
-  PRIMER_CHECK(!is_section(key), "schema: '{}' is already a section of other keys", key);
-  for (auto dot = key.find('.'); dot != std::string::npos; dot = key.find('.', dot + 1))
-    PRIMER_CHECK(!index_.count(key.substr(0, dot)), "schema: '{}' nests under the field '{}'", key, key.substr(0, dot));
-  index_[key] = fields_.size();
-  Field& f = fields_.emplace_back();
-  f.key = key;
-  f.type = type;
-  f.doc = doc;
-  return f;
-}
-
-Field& Schema::add_int(const std::string& key, const std::string& doc) { return add(key, FieldType::Int, doc); }
-Field& Schema::add_float(const std::string& key, const std::string& doc) { return add(key, FieldType::Float, doc); }
-Field& Schema::add_bool(const std::string& key, const std::string& doc) { return add(key, FieldType::Bool, doc); }
-Field& Schema::add_string(const std::string& key, const std::string& doc) { return add(key, FieldType::String, doc); }
-Field& Schema::add_string_list(const std::string& key, const std::string& doc) {
-  return add(key, FieldType::StringList, doc);
-}
-Field& Schema::add_enum(const std::string& key, std::vector<std::string> allowed, const std::string& doc) {
-  PRIMER_CHECK(!allowed.empty(), "schema: enum '{}' needs allowed values", key);
-  Field& f = add(key, FieldType::Enum, doc);
-  f.allowed = std::move(allowed);
-  return f;
-}
-Field& Schema::add_map(const std::string& key, const std::string& doc) { return add(key, FieldType::Map, doc); }
-
-void Schema::add_check(std::function<void(const Config&)> check) { checks_.push_back(std::move(check)); }
-
-const Field* Schema::find(const std::string& key) const {
-  auto it = index_.find(key);
-  return it == index_.end() ? nullptr : &fields_[it->second];
-}
-
-bool Schema::is_section(const std::string& path) const {
-  auto it = index_.lower_bound(path + ".");
-  return it != index_.end() && it->first.compare(0, path.size() + 1, path + ".") == 0;
-}
 
 // ---- loading ----
 
@@ -631,27 +401,4 @@ std::string Config::resolved_yaml() const {
   return out;
 }
 
-// ---- docs ----
-
-std::string render_schema_markdown(const Schema& schema) {
-  auto cell = [](std::string s) {
-    for (size_t p = s.find('|'); p != std::string::npos; p = s.find('|', p + 2)) s.replace(p, 1, "\\|");
-    return s;
-  };
-  std::string out = "| key | type | default | meaning |\n|---|---|---|---|\n";
-  for (const Field& f : schema.fields()) {
-    std::string type = type_name(f.type) + range_text(f);
-    if (f.type == FieldType::Enum) {
-      std::vector<std::string> values;
-      for (const auto& a : f.allowed) values.push_back(fmt::format("`{}`", a));
-      type = "one of " + join(values, ", ");
-    }
-    std::string def = f.presence == Presence::Required ? "**required**"
-                      : f.default_value                ? fmt::format("`{}`", yaml_value(*f.default_value))
-                                                       : "unset";
-    out += fmt::format("| `{}` | {} | {} | {} |\n", f.key, cell(type), cell(def), cell(f.doc));
-  }
-  return out;
-}
-
-}  // namespace primer::recipes
+}  // namespace primer::config
