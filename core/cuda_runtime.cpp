@@ -1,6 +1,7 @@
 #include "core/cuda_runtime.h"
 
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "core/check.h"
@@ -37,6 +38,16 @@ void set_device(int index) {
   PRIMER_CHECK(index >= 0 && index < device_count(), "CUDA device {} requested but {} device(s) present", index,
                device_count());
   PRIMER_CUDA_CHECK(cudaSetDevice(index));
+}
+
+double peak_bf16_flops() {
+  if (!available()) return 0;
+  cudaDeviceProp p{};
+  PRIMER_CUDA_CHECK(cudaGetDeviceProperties(&p, current_device()));
+  const std::string name = p.name;
+  if (name.find("H100") != std::string::npos || name.find("H200") != std::string::npos) return 989e12;
+  if (name.find("A100") != std::string::npos) return 312e12;
+  return 0;
 }
 
 int current_device() {
@@ -80,6 +91,7 @@ int device_count() { return 0; }
 void set_device(int) { not_built(); }
 int current_device() { not_built(); }
 void synchronize() {}
+double peak_bf16_flops() { return 0; }
 void copy(void*, const void*, size_t, CopyKind) { not_built(); }
 void memset_zero(void*, size_t) { not_built(); }
 

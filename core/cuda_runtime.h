@@ -17,6 +17,8 @@ int device_count();
 void set_device(int index);
 int current_device();
 void synchronize();    // waits for the current device's compute stream
+// Dense bf16 peak of the current GPU for MFU (H100/H200 SXM 989 TFLOP/s, A100 312); 0 when unknown or no GPU.
+double peak_bf16_flops();
 
 enum class CopyKind { HostToDevice, DeviceToHost, DeviceToDevice };
 // Copies on the compute stream; device-to-host waits for completion so the host can read the result.

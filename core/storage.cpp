@@ -43,9 +43,8 @@ void configure_pool(int device) {
 }
 #endif
 
-}  // namespace
-
-std::shared_ptr<Storage> allocate(Device device, size_t bytes) {
+// Memory for `bytes` on `device`, counted in its statistics.
+void* allocate_raw(Device device, size_t bytes) {
   PRIMER_CHECK(device.is_cpu() || (device.index >= 0 && device.index < kMaxDevices), "bad device {}", device.str());
   void* ptr = nullptr;
   if (device.is_cpu()) {
@@ -66,19 +65,40 @@ std::shared_ptr<Storage> allocate(Device device, size_t bytes) {
 #endif
   }
   counters(device).add(bytes);
-  return std::make_shared<Storage>(ptr, bytes, device);
+  return ptr;
 }
 
-Storage::~Storage() {
-  counters(device_).sub(bytes_);
-  if (device_.is_cpu()) {
-    std::free(ptr_);
+void free_raw(Device device, void* ptr, size_t bytes) {
+  counters(device).sub(bytes);
+  if (device.is_cpu()) {
+    std::free(ptr);
     return;
   }
 #ifdef PRIMER_WITH_CUDA
   // Stream-ordered free: safe while kernels queued on the compute stream still read this memory.
-  if (ptr_) (void)cudaFreeAsync(ptr_, cuda::stream());
+  if (ptr) (void)cudaFreeAsync(ptr, cuda::stream());
 #endif
+}
+
+}  // namespace
+
+std::shared_ptr<Storage> allocate(Device device, size_t bytes) {
+  return std::make_shared<Storage>(allocate_raw(device, bytes), bytes, device);
+}
+
+Storage::~Storage() {
+  if (ptr_) free_raw(device_, ptr_, bytes_);
+}
+
+void Storage::release_memory() {
+  if (!ptr_) return;
+  free_raw(device_, ptr_, bytes_);
+  ptr_ = nullptr;
+}
+
+void Storage::restore_memory() {
+  if (ptr_ || bytes_ == 0) return;
+  ptr_ = allocate_raw(device_, bytes_);
 }
 
 MemoryStats memory_stats(Device d) {

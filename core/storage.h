@@ -25,6 +25,14 @@ class Storage {
   size_t bytes() const { return bytes_; }
   Device device() const { return device_; }
 
+  // Gives the memory back while the Storage, and every tensor view of it, lives on; restore_memory() allocates it
+  // again (at another address, uninitialised). FSDP's gathered weights live like this between their uses, so that
+  // whatever holds a view (the autograd tape, a mixer's reshaped weight) sees the next gather. On CUDA both are
+  // ordered on the compute stream.
+  void release_memory();
+  void restore_memory();
+  bool resident() const { return ptr_ != nullptr || bytes_ == 0; }
+
  private:
   void* ptr_;
   size_t bytes_;

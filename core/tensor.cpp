@@ -74,6 +74,8 @@ bool Tensor::is_contiguous() const {
 
 void* Tensor::data_ptr() const {
   PRIMER_CHECK(defined(), "access to an undefined tensor");
+  PRIMER_CHECK(storage_->resident(), "access to released memory ({}): a sharded parameter used outside its gather",
+               describe());
   return static_cast<char*>(storage_->data()) + offset_ * int64_t(dtype_size(dtype_));
 }
 

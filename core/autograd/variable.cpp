@@ -60,7 +60,7 @@ void Tape::backward() {
   for (auto it = nodes_.rbegin(); it != nodes_.rend(); ++it) {
     bool any = false;
     for (const Var& o : it->outputs) any |= o->grad.defined();
-    if (any) it->backward();
+    if (any || it->always_run) it->backward();
   }
   nodes_.clear();
 }
@@ -84,6 +84,11 @@ bool needs_grad(std::initializer_list<const Var*> inputs) {
 void record(const std::string& name, std::vector<Var> outputs, std::function<void()> fn) {
   for (const Var& o : outputs) o->requires_grad = true;
   current_tape().record(Node{name, std::move(outputs), std::move(fn)});
+}
+
+void record_always(const std::string& name, std::function<void()> fn) {
+  if (!grad_mode) return;
+  current_tape().record(Node{name, {}, std::move(fn), true});
 }
 
 void backward(const Var& loss, const Tensor& seed) {

@@ -39,6 +39,7 @@ struct Node {
   std::string name;
   std::vector<Var> outputs;
   std::function<void()> backward;  // reads the outputs' grads, accumulates into inputs
+  bool always_run = false;         // run in backward even when no output has a gradient (unit hooks)
 };
 
 class Tape {
@@ -84,6 +85,10 @@ class TapeScope {
 bool needs_grad(std::initializer_list<const Var*> inputs);
 // Records a node producing `outputs` whose backward is `fn`; marks the outputs as requiring grad.
 void record(const std::string& name, std::vector<Var> outputs, std::function<void()> fn);
+
+// Records a node without outputs whose `fn` backward runs at its place in the reverse order, whatever gradients
+// arrived (no-op when grad mode is off).
+void record_always(const std::string& name, std::function<void()> fn);
 
 // Seeds d(loss)/d(loss) = seed (default ones) and runs the current tape backward.
 void backward(const Var& loss, const Tensor& seed = Tensor());

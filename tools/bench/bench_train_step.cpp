@@ -55,7 +55,7 @@ bench::Row measure(bool recompute, int64_t B, int64_t T) {
   reset_peak_memory(Device::cuda());
   const double ms = bench::median_ms(step, 2, 8);
   const double tok_s = double(B * T) / (ms * 1e-3);
-  const double mfu = tok_s * model.flops_per_token(T) / recipes::peak_bf16_flops();
+  const double mfu = tok_s * model.flops_per_token(T) / cuda::peak_bf16_flops();
   char a[32], b[32], c[32], d[32];
   std::snprintf(a, sizeof a, "%.1f", ms);
   std::snprintf(b, sizeof b, "%.1fK", tok_s / 1e3);

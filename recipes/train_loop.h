@@ -1,0 +1,44 @@
+// The training loop over a TrainSetup: step (micro-batches → forward → backward → optimizer), log, evaluate,
+// save — each its own method, in the order run() calls them.
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <fstream>
+
+#include "core/io/json.h"
+#include "recipes/train_setup.h"
+
+namespace primer::recipes {
+
+class TrainLoop {
+ public:
+  explicit TrainLoop(TrainSetup& setup);
+  // Trains from the setup's state to max_steps, evaluating before and after; returns the final held-out loss.
+  double run();
+
+  // One optimizer step over gradient_accumulation_steps micro-batches.
+  void step();
+  // Held-out loss (and the objective's extra metrics), logged; returns the loss.
+  double evaluate();
+  // Commits a checkpoint of the current state; returns its directory.
+  std::string save();
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  void log_window();
+  void write_metrics(const json::Value& record);
+
+  TrainSetup& s_;
+  std::ofstream metrics_;
+  std::string metrics_path_;
+  double flops_per_token_ = 0, peak_flops_ = 0;
+  // The logging window: summed logged losses on the device (read at log points only), their count, and time.
+  Tensor loss_sum_;
+  int64_t window_steps_ = 0, window_count_ = 0;
+  Clock::time_point window_start_;
+};
+
+// Mean held-out loss per target token over up to `batches` held-out batches (no gradients).
+double heldout_loss(layers::DecoderLM& model, const TrainData& source, int64_t batches, Device device);
+
+}  // namespace primer::recipes

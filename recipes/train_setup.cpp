@@ -1,0 +1,153 @@
+#include "recipes/train_setup.h"
+
+#include <cmath>
+
+#include "core/check.h"
+#include "core/cuda_runtime.h"
+#include "core/io/json.h"
+#include "layers/hf_checkpoint.h"
+
+namespace primer::recipes {
+namespace {
+
+// Applies config_overrides_json ({"a.b": value}: dotted keys descend into objects) to a config.json document.
+void apply_overrides(json::Value& doc, const json::Value& overrides) {
+  for (const auto& [key, value] : overrides.as_object()) {
+    json::Value* node = &doc;
+    size_t start = 0;
+    for (size_t dot; (dot = key.find('.', start)) != std::string::npos; start = dot + 1)
+      node = &(*node)[key.substr(start, dot - start)];
+    (*node)[key.substr(start)] = value;
+  }
+}
+
+void check_supported(const config::Config& cfg) {
+  PRIMER_CHECK(cfg.get_int("sequence_parallel_size") == 1, "{}: sequence parallelism arrives with parallel/",
+               cfg.where("sequence_parallel_size"));
+  PRIMER_CHECK(!cfg.get_bool("neat_packing"),
+               "{}: neat_packing needs attention and mixers that reset at document starts; the loader provides "
+               "positions and segments, the model does not consume them yet",
+               cfg.where("neat_packing"));
+}
+
+optim::AdamWConfig adamw_config(const config::Config& cfg) {
+  optim::AdamWConfig adam;
+  adam.beta1 = cfg.get_float("adam_beta1");
+  adam.beta2 = cfg.get_float("adam_beta2");
+  adam.eps = cfg.get_float("adam_epsilon");
+  adam.weight_decay = cfg.get_float("weight_decay");
+  adam.max_grad_norm = cfg.get_float("max_grad_norm");
+  adam.check_finite = true;
+  return adam;
+}
+
+optim::Schedule schedule_of(const config::Config& cfg) {
+  optim::Schedule schedule;
+  const int64_t max_steps = cfg.get_int("max_steps");
+  schedule.kind = optim::Schedule::parse(cfg.get_string("lr_scheduler_type"));
+  schedule.peak_lr = cfg.get_float("learning_rate");
+  schedule.total_steps = max_steps;
+  schedule.warmup_steps =
+      cfg.has("warmup_steps")   ? cfg.get_int("warmup_steps")
+      : cfg.has("warmup_ratio") ? int64_t(std::ceil(cfg.get_float("warmup_ratio") * double(max_steps)))
+                                : 0;
+  return schedule;
+}
+
+std::unique_ptr<Objective> objective_of(const config::Config& cfg, const ModelConfig& model_config) {
+  if (cfg.get_string("stage") != "hkd") return make_cross_entropy_objective();
+  PRIMER_CHECK(model_config.fused,
+               "{}: stage hkd (Priming Stage 1) trains a fused teacher-student checkpoint (written by `primer "
+               "prime-init`); this model's pattern is '{}'",
+               cfg.where("stage"), format_hybrid_pattern(model_config.layer_types));
+  return make_distillation_objective(
+      {cfg.get_bool("hybrid_distill_pre_lm_head"), cfg.get_string("hybrid_lw_distill_target") == "decoder"});
+}
+
+// The model with its parameters materialized (and loaded from model_name_or_path), trainable ones marked.
+void build_model(TrainSetup& s) {
+  s.params = std::make_unique<ParameterRegistry>();
+  s.model = std::make_unique<layers::DecoderLM>(s.model_config, *s.params,
+                                                layers::DecoderOptions{!s.cfg.get_bool("disable_gradient_checkpointing")});
+  s.params->materialize(s.device, s.compute, s.seed);
+  if (s.cfg.has("model_name_or_path")) layers::load_hf_weights(s.cfg.get_string("model_name_or_path"), *s.params);
+  s.params->set_trainable(s.cfg.has("hybrid_learnable_params") ? s.cfg.get_list("hybrid_learnable_params")
+                                                               : std::vector<std::string>{});
+}
+
+void resume(TrainSetup& s) {
+  s.state.seed = s.seed;
+  s.state.resolved_config = s.cfg.resolved_yaml();
+  const auto from =
+      s.checkpoints->resolve(s.cfg.has("resume_from_checkpoint") ? s.cfg.get_string("resume_from_checkpoint") : "");
+  if (!from) return;
+  s.state = s.checkpoints->load(*from, *s.params, *s.optimizer);
+  PRIMER_CHECK(s.state.seed == s.seed, "checkpoint '{}' was trained with seed {}, the recipe says {}", *from,
+               s.state.seed, s.seed);
+  s.data->restore(s.state.data_cursor, *from + " (data cursor)");
+  fmt::print("resumed from {} at step {}\n", *from, s.state.step);
+}
+
+}  // namespace
+
+ModelConfig model_config_from(const config::Config& cfg) {
+  json::Value doc;
+  std::string source;
+  if (cfg.has("model_config")) {
+    source = cfg.where("model_config") + " (model_config)";
+    doc = json::parse(cfg.get_map_json("model_config"), source);
+  } else {
+    source = cfg.get_string("model_name_or_path") + "/config.json";
+    doc = json::parse_file(source);
+  }
+  if (cfg.has("config_overrides_json")) {
+    apply_overrides(doc, json::parse(cfg.get_map_json("config_overrides_json"), "config_overrides_json"));
+    source += " with config_overrides_json";
+  }
+  return from_hf_json(doc, source);
+}
+
+Device pick_device(const std::string& name) {
+  if (name == "cpu") return Device::cpu();
+  if (name == "cuda") {
+    PRIMER_CHECK(cuda::available(), "device: cuda requested but no CUDA device is usable");
+    return Device::cuda(0);
+  }
+  PRIMER_CHECK(name == "auto", "device '{}': expected auto, cpu or cuda", name);
+  return cuda::available() ? Device::cuda(0) : Device::cpu();
+}
+
+std::string model_name(const ModelConfig& c) {
+  if (c.layer_types.empty()) return c.model_type;
+  return "hybrid " + c.model_type + " " + format_hybrid_pattern(HybridPattern{c.layer_types, c.fused});
+}
+
+TrainSetup setup_training(const config::Config& cfg, const std::string& recipe) {
+  check_supported(cfg);
+  TrainSetup s{cfg, recipe, cfg.get_string("output_dir")};
+  if (cfg.has("tokenized_path") && cfg.has("dataset"))
+    fmt::print("note: {} sets both dataset and tokenized_path; training reads the tokenized data\n", recipe);
+  s.device = pick_device(cfg.get_string("device"));
+  if (s.device.is_cuda()) cuda::set_device(s.device.index);
+  s.model_config = model_config_from(cfg);
+  s.objective = objective_of(cfg, s.model_config);
+  s.batch = cfg.get_int("per_device_train_batch_size");
+  s.seq = cfg.get_int("cutoff_len");
+  s.accumulation = cfg.get_int("gradient_accumulation_steps");
+  s.max_steps = cfg.get_int("max_steps");
+  s.data = make_train_data(cfg, s.batch, s.seq);
+  PRIMER_CHECK(s.model_config.vocab_size >= s.data->vocab_size(),
+               "the model's vocab_size {} is smaller than the data's vocabulary {} ({})", s.model_config.vocab_size,
+               s.data->vocab_size(), s.data->describe());
+  s.compute = s.device.is_cuda() && cfg.get_bool("bf16") ? DType::BF16 : DType::F32;
+  s.seed = uint64_t(cfg.get_int("seed"));
+  build_model(s);
+  s.optimizer = std::make_unique<optim::AdamW>(*s.params, adamw_config(cfg));
+  s.schedule = schedule_of(cfg);
+  s.checkpoints = std::make_unique<CheckpointManager>(
+      s.out_dir, cfg.has("save_total_limit") ? int(cfg.get_int("save_total_limit")) : 0);
+  resume(s);
+  return s;
+}
+
+}  // namespace primer::recipes
