@@ -7,6 +7,7 @@
 // Each call gets a sequence number (per communicator, counted on every rank alike) and an optional label;
 // both, with the caller's context (set_context("step 12")), name the collective in error and timeout messages.
 // A collective that does not complete within the timeout ends the job: see parallel/comm/fault_report.h.
+// One thread issues a communicator's operations, and a communicator outlives the Work handles it returns.
 #pragma once
 #include <array>
 #include <cstdint>

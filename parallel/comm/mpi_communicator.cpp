@@ -104,6 +104,7 @@ FaultContext MpiCommunicator::fault_context() const {
 
 std::unique_ptr<Communicator> MpiCommunicator::split(int color, int key) {
   PRIMER_CHECK(color >= 0, "rank {}: split: color {} must be >= 0", rank(), color);
+  barrier("split");  // MPI_Comm_split cannot time out: first make sure every rank has come this far
   MPI_Comm part;
   PRIMER_MPI_CHECK(MPI_Comm_split(comm_, color, key, &part));
   return std::unique_ptr<Communicator>(new MpiCommunicator(part, duplicate(part), stage_gpu_, options()));

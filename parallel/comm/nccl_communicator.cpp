@@ -41,7 +41,7 @@ ncclDataType_t nccl_type(DType dtype) {
 
 ncclRedOp_t nccl_op(ReduceOp op) { return op == ReduceOp::Sum ? ncclSum : op == ReduceOp::Max ? ncclMax : ncclMin; }
 
-ncclComm_t init_comm(MPI_Comm bootstrap) {
+ncclComm_t init_comm(MPI_Comm bootstrap) {  // bootstrap: MPI_COMM_NULL for a single process
   int rank = bootstrap == MPI_COMM_NULL ? 0 : mpi_rank(bootstrap);
   int size = bootstrap == MPI_COMM_NULL ? 1 : mpi_size(bootstrap);
   ncclUniqueId id;
@@ -100,7 +100,16 @@ class NcclPending final : public PendingOp {
 }  // namespace
 
 NcclCommunicator::NcclCommunicator(MPI_Comm bootstrap, CommOptions options)
-    : NcclCommunicator(init_comm(bootstrap), duplicate_or_null(bootstrap), cuda::current_device(), options) {}
+    : NcclCommunicator(bootstrapped(bootstrap), cuda::current_device(), options) {}
+
+// Both steps are collective over `bootstrap`: one function fixes their order on every rank.
+NcclCommunicator::Bootstrap NcclCommunicator::bootstrapped(MPI_Comm bootstrap) {
+  MPI_Comm own = duplicate_or_null(bootstrap);
+  return Bootstrap{init_comm(own), own};
+}
+
+NcclCommunicator::NcclCommunicator(Bootstrap parts, int device, CommOptions options)
+    : NcclCommunicator(parts.comm, parts.mpi, device, options) {}
 
 NcclCommunicator::NcclCommunicator(ncclComm_t comm, MPI_Comm owned_mpi, int device, CommOptions options)
     : Communicator(comm_rank(comm), comm_size(comm), options), comm_(comm), mpi_(owned_mpi), device_(device) {
@@ -180,6 +189,7 @@ Work NcclCommunicator::launch(const OpInfo& info, std::vector<Tensor> tensors, E
 
 std::unique_ptr<Communicator> NcclCommunicator::split(int color, int key) {
   PRIMER_CHECK(color >= 0, "rank {}: split: color {} must be >= 0", rank(), color);
+  barrier("split");  // the splits cannot time out: first make sure every rank has come this far
   MPI_Comm part_mpi = MPI_COMM_NULL;
   if (mpi_ != MPI_COMM_NULL) PRIMER_MPI_CHECK(MPI_Comm_split(mpi_, color, key, &part_mpi));
   ncclComm_t part = nullptr;

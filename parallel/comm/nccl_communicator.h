@@ -52,6 +52,12 @@ class NcclCommunicator final : public Communicator {
     std::chrono::steady_clock::time_point started;
   };
 
+  struct Bootstrap {
+    ncclComm_t comm;
+    MPI_Comm mpi;  // owned duplicate of the bootstrap communicator
+  };
+  static Bootstrap bootstrapped(MPI_Comm bootstrap);
+  NcclCommunicator(Bootstrap parts, int device, CommOptions options);
   NcclCommunicator(ncclComm_t comm, MPI_Comm owned_mpi, int device, CommOptions options);
   // Orders the communication stream after the compute stream, runs `enqueue` (the NCCL calls) on it,
   // records completion and hands it to the watchdog. host_blocking: wait() also blocks the host (barrier).
