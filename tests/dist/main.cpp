@@ -5,6 +5,7 @@
 #include <mpi.h>
 
 #include "core/console.h"
+#include "core/cuda_runtime.h"
 #include "parallel/comm/launch.h"
 #include "parallel/comm/world_communicator.h"
 #include "tests/dist/dist_env.h"
@@ -13,6 +14,7 @@ namespace primer::test {
 namespace {
 
 std::unique_ptr<parallel::Communicator> g_world_comm;
+std::unique_ptr<parallel::Communicator> g_gpu_world_comm;
 
 class RankFailureReporter : public ::testing::EmptyTestEventListener {
   void OnTestPartResult(const ::testing::TestPartResult& result) override {
@@ -25,6 +27,15 @@ class RankFailureReporter : public ::testing::EmptyTestEventListener {
 }  // namespace
 
 parallel::Communicator& world_comm() { return *g_world_comm; }
+
+parallel::Communicator& gpu_world_comm() {
+  if (!g_gpu_world_comm) {
+    int gpu = parallel::select_local_gpu();
+    g_gpu_world_comm =
+        parallel::make_world_communicator(Device::cuda(gpu), {.timeout_seconds = kDistTestTimeoutSeconds});
+  }
+  return *g_gpu_world_comm;
+}
 
 }  // namespace primer::test
 
@@ -40,6 +51,7 @@ int main(int argc, char** argv) {
   if (parallel::world().mpi) MPI_Allreduce(&failed_here, &failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
   if (failed && !failed_here && console::rank() == 0)
     console::error("a test failed on another rank: see its [rank N] lines above");
-  test::g_world_comm.reset();  // before MPI_Finalize
+  test::g_gpu_world_comm.reset();  // before MPI_Finalize
+  test::g_world_comm.reset();
   return failed;
 }

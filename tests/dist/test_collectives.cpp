@@ -1,23 +1,37 @@
 // Every collective against its sequential result, on whatever rank count mpirun gives (CTest runs 1–4):
 // small integer values make f64, f32, bf16, i32 and i64 results exact whatever the reduction order.
+// Cpu/ runs on CPU tensors (MPI, or "self" without a launcher); Gpu/ on CUDA tensors where a GPU is present
+// (NCCL with a GPU per rank, MPI host-staged where ranks share one) and skips elsewhere.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <random>
 
 #include "core/check.h"
+#include "core/cuda_runtime.h"
 #include "tests/dist/dist_env.h"
 
 namespace primer::parallel {
 namespace {
 
-using test::world_comm;
-
 const DType kDtypes[] = {DType::F64, DType::F32, DType::BF16, DType::I32, DType::I64};
 
-Tensor make(const std::vector<double>& values, DType dtype) {
-  return Tensor::from_vector(values, {int64_t(values.size())}, dtype);
-}
+class DistCollectives : public ::testing::TestWithParam<Device::Kind> {
+ protected:
+  void SetUp() override {
+    if (GetParam() == Device::Kind::CUDA && !cuda::available()) GTEST_SKIP() << "no GPU";
+  }
+  Device device() const { return GetParam() == Device::Kind::CUDA ? Device::cuda(cuda::current_device()) : Device::cpu(); }
+  Communicator& communicator() const {
+    return GetParam() == Device::Kind::CUDA ? test::gpu_world_comm() : test::world_comm();
+  }
+  Tensor make(const std::vector<double>& values, DType dtype) const {
+    return Tensor::from_vector(values, {int64_t(values.size())}, dtype, device());
+  }
+};
+
+INSTANTIATE_TEST_SUITE_P(Cpu, DistCollectives, ::testing::Values(Device::Kind::CPU));
+INSTANTIATE_TEST_SUITE_P(Gpu, DistCollectives, ::testing::Values(Device::Kind::CUDA));
 
 // The value rank `rank` holds at element i of chunk `chunk`: distinct, small, sign-mixed integers.
 double value(int rank, int chunk, int64_t i) { return double((rank + 1) * 3 + chunk * 5 - int(i % 7)); }
@@ -37,8 +51,8 @@ double reduce(ReduceOp op, int ranks, int chunk, int64_t i) {
   return acc;
 }
 
-TEST(DistCollectives, AllReduceEveryOpAndDtype) {
-  Communicator& comm = world_comm();
+TEST_P(DistCollectives, AllReduceEveryOpAndDtype) {
+  Communicator& comm = communicator();
   const int64_t n = 13;
   for (DType dtype : kDtypes)
     for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min}) {
@@ -51,8 +65,8 @@ TEST(DistCollectives, AllReduceEveryOpAndDtype) {
     }
 }
 
-TEST(DistCollectives, AllReduceF32RandomMatchesSequentialSum) {
-  Communicator& comm = world_comm();
+TEST_P(DistCollectives, AllReduceF32RandomMatchesSequentialSum) {
+  Communicator& comm = communicator();
   const int64_t n = 1000;
   auto random_values = [&](int rank) {
     std::mt19937 gen(1234 + unsigned(rank));
@@ -61,7 +75,7 @@ TEST(DistCollectives, AllReduceF32RandomMatchesSequentialSum) {
     for (float& x : v) x = normal(gen);
     return v;
   };
-  Tensor t = Tensor::from_vector(random_values(comm.rank()), {n}, DType::F32);
+  Tensor t = Tensor::from_vector(random_values(comm.rank()), {n}, DType::F32, device());
   comm.all_reduce(t);
   std::vector<double> expected(size_t(n), 0.0);
   for (int r = 0; r < comm.size(); ++r) {
@@ -73,12 +87,12 @@ TEST(DistCollectives, AllReduceF32RandomMatchesSequentialSum) {
   for (int64_t i = 0; i < n; ++i) ASSERT_NEAR(got[size_t(i)], expected[size_t(i)], 4e-6 * comm.size()) << i;
 }
 
-TEST(DistCollectives, AllGatherIsRankMajor) {
-  Communicator& comm = world_comm();
+TEST_P(DistCollectives, AllGatherIsRankMajor) {
+  Communicator& comm = communicator();
   const int64_t n = 5;
   for (DType dtype : kDtypes) {
     Tensor shard = make(values(comm.rank(), 0, n), dtype);
-    Tensor out = Tensor::full({comm.size(), n}, -99, dtype);  // any shape with size × n elements
+    Tensor out = Tensor::full({comm.size(), n}, -99, dtype, device());  // any shape with size × n elements
     comm.all_gather(shard, out);
     std::vector<double> got = out.to_vector<double>();
     for (int r = 0; r < comm.size(); ++r)
@@ -86,8 +100,8 @@ TEST(DistCollectives, AllGatherIsRankMajor) {
   }
 }
 
-TEST(DistCollectives, ReduceScatterGivesRankItsChunk) {
-  Communicator& comm = world_comm();
+TEST_P(DistCollectives, ReduceScatterGivesRankItsChunk) {
+  Communicator& comm = communicator();
   const int64_t n = 3;
   for (DType dtype : kDtypes)
     for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Max}) {
@@ -96,7 +110,7 @@ TEST(DistCollectives, ReduceScatterGivesRankItsChunk) {
         std::vector<double> c = values(comm.rank(), chunk, n);
         in.insert(in.end(), c.begin(), c.end());
       }
-      Tensor shard = Tensor::full({n}, -99, dtype);
+      Tensor shard = Tensor::full({n}, -99, dtype, device());
       comm.reduce_scatter(make(in, dtype), shard, op);
       std::vector<double> got = shard.to_vector<double>();
       for (int64_t i = 0; i < n; ++i)
@@ -104,11 +118,11 @@ TEST(DistCollectives, ReduceScatterGivesRankItsChunk) {
     }
 }
 
-TEST(DistCollectives, ReduceScatterThenAllGatherIsAllReduce) {
-  Communicator& comm = world_comm();
+TEST_P(DistCollectives, ReduceScatterThenAllGatherIsAllReduce) {
+  Communicator& comm = communicator();
   const int64_t n = 4;
   std::vector<double> full = values(comm.rank(), 0, n * comm.size());
-  Tensor shard = Tensor::empty({n}, DType::F64), gathered = Tensor::empty({n * comm.size()}, DType::F64);
+  Tensor shard = Tensor::empty({n}, DType::F64, device()), gathered = Tensor::empty({n * comm.size()}, DType::F64, device());
   comm.reduce_scatter(make(full, DType::F64), shard);
   comm.all_gather(shard, gathered);
   Tensor reduced = make(full, DType::F64);
@@ -116,24 +130,24 @@ TEST(DistCollectives, ReduceScatterThenAllGatherIsAllReduce) {
   EXPECT_EQ(gathered.to_vector<double>(), reduced.to_vector<double>());
 }
 
-TEST(DistCollectives, BroadcastFromEveryRoot) {
-  Communicator& comm = world_comm();
+TEST_P(DistCollectives, BroadcastFromEveryRoot) {
+  Communicator& comm = communicator();
   for (int root = 0; root < comm.size(); ++root)
     for (DType dtype : kDtypes) {
-      Tensor t = comm.rank() == root ? make(values(root, 1, 6), dtype) : Tensor::full({6}, -99, dtype);
+      Tensor t = comm.rank() == root ? make(values(root, 1, 6), dtype) : Tensor::full({6}, -99, dtype, device());
       comm.broadcast(t, root);
       EXPECT_EQ(t.to_vector<double>(), values(root, 1, 6)) << "root " << root << " " << dtype_name(dtype);
     }
 }
 
-TEST(DistCollectives, AllToAllTransposesChunks) {
-  Communicator& comm = world_comm();
+TEST_P(DistCollectives, AllToAllTransposesChunks) {
+  Communicator& comm = communicator();
   const int64_t chunk = 3;
   for (DType dtype : kDtypes) {
     std::vector<double> in;
     for (int to = 0; to < comm.size(); ++to)
       for (int64_t k = 0; k < chunk; ++k) in.push_back(double(16 * comm.rank() + 4 * to + k));
-    Tensor out = Tensor::full({comm.size() * chunk}, -99, dtype);
+    Tensor out = Tensor::full({comm.size() * chunk}, -99, dtype, device());
     comm.all_to_all(make(in, dtype), out);
     std::vector<double> got = out.to_vector<double>();
     for (int from = 0; from < comm.size(); ++from)
@@ -144,13 +158,13 @@ TEST(DistCollectives, AllToAllTransposesChunks) {
   }
 }
 
-TEST(DistCollectives, SendRecvRing) {
-  Communicator& comm = world_comm();
+TEST_P(DistCollectives, SendRecvRing) {
+  Communicator& comm = communicator();
   int next = (comm.rank() + 1) % comm.size(), prev = (comm.rank() + comm.size() - 1) % comm.size();
   // Around the ring size() times: every rank's values come back to it, having visited every rank.
   Tensor carried = make(values(comm.rank(), 0, 8), DType::F32);
   for (int hop = 1; hop <= comm.size(); ++hop) {
-    Tensor received = Tensor::empty({8}, DType::F32);
+    Tensor received = Tensor::empty({8}, DType::F32, device());
     comm.send_recv(carried, next, received, prev, "ring");
     int origin = (comm.rank() - hop % comm.size() + comm.size()) % comm.size();
     ASSERT_EQ(received.to_vector<double>(), values(origin, 0, 8)) << "hop " << hop;
@@ -158,32 +172,45 @@ TEST(DistCollectives, SendRecvRing) {
   }
 }
 
-TEST(DistCollectives, SendAndRecvInPairs) {
-  Communicator& comm = world_comm();
+TEST_P(DistCollectives, SendAndRecvInPairs) {
+  Communicator& comm = communicator();
   if (comm.size() < 2) GTEST_SKIP() << "needs two ranks";
   bool paired = comm.rank() < comm.size() / 2 * 2;
   if (!paired) return;  // the odd rank out of an odd world
   if (comm.rank() % 2 == 0) {
     comm.send(make(values(comm.rank(), 2, 9), DType::I64), comm.rank() + 1);
   } else {
-    Tensor t = Tensor::empty({9}, DType::I64);
+    Tensor t = Tensor::empty({9}, DType::I64, device());
     comm.recv(t, comm.rank() - 1);
     EXPECT_EQ(t.to_vector<double>(), values(comm.rank() - 1, 2, 9));
   }
 }
 
-TEST(DistCollectives, BarrierCompletes) {
-  world_comm().barrier("test");
-  world_comm().barrier();
+TEST_P(DistCollectives, SplitGroupsReduceSeparately) {
+  Communicator& comm = communicator();
+  int color = comm.rank() % 2;
+  std::unique_ptr<Communicator> half = comm.split(color, comm.rank());
+  EXPECT_EQ(half->backend_name(), comm.backend_name());
+  Tensor t = make({double(comm.rank()), 1.0}, DType::F32);
+  half->all_reduce(t);
+  double rank_sum = 0, members = 0;
+  for (int r = color; r < comm.size(); r += 2) rank_sum += r, members += 1;
+  EXPECT_EQ(t.to_vector<double>(), (std::vector<double>{rank_sum, members}));
+  EXPECT_EQ(half->size(), int(members));
 }
 
-TEST(DistCollectives, AsyncOperationsOverlap) {
-  Communicator& comm = world_comm();
+TEST_P(DistCollectives, BarrierCompletes) {
+  communicator().barrier("test");
+  communicator().barrier();
+}
+
+TEST_P(DistCollectives, AsyncOperationsOverlap) {
+  Communicator& comm = communicator();
   const int64_t n = 64;
   Tensor reduced = make(values(comm.rank(), 0, n), DType::F64);
-  Tensor shard = make(values(comm.rank(), 1, n), DType::F32), gathered = Tensor::empty({comm.size() * n}, DType::F32);
+  Tensor shard = make(values(comm.rank(), 1, n), DType::F32), gathered = Tensor::empty({comm.size() * n}, DType::F32, device());
   int next = (comm.rank() + 1) % comm.size(), prev = (comm.rank() + comm.size() - 1) % comm.size();
-  Tensor sent = make(values(comm.rank(), 2, n), DType::BF16), received = Tensor::empty({n}, DType::BF16);
+  Tensor sent = make(values(comm.rank(), 2, n), DType::BF16), received = Tensor::empty({n}, DType::BF16, device());
   // Three operations in flight at once, waited for in the reverse order of their start.
   Work a = comm.all_reduce_async(reduced);
   Work b = comm.all_gather_async(shard, gathered);
@@ -206,18 +233,18 @@ TEST(DistCollectives, AsyncOperationsOverlap) {
   EXPECT_EQ(reduced.to_vector<double>()[0], reduce(ReduceOp::Sum, comm.size(), 0, 0) * comm.size());
 }
 
-TEST(DistCollectives, ByteCountersFollowTheRingConvention) {
-  Communicator& comm = world_comm();
+TEST_P(DistCollectives, ByteCountersFollowTheRingConvention) {
+  Communicator& comm = communicator();
   const uint64_t p = uint64_t(comm.size());
   comm.reset_traffic();
-  Tensor shard = Tensor::zeros({10}, DType::F32), out = Tensor::zeros({comm.size() * 10}, DType::F32);
+  Tensor shard = Tensor::zeros({10}, DType::F32, device()), out = Tensor::zeros({comm.size() * 10}, DType::F32, device());
   comm.all_gather(shard, out);
   comm.reduce_scatter(out, shard);
   comm.all_reduce(out);
-  Tensor bf = Tensor::zeros({comm.size() * 6}, DType::BF16), bf_out = Tensor::zeros({comm.size() * 6}, DType::BF16);
+  Tensor bf = Tensor::zeros({comm.size() * 6}, DType::BF16, device()), bf_out = Tensor::zeros({comm.size() * 6}, DType::BF16, device());
   comm.all_to_all(bf, bf_out);
   int next = (comm.rank() + 1) % comm.size(), prev = (comm.rank() + comm.size() - 1) % comm.size();
-  Tensor halo = Tensor::zeros({3}, DType::F64), halo_in = Tensor::zeros({3}, DType::F64);
+  Tensor halo = Tensor::zeros({3}, DType::F64, device()), halo_in = Tensor::zeros({3}, DType::F64, device());
   comm.send_recv(halo, next, halo_in, prev);
   comm.broadcast(shard, 0);
   const TrafficCounters& t = comm.traffic();
