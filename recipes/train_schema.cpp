@@ -133,6 +133,11 @@ config::Schema build_train_schema() {
   s.add_int("seed", "Seed of initialisation, data order and dropout").at_least(0).defaults(42);
   // Parallelism, precision, device.
   s.add_int("sequence_parallel_size", "Ranks that share one sequence (sequence parallelism)").at_least(1).defaults(1);
+  s.add_float("collective_timeout",
+              "Seconds a rank waits for a collective before the job ends, naming the collective, the step and the "
+              "ranks that did not arrive")
+      .above(0)
+      .defaults(600.0);
   s.add_bool("bf16", "Compute in bf16 on CUDA with fp32 master weights (CPU runs compute in fp32)").defaults(true);
   s.add_bool("disable_gradient_checkpointing", "Keep all activations instead of recomputing each block")
       .defaults(false);

@@ -1,0 +1,123 @@
+#include "parallel/comm/fault_report.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <thread>
+#include <vector>
+
+#include "core/console.h"
+
+namespace primer::parallel {
+namespace {
+
+constexpr int kArrivalTag = 7001;
+
+// Ranks time out at slightly different moments (each from the start of its own wait); the grace period covers
+// that skew, and the linger after printing lets later ranks print theirs before the first MPI_Abort lands.
+double grace_seconds(double timeout) { return std::clamp(0.25 * timeout, 1.0, 10.0); }
+constexpr double kLingerSeconds = 1.0;
+
+struct Arrival {
+  int64_t sequence = -1;  // -1: no answer
+  int64_t world_rank = -1;
+};
+
+int world_rank_of_self() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+
+// Best effort, on purpose unchecked: the job is going down and a failing call must not hide the report.
+std::vector<Arrival> exchange_arrivals(const FaultContext& where, uint64_t sequence) {
+  std::vector<Arrival> arrivals(size_t(where.size));
+  arrivals[size_t(where.rank)] = {int64_t(sequence), world_rank_of_self()};
+  int64_t mine[2] = {int64_t(sequence), world_rank_of_self()};
+  std::vector<int64_t> theirs(size_t(2 * where.size));
+  std::vector<MPI_Request> sends, recvs(size_t(where.size), MPI_REQUEST_NULL);
+  for (int peer = 0; peer < where.size; ++peer) {
+    if (peer == where.rank) continue;
+    MPI_Request s;
+    MPI_Isend(mine, 2, MPI_INT64_T, peer, kArrivalTag, where.monitor, &s);
+    sends.push_back(s);
+    MPI_Irecv(&theirs[size_t(2 * peer)], 2, MPI_INT64_T, peer, kArrivalTag, where.monitor, &recvs[size_t(peer)]);
+  }
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(grace_seconds(where.timeout_seconds));
+  int answered = 0;
+  while (answered < where.size - 1 && std::chrono::steady_clock::now() < deadline) {
+    for (int peer = 0; peer < where.size; ++peer) {
+      if (recvs[size_t(peer)] == MPI_REQUEST_NULL) continue;
+      int done = 0;
+      MPI_Test(&recvs[size_t(peer)], &done, MPI_STATUS_IGNORE);
+      if (done) {
+        arrivals[size_t(peer)] = {theirs[size_t(2 * peer)], theirs[size_t(2 * peer + 1)]};
+        ++answered;
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return arrivals;  // unanswered requests are left behind: MPI_Abort follows
+}
+
+std::string rank_name(int rank, const Arrival& a) {
+  return a.world_rank >= 0 && a.world_rank != rank ? fmt::format("{} (world rank {})", rank, a.world_rank)
+                                                   : fmt::format("{}", rank);
+}
+
+std::string join(const std::vector<std::string>& items) {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + items[i];
+  return out;
+}
+
+std::string arrival_summary(const FaultContext& where, uint64_t sequence) {
+  if (where.monitor == MPI_COMM_NULL || where.size == 1) return "";
+  std::vector<Arrival> arrivals = exchange_arrivals(where, sequence);
+  std::vector<std::string> missing, behind, waiting;
+  for (int r = 0; r < where.size; ++r) {
+    const Arrival& a = arrivals[size_t(r)];
+    if (a.sequence < 0)
+      missing.push_back(rank_name(r, a));
+    else if (uint64_t(a.sequence) < sequence)
+      behind.push_back(fmt::format("{} (at #{})", rank_name(r, a), a.sequence));
+    else
+      waiting.push_back(rank_name(r, a));
+  }
+  std::string s;
+  if (!missing.empty())
+    s += fmt::format("\nrank(s) that did not arrive: {} (no answer within {:.0f} s: hung, busy outside "
+                     "communication, or dead)",
+                     join(missing), grace_seconds(where.timeout_seconds));
+  if (!behind.empty()) s += fmt::format("\nrank(s) stuck in an earlier collective: {}", join(behind));
+  s += fmt::format("\nrank(s) waiting in this collective: {}", join(waiting));
+  return s;
+}
+
+[[noreturn]] void end_job(const std::function<void()>& abort_backend) {
+  std::this_thread::sleep_for(std::chrono::duration<double>(kLingerSeconds));
+  if (abort_backend) abort_backend();
+  int init = 0, finalized = 0;
+  MPI_Initialized(&init);
+  MPI_Finalized(&finalized);
+  if (init && !finalized) MPI_Abort(MPI_COMM_WORLD, 1);
+  std::_Exit(1);
+}
+
+}  // namespace
+
+void abort_on_timeout(const FaultContext& where, const OpInfo& info, const std::function<void()>& abort_backend) {
+  std::string summary = arrival_summary(where, info.sequence);
+  console::error("collective timeout: {} on rank {} of {} (backend {}) did not complete within {} s{}\nending the job",
+                 info.describe(), where.rank, where.size, where.backend, where.timeout_seconds, summary);
+  end_job(abort_backend);
+}
+
+void abort_on_error(const FaultContext& where, const OpInfo& info, std::string_view error,
+                    const std::function<void()>& abort_backend) {
+  console::error("communication error: {} on rank {} of {} (backend {}): {}\nending the job", info.describe(),
+                 where.rank, where.size, where.backend, error);
+  end_job(abort_backend);
+}
+
+}  // namespace primer::parallel

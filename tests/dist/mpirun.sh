@@ -1,0 +1,10 @@
+#!/bin/sh
+# Runs mpirun the way the dist tests need on a small CI machine: more ranks than cores (--oversubscribe), no
+# pinning (--bind-to none: pinned ranks would share one core), and --allow-run-as-root where CI runs as root.
+# Usage: tests/dist/mpirun.sh <mpirun> <mpirun arguments...>
+set -eu
+mpirun="$1"
+shift
+root_flag=""
+if [ "$(id -u)" = 0 ]; then root_flag="--allow-run-as-root"; fi
+exec "$mpirun" $root_flag --oversubscribe --bind-to none "$@"

@@ -1,0 +1,40 @@
+// Whole-job fault scenarios. They end the job by design, so they are DISABLED_ here and run only through
+// tests/dist/run_fault_test.sh, which checks mpirun's exit status, the time it took and the stderr report.
+// PRIMER_FAULT_MODE picks how the last rank misbehaves inside "step 12": sleep, sigstop or sigkill.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <string>
+#include <thread>
+
+#include "parallel/comm/world_communicator.h"
+#include "tests/dist/dist_env.h"
+
+namespace primer::parallel {
+namespace {
+
+TEST(DistFault, DISABLED_RankMisbehavesInsideStep) {
+  const char* mode_env = std::getenv("PRIMER_FAULT_MODE");
+  std::string mode = mode_env ? mode_env : "";
+  ASSERT_TRUE(mode == "sleep" || mode == "sigstop" || mode == "sigkill") << "PRIMER_FAULT_MODE=" << mode;
+  const char* timeout_env = std::getenv("PRIMER_FAULT_TIMEOUT");
+  std::unique_ptr<Communicator> comm =
+      make_world_communicator(Device::cpu(), {.timeout_seconds = timeout_env ? std::atof(timeout_env) : 3.0});
+  ASSERT_GE(comm->size(), 2);
+  Tensor grads = Tensor::full({256}, 1.0, DType::F32);
+  for (int step = 10; step <= 12; ++step) {
+    comm->set_context(fmt::format("step {}", step));
+    if (step == 12 && comm->rank() == comm->size() - 1) {
+      if (mode == "sigkill") std::raise(SIGKILL);
+      if (mode == "sigstop") std::raise(SIGSTOP);
+      for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));  // hung: busy elsewhere, forever
+    }
+    comm->all_reduce(grads, ReduceOp::Sum, "grad-sync");
+  }
+  ADD_FAILURE() << "step 12's all_reduce completed without the last rank";
+}
+
+}  // namespace
+}  // namespace primer::parallel
