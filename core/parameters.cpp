@@ -48,6 +48,20 @@ Parameter& ParameterRegistry::add(const std::string& name, const Shape& shape, I
   return *params_.back();
 }
 
+Parameter& ParameterRegistry::adopt(const std::string& name, Tensor master, Tensor compute, Tensor grad,
+                                     bool trainable, bool weight_decay, bool keep_f32) {
+  PRIMER_CHECK(master.defined() && master.dtype() == DType::F32, "adopted parameter '{}' needs an f32 master, got {}",
+               name, master.describe());
+  Parameter& p = add(name, master.shape(), InitRule::constant(0.0), weight_decay);
+  p.keep_f32 = keep_f32;
+  p.trainable = trainable;
+  p.master = std::move(master);
+  p.var->value = std::move(compute);
+  p.var->grad = std::move(grad);
+  p.var->requires_grad = trainable;
+  return p;
+}
+
 void ParameterRegistry::materialize(Device device, DType compute_dtype, uint64_t seed) {
   compute_dtype_ = compute_dtype;
   for (auto& p : params_) {

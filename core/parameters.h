@@ -50,6 +50,12 @@ class ParameterRegistry {
   Parameter& add(const std::string& name, const Shape& shape, InitRule init, bool weight_decay = true);
   // Allocates every parameter on `device`, initialises masters from (seed, name), and makes compute copies.
   void materialize(Device device, DType compute_dtype, uint64_t seed);
+  // Registers a parameter whose storage exists already (FSDP's shards): `master` f32, `compute` its compute copy
+  // (the master itself for f32 compute), `grad` its f32 gradient (undefined when frozen). The registry's compute
+  // dtype must be set (set_compute_dtype) before compute copies are synced.
+  Parameter& adopt(const std::string& name, Tensor master, Tensor compute, Tensor grad, bool trainable,
+                   bool weight_decay, bool keep_f32);
+  void set_compute_dtype(DType dtype) { compute_dtype_ = dtype; }
   // Refreshes compute copies from the masters (after an optimizer step).
   void sync_compute_copies();
   void zero_grads();

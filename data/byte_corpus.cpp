@@ -41,15 +41,15 @@ void ByteCorpus::window(int64_t start, int64_t seq, int32_t* ids, int32_t* targe
   }
 }
 
-void ByteCorpus::train_batch(uint64_t seed, int64_t step, int64_t batch, int64_t seq, std::vector<int32_t>& ids,
-                             std::vector<int32_t>& targets) const {
+void ByteCorpus::train_rows(uint64_t seed, int64_t first_row, int64_t rows, int64_t seq, std::vector<int32_t>& ids,
+                            std::vector<int32_t>& targets) const {
   PRIMER_CHECK(split_ > seq + 1, "corpus '{}' has {} training bytes, fewer than one window of {}", path_, split_,
                seq + 1);
-  ids.resize(size_t(batch * seq));
-  targets.resize(size_t(batch * seq));
+  ids.resize(size_t(rows * seq));
+  targets.resize(size_t(rows * seq));
   const uint64_t key = key_for(seed, "data.train");
-  for (int64_t b = 0; b < batch; ++b) {
-    const int64_t start = int64_t(uniform01(key, uint64_t(step * batch + b)) * double(split_ - seq - 1));
+  for (int64_t b = 0; b < rows; ++b) {
+    const int64_t start = int64_t(uniform01(key, uint64_t(first_row + b)) * double(split_ - seq - 1));
     window(start, seq, &ids[size_t(b * seq)], &targets[size_t(b * seq)]);
   }
 }

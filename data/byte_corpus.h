@@ -11,9 +11,10 @@ namespace primer::data {
 class ByteCorpus {
  public:
   ByteCorpus(const std::string& path, double heldout_fraction);  // path: a file or a directory
-  // Fills ids/targets (size B*T, row-major [B, T]) with windows of the training part; targets are ids shifted by one.
-  void train_batch(uint64_t seed, int64_t step, int64_t batch, int64_t seq, std::vector<int32_t>& ids,
-                   std::vector<int32_t>& targets) const;
+  // Fills ids/targets (size rows*T, row-major [rows, T]) with training windows first_row ... first_row + rows − 1 of
+  // the seed's stream (window i starts at a position drawn by (seed, i)); targets are ids shifted by one.
+  void train_rows(uint64_t seed, int64_t first_row, int64_t rows, int64_t seq, std::vector<int32_t>& ids,
+                  std::vector<int32_t>& targets) const;
   // The held-out part cut into consecutive [B, T] batches; returns how many batches exist.
   int64_t heldout_batches(int64_t batch, int64_t seq) const;
   void heldout_batch(int64_t index, int64_t batch, int64_t seq, std::vector<int32_t>& ids,

@@ -30,7 +30,17 @@ DecoderLM::DecoderLM(const ModelConfig& c, ParameterRegistry& params, DecoderOpt
   config_.validate();
   PRIMER_CHECK(!c.attention_bias, "{} models with attention_bias are not supported yet", c.model_type);
   const double std = c.initializer_range;
+  // Every parameter registered between two marks belongs to one unit (units()).
+  size_t mark = params.all().size();
+  auto close_unit = [&] {
+    std::vector<std::string> names;
+    const std::vector<Parameter*> all = params.all();
+    for (size_t k = mark; k < all.size(); ++k) names.push_back(all[k]->name);
+    unit_parameters_.push_back(std::move(names));
+    mark = all.size();
+  };
   params.add("model.embed_tokens.weight", {c.vocab_size, c.hidden_size}, InitRule::normal(std));
+  close_unit();
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
     const size_t l = size_t(i);
     params.add(layer_name(l, "input_layernorm.weight"), {c.hidden_size}, InitRule::constant(1.0), false);
@@ -41,10 +51,33 @@ DecoderLM::DecoderLM(const ModelConfig& c, ParameterRegistry& params, DecoderOpt
     params.add(layer_name(l, "mlp.gate_proj.weight"), {c.intermediate_size, c.hidden_size}, InitRule::normal(std));
     params.add(layer_name(l, "mlp.up_proj.weight"), {c.intermediate_size, c.hidden_size}, InitRule::normal(std));
     params.add(layer_name(l, "mlp.down_proj.weight"), {c.hidden_size, c.intermediate_size}, InitRule::normal(std));
+    close_unit();
   }
   params.add("model.norm.weight", {c.hidden_size}, InitRule::constant(1.0), false);
   if (!c.tie_word_embeddings) params.add("lm_head.weight", {c.vocab_size, c.hidden_size}, InitRule::normal(std));
+  close_unit();
   inv_freq_cpu_ = rope_inv_freq_for(c);
+}
+
+std::vector<ag::UnitSpec> DecoderLM::units() const {
+  std::vector<ag::UnitSpec> out;
+  for (const auto& names : unit_parameters_) out.push_back({names, false});
+  out.back().gradient_in_forward = true;  // the fused cross-entropy computes the head's gradient in its forward
+  if (config_.tie_word_embeddings) out.front().gradient_in_forward = true;
+  return out;
+}
+
+ag::Var DecoderLM::in_head_unit(const ag::Var& x, const std::function<ag::Var(const ag::Var&)>& fn) {
+  ag::UnitHooks* hooks = options_.hooks;
+  const size_t head = unit_parameters_.size() - 1;
+  if (!config_.tie_word_embeddings) return ag::run_unit(hooks, head, x, fn);
+  return ag::run_unit(hooks, head, x, [&](const ag::Var& in) { return ag::run_unit(hooks, 0, in, fn); });
+}
+
+ag::Var DecoderLM::final_norm(const ag::Var& h) {
+  return in_head_unit(h, [this](const ag::Var& x) {
+    return ag::rmsnorm(x, weight("model.norm.weight"), config_.rms_norm_eps);
+  });
 }
 
 std::string DecoderLM::head_name() const {
@@ -72,27 +105,26 @@ MixerContext DecoderLM::context(const Tensor& ids, const Tensor& positions) cons
 
 ag::Var DecoderLM::stream(const Tensor& ids, const MixerContext& ctx, bool teacher,
                           std::vector<ag::Var>* layer_outputs) {
-  ag::Var h = ag::embedding(weight("model.embed_tokens.weight"), ids);
+  ag::Var h = ag::run_unit(options_.hooks, 0, nullptr,
+                           [&](const ag::Var&) { return ag::embedding(weight("model.embed_tokens.weight"), ids); });
   for (size_t i = 0; i < mixers_.size(); ++i) {
     SequenceMixer* mixer = teacher && teachers_[i] ? teachers_[i].get() : mixers_[i].get();
-    if (options_.recompute) {
-      h = ag::checkpoint(
+    h = ag::run_unit(options_.hooks, 1 + i, h, [&](const ag::Var& x) {
+      if (!options_.recompute) return block(i, x, ctx, *mixer);
+      return ag::checkpoint(
           "block " + std::to_string(i),
           [this, i, ctx, mixer](const std::vector<ag::Var>& in) {
             return std::vector<ag::Var>{block(i, in[0], ctx, *mixer)};
           },
-          {h})[0];
-    } else {
-      h = block(i, h, ctx, *mixer);
-    }
+          {x})[0];
+    });
     if (layer_outputs) layer_outputs->push_back(h);
   }
   return h;
 }
 
 ag::Var DecoderLM::hidden_states(const Tensor& ids, const Tensor& positions) {
-  const ag::Var h = stream(ids, context(ids, positions), false, nullptr);
-  return ag::rmsnorm(h, weight("model.norm.weight"), config_.rms_norm_eps);
+  return final_norm(stream(ids, context(ids, positions), false, nullptr));
 }
 
 DecoderLM::TeacherTargets DecoderLM::teacher_targets(const Tensor& ids, const DistillOptions& opt,
@@ -106,7 +138,7 @@ DecoderLM::TeacherTargets DecoderLM::teacher_targets(const Tensor& ids, const Di
   const ag::Var h = stream(ids, context(ids, positions), true, opt.layerwise ? &outs : nullptr);
   TeacherTargets t;
   for (const ag::Var& o : outs) t.layers.push_back(o->value);
-  t.final_hidden = ag::rmsnorm(h, weight("model.norm.weight"), config_.rms_norm_eps)->value;
+  t.final_hidden = final_norm(h)->value;
   return t;
 }
 
@@ -128,20 +160,23 @@ ag::Var DecoderLM::distill_loss(const Tensor& ids, const TeacherTargets& targets
     add(ag::scale(sum, 1.0 / double(student_layers.size())));
   }
   if (opt.pre_lm_head)
-    add(ag::mse_loss(ag::rmsnorm(h, weight("model.norm.weight"), config_.rms_norm_eps), targets.final_hidden));
+    add(ag::mse_loss(final_norm(h), targets.final_hidden));
   return loss;
 }
 
 ag::Var DecoderLM::loss(const Tensor& ids, const Tensor& targets, double grad_scale, const Tensor& positions) {
   ag::Var h = ag::reshape(hidden_states(ids, positions), {-1, config_.hidden_size});
-  return ag::fused_linear_cross_entropy(h, weight(head_name()), targets.reshape({-1}), -100, grad_scale);
+  return in_head_unit(h, [&](const ag::Var& x) {
+    return ag::fused_linear_cross_entropy(x, weight(head_name()), targets.reshape({-1}), -100, grad_scale);
+  });
 }
 
 Tensor DecoderLM::logits(const Tensor& ids, const Tensor& positions) {
   ag::NoGrad no_grad;
-  const Tensor h = hidden_states(ids, positions)->value.to(DType::F32);
-  const Tensor w = weight(head_name())->value.to(DType::F32);
-  return ops::linear(h, w);
+  const ag::Var h = hidden_states(ids, positions);
+  return in_head_unit(h, [&](const ag::Var& x) {
+           return ag::constant(ops::linear(x->value.to(DType::F32), weight(head_name())->value.to(DType::F32)));
+         })->value;
 }
 
 double DecoderLM::flops_per_token(int64_t seq_len) const {

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "core/autograd/unit_hooks.h"
 #include "core/parameters.h"
 #include "layers/mixer.h"
 #include "layers/model_config.h"
@@ -17,6 +18,8 @@ namespace primer::layers {
 
 struct DecoderOptions {
   bool recompute = false;  // activation checkpointing per block
+  // FSDP's hooks around each unit of units() (null: one process holding every weight).
+  ag::UnitHooks* hooks = nullptr;
 };
 
 // Stage 1 objective (the reference's hybrid_distill_pre_lm_head and hybrid_lw_distill_target: none | decoder).
@@ -51,6 +54,11 @@ class DecoderLM {
     return distill_loss(ids, teacher_targets(ids, options, positions), options, positions);
   }
 
+  // The model's sharding units in the order it uses them: the embedding, each decoder block (a fused model's teacher
+  // attention included), the final norm with the LM head (with tied embeddings the head is the embedding unit).
+  std::vector<ag::UnitSpec> units() const;
+  void set_unit_hooks(ag::UnitHooks* hooks) { options_.hooks = hooks; }
+
   // 6·(dense parameters) + attention FLOPs per token at sequence length T, forward + backward (for MFU).
   double flops_per_token(int64_t seq_len) const;
   const ModelConfig& config() const { return config_; }
@@ -59,6 +67,9 @@ class DecoderLM {
 
  private:
   ag::Var block(size_t layer, const ag::Var& h, const MixerContext& ctx, SequenceMixer& mixer);
+  // fn(x) as a use of the head unit (and of the embedding unit, whose weight a tied head reads).
+  ag::Var in_head_unit(const ag::Var& x, const std::function<ag::Var(const ag::Var&)>& fn);
+  ag::Var final_norm(const ag::Var& h);
   MixerContext context(const Tensor& ids, const Tensor& positions) const;
   // The residual stream through every layer (before the final norm), the student's mixers or the teacher's;
   // each layer's output is appended to layer_outputs when given.
@@ -71,6 +82,7 @@ class DecoderLM {
   std::vector<std::unique_ptr<SequenceMixer>> mixers_;    // the student's (the only ones when not fused)
   std::vector<std::unique_ptr<SequenceMixer>> teachers_;  // fused: the teacher attention of non-attention layers
   Tensor inv_freq_cpu_;
+  std::vector<std::vector<std::string>> unit_parameters_;  // registered names per unit, in units() order
 };
 
 }  // namespace primer::layers

@@ -44,6 +44,14 @@ void AdamW::set_state(const std::string& name, Tensor m, Tensor v) {
   v_[name] = std::move(v);
 }
 
+void AdamW::init_state() {
+  for (Parameter* p : params_.trainable())
+    if (!has_state(p->name)) {
+      m_[p->name] = Tensor::zeros(p->shape, DType::F32, p->master.device());
+      v_[p->name] = Tensor::zeros(p->shape, DType::F32, p->master.device());
+    }
+}
+
 void AdamW::step(double lr) {
   const std::vector<Parameter*> trainable = params_.trainable();
   PRIMER_CHECK(!trainable.empty(), "AdamW step with no trainable parameters");
@@ -55,6 +63,7 @@ void AdamW::step(double lr) {
     if (!p->var->grad.defined()) p->var->grad = Tensor::zeros(p->shape, DType::F32, device);
     ops::add_(grad_sumsq_, ops::sumsq_all(p->var->grad));
   }
+  if (reduce_grad_norm_) reduce_grad_norm_(grad_sumsq_);
   if (config_.check_finite && !std::isfinite(grad_sumsq_.item())) {
     for (Parameter* p : trainable)
       PRIMER_CHECK(std::isfinite(ops::sumsq_all(p->var->grad).item()),

@@ -2,6 +2,8 @@
 // by the global norm. One fused pass per parameter updates master, m, v and writes the bf16 compute copy;
 // the clipping factor is computed on the device from the squared-norm sum, so a step never syncs the host.
 #pragma once
+#include <functional>
+
 #include "core/parameters.h"
 
 namespace primer::optim {
@@ -33,13 +35,20 @@ class AdamW {
   bool has_state(const std::string& name) const { return m_.count(name) != 0; }
   const Tensor& first_moment(const std::string& name) const;
   const Tensor& second_moment(const std::string& name) const;
+  // Gives every trainable parameter without state zero moments (what its first step would start from), so that
+  // checkpoints can address the moments before the first step.
+  void init_state();
   // Restores a parameter's moments (f32, its shape, on its device), e.g. from a checkpoint.
   void set_state(const std::string& name, Tensor m, Tensor v);
   void set_steps(int64_t s) { steps_ = s; }
+  // Sharded parameters: `reduce` sums the squared gradient norm (f32 [1] on the device, in place) over the ranks
+  // that hold the other shards before clipping, so clipping and the non-finite check see the global norm.
+  void set_grad_norm_reduction(std::function<void(const Tensor&)> reduce) { reduce_grad_norm_ = std::move(reduce); }
 
  private:
   ParameterRegistry& params_;
   AdamWConfig config_;
+  std::function<void(const Tensor&)> reduce_grad_norm_;
   int64_t steps_ = 0;
   std::map<std::string, Tensor> m_, v_;
   Tensor grad_sumsq_;

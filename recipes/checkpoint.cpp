@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "core/check.h"
 #include "core/io/durable_file.h"
 #include "core/io/hdf5_file.h"
+#include "core/io/json.h"
 #include "recipes/checkpoint_manifest.h"
 
 namespace primer::recipes {
@@ -104,18 +106,21 @@ void verify_checksum(const fs::path& dir, const ManifestFile& f) {
 }
 
 // Names present on only one side and shapes that differ, all in one error.
-void check_parameters_match(const fs::path& dir, const Manifest& m, ParameterRegistry& params) {
+void check_parameters_match(const fs::path& dir, const Manifest& m, const std::vector<Parameter*>& params) {
   std::vector<std::string> problems;
   std::set<std::string> in_checkpoint;
+  std::map<std::string, const Parameter*> model;
+  for (const Parameter* p : params) model[p->name] = p;
   for (const ManifestParameter& p : m.parameters) {
     in_checkpoint.insert(p.name);
-    if (!params.contains(p.name))
+    const auto it = model.find(p.name);
+    if (it == model.end())
       problems.push_back(fmt::format("'{}' is in the checkpoint but not in the model", p.name));
-    else if (params.get(p.name).shape != p.shape)
+    else if (it->second->shape != p.shape)
       problems.push_back(fmt::format("'{}' has shape {} in the checkpoint, {} in the model", p.name,
-                                     shape_str(p.shape), shape_str(params.get(p.name).shape)));
+                                     shape_str(p.shape), shape_str(it->second->shape)));
   }
-  for (Parameter* p : params.all())
+  for (const Parameter* p : params)
     if (!in_checkpoint.count(p->name))
       problems.push_back(fmt::format("'{}' is in the model but not in the checkpoint", p->name));
   if (problems.empty()) return;
@@ -124,75 +129,214 @@ void check_parameters_match(const fs::path& dir, const Manifest& m, ParameterReg
   PRIMER_FAIL("checkpoint '{}' does not match the model's parameters:{}", dir.string(), list);
 }
 
+constexpr const char* kChunkIndex = "/chunks";
+
 Tensor to_host(const Tensor& t) { return t.to(Device::cpu()).contiguous(); }
 
-void write_shard(io::Hdf5File& file, const TrainingState& state, ParameterRegistry& params,
-                 const optim::AdamW& optimizer, std::vector<ManifestParameter>& listed) {
+std::string chunk_key(const std::string& name, int64_t offset) { return fmt::format("{}#{}", name, offset); }
+
+// This rank's file: attributes, its chunks (index first, so a reader learns what is there without listing), and on
+// rank 0 the data cursor and resolved recipe.
+void write_rank_file(io::Hdf5File& file, const TrainingState& state, const CheckpointContent& content, int rank,
+                     int world_size) {
   file.set_attribute<int64_t>("/", "format_version", kCheckpointFormatVersion);
-  file.set_attribute<int64_t>("/", "world_size", 1);
-  file.set_attribute<int64_t>("/", "rank", 0);
+  file.set_attribute<int64_t>("/", "world_size", world_size);
+  file.set_attribute<int64_t>("/", "rank", rank);
   file.set_attribute<int64_t>("/", "step", state.step);
   file.set_attribute<uint64_t>("/", "seed", state.seed);
-  file.set_attribute<int64_t>("/", "adamw_steps", optimizer.steps());
-  file.write_bytes(kDataCursor, state.data_cursor);
-  file.write_bytes(kResolvedConfig, state.resolved_config);
-  for (Parameter* p : params.all()) {
-    PRIMER_CHECK(p->master.defined(), "cannot checkpoint parameter '{}': the registry is not materialized", p->name);
-    file.write(kParams + p->name, p->shape, to_host(p->master).data<float>());
-    if (optimizer.has_state(p->name)) {
-      file.write(kFirstMoment + p->name, p->shape, to_host(optimizer.first_moment(p->name)).data<float>());
-      file.write(kSecondMoment + p->name, p->shape, to_host(optimizer.second_moment(p->name)).data<float>());
-    }
-    listed.push_back({p->name, p->shape, p->trainable});
+  file.set_attribute<int64_t>("/", "adamw_steps", content.optimizer->steps());
+  if (rank == 0) {
+    file.write_bytes(kDataCursor, state.data_cursor);
+    file.write_bytes(kResolvedConfig, state.resolved_config);
+  }
+  json::Array index;
+  for (const StateChunk& c : content.owned) {
+    json::Value entry;
+    entry["name"] = c.param->name;
+    entry["offset"] = c.offset;
+    entry["count"] = c.master.numel();
+    entry["moments"] = c.m.defined();
+    index.push_back(std::move(entry));
+  }
+  file.write_bytes(kChunkIndex, json::dump(json::Value(std::move(index))));
+  for (const StateChunk& c : content.owned) {
+    const std::string key = chunk_key(c.param->name, c.offset);
+    const Shape shape{c.master.numel()};
+    file.write(kParams + key, shape, to_host(c.master).data<float>());
+    if (!c.m.defined()) continue;
+    file.write(kFirstMoment + key, shape, to_host(c.m).data<float>());
+    file.write(kSecondMoment + key, shape, to_host(c.v).data<float>());
   }
 }
 
-Tensor read_to_host(const io::Hdf5File& file, const std::string& name, const Shape& shape) {
-  Tensor host = Tensor::empty(shape, DType::F32);
-  file.read(name, shape, host.data<float>());
-  return host;
+// A stored run: where it lives and which elements of its parameter it covers.
+struct StoredChunk {
+  size_t file = 0;
+  std::string key;  // dataset name after /params/ (and the moments' prefixes)
+  int64_t offset = 0, count = 0;
+  bool moments = false;
+};
+
+// Every stored run per parameter name, from each file's index (format 1: one whole parameter per dataset).
+std::map<std::string, std::vector<StoredChunk>> stored_chunks(const std::vector<io::Hdf5File>& files,
+                                                               const Manifest& m) {
+  std::map<std::string, std::vector<StoredChunk>> out;
+  for (size_t f = 0; f < files.size(); ++f) {
+    if (m.format_version == 1) {
+      for (const ManifestParameter& p : m.parameters)
+        out[p.name].push_back({f, p.name, 0, shape_numel(p.shape), files[f].contains(kFirstMoment + p.name)});
+      continue;
+    }
+    const std::string where = files[f].path() + kChunkIndex;
+    const json::Value index = json::parse(files[f].read_bytes(kChunkIndex), where);
+    const json::Node root(index, where);
+    for (size_t i = 0; i < root.size(); ++i) {
+      const json::Node e = root.at(i);
+      const std::string name = e.at("name").as_string();
+      const int64_t offset = e.at("offset").as_int();
+      out[name].push_back({f, chunk_key(name, offset), offset, e.at("count").as_int(), e.at("moments").as_bool()});
+    }
+  }
+  return out;
+}
+
+// Reads a stored run's dataset (f32 [count]) on the host, once per run however many local chunks it feeds.
+class ChunkReader {
+ public:
+  explicit ChunkReader(const std::vector<io::Hdf5File>& files) : files_(files) {}
+  const Tensor& read(const std::string& prefix, const StoredChunk& c) {
+    const std::string name = prefix + c.key;
+    const std::string id = std::to_string(c.file) + ":" + name;
+    if (id != last_id_) {
+      const Shape shape = files_[c.file].shape_of(name);
+      PRIMER_CHECK(shape_numel(shape) == c.count, "checkpoint file '{}': '{}' holds {} elements, its index says {}",
+                   files_[c.file].path(), name, shape_numel(shape), c.count);
+      last_ = Tensor::empty({c.count}, DType::F32);
+      files_[c.file].read(name, shape, last_.data<float>());
+      last_id_ = id;
+    }
+    return last_;
+  }
+
+ private:
+  const std::vector<io::Hdf5File>& files_;
+  std::string last_id_;
+  Tensor last_;
+};
+
+}  // namespace
+
+CheckpointContent registry_content(ParameterRegistry& params, optim::AdamW& optimizer) {
+  optimizer.init_state();
+  CheckpointContent content;
+  content.optimizer = &optimizer;
+  for (Parameter* p : params.all()) {
+    PRIMER_CHECK(p->master.defined(), "cannot checkpoint parameter '{}': the registry is not materialized", p->name);
+    content.parameters.push_back(p);
+    StateChunk c{p, 0, p->master.view({p->master.numel()})};
+    if (p->trainable) {
+      c.m = optimizer.first_moment(p->name).view({p->master.numel()});
+      c.v = optimizer.second_moment(p->name).view({p->master.numel()});
+    }
+    content.owned.push_back(c);
+  }
+  content.held = content.owned;
+  return content;
+}
+
+CheckpointManager::CheckpointManager(std::string output_dir, int keep_last_k, parallel::Communicator* ranks)
+    : output_dir_(std::move(output_dir)), keep_last_k_(keep_last_k), ranks_(ranks) {
+  PRIMER_CHECK(!output_dir_.empty(), "checkpoint output directory must not be empty");
+}
+
+namespace {
+
+// Every rank learns whether all succeeded (a failed rank must not leave the others waiting for it).
+bool all_ranks_ok(parallel::Communicator* ranks, bool ok) {
+  if (!ranks || ranks->size() == 1) return ok;
+  Tensor flag = Tensor::full({1}, ok ? 0.0 : 1.0, DType::I64);
+  ranks->all_reduce(flag, parallel::ReduceOp::Max, "checkpoint-agree");
+  return flag.item() == 0;
 }
 
 }  // namespace
 
-CheckpointManager::CheckpointManager(std::string output_dir, int keep_last_k)
-    : output_dir_(std::move(output_dir)), keep_last_k_(keep_last_k) {
-  PRIMER_CHECK(!output_dir_.empty(), "checkpoint output directory must not be empty");
-}
-
-std::string CheckpointManager::save(const TrainingState& state, ParameterRegistry& params,
-                                    const optim::AdamW& optimizer) {
+std::string CheckpointManager::save(const TrainingState& state, const CheckpointContent& content) {
   PRIMER_CHECK(state.step >= 0, "checkpoint step must be >= 0, got {}", state.step);
-  std::error_code ec;
-  fs::create_directories(output_dir_, ec);
-  PRIMER_CHECK(!ec, "cannot create checkpoint directory '{}': {}", output_dir_, ec.message());
+  const int rank = ranks_ ? ranks_->rank() : 0, world = ranks_ ? ranks_->size() : 1;
+  // The staging directory carries rank 0's pid, which latest() checks to tell a live save from a dead one.
+  Tensor owner = Tensor::full({1}, double(::getpid()), DType::I64);
+  if (world > 1) ranks_->broadcast(owner, 0, "checkpoint-owner");
   const fs::path final_dir = fs::path(output_dir_) / fmt::format("{}{}", kFinalPrefix, state.step);
-  const fs::path staging = fs::path(output_dir_) / fmt::format(".checkpoint-{}.tmp-{}", state.step, ::getpid());
-  remove_tree(staging);
-  fs::create_directory(staging, ec);
-  PRIMER_CHECK(!ec, "cannot create '{}': {}", staging.string(), ec.message());
-  try {
-    Manifest manifest;
-    manifest.step = state.step;
-    const std::string shard_name = rank_file_name(0);
-    const std::string shard_path = (staging / shard_name).string();
-    io::Hdf5File shard = io::Hdf5File::create(shard_path);
-    write_shard(shard, state, params, optimizer, manifest.parameters);
-    shard.close();
-    const io::FileDigest digest = io::digest_and_sync(shard_path);
-    manifest.files.push_back({shard_name, 0, digest.bytes, digest.crc32c});
-    io::write_file_synced((staging / kManifestName).string(), manifest_to_json(manifest));
-    io::sync_directory(staging.string());
-  } catch (...) {
-    std::error_code ignored;  // the original error matters more than a failed cleanup
-    fs::remove_all(staging, ignored);
-    throw;
+  const fs::path staging =
+      fs::path(output_dir_) / fmt::format(".checkpoint-{}.tmp-{}", state.step, int64_t(owner.item()));
+  std::string error;
+  if (rank == 0) {
+    try {
+      std::error_code ec;
+      fs::create_directories(output_dir_, ec);
+      PRIMER_CHECK(!ec, "cannot create checkpoint directory '{}': {}", output_dir_, ec.message());
+      remove_tree(staging);
+      fs::create_directory(staging, ec);
+      PRIMER_CHECK(!ec, "cannot create '{}': {}", staging.string(), ec.message());
+    } catch (const Error& e) {
+      error = e.what();
+    }
   }
-  // The commit point: after this rename the new checkpoint exists completely, before it not at all.
-  const bool replaced_same_step = io::rename_directory_atomically(staging.string(), final_dir.string());
-  io::sync_directory(output_dir_);
-  if (replaced_same_step) remove_tree(staging);  // the swap left the older checkpoint-<step> here
-  rotate(final_dir.string());
+  PRIMER_CHECK(all_ranks_ok(ranks_, error.empty()), "checkpoint at step {}: {}", state.step,
+               error.empty() ? "rank 0 could not create the staging directory" : error);
+
+  // Each rank writes and fsyncs its file; the digests travel to rank 0 for the manifest.
+  const std::string file_name = rank_file_name(rank);
+  Tensor digest = Tensor::zeros({2}, DType::I64);
+  try {
+    const std::string path = (staging / file_name).string();
+    io::Hdf5File file = io::Hdf5File::create(path);
+    write_rank_file(file, state, content, rank, world);
+    file.close();
+    const io::FileDigest d = io::digest_and_sync(path);
+    digest = Tensor::from_vector(std::vector<int64_t>{int64_t(d.bytes), int64_t(d.crc32c)}, {2}, DType::I64);
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  if (!all_ranks_ok(ranks_, error.empty())) {
+    if (rank == 0) {
+      std::error_code ignored;  // the original error matters more than a failed cleanup
+      fs::remove_all(staging, ignored);
+    }
+    PRIMER_FAIL("checkpoint at step {} failed{}", state.step,
+                error.empty() ? " on another rank (its error is on stderr)" : ": " + error);
+  }
+  Tensor digests = digest;
+  if (world > 1) {
+    digests = Tensor::zeros({2 * world}, DType::I64);
+    ranks_->all_gather(digest, digests, "checkpoint-digests");
+  }
+
+  if (rank == 0) {
+    try {
+      Manifest manifest;
+      manifest.step = state.step;
+      manifest.world_size = world;
+      const std::vector<int64_t> d = digests.to_vector<int64_t>();
+      for (int r = 0; r < world; ++r)
+        manifest.files.push_back({rank_file_name(r), r, uint64_t(d[size_t(2 * r)]), uint32_t(d[size_t(2 * r + 1)])});
+      for (Parameter* p : content.parameters) manifest.parameters.push_back({p->name, p->shape, p->trainable});
+      io::write_file_synced((staging / kManifestName).string(), manifest_to_json(manifest));
+      io::sync_directory(staging.string());
+      // The commit point: after this rename the new checkpoint exists completely, before it not at all.
+      const bool replaced_same_step = io::rename_directory_atomically(staging.string(), final_dir.string());
+      io::sync_directory(output_dir_);
+      if (replaced_same_step) remove_tree(staging);  // the swap left the older checkpoint-<step> here
+      rotate(final_dir.string());
+    } catch (const Error& e) {
+      error = e.what();
+      std::error_code ignored;
+      fs::remove_all(staging, ignored);
+    }
+  }
+  PRIMER_CHECK(all_ranks_ok(ranks_, error.empty()), "checkpoint at step {} was not committed{}", state.step,
+               error.empty() ? " (rank 0's error is on stderr)" : ": " + error);
   return final_dir.string();
 }
 
@@ -246,40 +390,61 @@ std::optional<std::string> CheckpointManager::latest() const {
 
 TrainingState CheckpointManager::load(const std::string& dir, ParameterRegistry& params,
                                       optim::AdamW& optimizer) const {
-  const Manifest manifest = check_complete(dir);
-  PRIMER_CHECK(manifest.world_size == 1,
-               "checkpoint '{}' was written by {} ranks; resuming on a different world size is not supported yet", dir,
-               manifest.world_size);
-  for (const ManifestFile& f : manifest.files) verify_checksum(dir, f);
-  check_parameters_match(dir, manifest, params);
-
-  const io::Hdf5File shard = io::Hdf5File::open_read_only((fs::path(dir) / manifest.files[0].name).string());
-  const int64_t step = shard.attribute<int64_t>("/", "step");
-  PRIMER_CHECK(step == manifest.step, "checkpoint '{}': '{}' holds step {}, the manifest step {}", dir, shard.path(),
-               step, manifest.step);
-  const int64_t adamw_steps = shard.attribute<int64_t>("/", "adamw_steps");
-  for (Parameter* p : params.all()) {
-    PRIMER_CHECK(p->master.defined(), "cannot load '{}' into parameter '{}': the registry is not materialized", dir,
-                 p->name);
-    const Device device = p->master.device();
-    p->master.copy_from(read_to_host(shard, kParams + p->name, p->shape));
-    if (!p->trainable) continue;
-    if (!shard.contains(kFirstMoment + p->name)) {
-      PRIMER_CHECK(adamw_steps == 0, "checkpoint '{}' has no AdamW state for trainable parameter '{}' after {} steps",
-                   dir, p->name, adamw_steps);
-      continue;
-    }
-    optimizer.set_state(p->name, read_to_host(shard, kFirstMoment + p->name, p->shape).to(device),
-                        read_to_host(shard, kSecondMoment + p->name, p->shape).to(device));
-  }
-  optimizer.set_steps(adamw_steps);
+  TrainingState state = load(dir, registry_content(params, optimizer));
   params.sync_compute_copies();
+  return state;
+}
+
+TrainingState CheckpointManager::load(const std::string& dir, const CheckpointContent& content) const {
+  const Manifest manifest = check_complete(dir);
+  std::vector<Parameter*> model = content.parameters;
+  check_parameters_match(dir, manifest, model);
+
+  std::vector<io::Hdf5File> files;
+  for (const ManifestFile& f : manifest.files) {
+    verify_checksum(dir, f);
+    files.push_back(io::Hdf5File::open_read_only((fs::path(dir) / f.name).string()));
+  }
+  const io::Hdf5File& first = files.front();
+  const int64_t step = first.attribute<int64_t>("/", "step");
+  PRIMER_CHECK(step == manifest.step, "checkpoint '{}': '{}' holds step {}, the manifest step {}", dir, first.path(),
+               step, manifest.step);
+  const int64_t adamw_steps = first.attribute<int64_t>("/", "adamw_steps");
+
+  const auto stored = stored_chunks(files, manifest);
+  ChunkReader reader(files);
+  for (const StateChunk& c : content.held) {
+    const int64_t lo = c.offset, hi = c.offset + c.master.numel();
+    int64_t covered = 0;
+    const auto it = stored.find(c.param->name);
+    if (it != stored.end()) {
+      for (const StoredChunk& s : it->second) {
+        const int64_t a = std::max(lo, s.offset), b = std::min(hi, s.offset + s.count);
+        if (a >= b) continue;
+        covered += b - a;
+        auto copy = [&](const char* prefix, const Tensor& into) {
+          into.slice(0, a - lo, b - lo).copy_from(reader.read(prefix, s).slice(0, a - s.offset, b - s.offset));
+        };
+        copy(kParams, c.master);
+        if (!c.m.defined()) continue;
+        PRIMER_CHECK(s.moments || adamw_steps == 0,
+                     "checkpoint '{}' has no AdamW state for trainable parameter '{}' after {} steps", dir,
+                     c.param->name, adamw_steps);
+        if (!s.moments) continue;
+        copy(kFirstMoment, c.m);
+        copy(kSecondMoment, c.v);
+      }
+    }
+    PRIMER_CHECK(covered == hi - lo, "checkpoint '{}' covers {} of the {} elements [{}, {}) of '{}' that this rank holds",
+                 dir, covered, hi - lo, lo, hi, c.param->name);
+  }
+  content.optimizer->set_steps(adamw_steps);
 
   TrainingState state;
   state.step = step;
-  state.seed = shard.attribute<uint64_t>("/", "seed");
-  state.data_cursor = shard.read_bytes(kDataCursor);
-  state.resolved_config = shard.read_bytes(kResolvedConfig);
+  state.seed = first.attribute<uint64_t>("/", "seed");
+  state.data_cursor = first.read_bytes(kDataCursor);
+  state.resolved_config = first.read_bytes(kResolvedConfig);
   return state;
 }
 

@@ -42,8 +42,8 @@ Manifest parse_manifest(const std::string& text, const std::string& source) {
                "checkpoint manifest '{}': 'format' is not \"primer-checkpoint\"", source);
   Manifest m;
   m.format_version = int(root.at("format_version").as_int());
-  PRIMER_CHECK(m.format_version == kCheckpointFormatVersion,
-               "checkpoint manifest '{}' has format_version {}, this build reads version {}", source, m.format_version,
+  PRIMER_CHECK(m.format_version >= 1 && m.format_version <= kCheckpointFormatVersion,
+               "checkpoint manifest '{}' has format_version {}, this build reads versions 1 to {}", source, m.format_version,
                kCheckpointFormatVersion);
   m.step = root.at("step").as_int();
   m.world_size = int(root.at("world_size").as_int());

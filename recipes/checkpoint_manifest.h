@@ -10,7 +10,8 @@
 
 namespace primer::recipes {
 
-inline constexpr int kCheckpointFormatVersion = 1;
+// 1: one rank, whole parameters (`/params/<name>`); 2: chunk files written by any number of ranks. Both load.
+inline constexpr int kCheckpointFormatVersion = 2;
 
 struct ManifestFile {
   std::string name;  // relative to the checkpoint directory, e.g. "rank00000.h5"

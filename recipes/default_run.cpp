@@ -73,7 +73,7 @@ int run_default(const DefaultRunOptions& o) {
   const double tokens = double(o.batch * o.seq);
   auto window_start = std::chrono::steady_clock::now();
   for (int64_t step = 0; step < o.steps; ++step) {
-    corpus.train_batch(o.seed, step, o.batch, o.seq, ids, targets);
+    corpus.train_rows(o.seed, step * o.batch, o.batch, o.seq, ids, targets);
     const Tensor x = Tensor::from_vector(ids, {o.batch, o.seq}, DType::I32, device);
     const Tensor y = Tensor::from_vector(targets, {o.batch, o.seq}, DType::I32, device);
     params.zero_grads();

@@ -10,32 +10,36 @@
 namespace primer::recipes {
 namespace {
 
-// Bytes as tokens (vocabulary 256). Windows are drawn by (seed, micro-batch index), so the cursor is the
-// number of micro-batches consumed.
+// Bytes as tokens (vocabulary 256). Window i of the stream is drawn by (seed, i); the cursor counts the windows all
+// ranks consumed, so a resume continues the same stream on any rank count (with the same global batch).
 class ByteData : public TrainData {
  public:
-  ByteData(const std::string& path, double heldout, uint64_t seed, int64_t batch, int64_t seq)
-      : corpus_(path, heldout), path_(path), seed_(seed), batch_(batch), seq_(seq) {}
+  ByteData(const std::string& path, double heldout, uint64_t seed, int64_t batch, int64_t seq, DataShard shard)
+      : corpus_(path, heldout), path_(path), seed_(seed), batch_(batch), seq_(seq), shard_(shard) {}
 
   void next(data::Batch& out) override {
-    corpus_.train_batch(seed_, micro_++, batch_, seq_, out.ids, out.targets);
+    corpus_.train_rows(seed_, rows_ + shard_.rank * batch_, batch_, seq_, out.ids, out.targets);
+    rows_ += batch_ * shard_.size;
     out.rows = batch_;
     out.seq = seq_;
   }
-  int64_t heldout_batches() const override { return corpus_.heldout_batches(batch_, seq_); }
+  int64_t heldout_batches() const override { return corpus_.heldout_batches(batch_ * shard_.size, seq_); }
   void heldout_batch(int64_t index, data::Batch& out) const override {
-    corpus_.heldout_batch(index, batch_, seq_, out.ids, out.targets);
+    corpus_.heldout_batch(index * shard_.size + shard_.rank, batch_, seq_, out.ids, out.targets);
     out.rows = batch_;
     out.seq = seq_;
   }
   std::string cursor() const override {
     json::Value v;
-    v["byte_corpus_micro_batches"] = micro_;
+    v["byte_corpus_rows"] = rows_;
     return json::dump(v);
   }
   void restore(const std::string& cursor, const std::string& where) override {
     const json::Value v = json::parse(cursor, where);
-    micro_ = json::Node(v, where).at("byte_corpus_micro_batches").as_int();
+    const json::Node node(v, where);
+    // Format-1 checkpoints counted one rank's micro-batches of this batch size.
+    rows_ = node.has("byte_corpus_rows") ? node.at("byte_corpus_rows").as_int()
+                                         : node.at("byte_corpus_micro_batches").as_int() * batch_;
   }
   int64_t vocab_size() const override { return 256; }
   std::string describe() const override {
@@ -47,14 +51,15 @@ class ByteData : public TrainData {
   data::ByteCorpus corpus_;
   std::string path_;
   uint64_t seed_;
-  int64_t batch_, seq_, micro_ = 0;
+  int64_t batch_, seq_, rows_ = 0;
+  DataShard shard_;
 };
 
 class TokenData : public TrainData {
  public:
-  TokenData(const config::Config& cfg, int64_t batch, int64_t seq)
+  TokenData(const config::Config& cfg, int64_t batch, int64_t seq, DataShard shard)
       : corpus_(data::TokenCorpus::open(cfg.get_list("tokenized_path"), true)),
-        loader_(corpus_, loader_options(cfg, seq, corpus_.sources())),
+        loader_(corpus_, loader_options(cfg, seq, corpus_.sources(), shard)),
         batch_(batch) {}
 
   void next(data::Batch& out) override { loader_.next(batch_, out); }
@@ -91,9 +96,11 @@ std::vector<double> parse_probabilities(const config::Config& cfg, const std::st
 
 }  // namespace
 
-data::LoaderOptions loader_options(const config::Config& cfg, int64_t seq, int64_t sources) {
+data::LoaderOptions loader_options(const config::Config& cfg, int64_t seq, int64_t sources, DataShard shard) {
   data::LoaderOptions o;
   o.seq_len = seq;
+  o.dp_rank = shard.rank;
+  o.dp_size = shard.size;
   o.seed = uint64_t(cfg.get_int("seed"));
   o.heldout_fraction = cfg.get_float("val_size");
   // The reference: pre-training text is always concatenated and cut; SFT samples are padded one per row,
@@ -115,10 +122,10 @@ data::LoaderOptions loader_options(const config::Config& cfg, int64_t seq, int64
   return o;
 }
 
-std::unique_ptr<TrainData> make_train_data(const config::Config& cfg, int64_t batch, int64_t seq) {
-  if (cfg.has("tokenized_path")) return std::make_unique<TokenData>(cfg, batch, seq);
+std::unique_ptr<TrainData> make_train_data(const config::Config& cfg, int64_t batch, int64_t seq, DataShard shard) {
+  if (cfg.has("tokenized_path")) return std::make_unique<TokenData>(cfg, batch, seq, shard);
   return std::make_unique<ByteData>(cfg.get_list("dataset").at(0), cfg.get_float("val_size"),
-                                    uint64_t(cfg.get_int("seed")), batch, seq);
+                                    uint64_t(cfg.get_int("seed")), batch, seq, shard);
 }
 
 }  // namespace primer::recipes

@@ -24,10 +24,16 @@ class TrainData {
   virtual std::string describe() const = 0;  // for the log
 };
 
-// B sequences of T tokens per micro-batch; the recipe's data keys choose and configure the source.
-std::unique_ptr<TrainData> make_train_data(const config::Config& cfg, int64_t batch, int64_t seq);
+// Which slice of every global batch this rank takes: data-parallel rank r of n takes rows [r·B, (r+1)·B) of each
+// global micro-batch of n·B rows (training and held-out alike), so n ranks see what one rank with n·B rows sees.
+struct DataShard {
+  int64_t rank = 0, size = 1;
+};
+
+// B sequences of T tokens per micro-batch and rank; the recipe's data keys choose and configure the source.
+std::unique_ptr<TrainData> make_train_data(const config::Config& cfg, int64_t batch, int64_t seq, DataShard shard = {});
 
 // The loader options a recipe asks for (docs/recipes.md: stage, packing, packing_method, mix_strategy, ...).
-data::LoaderOptions loader_options(const config::Config& cfg, int64_t seq, int64_t sources);
+data::LoaderOptions loader_options(const config::Config& cfg, int64_t seq, int64_t sources, DataShard shard = {});
 
 }  // namespace primer::recipes

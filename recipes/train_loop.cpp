@@ -10,7 +10,27 @@
 
 namespace primer::recipes {
 
-double heldout_loss(layers::DecoderLM& model, const TrainData& source, int64_t batches, Device device) {
+namespace {
+
+// Sums host numbers over the data-parallel ranks (f64, exact for counts below 2^53).
+std::vector<double> sum_over_ranks(parallel::Communicator* host, std::vector<double> values) {
+  if (!host || host->size() == 1) return values;
+  Tensor t = Tensor::from_vector(values, {int64_t(values.size())}, DType::F64);
+  host->all_reduce(t, parallel::ReduceOp::Sum, "metrics");
+  return t.to_vector<double>();
+}
+
+double max_over_ranks(parallel::Communicator* host, double value) {
+  if (!host || host->size() == 1) return value;
+  Tensor t = Tensor::full({1}, value, DType::F64);
+  host->all_reduce(t, parallel::ReduceOp::Max, "metrics");
+  return t.item();
+}
+
+}  // namespace
+
+double heldout_loss(layers::DecoderLM& model, const TrainData& source, int64_t batches, Device device,
+                    parallel::Communicator* host) {
   ag::NoGrad no_grad;
   data::Batch batch;
   const int64_t n = std::min(batches, source.heldout_batches());
@@ -22,27 +42,31 @@ double heldout_loss(layers::DecoderLM& model, const TrainData& source, int64_t b
     targets += count_targets(batch);
     ops::add_(sum, model.loss(ids_of(batch, device), targets_of(batch, device), 1.0)->value.to(DType::F32));
   }
-  PRIMER_CHECK(targets > 0, "the held-out batches hold no target token (every loss mask is 0)");
-  return sum.item() / double(targets);
+  const std::vector<double> total = sum_over_ranks(host, {sum.item(), double(targets)});
+  PRIMER_CHECK(total[1] > 0, "the held-out batches hold no target token (every loss mask is 0)");
+  return total[0] / total[1];
 }
 
 TrainLoop::TrainLoop(TrainSetup& setup) : s_(setup) {
   metrics_path_ = s_.cfg.has("metrics_file") ? s_.cfg.get_string("metrics_file") : s_.out_dir + "/metrics.jsonl";
-  metrics_.open(metrics_path_, std::ios::app);
-  PRIMER_CHECK(metrics_.good(), "cannot write metrics file '{}'", metrics_path_);
+  if (s_.ranks.host->rank() == 0) {  // one writer; every number it writes is global
+    metrics_.open(metrics_path_, std::ios::app);
+    PRIMER_CHECK(metrics_.good(), "cannot write metrics file '{}'", metrics_path_);
+  }
   flops_per_token_ = s_.model->flops_per_token(s_.seq);
   peak_flops_ = s_.device.is_cuda() ? cuda::peak_bf16_flops() : 0;
   loss_sum_ = Tensor::zeros({1}, DType::F32, s_.device);
 }
 
 void TrainLoop::write_metrics(const json::Value& record) {
+  if (!metrics_.is_open()) return;
   metrics_ << json::dump(record) << "\n";
   metrics_.flush();
 }
 
 double TrainLoop::evaluate() {
   const int64_t batches = s_.cfg.get_int("eval_batches");
-  const double loss = heldout_loss(*s_.model, *s_.data, batches, s_.device);
+  const double loss = heldout_loss(*s_.model, *s_.data, batches, s_.device, s_.ranks.host);
   json::Value r;
   r["step"] = s_.state.step;
   r["eval_loss"] = loss;
@@ -50,7 +74,8 @@ double TrainLoop::evaluate() {
   std::string extra_text;
   const Objective::Extra extra = s_.objective->evaluate_extra(*s_.model, *s_.data, batches, s_.device);
   if (!extra.name.empty()) {
-    const double mean = extra.sum.item() / double(std::max<int64_t>(extra.count, 1));
+    const std::vector<double> total = sum_over_ranks(s_.ranks.host, {extra.sum.item(), double(extra.count)});
+    const double mean = total[0] / std::max(total[1], 1.0);
     r["eval_" + extra.name] = mean;
     extra_text = fmt::format(" | {} {:.5f}", extra.name, mean);
   }
@@ -61,32 +86,43 @@ double TrainLoop::evaluate() {
 }
 
 void TrainLoop::step() {
-  s_.params->zero_grads();
+  const std::string context = fmt::format("step {}", s_.state.step + 1);
+  s_.ranks.tensors->set_context(context);
+  s_.ranks.host->set_context(context);
+  s_.fsdp->zero_grads();
   std::vector<data::Batch> micro_batches(static_cast<size_t>(s_.accumulation));
-  int64_t step_targets = 0;
+  int64_t local_targets = 0;
   for (data::Batch& b : micro_batches) {
     s_.data->next(b);
-    step_targets += count_targets(b);
+    local_targets += count_targets(b);
   }
-  for (const data::Batch& b : micro_batches) {
+  // The step's gradient is that of the mean loss over every rank's target tokens: gradients are summed over ranks.
+  const int64_t step_targets = int64_t(sum_over_ranks(s_.ranks.host, {double(local_targets)})[0]);
+  const int64_t micro_batches_total = s_.accumulation * s_.ranks.tensors->size();
+  for (size_t i = 0; i < micro_batches.size(); ++i) {
+    s_.fsdp->begin_micro_batch(i + 1 == micro_batches.size());
     const Objective::MicroBatchLoss loss =
-        s_.objective->micro_batch_loss(*s_.model, b, s_.device, step_targets, s_.accumulation);
+        s_.objective->micro_batch_loss(*s_.model, micro_batches[i], s_.device, step_targets, micro_batches_total);
     ag::backward(loss.objective);
     ops::add_(loss_sum_, loss.logged);
   }
-  window_count_ += s_.objective->logged_count(step_targets, s_.accumulation);
+  s_.fsdp->finish_backward();
+  window_count_ += s_.objective->logged_count(step_targets, micro_batches_total);
   s_.optimizer->step(s_.schedule.lr(s_.state.step));
+  s_.fsdp->after_optimizer_step();
   ++s_.state.step;
   ++window_steps_;
   s_.state.data_cursor = s_.data->cursor();
 }
 
 void TrainLoop::log_window() {
-  const double loss = loss_sum_.item() / double(std::max<int64_t>(window_count_, 1));  // host sync at log points only
-  const double secs = std::chrono::duration<double>(Clock::now() - window_start_).count();
-  const double tok_s = double(s_.batch * s_.seq * s_.accumulation * window_steps_) / secs;
-  const double mfu = peak_flops_ > 0 ? tok_s * flops_per_token_ / peak_flops_ : 0;
-  const double peak_gb = double(memory_stats(s_.device).peak) / 1e9;
+  // Host syncs at log points only. Loss, tokens/s and MFU are global; peak memory is the largest rank's.
+  const int64_t world = s_.ranks.host->size();
+  const double loss = sum_over_ranks(s_.ranks.host, {loss_sum_.item()})[0] / double(std::max<int64_t>(window_count_, 1));
+  const double secs = max_over_ranks(s_.ranks.host, std::chrono::duration<double>(Clock::now() - window_start_).count());
+  const double tok_s = double(s_.batch * s_.seq * s_.accumulation * window_steps_ * world) / secs;
+  const double mfu = peak_flops_ > 0 ? tok_s * flops_per_token_ / (peak_flops_ * double(world)) : 0;
+  const double peak_gb = max_over_ranks(s_.ranks.host, double(memory_stats(s_.device).peak)) / 1e9;
   const double lr = s_.schedule.lr(s_.state.step - 1);
   const double grad_norm = s_.optimizer->grad_norm();
   fmt::print("train step {:6d} | loss {:.4f} | lr {:.3e} | grad norm {:.3f} | {:.0f} tok/s | MFU {} | peak mem {:.2f} GB\n",
@@ -107,7 +143,7 @@ void TrainLoop::log_window() {
   window_start_ = Clock::now();
 }
 
-std::string TrainLoop::save() { return s_.checkpoints->save(s_.state, *s_.params, *s_.optimizer); }
+std::string TrainLoop::save() { return s_.checkpoints->save(s_.state, checkpoint_content(s_)); }
 
 double TrainLoop::run() {
   const int64_t eval_steps = s_.cfg.get_int("eval_steps"), log_steps = s_.cfg.get_int("logging_steps");

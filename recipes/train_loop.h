@@ -38,7 +38,9 @@ class TrainLoop {
   Clock::time_point window_start_;
 };
 
-// Mean held-out loss per target token over up to `batches` held-out batches (no gradients).
-double heldout_loss(layers::DecoderLM& model, const TrainData& source, int64_t batches, Device device);
+// Mean held-out loss per target token over up to `batches` held-out batches (no gradients); with `host`, over every
+// data-parallel rank's slice of them.
+double heldout_loss(layers::DecoderLM& model, const TrainData& source, int64_t batches, Device device,
+                    parallel::Communicator* host = nullptr);
 
 }  // namespace primer::recipes

@@ -133,6 +133,16 @@ config::Schema build_train_schema() {
   s.add_int("seed", "Seed of initialisation, data order and dropout").at_least(0).defaults(42);
   // Parallelism, precision, device.
   s.add_int("sequence_parallel_size", "Ranks that share one sequence (sequence parallelism)").at_least(1).defaults(1);
+  s.add_int("zero_stage",
+            "FSDP/ZeRO sharding over the data-parallel ranks: 0 replicated, 1 optimizer state, 2 also gradients, 3 also "
+            "weights (docs/distributed.md)")
+      .at_least(0)
+      .at_most(3)
+      .optional();
+  s.add_string("deepspeed",
+               "A DeepSpeed JSON config (the reference's recipes name one); its zero_optimization.stage is the ZeRO "
+               "stage unless zero_stage is set")
+      .optional();
   s.add_float("collective_timeout",
               "Seconds a rank waits for a collective before the job ends, naming the collective, the step and the "
               "ranks that did not arrive")

@@ -22,8 +22,10 @@ void apply_overrides(json::Value& doc, const json::Value& overrides) {
 }
 
 void check_supported(const config::Config& cfg) {
-  PRIMER_CHECK(cfg.get_int("sequence_parallel_size") == 1, "{}: sequence parallelism arrives with parallel/",
-               cfg.where("sequence_parallel_size"));
+  PRIMER_CHECK(cfg.get_int("sequence_parallel_size") == 1,
+               "{}: sequence_parallel_size {}: sequence parallelism is not built yet; every rank is a data-parallel "
+               "rank (sequence_parallel_size: 1)",
+               cfg.where("sequence_parallel_size"), cfg.get_int("sequence_parallel_size"));
   PRIMER_CHECK(!cfg.get_bool("neat_packing"),
                "{}: neat_packing needs attention and mixers that reset at document starts; the loader provides "
                "positions and segments, the model does not consume them yet",
@@ -64,7 +66,9 @@ std::unique_ptr<Objective> objective_of(const config::Config& cfg, const ModelCo
       {cfg.get_bool("hybrid_distill_pre_lm_head"), cfg.get_string("hybrid_lw_distill_target") == "decoder"});
 }
 
-// The model with its parameters materialized (and loaded from model_name_or_path), trainable ones marked.
+// The model with its parameters materialized (and loaded from model_name_or_path), trainable ones marked, then laid
+// out over the ranks. Every rank draws the same full weights (initialisation is keyed by name and element index)
+// before keeping its shards, so the weights do not depend on the layout.
 void build_model(TrainSetup& s) {
   s.params = std::make_unique<ParameterRegistry>();
   s.model = std::make_unique<layers::DecoderLM>(s.model_config, *s.params,
@@ -73,6 +77,18 @@ void build_model(TrainSetup& s) {
   if (s.cfg.has("model_name_or_path")) layers::load_hf_weights(s.cfg.get_string("model_name_or_path"), *s.params);
   s.params->set_trainable(s.cfg.has("hybrid_learnable_params") ? s.cfg.get_list("hybrid_learnable_params")
                                                                : std::vector<std::string>{});
+  s.fsdp = std::make_unique<parallel::Fsdp>(*s.params, s.model->units(), *s.ranks.tensors, s.zero_stage);
+  s.model->set_unit_hooks(s.fsdp.get());
+}
+
+std::unique_ptr<optim::AdamW> make_optimizer(TrainSetup& s) {
+  auto optimizer = std::make_unique<optim::AdamW>(s.fsdp->shards(), adamw_config(s.cfg));
+  optimizer->init_state();
+  if (s.zero_stage != parallel::ZeroStage::Replicated && s.ranks.tensors->size() > 1) {
+    parallel::Communicator* comm = s.ranks.tensors;
+    optimizer->set_grad_norm_reduction([comm](const Tensor& sumsq) { comm->all_reduce(sumsq, parallel::ReduceOp::Sum, "grad-norm"); });
+  }
+  return optimizer;
 }
 
 void resume(TrainSetup& s) {
@@ -81,7 +97,8 @@ void resume(TrainSetup& s) {
   const auto from =
       s.checkpoints->resolve(s.cfg.has("resume_from_checkpoint") ? s.cfg.get_string("resume_from_checkpoint") : "");
   if (!from) return;
-  s.state = s.checkpoints->load(*from, *s.params, *s.optimizer);
+  s.state = s.checkpoints->load(*from, checkpoint_content(s));
+  s.fsdp->masters_changed();
   PRIMER_CHECK(s.state.seed == s.seed, "checkpoint '{}' was trained with seed {}, the recipe says {}", *from,
                s.state.seed, s.seed);
   s.data->restore(s.state.data_cursor, *from + " (data cursor)");
@@ -89,6 +106,35 @@ void resume(TrainSetup& s) {
 }
 
 }  // namespace
+
+parallel::ZeroStage zero_stage_of(const config::Config& cfg) {
+  if (cfg.has("zero_stage")) return parallel::zero_stage_from_int(cfg.get_int("zero_stage"));
+  if (!cfg.has("deepspeed")) return parallel::ZeroStage::Replicated;
+  const std::string path = cfg.get_string("deepspeed");
+  const json::Value doc = json::parse_file(path);
+  const json::Node root(doc, path);
+  PRIMER_CHECK(root.has("zero_optimization") && root.at("zero_optimization").has("stage"),
+               "{}: the DeepSpeed config '{}' has no zero_optimization.stage (set zero_stage in the recipe instead)",
+               cfg.where("deepspeed"), path);
+  return parallel::zero_stage_from_int(root.at("zero_optimization").at("stage").as_int());
+}
+
+CheckpointContent checkpoint_content(TrainSetup& s) {
+  CheckpointContent content;
+  content.parameters = s.params->all();
+  content.optimizer = s.optimizer.get();
+  auto to_state = [&](const parallel::ParameterChunk& c) {
+    StateChunk out{c.param, c.offset, c.master};
+    if (c.param->trainable) {
+      out.m = s.optimizer->first_moment(c.group).slice(0, c.group_offset, c.group_offset + c.count);
+      out.v = s.optimizer->second_moment(c.group).slice(0, c.group_offset, c.group_offset + c.count);
+    }
+    return out;
+  };
+  for (const auto& c : s.fsdp->chunks(true)) content.owned.push_back(to_state(c));
+  for (const auto& c : s.fsdp->chunks(false)) content.held.push_back(to_state(c));
+  return content;
+}
 
 ModelConfig model_config_from(const config::Config& cfg) {
   json::Value doc;
@@ -111,10 +157,10 @@ Device pick_device(const std::string& name) {
   if (name == "cpu") return Device::cpu();
   if (name == "cuda") {
     PRIMER_CHECK(cuda::available(), "device: cuda requested but no CUDA device is usable");
-    return Device::cuda(0);
+    return Device::cuda(cuda::current_device());
   }
   PRIMER_CHECK(name == "auto", "device '{}': expected auto, cpu or cuda", name);
-  return cuda::available() ? Device::cuda(0) : Device::cpu();
+  return cuda::available() ? Device::cuda(cuda::current_device()) : Device::cpu();
 }
 
 std::string model_name(const ModelConfig& c) {
@@ -122,9 +168,14 @@ std::string model_name(const ModelConfig& c) {
   return "hybrid " + c.model_type + " " + format_hybrid_pattern(HybridPattern{c.layer_types, c.fused});
 }
 
-TrainSetup setup_training(const config::Config& cfg, const std::string& recipe) {
+TrainSetup setup_training(const config::Config& cfg, const std::string& recipe, RunRanks ranks) {
   check_supported(cfg);
+  PRIMER_CHECK(ranks.tensors && ranks.host && ranks.tensors->size() == ranks.host->size() &&
+                   ranks.tensors->rank() == ranks.host->rank(),
+               "setup_training: the tensor and host communicators must span the same ranks");
   TrainSetup s{cfg, recipe, cfg.get_string("output_dir")};
+  s.ranks = ranks;
+  s.zero_stage = zero_stage_of(cfg);
   if (cfg.has("tokenized_path") && cfg.has("dataset"))
     fmt::print("note: {} sets both dataset and tokenized_path; training reads the tokenized data\n", recipe);
   s.device = pick_device(cfg.get_string("device"));
@@ -135,17 +186,17 @@ TrainSetup setup_training(const config::Config& cfg, const std::string& recipe) 
   s.seq = cfg.get_int("cutoff_len");
   s.accumulation = cfg.get_int("gradient_accumulation_steps");
   s.max_steps = cfg.get_int("max_steps");
-  s.data = make_train_data(cfg, s.batch, s.seq);
+  s.data = make_train_data(cfg, s.batch, s.seq, {ranks.tensors->rank(), ranks.tensors->size()});
   PRIMER_CHECK(s.model_config.vocab_size >= s.data->vocab_size(),
                "the model's vocab_size {} is smaller than the data's vocabulary {} ({})", s.model_config.vocab_size,
                s.data->vocab_size(), s.data->describe());
   s.compute = s.device.is_cuda() && cfg.get_bool("bf16") ? DType::BF16 : DType::F32;
   s.seed = uint64_t(cfg.get_int("seed"));
   build_model(s);
-  s.optimizer = std::make_unique<optim::AdamW>(*s.params, adamw_config(cfg));
+  s.optimizer = make_optimizer(s);
   s.schedule = schedule_of(cfg);
   s.checkpoints = std::make_unique<CheckpointManager>(
-      s.out_dir, cfg.has("save_total_limit") ? int(cfg.get_int("save_total_limit")) : 0);
+      s.out_dir, cfg.has("save_total_limit") ? int(cfg.get_int("save_total_limit")) : 0, ranks.host);
   resume(s);
   return s;
 }

@@ -13,11 +13,20 @@
 #include "layers/model_config.h"
 #include "optim/adamw.h"
 #include "optim/schedule.h"
+#include "parallel/comm/communicator.h"
+#include "parallel/fsdp/fsdp.h"
 #include "recipes/checkpoint.h"
 #include "recipes/train_data.h"
 #include "recipes/train_objective.h"
 
 namespace primer::recipes {
+
+// The ranks a run trains on: `tensors` carries tensors on the training device (NCCL, MPI or the single process),
+// `host` host values and checkpoint coordination; both span the same ranks in the same order.
+struct RunRanks {
+  parallel::Communicator* tensors = nullptr;
+  parallel::Communicator* host = nullptr;
+};
 
 struct TrainSetup {
   config::Config cfg;
@@ -28,20 +37,30 @@ struct TrainSetup {
   ModelConfig model_config;
   int64_t batch = 0, seq = 0, accumulation = 1, max_steps = 0;
 
-  std::unique_ptr<TrainData> data;
+  RunRanks ranks;
+  parallel::ZeroStage zero_stage = parallel::ZeroStage::Replicated;
+  std::unique_ptr<TrainData> data;  // this rank's slice of every global batch
   std::unique_ptr<ParameterRegistry> params;
   std::unique_ptr<layers::DecoderLM> model;
-  std::unique_ptr<optim::AdamW> optimizer;
+  std::unique_ptr<parallel::Fsdp> fsdp;  // the parameters' layout over the ranks; the model's unit hooks
+  std::unique_ptr<optim::AdamW> optimizer;  // over fsdp->shards()
   optim::Schedule schedule;
   std::unique_ptr<Objective> objective;
   std::unique_ptr<CheckpointManager> checkpoints;
   TrainingState state;  // step 0, or where the resumed checkpoint stood
 };
 
-// Builds the run of a loaded recipe (`recipe` names it in the log) and resumes from its checkpoint if asked.
-TrainSetup setup_training(const config::Config& cfg, const std::string& recipe);
+// Builds the run of a loaded recipe (`recipe` names it in the log) on `ranks` and resumes from its checkpoint if
+// asked. Collective over the ranks.
+TrainSetup setup_training(const config::Config& cfg, const std::string& recipe, RunRanks ranks);
 
-// "cpu", "cuda" (errors when no GPU is usable) or "auto" (CUDA when usable).
+// The recipe's ZeRO stage: zero_stage, else the deepspeed JSON's zero_optimization.stage, else 0.
+parallel::ZeroStage zero_stage_of(const config::Config& cfg);
+
+// What a checkpoint of this run holds on this rank.
+CheckpointContent checkpoint_content(TrainSetup& s);
+
+// "cpu", "cuda" (the current GPU; errors when none is usable) or "auto" (CUDA when usable).
 Device pick_device(const std::string& name);
 
 // The recipe's model: model_name_or_path's config.json or the inline model_config, with config_overrides_json.

@@ -2,8 +2,11 @@
 
 #include <filesystem>
 
+#include "core/cuda_runtime.h"
 #include "core/io/atomic_file.h"
 #include "layers/hf_checkpoint.h"
+#include "parallel/comm/launch.h"
+#include "parallel/comm/world_communicator.h"
 #include "recipes/model_files.h"
 #include "recipes/train_schema.h"
 
@@ -34,16 +37,25 @@ void report_fused_memory(const ModelConfig& c, ParameterRegistry& params, DType 
 
 void print_header(const TrainSetup& s) {
   const ModelConfig& c = s.model_config;
+  const int ranks = s.ranks.tensors->size();
   fmt::print("primer train {}: {} with {} layers, hidden {}, {:.2f}M parameters ({:.2f}M trainable), {} on {}\n",
              s.recipe, model_name(c), c.num_hidden_layers, c.hidden_size, double(s.params->count()) / 1e6,
              double(s.params->count(true)) / 1e6, dtype_name(s.compute), s.device.str());
   if (c.fused) report_fused_memory(c, *s.params, s.compute);
-  fmt::print("data: {}; {} x {} tokens x {} micro-steps per step; {} steps\n", s.data->describe(), s.batch, s.seq,
-             s.accumulation, s.max_steps);
+  const parallel::Fsdp::Footprint f = s.fsdp->footprint();
+  fmt::print("ranks: {} data-parallel ({}), ZeRO stage {}: {:.3f} GB of master weights, {:.3f} GB of compute shards and "
+             "{:.3f} GB of kept gradients per rank\n",
+             ranks, s.ranks.tensors->backend_name(), int(s.zero_stage), double(f.master_bytes) / 1e9,
+             double(f.compute_bytes) / 1e9, double(f.grad_bytes) / 1e9);
+  fmt::print("data: {}; {} x {} tokens x {} micro-steps per step and rank; {} steps\n", s.data->describe(), s.batch,
+             s.seq, s.accumulation, s.max_steps);
 }
 
-// Every run ends with a Hugging Face export of its weights when the recipe asks (save_hf_model).
-void export_final_model(const TrainSetup& s) {
+// Every run ends with a Hugging Face export of its weights when the recipe asks (save_hf_model): the ranks gather
+// the full weights, rank 0 writes them.
+void export_final_model(TrainSetup& s) {
+  s.fsdp->gather_full_masters();
+  if (s.ranks.host->rank() != 0) return;
   layers::export_hf(s.out_dir, s.model_config, *s.params, s.model_config.torch_dtype);
   if (s.cfg.has("model_name_or_path")) copy_model_files(s.cfg.get_string("model_name_or_path"), s.out_dir, false);
   fmt::print("wrote the Hugging Face model ({}, {}) to {}\n", model_name(s.model_config),
@@ -52,15 +64,29 @@ void export_final_model(const TrainSetup& s) {
 
 }  // namespace
 
+double train(const config::Config& cfg, const std::string& recipe, RunRanks ranks) {
+  const std::string out_dir = cfg.get_string("output_dir");
+  if (ranks.host->rank() == 0) {
+    std::filesystem::create_directories(out_dir);
+    io::write_file_atomic(out_dir + "/resolved_config.yaml", cfg.resolved_yaml());
+  }
+  TrainSetup setup = setup_training(cfg, recipe, ranks);
+  print_header(setup);
+  const double loss = TrainLoop(setup).run();
+  if (cfg.get_bool("save_hf_model")) export_final_model(setup);
+  ranks.host->barrier("end of training");
+  return loss;
+}
+
 int run_train(const std::string& recipe, const std::vector<std::string>& overrides) {
   const config::Config cfg = config::load_config(recipe, train_schema(), overrides);
-  const std::string out_dir = cfg.get_string("output_dir");
-  std::filesystem::create_directories(out_dir);
-  io::write_file_atomic(out_dir + "/resolved_config.yaml", cfg.resolved_yaml());
-  TrainSetup setup = setup_training(cfg, recipe);
-  print_header(setup);
-  TrainLoop(setup).run();
-  if (cfg.get_bool("save_hf_model")) export_final_model(setup);
+  const parallel::CommOptions options{cfg.get_float("collective_timeout")};
+  // One GPU per node-local rank; the tensor communicator is NCCL where every rank has its own GPU.
+  if (cfg.get_string("device") != "cpu") parallel::select_local_gpu();
+  const Device device = pick_device(cfg.get_string("device"));
+  const auto host = parallel::make_world_communicator(Device::cpu(), options);
+  const auto tensors = device.is_cpu() ? nullptr : parallel::make_world_communicator(device, options);
+  train(cfg, recipe, {tensors ? tensors.get() : host.get(), host.get()});
   return 0;
 }
 

@@ -11,7 +11,12 @@
 
 namespace primer::recipes {
 
-// Loads and validates `recipe` with `--set key=value` overrides and trains. Returns a process exit code.
+// Loads and validates `recipe` with `--set key=value` overrides and trains on every rank of the job (one process,
+// or each rank of an mpirun/srun launch). Returns a process exit code.
 int run_train(const std::string& recipe, const std::vector<std::string>& overrides);
+
+// Trains a loaded recipe on `ranks` (collective): writes resolved_config.yaml, trains, exports when the recipe asks;
+// returns the final held-out loss.
+double train(const config::Config& cfg, const std::string& recipe, RunRanks ranks);
 
 }  // namespace primer::recipes

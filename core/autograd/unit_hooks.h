@@ -6,10 +6,19 @@
 #pragma once
 #include <cstddef>
 #include <functional>
+#include <string>
+#include <vector>
 
 #include "core/autograd/variable.h"
 
 namespace primer::ag {
+
+// A unit as a model declares it: its parameters' names, and whether its gradient arrives during the forward pass
+// (the fused LM-head cross-entropy computes the head's weight gradient there).
+struct UnitSpec {
+  std::vector<std::string> parameters;
+  bool gradient_in_forward = false;
+};
 
 class UnitHooks {
  public:

@@ -1,5 +1,8 @@
 #include "parallel/comm/launch.h"
 
+#include <cstdio>
+#include <cstdlib>
+
 #include <mpi.h>
 
 #include <cstdlib>
@@ -72,6 +75,13 @@ int at_finalize(std::function<void()> action) {
 }
 
 void cancel_at_finalize(int id) { g_finalizers.erase(id); }
+
+void abort_job(int exit_code) {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  if (g_world.mpi && g_world.size > 1 && mpi::initialized()) MPI_Abort(MPI_COMM_WORLD, exit_code);
+  std::exit(exit_code);
+}
 
 void finalize_world() {
   // Newest first, like destructors: a sub-communicator goes before the one it was split from.

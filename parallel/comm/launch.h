@@ -36,6 +36,10 @@ int select_local_gpu();
 int at_finalize(std::function<void()> action);
 void cancel_at_finalize(int id);
 
+// Ends every rank of the job with `exit_code` after an error on this one (which the others may be waiting for in a
+// collective): MPI_Abort under a launcher with several ranks, std::exit otherwise.
+[[noreturn]] void abort_job(int exit_code);
+
 // Runs the pending at_finalize actions, then MPI_Finalize. Idempotent; also the destructor of WorldScope.
 void finalize_world();
 

@@ -398,7 +398,7 @@ struct TinyRun {
     std::vector<double> losses;
     std::vector<int32_t> ids, targets;
     for (int64_t step = from; step < to; ++step) {
-      corpus.train_batch(seed, step, kBatch, kSeq, ids, targets);
+      corpus.train_rows(seed, step * kBatch, kBatch, kSeq, ids, targets);
       params.zero_grads();
       ag::Var loss = model.loss(Tensor::from_vector(ids, {kBatch, kSeq}, DType::I32),
                                 Tensor::from_vector(targets, {kBatch, kSeq}, DType::I32), 1.0 / double(kBatch * kSeq));
