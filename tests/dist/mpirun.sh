@@ -7,4 +7,4 @@ mpirun="$1"
 shift
 root_flag=""
 if [ "$(id -u)" = 0 ]; then root_flag="--allow-run-as-root"; fi
-exec "$mpirun" $root_flag --oversubscribe --bind-to none "$@"
+exec "$mpirun" $root_flag --oversubscribe --bind-to none --mca mpi_yield_when_idle 1 -x OMP_NUM_THREADS=1 -x OPENBLAS_NUM_THREADS=1 "$@"

@@ -1,0 +1,108 @@
+#include "tests/dist/train_harness.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "core/config/config.h"
+#include "core/io/json.h"
+#include "core/io/safetensors.h"
+#include "parallel/comm/self_communicator.h"
+#include "recipes/train_schema.h"
+#include "recipes/trainer.h"
+#include "tests/dist/dist_env.h"
+#include "tests/support/test_util.h"
+
+namespace primer::test {
+namespace {
+
+std::string recipe_text(const TinyRun& run, int ranks, const std::string& out_dir) {
+  std::string text = fmt::format(
+      "model_config: {{model_type: qwen3, vocab_size: 256, hidden_size: 32, intermediate_size: 64,\n"
+      "  num_hidden_layers: {}, num_attention_heads: 4, num_key_value_heads: 2, head_dim: 8,\n"
+      "  max_position_embeddings: 64, tie_word_embeddings: {}, torch_dtype: float32}}\n"
+      "dataset: {}/README.md\ncutoff_len: 32\nval_size: 0.1\n"
+      "per_device_train_batch_size: {}\ngradient_accumulation_steps: {}\nzero_stage: {}\n"
+      "learning_rate: 3.0e-3\nlr_scheduler_type: {}\nwarmup_steps: 1\nmax_steps: {}\nlogging_steps: 1\neval_steps: 0\neval_batches: 2\n"
+      "save_steps: {}\ndevice: cpu\nseed: 11\ndisable_gradient_checkpointing: {}\noutput_dir: {}\n",
+      run.pattern.empty() ? 2 : std::count(run.pattern.begin(), run.pattern.end(), '-') + 1,
+      run.tied ? "true" : "false", PRIMER_SOURCE_DIR, run.global_batch / ranks, run.accumulation, run.zero_stage,
+      run.schedule, run.max_steps, run.save_steps, run.recompute ? "false" : "true", out_dir);
+  if (!run.pattern.empty())
+    text += fmt::format("config_overrides_json: {{\"model_type\": \"hybrid_qwen3\", \"hybrid_override_pattern\": \"{}\"}}\n",
+                        run.pattern);
+  if (run.distill) text += "stage: hkd\n";
+  if (!run.learnable.empty()) text += "hybrid_learnable_params: " + run.learnable + "\n";
+  if (!run.resume.empty()) text += "resume_from_checkpoint: " + run.resume + "\n";
+  return text;
+}
+
+double train_with(const TinyRun& run, const std::string& out_dir, parallel::Communicator& ranks) {
+  EXPECT_EQ(run.global_batch % ranks.size(), 0) << "the global batch must divide over the ranks";
+  const std::string recipe = out_dir + ".yaml";
+  if (ranks.rank() == 0) {
+    std::filesystem::create_directories(std::filesystem::path(out_dir).parent_path());
+    std::ofstream(recipe) << recipe_text(run, ranks.size(), out_dir);
+  }
+  ranks.barrier("recipe written");
+  const config::Config cfg = config::load_config(recipe, recipes::train_schema());
+  return recipes::train(cfg, recipe, {&ranks, &ranks});
+}
+
+}  // namespace
+
+std::string shared_test_dir(const std::string& name) {
+  Tensor seed = Tensor::full({1}, double(fresh_seed() % (1ull << 40)), DType::I64);
+  world_comm().broadcast(seed, 0, "test-dir");
+  const std::string dir = fmt::format("{}/primer-dist-{}-{}", testing::TempDir(), name, int64_t(seed.item()));
+  if (world_comm().rank() == 0) std::filesystem::create_directories(dir);
+  world_comm().barrier("test-dir");
+  return dir;
+}
+
+double train_on_world(const TinyRun& run, const std::string& out_dir) { return train_with(run, out_dir, world_comm()); }
+
+double train_on_one_process(const TinyRun& run, const std::string& out_dir) {
+  parallel::SelfCommunicator self({kDistTestTimeoutSeconds});
+  return train_with(run, out_dir, self);
+}
+
+std::map<int64_t, double> train_losses(const std::string& out_dir) {
+  std::map<int64_t, double> out;
+  const std::string path = out_dir + "/metrics.jsonl";
+  std::ifstream in(path);
+  int64_t line_number = 0;
+  for (std::string line; std::getline(in, line);) {
+    const json::Value v = json::parse(line, path, ++line_number);
+    const json::Node n(v, path);
+    if (n.has("loss")) out[n.at("step").as_int()] = n.at("loss").as_double();
+  }
+  return out;
+}
+
+WeightDifference weight_difference(const std::string& out_a, const std::string& out_b) {
+  const io::SafetensorsCheckpoint a(out_a), b(out_b);
+  EXPECT_EQ(a.names(), b.names());
+  WeightDifference d;
+  for (const std::string& name : a.names()) {
+    const std::vector<float> x = a.load(name, DType::F32).to_vector<float>();
+    const std::vector<float> y = b.load(name, DType::F32).to_vector<float>();
+    double diff2 = 0, norm2 = 0;
+    for (size_t i = 0; i < x.size(); ++i) {
+      d.max_abs = std::max(d.max_abs, double(std::fabs(x[i] - y[i])));
+      diff2 += double(x[i] - y[i]) * double(x[i] - y[i]);
+      norm2 += double(y[i]) * double(y[i]);
+    }
+    const double relative = norm2 > 0 ? std::sqrt(diff2 / norm2) : std::sqrt(diff2);
+    if (relative > d.max_relative) {
+      d.max_relative = relative;
+      d.worst_tensor = name;
+    }
+  }
+  return d;
+}
+
+}  // namespace primer::test
