@@ -17,6 +17,7 @@
 #include "core/io/hdf5_file.h"
 #include "core/io/json.h"
 #include "recipes/checkpoint_manifest.h"
+#include "recipes/fault_injection.h"
 
 namespace primer::recipes {
 namespace fs = std::filesystem;
@@ -295,6 +296,7 @@ std::string CheckpointManager::save(const TrainingState& state, const Checkpoint
     write_rank_file(file, state, content, rank, world);
     file.close();
     const io::FileDigest d = io::digest_and_sync(path);
+    fault_here_if_asked("checkpoint", state.step, rank);
     digest = Tensor::from_vector(std::vector<int64_t>{int64_t(d.bytes), int64_t(d.crc32c)}, {2}, DType::I64);
   } catch (const Error& e) {
     error = e.what();

@@ -7,6 +7,7 @@
 #include "core/check.h"
 #include "core/cuda_runtime.h"
 #include "core/ops/elementwise.h"
+#include "recipes/fault_injection.h"
 
 namespace primer::recipes {
 
@@ -105,6 +106,7 @@ void TrainLoop::step() {
         s_.objective->micro_batch_loss(*s_.model, micro_batches[i], s_.device, step_targets, micro_batches_total);
     ag::backward(loss.objective);
     ops::add_(loss_sum_, loss.logged);
+    if (i == 0) fault_here_if_asked("step", s_.state.step + 1, s_.ranks.host->rank());
   }
   s_.fsdp->finish_backward();
   window_count_ += s_.objective->logged_count(step_targets, micro_batches_total);
