@@ -32,6 +32,11 @@ if grep -q "Attention" "$out/ctest-cuda.log"; then
   grep -E "tests passed|tests failed|Failed|\*\*\*" "$out/ctest-cuda-no-wgmma.log" | head -10
 fi
 
+# The multi-rank GPU paths (label dist, tests named *Gpu*): NCCL at world size 1, and 2 and 4 ranks sharing this GPU
+# through MPI with host staging (NCCL refuses two ranks on one device).
+(cd build-device && ctest -L dist -R "Gpu" --output-on-failure) >"$out/ctest-dist-gpu.log" 2>&1 || test_rc=1
+grep -E "tests passed|tests failed|Failed|\*\*\*|GPU, ZeRO|Gpu/" "$out/ctest-dist-gpu.log" | head -40
+
 if [ ${#benches[@]} -eq 0 ]; then
   mapfile -t benches < <(cd build-device && ls bench_* 2>/dev/null; cd ../tools/bench && ls *.py 2>/dev/null)
 fi
@@ -40,6 +45,13 @@ for b in "${benches[@]}"; do
   echo "## $b"
   if [[ "$b" == *.py ]]; then
     BENCH_LOG_DIR="$out" PYTHONUNBUFFERED=1 python3 "tools/bench/$b" 2>&1 | tee "$out/${b%.py}.log"
+  elif [ "$b" = bench_fsdp ]; then
+    # One process (NCCL): the machinery's overhead; 2 and 4 ranks sharing the GPU: memory per rank by stage.
+    build-device/bench_fsdp --modes unsharded,0,3 2>&1 | tee "$out/bench_fsdp-1.log"
+    for n in 2 4; do
+      tests/dist/mpirun.sh mpirun -np $n build-device/bench_fsdp --modes 0,1,2,3 --batch 1 --steps 3 2>&1 |
+        tee "$out/bench_fsdp-$n.log"
+    done
   elif [ -x "build-device/$b" ]; then
     "build-device/$b" 2>&1 | tee "$out/$b.log"
   else

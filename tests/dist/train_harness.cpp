@@ -27,10 +27,10 @@ std::string recipe_text(const TinyRun& run, int ranks, const std::string& out_di
       "dataset: {}/README.md\ncutoff_len: 32\nval_size: 0.1\n"
       "per_device_train_batch_size: {}\ngradient_accumulation_steps: {}\nzero_stage: {}\n"
       "learning_rate: 3.0e-3\nlr_scheduler_type: {}\nwarmup_steps: 1\nmax_steps: {}\nlogging_steps: 1\neval_steps: 0\neval_batches: 2\n"
-      "save_steps: {}\ndevice: cpu\nseed: 11\ndisable_gradient_checkpointing: {}\noutput_dir: {}\n",
+      "save_steps: {}\ndevice: {}\nseed: 11\ndisable_gradient_checkpointing: {}\noutput_dir: {}\n",
       run.pattern.empty() ? 2 : std::count(run.pattern.begin(), run.pattern.end(), '-') + 1,
       run.tied ? "true" : "false", PRIMER_SOURCE_DIR, run.global_batch / ranks, run.accumulation, run.zero_stage,
-      run.schedule, run.max_steps, run.save_steps, run.recompute ? "false" : "true", out_dir);
+      run.schedule, run.max_steps, run.save_steps, run.cuda ? "cuda" : "cpu", run.recompute ? "false" : "true", out_dir);
   if (!run.pattern.empty())
     text += fmt::format("config_overrides_json: {{\"model_type\": \"hybrid_qwen3\", \"hybrid_override_pattern\": \"{}\"}}\n",
                         run.pattern);
@@ -40,7 +40,8 @@ std::string recipe_text(const TinyRun& run, int ranks, const std::string& out_di
   return text;
 }
 
-double train_with(const TinyRun& run, const std::string& out_dir, parallel::Communicator& ranks) {
+double train_with(const TinyRun& run, const std::string& out_dir, parallel::Communicator& ranks,
+                  parallel::Communicator& tensors) {
   EXPECT_EQ(run.global_batch % ranks.size(), 0) << "the global batch must divide over the ranks";
   const std::string recipe = out_dir + ".yaml";
   if (ranks.rank() == 0) {
@@ -49,7 +50,7 @@ double train_with(const TinyRun& run, const std::string& out_dir, parallel::Comm
   }
   ranks.barrier("recipe written");
   const config::Config cfg = config::load_config(recipe, recipes::train_schema());
-  return recipes::train(cfg, recipe, {&ranks, &ranks});
+  return recipes::train(cfg, recipe, {&tensors, &ranks});
 }
 
 }  // namespace
@@ -63,11 +64,13 @@ std::string shared_test_dir(const std::string& name) {
   return dir;
 }
 
-double train_on_world(const TinyRun& run, const std::string& out_dir) { return train_with(run, out_dir, world_comm()); }
+double train_on_world(const TinyRun& run, const std::string& out_dir) {
+  return train_with(run, out_dir, world_comm(), run.cuda ? gpu_world_comm() : world_comm());
+}
 
 double train_on_one_process(const TinyRun& run, const std::string& out_dir) {
   parallel::SelfCommunicator self({kDistTestTimeoutSeconds});
-  return train_with(run, out_dir, self);
+  return train_with(run, out_dir, self, self);
 }
 
 std::map<int64_t, double> train_losses(const std::string& out_dir) {

@@ -20,13 +20,15 @@ struct TinyRun {
   int64_t save_steps = 0;
   std::string resume;           // resume_from_checkpoint
   std::string schedule = "cosine";  // lr_scheduler_type (constant_with_warmup: a run cut in two sees the same rates)
+  bool cuda = false;                // train on the GPU in bf16 (else the CPU in f32)
 };
 
 // A directory every rank names alike (rank 0's fresh seed), created by rank 0.
 std::string shared_test_dir(const std::string& name);
 
-// Trains `run` into `out_dir` on `ranks` ranks: the world (every rank of the job) or one process (each rank
-// its own, as the reference). Returns the final held-out loss.
+// Trains `run` into `out_dir` on the world (every rank of the job; GPU tensors through the harness's GPU
+// communicator: NCCL on one rank, MPI with host staging where ranks share a GPU) or on one process (each rank its
+// own, as the reference). Returns the final held-out loss.
 double train_on_world(const TinyRun& run, const std::string& out_dir);
 double train_on_one_process(const TinyRun& run, const std::string& out_dir);
 
