@@ -49,8 +49,8 @@ for b in "${benches[@]}"; do
     # One process (NCCL): the machinery's overhead; 2 and 4 ranks sharing the GPU: memory per rank by stage.
     build-device/bench_fsdp --modes unsharded,0,3 2>&1 | tee "$out/bench_fsdp-1.log"
     for n in 2 4; do
-      tests/dist/mpirun.sh mpirun -np $n build-device/bench_fsdp --modes 0,1,2,3 --batch 1 --steps 3 2>&1 |
-        tee "$out/bench_fsdp-$n.log"
+      timeout 240 tests/dist/mpirun.sh mpirun -np $n build-device/bench_fsdp --modes 0,1,2,3 --batch 1 --steps 2 \
+        ${BENCH_FSDP_ARGS:-} 2>&1 | tee "$out/bench_fsdp-$n.log"
     done
   elif [ -x "build-device/$b" ]; then
     "build-device/$b" 2>&1 | tee "$out/$b.log"

@@ -21,13 +21,16 @@ namespace {
 
 std::string recipe_text(const TinyRun& run, int ranks, const std::string& out_dir) {
   std::string text = fmt::format(
-      "model_config: {{model_type: qwen3, vocab_size: 256, hidden_size: 32, intermediate_size: 64,\n"
-      "  num_hidden_layers: {}, num_attention_heads: 4, num_key_value_heads: 2, head_dim: 8,\n"
+      "model_config: {{model_type: qwen3, vocab_size: 256, {},\n"
+      "  num_hidden_layers: {},\n"
       "  max_position_embeddings: 64, tie_word_embeddings: {}, torch_dtype: float32}}\n"
       "dataset: {}/README.md\ncutoff_len: 32\nval_size: 0.1\n"
       "per_device_train_batch_size: {}\ngradient_accumulation_steps: {}\nzero_stage: {}\n"
       "learning_rate: 3.0e-3\nlr_scheduler_type: {}\nwarmup_steps: 1\nmax_steps: {}\nlogging_steps: 1\neval_steps: 0\neval_batches: 2\n"
       "save_steps: {}\ndevice: {}\nseed: 11\ndisable_gradient_checkpointing: {}\noutput_dir: {}\n",
+      // The GPU attention kernels take head_dim 64 or 128.
+      run.cuda ? "hidden_size: 128, intermediate_size: 256, num_attention_heads: 2, num_key_value_heads: 1, head_dim: 64"
+               : "hidden_size: 32, intermediate_size: 64, num_attention_heads: 4, num_key_value_heads: 2, head_dim: 8",
       run.pattern.empty() ? 2 : std::count(run.pattern.begin(), run.pattern.end(), '-') + 1,
       run.tied ? "true" : "false", PRIMER_SOURCE_DIR, run.global_batch / ranks, run.accumulation, run.zero_stage,
       run.schedule, run.max_steps, run.save_steps, run.cuda ? "cuda" : "cpu", run.recompute ? "false" : "true", out_dir);
