@@ -5,7 +5,9 @@
 #include <cstdio>
 
 #include "core/check.h"
+#include "core/console.h"
 #include "data/tokenize_job.h"
+#include "parallel/comm/launch.h"
 #include "recipes/default_run.h"
 #include "recipes/hf_transfer.h"
 #include "recipes/layer_selection.h"
@@ -15,6 +17,8 @@
 #include "recipes/unfuse.h"
 
 int main(int argc, char** argv) {
+  // Under mpirun/srun: MPI up, rank 0 alone on stdout, other ranks' errors prefixed on stderr (docs/distributed.md).
+  primer::parallel::WorldScope world(argc, argv);
   CLI::App app{"primer: train hybrid State-Space/Attention language models"};
   app.require_subcommand(1);
 
@@ -96,6 +100,14 @@ int main(int argc, char** argv) {
   import_cmd->add_option("--dtype", import_dtype, "bf16, fp16 or fp32");
 
   CLI11_PARSE(app, argc, argv);
+  const primer::parallel::World& ranks = primer::parallel::world();
+  if (ranks.size > 1) {
+    // Every rank would run the whole job and write the same files: refuse until the multi-rank trainer exists.
+    if (ranks.rank == 0)
+      primer::console::error("primer {}: runs on one rank for now, and was launched on {} (by {})",
+                             app.get_subcommands().front()->get_name(), ranks.size, ranks.launcher);
+    return 2;
+  }
   try {
     if (train->parsed()) {
       if (!recipe.empty()) return primer::recipes::run_train(recipe, overrides);
