@@ -2,7 +2,8 @@
 // tests/dist/run_fault_test.sh, which checks mpirun's exit status, the time it took and the stderr report.
 // PRIMER_FAULT_MODE picks how the last rank misbehaves inside "step 12": sleep, sigstop or sigkill;
 // PRIMER_FAULT_DEVICE=cuda runs it on GPU tensors (NCCL and its watchdog with a GPU per rank, host-staged MPI
-// where ranks share one), and exits 77 (skipped) without a GPU.
+// where ranks share one), and exits 77 (skipped) without a GPU; PRIMER_FAULT_GROUP=odd runs it on the
+// sub-communicator of the odd world ranks (the report then names sub-communicator and world ranks).
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -36,6 +37,12 @@ TEST(DistFault, DISABLED_RankMisbehavesInsideStep) {
   }
   std::unique_ptr<Communicator> comm =
       make_world_communicator(device, {.timeout_seconds = timeout_env ? std::atof(timeout_env) : 3.0});
+  const char* group_env = std::getenv("PRIMER_FAULT_GROUP");
+  if (group_env && std::string(group_env) == "odd") {
+    std::unique_ptr<Communicator> odd_or_even = comm->split(comm->rank() % 2, comm->rank());
+    if (comm->rank() % 2 == 0) return;  // the even ranks take no part
+    comm = std::move(odd_or_even);
+  }
   ASSERT_GE(comm->size(), 2);
   Tensor grads = Tensor::full({256}, 1.0, DType::F32, device);
   for (int step = 10; step <= 12; ++step) {
