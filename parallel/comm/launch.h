@@ -36,7 +36,8 @@ int select_local_gpu();
 int at_finalize(std::function<void()> action);
 void cancel_at_finalize(int id);
 
-// Runs the pending at_finalize actions, then MPI_Finalize. Idempotent; also the destructor of WorldScope.
+// Runs the pending at_finalize actions, then MPI_Finalize if init_world called MPI_Init. Idempotent; also the
+// destructor of WorldScope.
 void finalize_world();
 
 // init_world for a main(): finalize_world when it goes out of scope (declare it before any communicator).
