@@ -32,6 +32,14 @@ if grep -q "Attention" "$out/ctest-cuda.log"; then
   grep -E "tests passed|tests failed|Failed|\*\*\*" "$out/ctest-cuda-no-wgmma.log" | head -10
 fi
 
+# The communication layer on GPU tensors: NCCL on one rank (and without a launcher), host-staged MPI on two
+# ranks sharing the GPU (NCCL with two GPUs), and the hang report on GPU tensors.
+if [[ "Dist" =~ $filter ]]; then
+  (cd build-device && ctest -R 'Dist\.(CollectivesGpu|FaultGpu|NoLauncher)' -V) \
+    >"$out/ctest-dist-gpu.log" 2>&1 || test_rc=1
+  grep -E "tests passed|tests failed|\*\*\*|communicator:" "$out/ctest-dist-gpu.log" | head -20  # which backend ran
+fi
+
 if [ ${#benches[@]} -eq 0 ]; then
   mapfile -t benches < <(cd build-device && ls bench_* 2>/dev/null; cd ../tools/bench && ls *.py 2>/dev/null)
 fi
