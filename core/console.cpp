@@ -14,6 +14,7 @@ int g_world_size = 1;
 
 // Every line gets the rank prefix, so a multi-line message stays attributable after ranks' output mixes.
 std::string prefixed(std::string_view severity, std::string_view message) {
+  if (!message.empty() && message.back() == '\n') message.remove_suffix(1);  // the line ends here anyway
   std::string prefix = g_world_size > 1 ? fmt::format("[rank {}] ", g_rank) : std::string();
   std::string out;
   size_t start = 0;

@@ -32,10 +32,11 @@ if grep -q "Attention" "$out/ctest-cuda.log"; then
   grep -E "tests passed|tests failed|Failed|\*\*\*" "$out/ctest-cuda-no-wgmma.log" | head -10
 fi
 
-# The multi-rank GPU paths (label dist, tests named *Gpu*): NCCL at world size 1, and 2 and 4 ranks sharing this GPU
-# through MPI with host staging (NCCL refuses two ranks on one device).
-(cd build-device && ctest -L dist -R "Gpu" --output-on-failure) >"$out/ctest-dist-gpu.log" 2>&1 || test_rc=1
-grep -E "tests passed|tests failed|Failed|\*\*\*|GPU, ZeRO|Gpu/" "$out/ctest-dist-gpu.log" | head -40
+# The multi-rank GPU paths (label dist, tests named *Gpu*, and the plain process): the communicators and training
+# with NCCL at world size 1, with 2 and 4 ranks sharing this GPU through MPI with host staging (NCCL refuses two ranks
+# on one device), and the hang report on GPU tensors.
+(cd build-device && ctest -L dist -R 'Gpu|NoLauncher' -V) >"$out/ctest-dist-gpu.log" 2>&1 || test_rc=1
+grep -E "tests passed|tests failed|\*\*\*|communicator:|GPU, ZeRO" "$out/ctest-dist-gpu.log" | sort -u | head -40
 
 if [ ${#benches[@]} -eq 0 ]; then
   mapfile -t benches < <(cd build-device && ls bench_* 2>/dev/null; cd ../tools/bench && ls *.py 2>/dev/null)

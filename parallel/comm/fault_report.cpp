@@ -18,30 +18,34 @@ constexpr int kArrivalTag = 7001;
 double grace_seconds(double timeout) { return std::clamp(0.25 * timeout, 1.0, 10.0); }
 constexpr double kLingerSeconds = 1.0;
 
-struct Arrival {
-  int64_t sequence = -1;  // -1: no answer
-  int64_t world_rank = -1;
-};
-
-int world_rank_of_self() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
+// The world rank of each rank of `comm`, to name ranks of sub-communicators unambiguously. Unchecked like the
+// exchange below: the job is going down either way.
+std::vector<int> world_ranks(MPI_Comm comm, int size) {
+  std::vector<int> ranks(static_cast<size_t>(size)), world(static_cast<size_t>(size), -1);
+  for (int r = 0; r < size; ++r) ranks[size_t(r)] = r;
+  MPI_Group group, world_group;
+  MPI_Comm_group(comm, &group);
+  MPI_Comm_group(MPI_COMM_WORLD, &world_group);
+  MPI_Group_translate_ranks(group, size, ranks.data(), world_group, world.data());
+  MPI_Group_free(&group);
+  MPI_Group_free(&world_group);
+  return world;
 }
 
 // Best effort, on purpose unchecked: the job is going down and a failing call must not hide the report.
-std::vector<Arrival> exchange_arrivals(const FaultContext& where, uint64_t sequence) {
-  std::vector<Arrival> arrivals(size_t(where.size));
-  arrivals[size_t(where.rank)] = {int64_t(sequence), world_rank_of_self()};
-  int64_t mine[2] = {int64_t(sequence), world_rank_of_self()};
-  std::vector<int64_t> theirs(size_t(2 * where.size));
+// Returns each rank's sequence number, -1 where no answer came.
+std::vector<int64_t> exchange_arrivals(const FaultContext& where, uint64_t sequence) {
+  std::vector<int64_t> arrivals(size_t(where.size), -1);
+  arrivals[size_t(where.rank)] = int64_t(sequence);
+  int64_t mine = int64_t(sequence);
+  std::vector<int64_t> theirs(size_t(where.size));
   std::vector<MPI_Request> sends, recvs(size_t(where.size), MPI_REQUEST_NULL);
   for (int peer = 0; peer < where.size; ++peer) {
     if (peer == where.rank) continue;
     MPI_Request s;
-    MPI_Isend(mine, 2, MPI_INT64_T, peer, kArrivalTag, where.monitor, &s);
+    MPI_Isend(&mine, 1, MPI_INT64_T, peer, kArrivalTag, where.monitor, &s);
     sends.push_back(s);
-    MPI_Irecv(&theirs[size_t(2 * peer)], 2, MPI_INT64_T, peer, kArrivalTag, where.monitor, &recvs[size_t(peer)]);
+    MPI_Irecv(&theirs[size_t(peer)], 1, MPI_INT64_T, peer, kArrivalTag, where.monitor, &recvs[size_t(peer)]);
   }
   auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(grace_seconds(where.timeout_seconds));
   int answered = 0;
@@ -51,18 +55,13 @@ std::vector<Arrival> exchange_arrivals(const FaultContext& where, uint64_t seque
       int done = 0;
       MPI_Test(&recvs[size_t(peer)], &done, MPI_STATUS_IGNORE);
       if (done) {
-        arrivals[size_t(peer)] = {theirs[size_t(2 * peer)], theirs[size_t(2 * peer + 1)]};
+        arrivals[size_t(peer)] = theirs[size_t(peer)];
         ++answered;
       }
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   return arrivals;  // unanswered requests are left behind: MPI_Abort follows
-}
-
-std::string rank_name(int rank, const Arrival& a) {
-  return a.world_rank >= 0 && a.world_rank != rank ? fmt::format("{} (world rank {})", rank, a.world_rank)
-                                                   : fmt::format("{}", rank);
 }
 
 std::string join(const std::vector<std::string>& items) {
@@ -73,16 +72,21 @@ std::string join(const std::vector<std::string>& items) {
 
 std::string arrival_summary(const FaultContext& where, uint64_t sequence) {
   if (where.monitor == MPI_COMM_NULL || where.size == 1) return "";
-  std::vector<Arrival> arrivals = exchange_arrivals(where, sequence);
+  std::vector<int64_t> arrivals = exchange_arrivals(where, sequence);
+  std::vector<int> world = world_ranks(where.monitor, where.size);
+  auto name = [&](int r) {
+    int w = world[size_t(r)];
+    return w >= 0 && w != r ? fmt::format("{} (world rank {})", r, w) : fmt::format("{}", r);
+  };
   std::vector<std::string> missing, behind, waiting;
   for (int r = 0; r < where.size; ++r) {
-    const Arrival& a = arrivals[size_t(r)];
-    if (a.sequence < 0)
-      missing.push_back(rank_name(r, a));
-    else if (uint64_t(a.sequence) < sequence)
-      behind.push_back(fmt::format("{} (at #{})", rank_name(r, a), a.sequence));
+    int64_t at = arrivals[size_t(r)];
+    if (at < 0)
+      missing.push_back(name(r));
+    else if (uint64_t(at) < sequence)
+      behind.push_back(fmt::format("{} (at #{})", name(r), at));
     else
-      waiting.push_back(rank_name(r, a));
+      waiting.push_back(name(r));
   }
   std::string s;
   if (!missing.empty())

@@ -18,6 +18,7 @@ namespace {
 
 World g_world;
 bool g_initialized = false;
+bool g_owns_mpi = false;  // MPI_Init was ours, so MPI_Finalize is too
 std::map<int, std::function<void()>> g_finalizers;
 int g_next_finalizer = 0;
 
@@ -36,9 +37,14 @@ const World& init_world(int& argc, char**& argv, LaunchOptions options) {
   if (g_initialized) return g_world;
   g_initialized = true;
   g_world.launcher = detect_launcher();
-  if (!g_world.launcher.empty() && !mpi::initialized()) {
+  if (!g_world.launcher.empty()) {
     int provided = 0;
-    PRIMER_MPI_CHECK(MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided));
+    if (mpi::initialized())  // by the embedding program: use its MPI as it is
+      PRIMER_MPI_CHECK(MPI_Query_thread(&provided));
+    else {
+      PRIMER_MPI_CHECK(MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided));
+      g_owns_mpi = true;
+    }
     g_world.mpi = true;
     // Errors come back as return codes, which PRIMER_MPI_CHECK turns into messages with file:line.
     PRIMER_MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
@@ -91,7 +97,7 @@ void finalize_world() {
     g_finalizers.erase(last);
     action();
   }
-  if (g_world.mpi && mpi::initialized()) PRIMER_MPI_CHECK(MPI_Finalize());
+  if (g_owns_mpi && mpi::initialized()) PRIMER_MPI_CHECK(MPI_Finalize());
 }
 
 }  // namespace primer::parallel

@@ -40,7 +40,8 @@ void cancel_at_finalize(int id);
 // collective): MPI_Abort under a launcher with several ranks, std::exit otherwise.
 [[noreturn]] void abort_job(int exit_code);
 
-// Runs the pending at_finalize actions, then MPI_Finalize. Idempotent; also the destructor of WorldScope.
+// Runs the pending at_finalize actions, then MPI_Finalize if init_world called MPI_Init. Idempotent; also the
+// destructor of WorldScope.
 void finalize_world();
 
 // init_world for a main(): finalize_world when it goes out of scope (declare it before any communicator).

@@ -31,26 +31,32 @@ MPI_Comm duplicate(MPI_Comm comm) {
 }
 
 // One operation in flight: its MPI requests, the tensors they read and write (kept alive until done), and
-// for host-staged GPU tensors the host copies to bring back.
+// for GPU tensors the page-locked host copies that MPI moves instead, copied back in wait().
 class MpiPending final : public PendingOp {
  public:
-  MpiPending(FaultContext where, OpInfo info) : where_(std::move(where)), info_(std::move(info)) {}
+  MpiPending(FaultContext where, OpInfo info, std::shared_ptr<PinnedHostPool> staging)
+      : where_(std::move(where)), info_(std::move(info)), staging_(std::move(staging)) {}
 
-  // The host memory MPI reads: the tensor itself on the CPU, a copy of a GPU tensor.
+  // The host memory MPI reads.
   void* input(const Tensor& t) {
-    keep_alive_.push_back(t.is_cpu() ? t : t.to(Device::cpu()));
-    return keep_alive_.back().data_ptr();
+#ifdef PRIMER_WITH_CUDA
+    if (t.is_cuda()) return hold(staging_->stage_in(t));
+#endif
+    keep_alive_.push_back(t);
+    return t.data_ptr();
   }
-  // The host memory MPI writes: the tensor itself on the CPU; for a GPU tensor a host buffer copied back in
-  // wait() (carrying the tensor's values first when the operation also reads them: in-place reductions).
-  void* output(const Tensor& t, bool reads_too) {
-    if (t.is_cpu()) {
-      keep_alive_.push_back(t);
-      return t.data_ptr();
+  // The host memory MPI writes; for a GPU tensor it is copied back in wait() and, when the operation also
+  // reads the tensor (in-place reductions, the broadcast root), it starts with the tensor's values.
+  void* output(const Tensor& t, [[maybe_unused]] bool reads_too) {  // used only where GPU tensors exist
+#ifdef PRIMER_WITH_CUDA
+    if (t.is_cuda()) {
+      void* host = hold(reads_too ? staging_->stage_in(t) : staging_->lease(t.nbytes()));
+      copy_back_.emplace_back(t, host);
+      return host;
     }
-    Tensor host = reads_too ? t.to(Device::cpu()) : Tensor::empty(t.shape(), t.dtype(), Device::cpu());
-    copy_back_.emplace_back(t, host);
-    return host.data_ptr();
+#endif
+    keep_alive_.push_back(t);
+    return t.data_ptr();
   }
   MPI_Request* new_request() {
     requests_.push_back(MPI_REQUEST_NULL);
@@ -70,15 +76,25 @@ class MpiPending final : public PendingOp {
       if (clock::now() > deadline) abort_on_timeout(where_, info_);
       if (polls > 64) std::this_thread::sleep_for(std::chrono::microseconds(polls > 1000 ? 1000 : 50));
     }
-    for (auto& [device_tensor, host] : copy_back_) device_tensor.copy_from(host);
+#ifdef PRIMER_WITH_CUDA
+    for (auto& [device_tensor, host] : copy_back_) PinnedHostPool::stage_out(host, device_tensor);
+#endif
   }
 
  private:
   FaultContext where_;
   OpInfo info_;
+  std::shared_ptr<PinnedHostPool> staging_;  // null where no GPU tensors are staged
   std::vector<MPI_Request> requests_;
   std::vector<Tensor> keep_alive_;
-  std::vector<std::pair<Tensor, Tensor>> copy_back_;
+#ifdef PRIMER_WITH_CUDA
+  void* hold(std::shared_ptr<void> buffer) {
+    leases_.push_back(std::move(buffer));
+    return leases_.back().get();
+  }
+  std::vector<std::shared_ptr<void>> leases_;
+  std::vector<std::pair<Tensor, void*>> copy_back_;
+#endif
 };
 
 }  // namespace
@@ -90,7 +106,11 @@ MpiCommunicator::MpiCommunicator(MPI_Comm owned, MPI_Comm owned_monitor, bool st
     : Communicator(mpi_rank(owned), mpi_size(owned), options),
       comm_(owned),
       monitor_(owned_monitor),
-      stage_gpu_(stage_gpu_tensors) {}
+      stage_gpu_(stage_gpu_tensors) {
+#ifdef PRIMER_WITH_CUDA
+  if (stage_gpu_) staging_ = std::make_shared<PinnedHostPool>();
+#endif
+}
 
 MpiCommunicator::~MpiCommunicator() {
   if (!mpi::initialized()) return;  // MPI_Finalize already released every communicator
@@ -111,7 +131,7 @@ std::unique_ptr<Communicator> MpiCommunicator::split(int color, int key) {
 }
 
 Work MpiCommunicator::start_all_reduce(const Tensor& tensor, ReduceOp op, const OpInfo& info) {
-  auto p = std::make_unique<MpiPending>(fault_context(), info);
+  auto p = std::make_unique<MpiPending>(fault_context(), info, staging_);
   void* buf = p->output(tensor, /*reads_too=*/true);
   PRIMER_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, mpi::count(tensor.numel(), info), mpi::datatype(tensor.dtype()),
                                   mpi::reduction(op, tensor.dtype()), comm_, p->new_request()));
@@ -119,7 +139,7 @@ Work MpiCommunicator::start_all_reduce(const Tensor& tensor, ReduceOp op, const 
 }
 
 Work MpiCommunicator::start_all_gather(const Tensor& shard, const Tensor& out, const OpInfo& info) {
-  auto p = std::make_unique<MpiPending>(fault_context(), info);
+  auto p = std::make_unique<MpiPending>(fault_context(), info, staging_);
   MPI_Datatype type = mpi::datatype(shard.dtype());
   int n = mpi::count(shard.numel(), info);
   mpi::count(out.numel(), info);
@@ -130,7 +150,7 @@ Work MpiCommunicator::start_all_gather(const Tensor& shard, const Tensor& out, c
 }
 
 Work MpiCommunicator::start_reduce_scatter(const Tensor& in, const Tensor& shard, ReduceOp op, const OpInfo& info) {
-  auto p = std::make_unique<MpiPending>(fault_context(), info);
+  auto p = std::make_unique<MpiPending>(fault_context(), info, staging_);
   mpi::count(in.numel(), info);
   void* src = p->input(in);
   void* dst = p->output(shard, false);
@@ -140,7 +160,7 @@ Work MpiCommunicator::start_reduce_scatter(const Tensor& in, const Tensor& shard
 }
 
 Work MpiCommunicator::start_broadcast(const Tensor& tensor, int root, const OpInfo& info) {
-  auto p = std::make_unique<MpiPending>(fault_context(), info);
+  auto p = std::make_unique<MpiPending>(fault_context(), info, staging_);
   void* buf = p->output(tensor, /*reads_too=*/rank() == root);
   PRIMER_MPI_CHECK(MPI_Ibcast(buf, mpi::count(tensor.numel(), info), mpi::datatype(tensor.dtype()), root, comm_,
                               p->new_request()));
@@ -150,7 +170,7 @@ Work MpiCommunicator::start_broadcast(const Tensor& tensor, int root, const OpIn
 Work MpiCommunicator::start_send_recv(const Tensor* send, int send_peer, const Tensor* recv, int recv_peer,
                                       const OpInfo& info) {
   constexpr int kTag = 0;  // MPI keeps messages between two ranks in order, so one tag serves every pair
-  auto p = std::make_unique<MpiPending>(fault_context(), info);
+  auto p = std::make_unique<MpiPending>(fault_context(), info, staging_);
   p->reserve_requests(2);
   // The receive is posted first so that a ring of send_recv calls never waits on an unposted receive.
   if (recv)
@@ -163,7 +183,7 @@ Work MpiCommunicator::start_send_recv(const Tensor* send, int send_peer, const T
 }
 
 Work MpiCommunicator::start_all_to_all(const Tensor& in, const Tensor& out, const OpInfo& info) {
-  auto p = std::make_unique<MpiPending>(fault_context(), info);
+  auto p = std::make_unique<MpiPending>(fault_context(), info, staging_);
   MPI_Datatype type = mpi::datatype(in.dtype());
   int chunk = mpi::count(in.numel() / size(), info);
   mpi::count(in.numel(), info);
@@ -174,7 +194,7 @@ Work MpiCommunicator::start_all_to_all(const Tensor& in, const Tensor& out, cons
 }
 
 Work MpiCommunicator::start_barrier(const OpInfo& info) {
-  auto p = std::make_unique<MpiPending>(fault_context(), info);
+  auto p = std::make_unique<MpiPending>(fault_context(), info, staging_);
   PRIMER_MPI_CHECK(MPI_Ibarrier(comm_, p->new_request()));
   return Work(std::move(p));
 }

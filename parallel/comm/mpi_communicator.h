@@ -1,11 +1,14 @@
 // The MPI backend: CPU tensors directly; GPU tensors (when several ranks share a GPU, which NCCL refuses)
-// copied to host memory, moved by MPI, and copied back on the compute stream. Every operation is a
+// copied to page-locked host memory, moved by MPI, and copied back in Work::wait(). Every operation is a
 // nonblocking MPI call completed in Work::wait(), which polls it until the timeout (fault_report.h).
 #pragma once
 #include <mpi.h>
 
+#include <memory>
+
 #include "parallel/comm/communicator.h"
 #include "parallel/comm/fault_report.h"
+#include "parallel/comm/pinned_host_pool.h"
 
 namespace primer::parallel {
 
@@ -39,6 +42,7 @@ class MpiCommunicator final : public Communicator {
   MPI_Comm comm_ = MPI_COMM_NULL;     // the tensors' traffic
   MPI_Comm monitor_ = MPI_COMM_NULL;  // the arrival exchange after a timeout
   bool stage_gpu_ = false;
+  std::shared_ptr<PinnedHostPool> staging_;  // the staging buffers of GPU tensors; null without them
 };
 
 int mpi_rank(MPI_Comm comm);

@@ -147,25 +147,40 @@ FaultContext NcclCommunicator::fault_context() const {
   return FaultContext{monitor_, rank(), size(), backend_name(), timeout_seconds()};
 }
 
+// Any failure here ends the job: the watchdog is the only one looking, and nobody would catch an exception.
 void NcclCommunicator::watch() {
-  cudaSetDevice(device_);
-  auto poll = std::chrono::milliseconds(50);
   auto abort_nccl = [this] { ncclCommAbort(comm_); };
+  auto oldest = [this] { return in_flight_.empty() ? OpInfo{} : in_flight_.front().info; };
+  if (cudaError_t e = cudaSetDevice(device_); e != cudaSuccess)
+    abort_on_error(fault_context(), OpInfo{}, fmt::format("watchdog: cudaSetDevice: {}", cudaGetErrorString(e)),
+                   abort_nccl);
   while (!stopping_) {
-    std::this_thread::sleep_for(poll);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
     ncclResult_t async_error = ncclSuccess;
-    ncclCommGetAsyncError(comm_, &async_error);
+    ncclResult_t queried = ncclCommGetAsyncError(comm_, &async_error);
     std::unique_lock lock(mutex_);
-    while (!in_flight_.empty() && cudaEventQuery(in_flight_.front().done->event) == cudaSuccess) in_flight_.pop_front();
-    if (async_error != ncclSuccess && async_error != ncclInProgress) {
-      OpInfo info = in_flight_.empty() ? OpInfo{} : in_flight_.front().info;
+    if (queried != ncclSuccess || (async_error != ncclSuccess && async_error != ncclInProgress)) {
+      OpInfo info = oldest();
       lock.unlock();
-      abort_on_error(fault_context(), info, ncclGetErrorString(async_error), abort_nccl);
+      abort_on_error(fault_context(), info,
+                     fmt::format("NCCL asynchronous error: {}",
+                                 ncclGetErrorString(queried != ncclSuccess ? queried : async_error)),
+                     abort_nccl);
+    }
+    while (!in_flight_.empty()) {
+      cudaError_t state = cudaEventQuery(in_flight_.front().done->event);
+      if (state == cudaErrorNotReady) break;
+      if (state != cudaSuccess) {
+        OpInfo info = oldest();
+        lock.unlock();
+        abort_on_error(fault_context(), info, fmt::format("CUDA error: {}", cudaGetErrorString(state)), abort_nccl);
+      }
+      in_flight_.pop_front();
     }
     if (in_flight_.empty()) continue;
     double age = std::chrono::duration<double>(std::chrono::steady_clock::now() - in_flight_.front().started).count();
     if (age > timeout_seconds()) {
-      OpInfo info = in_flight_.front().info;
+      OpInfo info = oldest();
       lock.unlock();
       abort_on_timeout(fault_context(), info, abort_nccl);
     }

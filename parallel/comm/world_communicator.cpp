@@ -2,6 +2,11 @@
 
 #include <mpi.h>
 
+#include <array>
+#include <cstring>
+#include <set>
+#include <vector>
+
 #include "core/check.h"
 #include "core/console.h"
 #include "core/cuda_runtime.h"
@@ -21,12 +26,33 @@ bool nccl_compiled() {
 #endif
 }
 
+namespace {
+
+// The current GPU's UUID, or all zeros without one. Ranks compare UUIDs rather than count devices, so that a
+// launcher giving each rank one visible device (CUDA_VISIBLE_DEVICES, srun --gpus-per-task) is told apart
+// from ranks that really share a GPU.
+std::array<char, 16> current_gpu_uuid() {
+  std::array<char, 16> uuid{};
+#ifdef PRIMER_WITH_CUDA
+  if (cuda::available()) {
+    cudaDeviceProp properties;
+    PRIMER_CUDA_CHECK(cudaGetDeviceProperties(&properties, cuda::current_device()));
+    std::memcpy(uuid.data(), properties.uuid.bytes, uuid.size());
+  }
+#endif
+  return uuid;
+}
+
+}  // namespace
+
 bool every_rank_has_its_own_gpu() {
   const World& w = world();
-  int mine = cuda::available() && w.local_size <= cuda::device_count() ? 1 : 0;
-  int all = mine;
-  if (w.mpi) PRIMER_MPI_CHECK(MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
-  return all == 1;
+  std::array<char, 16> mine = current_gpu_uuid();
+  std::vector<std::array<char, 16>> all(size_t(w.size), mine);
+  if (w.mpi) PRIMER_MPI_CHECK(MPI_Allgather(mine.data(), 16, MPI_BYTE, all.data(), 16, MPI_BYTE, MPI_COMM_WORLD));
+  const std::array<char, 16> none{};
+  std::set<std::array<char, 16>> distinct(all.begin(), all.end());
+  return distinct.size() == all.size() && !distinct.contains(none);
 }
 
 namespace {
@@ -47,8 +73,7 @@ std::unique_ptr<Communicator> choose(Device device, CommOptions options, std::st
       return std::make_unique<NcclCommunicator>(w.mpi ? MPI_COMM_WORLD : MPI_COMM_NULL, options);
     }
 #endif
-    why = own_gpus ? "built without NCCL" : fmt::format("{} ranks share {} GPU(s) on a node, which NCCL refuses",
-                                                         w.local_size, cuda::device_count());
+    why = own_gpus ? "built without NCCL" : "ranks share a GPU, which NCCL refuses";
   }
   if (!w.mpi) {
     why = "a single process, no launcher";

@@ -14,8 +14,8 @@ namespace primer::parallel {
 
 std::unique_ptr<Communicator> make_world_communicator(Device device, CommOptions options = {});
 
-// Whether NCCL can serve this job's GPU tensors: every rank of every node has a GPU of its own (NCCL refuses
-// two ranks on one device). Collective over the world when MPI runs.
+// Whether NCCL can serve this job's GPU tensors: every rank's current GPU is a different device (compared by
+// UUID; NCCL refuses two ranks on one device). Collective over the world when MPI runs.
 bool every_rank_has_its_own_gpu();
 
 bool nccl_compiled();

@@ -47,6 +47,7 @@ TEST(Console, EveryLineNamesTheRank) {
   console::set_rank(2, 4);
   EXPECT_EQ(captured(STDERR_FILENO, [] { console::error("collective timeout\nending the job"); }),
             "[rank 2] error: collective timeout\n[rank 2] ending the job\n");
+  EXPECT_EQ(captured(STDERR_FILENO, [] { console::warn("slow\n"); }), "[rank 2] warning: slow\n");
 }
 
 TEST(Console, InfoOnlyOnRankZero) {
