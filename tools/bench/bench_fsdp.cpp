@@ -150,7 +150,11 @@ int main(int argc, char** argv) {
   std::printf("# bench_fsdp — Qwen3-0.6B shape (%lld layers), bf16 compute, fp32 master + AdamW, recompute — %s, %s\n",
               static_cast<long long>(o.layers), bench::device_name().c_str(), bench::today().c_str());
   std::vector<bench::Row> rows;
-  for (const std::string& mode : o.modes) rows.push_back(measure(mode, o, *comm, *host));
+  for (const std::string& mode : o.modes) {
+    std::printf("measuring %s on %d rank(s) ...\n", mode.c_str(), comm->size());
+    std::fflush(stdout);
+    rows.push_back(measure(mode, o, *comm, *host));
+  }
   bench::print_table({"run", "ranks", "B x T per rank", "step ms", "tokens/s per rank", "MFU", "peak memory (max rank)"},
                      rows);
   print_formula(comm->size());
