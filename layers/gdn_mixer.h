@@ -20,7 +20,14 @@
 #include "layers/mixer.h"
 #include "layers/model_config.h"
 
+namespace primer {
+struct MixerSpec;
+}
+
 namespace primer::layers {
+
+// The registration of Gated DeltaNet (token GDN, module gdn, config.json gdn_config, recipe section gdn).
+const MixerSpec& gdn_spec();
 
 class GdnMixer : public SequenceMixer {
  public:
