@@ -17,6 +17,7 @@ enum class MixerKind {
   Mamba2,         // "M2"
   GatedDeltaNet,  // "GDN"
   GatedKalmaNet,  // "GKA"
+  KaczmarzLinearAttention,  // "KZLA" Gated DeltaNet with the Kaczmarz step β = η/(‖k‖² + ε) on raw keys
 };
 
 MixerKind parse_mixer_token(const std::string& token, const std::string& source);
@@ -71,6 +72,10 @@ struct GdnConfig {
   bool kv_learnable_residual = false;
   bool operator==(const GdnConfig&) const = default;
 };
+
+// Kaczmarz linear attention (kzla_config) takes Gated DeltaNet's options: the two layers differ only in the core's
+// step size and in leaving the keys unnormalised.
+using KzlaConfig = GdnConfig;
 
 // Mamba-2 in the Mamba-in-Llama mapping (mamba2_config): d_inner = Hq·D, d_xb = Hkv·D, d_state = head_dim,
 // ngroups = nheads = Hq, expand 1, d_conv 4, conv bias, gated RMSNorm (gate then norm) with group size D.

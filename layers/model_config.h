@@ -57,6 +57,7 @@ struct ModelConfig {
   bool fused = false;
   GkaConfig gka;
   GdnConfig gdn;
+  KzlaConfig kzla;
   Mamba2Config mamba2;
   SwaConfig swa;
   MixerKind mixer(int64_t layer) const {

@@ -113,6 +113,8 @@ struct TransferRule {
 constexpr TransferRule kTransferRules[] = {
     {"GKA", [](LayerTransfer& t, bool rowwise) { transfer_gated_linear(t, t.c.gka.use_gate, rowwise); }},
     {"GDN", [](LayerTransfer& t, bool rowwise) { transfer_gated_linear(t, t.c.gdn.use_gate, rowwise); }},
+    // By analogy with GDN (the paper has no Priming rule): the attention's projections, the raw keys' norms kept.
+    {"KZLA", [](LayerTransfer& t, bool rowwise) { transfer_gated_linear(t, t.c.kzla.use_gate, rowwise); }},
     {"M2", [](LayerTransfer& t, bool rowwise) { transfer_mamba2(t, rowwise); }},
     {"SWA", [](LayerTransfer& t, bool) { transfer_swa(t); }},
 };
