@@ -1,6 +1,6 @@
-// Kaczmarz linear attention's core (core/ops/kaczmarz_delta_rule.h) as differentiable ops: unit keys and values
-// divided by the key norm fed to the gated delta rule's node, so the chunked CPU path and the CUDA kernels of
-// Gated DeltaNet run it and the gradient of the key norm comes from the composed ops.
+// Kaczmarz linear attention's core (core/ops/kaczmarz_delta_rule.h) on the autograd tape: the key-norm scaling
+// (ops::key_norm_scale, one node) feeds the gated delta rule's node, so the chunked CPU path and the CUDA kernels of
+// Gated DeltaNet run it; the key-norm gradient comes from key_norm_scale's backward.
 #pragma once
 #include "core/autograd/variable.h"
 

@@ -11,7 +11,7 @@
 
 namespace primer::ops {
 
-enum class Unary { Silu, Sigmoid, Softplus, Exp, Square, Rsqrt };  // Rsqrt: x^(−1/2), for x > 0
+enum class Unary { Silu, Sigmoid, Softplus, Exp, Square };
 enum class Binary { Add, Sub, Mul };
 
 namespace math {
@@ -20,8 +20,6 @@ PRIMER_HOST_DEVICE float exp_of(float x) { return expf(x); }
 PRIMER_HOST_DEVICE double exp_of(double x) { return exp(x); }
 PRIMER_HOST_DEVICE float log1p_of(float x) { return log1pf(x); }
 PRIMER_HOST_DEVICE double log1p_of(double x) { return log1p(x); }
-PRIMER_HOST_DEVICE float sqrt_of(float x) { return sqrtf(x); }
-PRIMER_HOST_DEVICE double sqrt_of(double x) { return sqrt(x); }
 
 template <class T> PRIMER_HOST_DEVICE T sigmoid(T x) { return T(1) / (T(1) + exp_of(-x)); }
 
@@ -32,7 +30,6 @@ template <class T> PRIMER_HOST_DEVICE T unary(Unary op, T x) {
     case Unary::Softplus: return (x > T(0) ? x : T(0)) + log1p_of(exp_of(x > T(0) ? -x : x));  // no overflow
     case Unary::Exp: return exp_of(x);
     case Unary::Square: return x * x;
-    case Unary::Rsqrt: return T(1) / sqrt_of(x);
   }
   return x;
 }
@@ -51,7 +48,6 @@ template <class T> PRIMER_HOST_DEVICE T unary_derivative(Unary op, T x) {
     case Unary::Softplus: return sigmoid(x);
     case Unary::Exp: return exp_of(x);
     case Unary::Square: return T(2) * x;
-    case Unary::Rsqrt: return T(-0.5) / (x * sqrt_of(x));
   }
   return T(0);
 }

@@ -113,20 +113,6 @@ TEST(Elementwise, UnaryMatchesFormulas) {
   EXPECT_EQ(big.to_vector<double>(), (std::vector<double>{800, 0}));
 }
 
-// x^(−1/2) (positive inputs only) and its derivative −x^(−3/2)/2.
-TEST(Elementwise, RsqrtAndItsDerivative) {
-  const uint64_t seed = test::fresh_seed();
-  SCOPED_TRACE("seed " + std::to_string(seed));
-  const Tensor x = test::rand_uniform({4, 7}, seed, 1e-6, 30.0), dy = test::randn({4, 7}, seed + 1);
-  const auto vx = x.to_vector<double>(), vdy = dy.to_vector<double>();
-  const auto y = ops::unary(Unary::Rsqrt, x).to_vector<double>();
-  const auto dx = ops::unary_backward(Unary::Rsqrt, x, dy).to_vector<double>();
-  for (size_t i = 0; i < vx.size(); ++i) {
-    EXPECT_NEAR(y[i], 1 / std::sqrt(vx[i]), 1e-14 * y[i]);
-    EXPECT_NEAR(dx[i], -0.5 * vdy[i] * std::pow(vx[i], -1.5), 1e-14 * std::abs(dx[i]));
-  }
-}
-
 // add/sub/mul gradients: the output gradient summed back to each input's (broadcast) shape.
 std::vector<Tensor> binary_backward(ops::Binary op, const std::vector<Tensor>& in, const Tensor& g) {
   const Tensor& a = in[0];

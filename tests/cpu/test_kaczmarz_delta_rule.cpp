@@ -9,6 +9,7 @@
 
 #include "core/autograd/kaczmarz_delta_rule.h"
 #include "core/ops/kaczmarz_delta_rule.h"
+#include "core/ops/key_norm_scale.h"
 #include "tests/support/kaczmarz_inputs.h"
 #include "tests/support/test_util.h"
 
@@ -79,6 +80,33 @@ TEST(KaczmarzDeltaRuleReference, ProjectsOntoTheKeyConstraint) {
           << "eta " << eta_used << " eps " << eps << " column " << j;
     }
   }
+}
+
+// The fused key-norm scaling: its backward against finite differences (a zero key row included: r = ε^(−1/2) there,
+// finite), and f32 against f64 on the same inputs.
+TEST(KeyNormScale, BackwardMatchesFiniteDifferencesAndF32TracksF64) {
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const double eps = 0.01;  // large enough that a perturbation of the zero row stays well inside r's smooth range
+  Tensor k = test::randn({2, 3, 5}, seed), v = test::randn({2, 3, 4}, seed + 1);
+  for (int64_t i = 0; i < 5; ++i) k.data<double>()[i] = 0;
+  test::GradCheck check;
+  check.inputs = {k, v};
+  check.names = {"k", "v"};
+  check.forward = [&](const std::vector<Tensor>& x) {
+    const ops::KeyNormScaled s = ops::key_norm_scale(x[0], x[1], eps);
+    return std::vector<Tensor>{s.k, s.v};
+  };
+  check.backward = [&](const std::vector<Tensor>& x, const std::vector<Tensor>& dy) {
+    const ops::KeyNormScaled s = ops::key_norm_scale(x[0], x[1], eps);
+    const ops::KeyNormScaleGrads d = ops::key_norm_scale_backward(dy[0], dy[1], x[0], x[1], s.r);
+    return std::vector<Tensor>{d.dk, d.dv};
+  };
+  test::run_gradcheck(check, seed);
+  const ops::KeyNormScaled wide = ops::key_norm_scale(k, v, kEps), narrow = ops::key_norm_scale(k.to(DType::F32), v.to(DType::F32), kEps);
+  // One f32 rounding of r and of each product (2^-24 each).
+  test::expect_close(narrow.k, wide.k, 1e-7, 1e-6, "k_hat");
+  test::expect_close(narrow.v, wide.v, 1e-7, 1e-3, "v_hat");  // the zero key's row scales v by ε^(−1/2) = 1000
 }
 
 struct Case {

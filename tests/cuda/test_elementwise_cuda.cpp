@@ -111,22 +111,5 @@ TEST(ElementwiseCuda, ErrorsNameTheArgument) {
   EXPECT_THROW(ops::unary(Unary::Exp, Tensor::zeros({4}, DType::F64, Device::cuda())), Error);
 }
 
-// Rsqrt on positive inputs (its domain), f32 and bf16, against the f64 CPU.
-TEST(ElementwiseCuda, RsqrtMatchesCpu) {
-  PRIMER_REQUIRE_CUDA();
-  const uint64_t seed = test::fresh_seed();
-  SCOPED_TRACE("seed " + std::to_string(seed));
-  for (DType dt : kDtypes)
-    for (const Shape& s : kShapes) {
-      const Tensor x = test::cpu_f64(test::random_on_cuda(s, seed, dt));
-      const Tensor positive = ops::add(ops::unary(Unary::Square, x), Tensor::full({1}, 1e-3, DType::F64)).to(dt);
-      const Tensor xc = positive.to(Device::cuda()), dy = test::random_on_cuda(s, seed + 1, dt);
-      const Tensor rx = test::cpu_f64(xc), rdy = test::cpu_f64(dy);
-      test::expect_parity(ops::unary(Unary::Rsqrt, xc), ops::unary(Unary::Rsqrt, rx), label("rsqrt", dt, s));
-      test::expect_parity(ops::unary_backward(Unary::Rsqrt, xc, dy), ops::unary_backward(Unary::Rsqrt, rx, rdy),
-                          label("rsqrt backward", dt, s));
-    }
-}
-
 }  // namespace
 }  // namespace primer

@@ -44,7 +44,6 @@ template <class F> void with_unary(Unary op, F&& f) {
     case Unary::Softplus: return f(std::integral_constant<Unary, Unary::Softplus>{});
     case Unary::Exp: return f(std::integral_constant<Unary, Unary::Exp>{});
     case Unary::Square: return f(std::integral_constant<Unary, Unary::Square>{});
-    case Unary::Rsqrt: return f(std::integral_constant<Unary, Unary::Rsqrt>{});
   }
 }
 
