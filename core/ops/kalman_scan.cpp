@@ -1,11 +1,13 @@
 #include "core/ops/kalman_scan.h"
 
+#include <tuple>
 #include <vector>
 
 #include "core/check.h"
+#include "core/ops/cpu/kalman_scan.h"
 #include "core/ops/dispatch.h"
 
-namespace primer::ops::reference {
+namespace primer::ops {
 namespace {
 
 struct Dims {
@@ -20,10 +22,13 @@ Dims check_inputs(const char* op, const Tensor& q, const Tensor& k, const Tensor
                   const Tensor& a_bar, const Tensor& p_bar, const Tensor& lam0, const Tensor& eta0) {
   PRIMER_CHECK(q.defined() && q.dim() == 4, "{}: q is {}, expected [B, T, H, N]", op,
                q.defined() ? q.describe() : "undefined");
+  PRIMER_CHECK(q.is_cpu(), "{}: q is {}; Kalman linear attention runs on the CPU only so far (no CUDA kernels yet)", op,
+               q.describe());
+  expect(q, op, "q", Device::cpu(), {DType::F32, DType::F64});
   for (const auto& [t, name] : {std::pair{&q, "q"}, {&k, "k"}, {&v, "v"}, {&lv, "value_precision"},
                                 {&a_bar, "a_bar"}, {&p_bar, "p_bar"}, {&lam0, "precision_in"},
                                 {&eta0, "info_mean_in"}})
-    expect(*t, op, name, Device::cpu(), {DType::F64});
+    expect(*t, op, name, Device::cpu(), {q.dtype()});
   const Dims d{q.size(0), q.size(1), q.size(2), q.size(3), v.dim() == 4 ? v.size(3) : 0};
   expect_shape(k, op, "k", q.shape());
   expect_shape(v, op, "v", {d.B, d.T, d.H, d.D});
@@ -33,6 +38,70 @@ Dims check_inputs(const char* op, const Tensor& q, const Tensor& k, const Tensor
   expect_shape(lam0, op, "precision_in", {d.B, d.H, d.N, d.D});
   expect_shape(eta0, op, "info_mean_in", {d.B, d.H, d.N, d.D});
   return d;
+}
+
+void check_output_grads(const char* op, const Tensor& dy, const Tensor& dy_var, const Tensor& dlam, const Tensor& deta,
+                        const Tensor& v, const Tensor& lam0) {
+  for (const auto& [t, name, shape] : {std::tuple{&dy, "dy", v.shape()}, {&dy_var, "dy_var", v.shape()},
+                                        {&dlam, "dprecision_out", lam0.shape()}, {&deta, "dinfo_mean_out", lam0.shape()}})
+    if (t->defined()) {
+      expect(*t, op, name, Device::cpu(), {v.dtype()});
+      expect_shape(*t, op, name, shape);
+    }
+}
+
+template <class T> T* ptr(const Tensor& t) { return t.defined() ? t.data<T>() : nullptr; }
+Tensor dense_or_null(const Tensor& t) { return t.defined() ? t.contiguous() : Tensor(); }
+
+}  // namespace
+
+KalmanScanOutputs kalman_scan(const Tensor& q_, const Tensor& k_, const Tensor& v_, const Tensor& lv_, const Tensor& a_,
+                              const Tensor& p_, const Tensor& lam0_, const Tensor& eta0_, bool with_variance) {
+  const Dims s = check_inputs("kalman_scan", q_, k_, v_, lv_, a_, p_, lam0_, eta0_);
+  const Tensor q = q_.contiguous(), k = k_.contiguous(), v = v_.contiguous(), lv = lv_.contiguous(),
+               a = a_.contiguous(), p = p_.contiguous(), lam0 = lam0_.contiguous(), eta0 = eta0_.contiguous();
+  const DType dt = q.dtype();
+  KalmanScanOutputs out{Tensor::empty(v.shape(), dt), with_variance ? Tensor::empty(v.shape(), dt) : Tensor(),
+                        Tensor::empty(lam0.shape(), dt), Tensor::empty(lam0.shape(), dt)};
+  dispatch_cpu_float(dt, "kalman_scan", [&](auto tag) {
+    using T = decltype(tag);
+    cpu::kalman_scan<T>({s.B, s.T, s.H, s.N, s.D}, q.data<T>(), k.data<T>(), v.data<T>(), lv.data<T>(), a.data<T>(),
+                        p.data<T>(), lam0.data<T>(), eta0.data<T>(), out.y.data<T>(), ptr<T>(out.y_var),
+                        out.precision.data<T>(), out.info_mean.data<T>());
+  });
+  return out;
+}
+
+KalmanScanGrads kalman_scan_backward(const Tensor& dy_, const Tensor& dy_var_, const Tensor& dlam_, const Tensor& deta_,
+                                     const Tensor& q_, const Tensor& k_, const Tensor& v_, const Tensor& lv_,
+                                     const Tensor& a_, const Tensor& p_, const Tensor& lam0_, const Tensor& eta0_) {
+  constexpr const char* op = "kalman_scan_backward";
+  const Dims s = check_inputs(op, q_, k_, v_, lv_, a_, p_, lam0_, eta0_);
+  check_output_grads(op, dy_, dy_var_, dlam_, deta_, v_, lam0_);
+  const Tensor q = q_.contiguous(), k = k_.contiguous(), v = v_.contiguous(), lv = lv_.contiguous(),
+               a = a_.contiguous(), p = p_.contiguous(), lam0 = lam0_.contiguous(), eta0 = eta0_.contiguous(),
+               dy = dense_or_null(dy_), dy_var = dense_or_null(dy_var_), dlam = dense_or_null(dlam_),
+               deta = dense_or_null(deta_);
+  const DType dt = q.dtype();
+  KalmanScanGrads g{Tensor::empty(q.shape(), dt), Tensor::empty(k.shape(), dt), Tensor::empty(v.shape(), dt),
+                    Tensor::empty(lv.shape(), dt), Tensor::empty(a.shape(), dt), Tensor::empty(p.shape(), dt),
+                    Tensor::empty(lam0.shape(), dt), Tensor::empty(lam0.shape(), dt)};
+  dispatch_cpu_float(dt, op, [&](auto tag) {
+    using T = decltype(tag);
+    cpu::kalman_scan_backward<T>({s.B, s.T, s.H, s.N, s.D}, ptr<T>(dy), ptr<T>(dy_var), ptr<T>(dlam), ptr<T>(deta),
+                                 q.data<T>(), k.data<T>(), v.data<T>(), lv.data<T>(), a.data<T>(), p.data<T>(),
+                                 lam0.data<T>(), eta0.data<T>(), g.dq.data<T>(), g.dk.data<T>(), g.dv.data<T>(),
+                                 g.dvalue_precision.data<T>(), g.da_bar.data<T>(), g.dp_bar.data<T>(),
+                                 g.dprecision_in.data<T>(), g.dinfo_mean_in.data<T>());
+  });
+  return g;
+}
+
+namespace reference {
+namespace {
+
+void expect_f64(const char* op, const Tensor& q) {
+  PRIMER_CHECK(q.dtype() == DType::F64, "{}: the reference computes in f64, got q {}", op, q.describe());
 }
 
 const double* at(const Tensor& t) { return t.data<double>(); }
@@ -58,6 +127,7 @@ KalmanScanOutputs kalman_scan(const Tensor& q_, const Tensor& k_, const Tensor& 
                               const Tensor& a_, const Tensor& p_, const Tensor& lam0_, const Tensor& eta0_,
                               bool with_variance) {
   const Dims s = check_inputs("reference::kalman_scan", q_, k_, v_, lv_, a_, p_, lam0_, eta0_);
+  expect_f64("reference::kalman_scan", q_);
   const Tensor q = q_.contiguous(), k = k_.contiguous(), v = v_.contiguous(), lv = lv_.contiguous(),
                a = a_.contiguous(), p = p_.contiguous(), lam0 = lam0_.contiguous(), eta0 = eta0_.contiguous();
   KalmanScanOutputs out{Tensor::zeros(v.shape(), DType::F64), with_variance ? Tensor::zeros(v.shape(), DType::F64) : Tensor(),
@@ -87,13 +157,8 @@ KalmanScanGrads kalman_scan_backward(const Tensor& dy_, const Tensor& dy_var_, c
                                      const Tensor& eta0_) {
   constexpr const char* op = "reference::kalman_scan_backward";
   const Dims s = check_inputs(op, q_, k_, v_, lv_, a_, p_, lam0_, eta0_);
-  for (const auto& [t, name, shape] :
-       {std::tuple{&dy_, "dy", v_.shape()}, {&dy_var_, "dy_var", v_.shape()}, {&dlam_out_, "dprecision_out", lam0_.shape()},
-        {&deta_out_, "dinfo_mean_out", lam0_.shape()}})
-    if (t->defined()) {
-      expect(*t, op, name, Device::cpu(), {DType::F64});
-      expect_shape(*t, op, name, shape);
-    }
+  expect_f64(op, q_);
+  check_output_grads(op, dy_, dy_var_, dlam_out_, deta_out_, v_, lam0_);
   const Tensor q = q_.contiguous(), k = k_.contiguous(), v = v_.contiguous(), lv = lv_.contiguous(),
                a = a_.contiguous(), p = p_.contiguous(), lam0 = lam0_.contiguous(), eta0 = eta0_.contiguous();
   const double *dy = at_or_null(dy_), *dy_var = at_or_null(dy_var_), *dlam_out = at_or_null(dlam_out_),
@@ -143,4 +208,5 @@ KalmanScanGrads kalman_scan_backward(const Tensor& dy_, const Tensor& dy_var_, c
   return g;
 }
 
-}  // namespace primer::ops::reference
+}  // namespace reference
+}  // namespace primer::ops

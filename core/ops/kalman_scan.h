@@ -9,8 +9,9 @@
 // with λ_0, η_0 the carried state (the authors' code starts from λ_0 = 1, η_0 = 0).
 // This file holds the ground truth: f64, token by token, with the hand-written backward of two reverse scalar
 // scans (first η's adjoint, then λ's, which needs the gate gradients of the first), not through 2×2 Jacobians.
-// The chunked scan (Möbius products with renormalisation, then the affine scan) and the CUDA kernels are still to
-// be written (docs/mixers.md).
+// ops::kalman_scan is the implementation that runs: on the CPU (f32 or f64) by chunks of trace-normalised Möbius
+// products and the affine recursion (core/ops/cpu/kalman_scan.h). The CUDA kernels are not written yet: a CUDA
+// tensor is an error naming this.
 #pragma once
 #include "core/tensor.h"
 
@@ -29,6 +30,15 @@ struct KalmanScanGrads {
   Tensor da_bar, dp_bar;       // [H, N, D]
   Tensor dprecision_in, dinfo_mean_in;  // [B, H, N, D]
 };
+
+// As reference:: below; every tensor f32 or every tensor f64, on the CPU.
+KalmanScanOutputs kalman_scan(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& value_precision,
+                              const Tensor& a_bar, const Tensor& p_bar, const Tensor& precision_in,
+                              const Tensor& info_mean_in, bool with_variance);
+KalmanScanGrads kalman_scan_backward(const Tensor& dy, const Tensor& dy_var, const Tensor& dprecision_out,
+                                     const Tensor& dinfo_mean_out, const Tensor& q, const Tensor& k, const Tensor& v,
+                                     const Tensor& value_precision, const Tensor& a_bar, const Tensor& p_bar,
+                                     const Tensor& precision_in, const Tensor& info_mean_in);
 
 namespace reference {
 // q, k [B, T, H, N]; v, value_precision [B, T, H, D] (Λᵛ > 0); a_bar, p_bar [H, N, D] (ā > 0, p̄ ≥ 0);
