@@ -9,6 +9,7 @@
 
 #include <cmath>
 
+#include "core/autograd/kalman_scan.h"
 #include "core/ops/kalman_scan.h"
 #include "core/rng.h"
 #include "tests/support/test_util.h"
@@ -201,6 +202,53 @@ INSTANTIATE_TEST_SUITE_P(Lengths, KalmanScan,
                                            ScanCase{100, 1e-3, 0.3, 1}, ScanCase{200, 1e-3, 0.3, 1},
                                            ScanCase{200, 1e-7, 1e-5, 1}, ScanCase{200, 1e-3, 0.3, 1000}),
                          scan_case_name);
+
+// Through the autograd node: [x1; x2] at once equals x1, then x2 from x1's final state (λ, η), in values and in
+// every gradient (x2's state gradient flows back into x1's outputs), with the variance readout on.
+TEST(KalmanScan, ChainingCarriesTheStateAndItsGradient) {
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const int64_t B = 2, T1 = 70, T2 = 45, H = 2, N = 4, D = 3;
+  const KalmanInputs in = kalman_inputs(B, T1 + T2, H, N, D, seed);
+  const Tensor R = test::randn(in.v.shape(), seed + 1), Rv = test::randn(in.v.shape(), seed + 2),
+               Rl = test::randn(in.precision.shape(), seed + 3), Re = test::randn(in.precision.shape(), seed + 4);
+  const ops::KalmanScanOutputs full = ops::kalman_scan(in.q, in.k, in.v, in.value_precision, in.a_bar, in.p_bar,
+                                                       in.precision, in.info_mean, true);
+  const ops::KalmanScanGrads fg = ops::kalman_scan_backward(R, Rv, Rl, Re, in.q, in.k, in.v, in.value_precision,
+                                                            in.a_bar, in.p_bar, in.precision, in.info_mean);
+  const Tensor per_token[] = {in.q, in.k, in.v, in.value_precision};
+  std::vector<ag::Var> x1, x2;
+  for (const Tensor& t : per_token) {
+    x1.push_back(ag::leaf(t.slice(1, 0, T1).contiguous()));
+    x2.push_back(ag::leaf(t.slice(1, T1, T1 + T2).contiguous()));
+  }
+  const ag::Var a = ag::leaf(in.a_bar), p = ag::leaf(in.p_bar), lam0 = ag::leaf(in.precision),
+                eta0 = ag::leaf(in.info_mean);
+  ag::Var lam1, eta1, lam2, eta2;
+  const ag::KalmanScanResult o1 = ag::kalman_scan(x1[0], x1[1], x1[2], x1[3], a, p, lam0, eta0, true, &lam1, &eta1);
+  const ag::KalmanScanResult o2 = ag::kalman_scan(x2[0], x2[1], x2[2], x2[3], a, p, lam1, eta1, true, &lam2, &eta2);
+  test::expect_close(o1.y->value, full.y.slice(1, 0, T1), 1e-13, 1e-12, "y, first part");
+  test::expect_close(o2.y->value, full.y.slice(1, T1, T1 + T2), 1e-13, 1e-12, "y, second part");
+  test::expect_close(lam2->value, full.precision, 1e-13, 1e-10, "final precision");
+  test::expect_close(eta2->value, full.info_mean, 1e-13, 1e-10, "final information mean");
+  o1.y->grad = R.slice(1, 0, T1).contiguous();
+  o2.y->grad = R.slice(1, T1, T1 + T2).contiguous();
+  o1.y_var->grad = Rv.slice(1, 0, T1).contiguous();
+  o2.y_var->grad = Rv.slice(1, T1, T1 + T2).contiguous();
+  lam2->grad = Rl;
+  eta2->grad = Re;
+  ag::current_tape().backward();
+  const Tensor fgrads[] = {fg.dq, fg.dk, fg.dv, fg.dvalue_precision};
+  const char* names[] = {"dq", "dk", "dv", "dvalue_precision"};
+  for (size_t i = 0; i < 4; ++i) {
+    test::expect_close(x1[i]->grad, fgrads[i].slice(1, 0, T1), 1e-11, 1e-9, std::string(names[i]) + ", first part");
+    test::expect_close(x2[i]->grad, fgrads[i].slice(1, T1, T1 + T2), 1e-11, 1e-9, std::string(names[i]) + ", second part");
+  }
+  test::expect_close(a->grad, fg.da_bar, 1e-11, 1e-8, "da_bar (both calls)");
+  test::expect_close(p->grad, fg.dp_bar, 1e-11, 1e-8, "dp_bar (both calls)");
+  test::expect_close(lam0->grad, fg.dprecision_in, 1e-11, 1e-9, "dprecision_in");
+  test::expect_close(eta0->grad, fg.dinfo_mean_in, 1e-11, 1e-9, "dinfo_mean_in");
+}
 
 }  // namespace
 }  // namespace primer
