@@ -58,6 +58,7 @@ struct ModelConfig {
   GkaConfig gka;
   GdnConfig gdn;
   KzlaConfig kzla;
+  KlaConfig kla;
   Mamba2Config mamba2;
   SwaConfig swa;
   MixerKind mixer(int64_t layer) const {

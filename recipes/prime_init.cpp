@@ -115,6 +115,9 @@ constexpr TransferRule kTransferRules[] = {
     {"GDN", [](LayerTransfer& t, bool rowwise) { transfer_gated_linear(t, t.c.gdn.use_gate, rowwise); }},
     // By analogy with GDN (the paper has no Priming rule): the attention's projections, the raw keys' norms kept.
     {"KZLA", [](LayerTransfer& t, bool rowwise) { transfer_gated_linear(t, t.c.kzla.use_gate, rowwise); }},
+    // By analogy with GDN (KLA's paper has no Priming rule): q, k, v, o projections and the gate; the value
+    // precision and the filter dynamics keep their own initialisation.
+    {"KLA", [](LayerTransfer& t, bool rowwise) { transfer_gated_linear(t, t.c.kla.use_gate, rowwise); }},
     {"M2", [](LayerTransfer& t, bool rowwise) { transfer_mamba2(t, rowwise); }},
     {"SWA", [](LayerTransfer& t, bool) { transfer_swa(t); }},
 };
