@@ -8,7 +8,15 @@
 #include "layers/mixer.h"
 #include "layers/model_config.h"
 
+namespace primer {
+struct MixerSpec;
+}
+
 namespace primer::layers {
+
+// The registrations of softmax attention ("*", module self_attn) and sliding-window attention ("SWA", swa).
+const MixerSpec& attention_spec();
+const MixerSpec& sliding_window_spec();
 
 class AttentionMixer : public SequenceMixer {
  public:

@@ -5,6 +5,7 @@
 
 #include "core/autograd/functions.h"
 #include "core/autograd/gated_delta_rule.h"
+#include "core/autograd/kaczmarz_delta_rule.h"
 #include "core/check.h"
 #include "layers/ssm_blocks.h"
 
@@ -13,12 +14,13 @@ namespace {
 
 constexpr const char* kConvs[] = {"q_conv1d", "k_conv1d", "v_conv1d"};
 constexpr double kQkNormEps = 1e-6;  // fla's in-kernel L2 norm: x / sqrt(Σx² + 1e-6)
+constexpr double kKaczmarzEps = 1e-6;  // β = η/(‖k‖² + ε): the paper's ε
 constexpr int64_t kChunk = 64;       // the chunk length of the gated delta rule kernels (for the FLOP count)
 
 }  // namespace
 
-GdnMixer::GdnMixer(const ModelConfig& c, const std::string& prefix, ParameterRegistry& params)
-    : config_(c), gdn_(c.gdn), prefix_(prefix), params_(params), q_heads_(c.num_attention_heads),
+GdnMixer::GdnMixer(const ModelConfig& c, const std::string& prefix, ParameterRegistry& params, DeltaStep step)
+    : config_(c), step_(step), gdn_(step == DeltaStep::Kaczmarz ? c.kzla : c.gdn), prefix_(prefix), params_(params), q_heads_(c.num_attention_heads),
       kv_heads_(c.num_key_value_heads), heads_(std::max(q_heads_, kv_heads_)), head_dim_(c.head_dim) {
   PRIMER_CHECK(heads_ % q_heads_ == 0 && heads_ % kv_heads_ == 0,
                "{}: num_attention_heads {} and num_key_value_heads {} must divide the larger of the two", prefix,
@@ -66,18 +68,22 @@ ag::Var GdnMixer::forward(const ag::Var& x, const MixerContext& /*ctx*/, const M
   const ExpandedHeads heads = expand_qkv(
       branch(x, "q", q_heads_, 0, state_in, state_out), branch(x, "k", kv_heads_, 1, state_in, state_out),
       branch(x, "v", kv_heads_, 2, state_in, state_out), H, kQkNormEps, k_expansion_ ? &*k_expansion_ : nullptr,
-      v_expansion_ ? &*v_expansion_ : nullptr);
+      v_expansion_ ? &*v_expansion_ : nullptr, step_ == DeltaStep::Gated);
   const ag::Var &q = heads.q, &k = heads.k, &v = heads.v;
 
   // The gates in A_log's dtype (f32; f64 in references), as the op takes them.
   const DType gate_dtype = weight("A_log")->value.dtype();
   const ag::Var g = ssm_decay(ag::linear(x, weight("gk_proj.weight")), weight("A_log"), weight("dt_bias"));
+  // GDN's β, or KZLA's η (its β = η/(‖k‖² + ε) is formed inside the core).
   ag::Var beta = ag::unary(ops::Unary::Sigmoid, ag::cast(ag::linear(x, weight("b_proj.weight")), gate_dtype));
   if (gdn_.allow_neg_eigval) beta = ag::scale(beta, 2.0);
 
   const ag::Var s = carried ? state_in->recurrent[0] : nullptr;
   ag::Var so;
-  const ag::Var o = ag::gated_delta_rule(q, k, v, g, beta, 1.0 / std::sqrt(double(D)), s, state_out ? &so : nullptr);
+  const double scale = 1.0 / std::sqrt(double(D));
+  const ag::Var o = step_ == DeltaStep::Kaczmarz
+                        ? ag::kaczmarz_delta_rule(q, k, v, g, beta, scale, kKaczmarzEps, s, state_out ? &so : nullptr)
+                        : ag::gated_delta_rule(q, k, v, g, beta, scale, s, state_out ? &so : nullptr);
   if (state_out) state_out->recurrent[0] = so;
 
   const ag::Var g_proj = gdn_.use_gate ? weight("g_proj.weight") : nullptr;

@@ -9,6 +9,9 @@
 // b_proj [H, d], gk_proj [H, d], A_log [H], dt_bias [H], {q,k,v}_conv1d.weight [C, 1, conv_size] (+ .bias with
 // conv_bias), g_proj [H·D, d] (use_gate), o_norm.weight [D], o_proj [d, H·D]; with kv_proj_rank, the
 // Adaptive GQA parameters proj_k.*, proj_v.* (and k_rep, v_rep with kv_learnable_residual).
+// KZLA (Kaczmarz linear attention; Zou, Ren and Liu 2026) is the same layer with DeltaStep::Kaczmarz: k is not
+// normalised and the core's step is β = η/(‖k‖² + 1e-6) with η = σ(b_proj x) (×2 with allow_neg_eigval)
+// (ag::kaczmarz_delta_rule); options from ModelConfig::kzla, parameters under model.layers.<i>.kzla with GDN's names.
 // Carried state: conv = [q, k, v] short-convolution inputs [B, C, conv_size − 1] (none without short
 // convolutions), recurrent = [S [B, H, D, D]] in f32 (f64 in f64 references).
 #pragma once
@@ -20,11 +23,24 @@
 #include "layers/mixer.h"
 #include "layers/model_config.h"
 
+namespace primer {
+struct MixerSpec;
+}
+
 namespace primer::layers {
+
+// The registration of Gated DeltaNet (token GDN, module gdn, config.json gdn_config, recipe section gdn).
+const MixerSpec& gdn_spec();
+// The registration of Kaczmarz linear attention (token KZLA, module kzla, config.json kzla_config, recipe kzla).
+const MixerSpec& kzla_spec();
+
+// The delta rule's step size: Gated DeltaNet's β on L2-normalised keys, or the Kaczmarz step on raw keys.
+enum class DeltaStep { Gated, Kaczmarz };
 
 class GdnMixer : public SequenceMixer {
  public:
-  GdnMixer(const ModelConfig& config, const std::string& prefix, ParameterRegistry& params);
+  GdnMixer(const ModelConfig& config, const std::string& prefix, ParameterRegistry& params,
+           DeltaStep step = DeltaStep::Gated);
   ag::Var forward(const ag::Var& x, const MixerContext& ctx, const MixerState* state_in = nullptr,
                   MixerState* state_out = nullptr) override;
   double flops_per_token(int64_t seq_len) const override;
@@ -41,7 +57,8 @@ class GdnMixer : public SequenceMixer {
   ag::Var weight(const std::string& name) { return params_.get(prefix_ + "." + name).var; }
 
   ModelConfig config_;
-  GdnConfig gdn_;
+  DeltaStep step_;
+  GdnConfig gdn_;  // c.gdn, or c.kzla for the Kaczmarz step
   std::string prefix_;
   ParameterRegistry& params_;
   int64_t q_heads_, kv_heads_, heads_, head_dim_;

@@ -26,7 +26,14 @@
 #include "layers/mixer.h"
 #include "layers/model_config.h"
 
+namespace primer {
+struct MixerSpec;
+}
+
 namespace primer::layers {
+
+// The registration of Gated KalmaNet (token GKA, module gka, config.json gka_config, recipe section gka).
+const MixerSpec& gka_spec();
 
 class GkaMixer : public SequenceMixer {
  public:

@@ -3,40 +3,19 @@
 #include <optional>
 
 #include "core/check.h"
+#include "layers/mixer_spec.h"
 
 namespace primer {
-namespace {
-
-struct MixerName {
-  MixerKind kind;
-  const char* token;
-  const char* module;
-};
-constexpr MixerName kMixers[] = {
-    {MixerKind::Attention, "*", "self_attn"},   {MixerKind::SlidingWindow, "SWA", "swa"},
-    {MixerKind::Mamba2, "M2", "mamba"},         {MixerKind::GatedDeltaNet, "GDN", "gdn"},
-    {MixerKind::GatedKalmaNet, "GKA", "gka"},
-};
-
-const MixerName& entry(MixerKind kind) {
-  for (const MixerName& m : kMixers)
-    if (m.kind == kind) return m;
-  PRIMER_FAIL("unknown mixer kind {}", int(kind));
-}
-
-}  // namespace
 
 MixerKind parse_mixer_token(const std::string& token, const std::string& source) {
-  for (const MixerName& m : kMixers)
-    if (token == m.token) return m.kind;
-  PRIMER_FAIL("{}: unknown hybrid pattern token '{}' (expected one of *, SWA, M2, GDN, GKA)", source, token);
+  const MixerSpec* spec = find_mixer_spec(token);
+  PRIMER_CHECK(spec, "{}: unknown hybrid pattern token '{}' (expected one of {})", source, token, mixer_tokens());
+  return spec->kind;
 }
 
-const char* mixer_token(MixerKind kind) { return entry(kind).token; }
-const char* mixer_module(MixerKind kind) { return entry(kind).module; }
-bool is_ssm(MixerKind kind) {
-  return kind == MixerKind::Mamba2 || kind == MixerKind::GatedDeltaNet || kind == MixerKind::GatedKalmaNet;
-}
+const char* mixer_token(MixerKind kind) { return mixer_spec(kind).token; }
+const char* mixer_module(MixerKind kind) { return mixer_spec(kind).module; }
+bool is_ssm(MixerKind kind) { return mixer_spec(kind).is_ssm; }
 
 namespace {
 
@@ -89,7 +68,7 @@ HybridPattern parse_any_hybrid_pattern(const std::string& pattern, const std::st
     const std::optional<MixerKind> fused = parse_fused_token(token, where);
     PRIMER_CHECK(fused.has_value() == out.fused,
                  "{}: token '{}' mixes fused and plain tokens in '{}' (a Stage 0/1 pattern uses only '*DA' and 'X*' "
-                 "tokens, a standard one only '*', 'SWA', 'M2', 'GDN', 'GKA')", where, token, pattern);
+                 "tokens, a standard one only {})", where, token, pattern, mixer_tokens());
     out.layers.push_back(fused ? *fused : parse_mixer_token(token, where));
   }
   return out;

@@ -17,6 +17,8 @@ enum class MixerKind {
   Mamba2,         // "M2"
   GatedDeltaNet,  // "GDN"
   GatedKalmaNet,  // "GKA"
+  KaczmarzLinearAttention,  // "KZLA" Gated DeltaNet with the Kaczmarz step β = η/(‖k‖² + ε) on raw keys
+  KalmanLinearAttention,    // "KLA"  per-element Kalman filters in information form (CPU only so far)
 };
 
 MixerKind parse_mixer_token(const std::string& token, const std::string& source);
@@ -70,6 +72,21 @@ struct GdnConfig {
   std::optional<int64_t> kv_proj_rank;
   bool kv_learnable_residual = false;
   bool operator==(const GdnConfig&) const = default;
+};
+
+// Kaczmarz linear attention (kzla_config) takes Gated DeltaNet's options: the two layers differ only in the core's
+// step size and in leaving the keys unnormalised.
+using KzlaConfig = GdnConfig;
+
+// Kalman linear attention (kla_config). Heads as GDN's; each head's state is N = head_dim slots × head_dim channels.
+struct KlaConfig {
+  bool use_gate = true;        // output gate silu(g_proj x) after the output RMSNorm
+  bool use_short_conv = true;  // short convolutions (and SiLU) on q, k, v
+  int64_t conv_size = 4;
+  double min_precision = 1e-4;  // Λᵛ = softplus(lv_proj x) + min_precision
+  double process_noise_init = 0.01;  // p (the OU diffusion σ) at init: p̄ = p²(1 − ā²)/(2a)
+  double norm_eps = 1e-5;
+  bool operator==(const KlaConfig&) const = default;
 };
 
 // Mamba-2 in the Mamba-in-Llama mapping (mamba2_config): d_inner = Hq·D, d_xb = Hkv·D, d_state = head_dim,

@@ -4,7 +4,7 @@
 #include <variant>
 
 #include "core/check.h"
-#include "layers/hybrid_config_fields.h"
+#include "layers/mixer_spec.h"
 
 namespace primer {
 namespace {
@@ -23,53 +23,32 @@ const HybridFamily* find_hybrid(const std::string& base) {
   return nullptr;
 }
 
-template <class C>
-void read_fields(const json::Node& block, C& out, const std::vector<ConfigField<C>>& fields) {
-  for (const ConfigField<C>& f : fields)
-    std::visit(
-        [&](auto member) {
-          using T = std::remove_cvref_t<decltype(out.*member)>;
-          if constexpr (std::is_same_v<T, bool>) out.*member = block.bool_or(f.key, out.*member);
-          if constexpr (std::is_same_v<T, int64_t>) out.*member = block.int_or(f.key, out.*member);
-          if constexpr (std::is_same_v<T, double>) out.*member = block.double_or(f.key, out.*member);
-        },
-        f.member);
+void read_field(const json::Node& block, const MixerField& f, ModelConfig& c) {
+  const MixerOption current = f.get(c);
+  if (lacks_default(f)) return f.set(c, MixerOption(block.at(f.key).as_int()));
+  std::visit(
+      [&](const auto& value) {
+        using T = std::remove_cvref_t<decltype(value)>;
+        if constexpr (std::is_same_v<T, bool>) f.set(c, block.bool_or(f.key, value));
+        if constexpr (std::is_same_v<T, int64_t>) f.set(c, block.int_or(f.key, value));
+        if constexpr (std::is_same_v<T, double>) f.set(c, block.double_or(f.key, value));
+        if constexpr (std::is_same_v<T, std::optional<int64_t>>) {
+          const auto v = block.find(f.key);
+          f.set(c, v ? std::optional<int64_t>(v->as_int()) : std::nullopt);
+        }
+      },
+      current);
 }
 
-template <class C>
-void write_fields(json::Value& block, const C& in, const std::vector<ConfigField<C>>& fields) {
-  for (const ConfigField<C>& f : fields) std::visit([&](auto member) { block[f.key] = in.*member; }, f.member);
+json::Value field_json(const MixerOption& value) {
+  return std::visit(
+      [](const auto& v) -> json::Value {
+        using T = std::remove_cvref_t<decltype(v)>;
+        if constexpr (std::is_same_v<T, std::optional<int64_t>>) return v ? json::Value(*v) : json::Value();
+        else return json::Value(v);
+      },
+      value);
 }
-
-// A block's shape entries must describe the model they sit in (the reference derives them from it).
-void expect_equal(const json::Node& block, const char* key, int64_t expected) {
-  if (const auto v = block.find(key); v && v->as_int() != expected)
-    v->fail(fmt::format("is {}, but the model has {} (mixer shapes different from the attention's are not "
-                        "supported)", v->as_int(), expected));
-}
-
-void check_heads(const json::Node& block, const ModelConfig& c) {
-  expect_equal(block, "hidden_size", c.hidden_size);
-  expect_equal(block, "head_dim", c.head_dim);
-  expect_equal(block, "num_q_heads", c.num_attention_heads);
-  expect_equal(block, "num_k_heads", c.num_key_value_heads);
-  expect_equal(block, "num_v_heads", c.num_key_value_heads);
-}
-
-void write_heads(json::Value& block, const ModelConfig& c) {
-  block["hidden_size"] = c.hidden_size;
-  block["head_dim"] = c.head_dim;
-  block["num_q_heads"] = c.num_attention_heads;
-  block["num_k_heads"] = c.num_key_value_heads;
-  block["num_v_heads"] = c.num_key_value_heads;
-}
-
-std::optional<int64_t> optional_int(const json::Node& block, const char* key) {
-  if (const auto v = block.find(key)) return v->as_int();
-  return std::nullopt;
-}
-
-json::Value optional_json(const std::optional<int64_t>& v) { return v ? json::Value(*v) : json::Value(); }
 
 bool uses(const ModelConfig& c, MixerKind kind) {
   return std::find(c.layer_types.begin(), c.layer_types.end(), kind) != c.layer_types.end();
@@ -104,40 +83,14 @@ void parse_hybrid_fields(const json::Node& root, ModelConfig& c) {
   c.layer_types = pattern.layers;
   c.fused = pattern.fused;
 
-  if (uses(c, MixerKind::GatedKalmaNet)) {
-    if (const auto block = root.find("gka_config")) {
-      check_heads(*block, c);
-      read_fields(*block, c.gka, gka_fields());
-      c.gka.kv_proj_rank = optional_int(*block, "kv_proj_rank");
-      if (const auto solver = block->find("solver_type"); solver && solver->as_string() != "chebyshev")
-        solver->fail(fmt::format("is '{}', expected chebyshev (the only solver of the reference)",
-                                 solver->as_string()));
-    }
-  }
-  if (uses(c, MixerKind::GatedDeltaNet)) {
-    if (const auto block = root.find("gdn_config")) {
-      check_heads(*block, c);
-      read_fields(*block, c.gdn, gdn_fields());
-      c.gdn.kv_proj_rank = optional_int(*block, "kv_proj_rank");
-    }
-  }
-  if (uses(c, MixerKind::Mamba2)) {
-    if (const auto block = root.find("mamba2_config")) {
-      expect_equal(*block, "d_model", c.hidden_size);
-      expect_equal(*block, "d_inner", c.num_attention_heads * c.head_dim);
-      expect_equal(*block, "d_xb", c.num_key_value_heads * c.head_dim);
-      if (const auto ssm = block->find("ssm_cfg")) {
-        expect_equal(*ssm, "d_state", c.head_dim);
-        expect_equal(*ssm, "ngroups", c.num_attention_heads);
-        expect_equal(*ssm, "expand", 1);
-      }
-      read_fields(*block, c.mamba2, mamba2_fields());
-    }
-  }
-  if (uses(c, MixerKind::SlidingWindow)) {
-    const auto block = root.find("swa_config");
-    if (!block) root.at("swa_config");  // required: names the missing key
-    c.swa.window_size = block->at("window_size").as_int();
+  for (const MixerSpec* spec : mixer_specs()) {
+    if (!spec->json_block || !uses(c, spec->kind)) continue;
+    bool must_exist = false;
+    for (const MixerField& f : spec->fields) must_exist |= lacks_default(f);
+    const auto block = must_exist ? std::optional<json::Node>(root.at(spec->json_block)) : root.find(spec->json_block);
+    if (!block) continue;
+    if (spec->read_json_extra) spec->read_json_extra(*block, c);
+    for (const MixerField& f : spec->fields) read_field(*block, f, c);
   }
 }
 
@@ -149,36 +102,12 @@ void write_hybrid_fields(const ModelConfig& c, json::Value& j) {
     types.push_back(json::Value(format_hybrid_pattern(one)));
   }
   j["layer_types"] = std::move(types);
-  if (uses(c, MixerKind::GatedKalmaNet)) {
-    json::Value& b = j["gka_config"];
-    write_heads(b, c);
-    write_fields(b, c.gka, gka_fields());
-    b["solver_type"] = "chebyshev";
-    b["kv_proj_rank"] = optional_json(c.gka.kv_proj_rank);
-    b["conv_bias"] = false;
+  for (const MixerSpec* spec : mixer_specs()) {
+    if (!spec->json_block || !uses(c, spec->kind)) continue;
+    json::Value& block = j[spec->json_block];
+    if (spec->write_json_extra) spec->write_json_extra(c, block);
+    for (const MixerField& f : spec->fields) block[f.key] = field_json(f.get(c));
   }
-  if (uses(c, MixerKind::GatedDeltaNet)) {
-    json::Value& b = j["gdn_config"];
-    write_heads(b, c);
-    write_fields(b, c.gdn, gdn_fields());
-    b["kv_proj_rank"] = optional_json(c.gdn.kv_proj_rank);
-  }
-  if (uses(c, MixerKind::Mamba2)) {
-    json::Value& b = j["mamba2_config"];
-    b["d_model"] = c.hidden_size;
-    b["d_inner"] = c.num_attention_heads * c.head_dim;
-    b["d_xb"] = c.num_key_value_heads * c.head_dim;
-    b["intermediate_size"] = c.intermediate_size;
-    b["hidden_act"] = "silu";
-    b["rms_norm_eps"] = c.rms_norm_eps;
-    b["n_layer"] = c.num_hidden_layers;
-    json::Value& ssm = b["ssm_cfg"];
-    ssm["expand"] = 1;
-    ssm["ngroups"] = c.num_attention_heads;
-    ssm["d_state"] = c.head_dim;
-    write_fields(b, c.mamba2, mamba2_fields());
-  }
-  if (uses(c, MixerKind::SlidingWindow)) j["swa_config"]["window_size"] = c.swa.window_size;
 }
 
 }  // namespace primer

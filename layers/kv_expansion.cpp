@@ -38,11 +38,12 @@ ag::Var KvExpansion::forward(const ag::Var& x) {
 }
 
 ExpandedHeads expand_qkv(const ag::Var& q, const ag::Var& k, const ag::Var& v, int64_t heads, double l2_eps,
-                         KvExpansion* k_expansion, KvExpansion* v_expansion) {
+                         KvExpansion* k_expansion, KvExpansion* v_expansion, bool normalize_keys) {
   const int64_t q_groups = heads / q->value.size(2), kv_groups = heads / k->value.size(2);
   ExpandedHeads out;
   out.q = expand_heads(l2_normalize(q, l2_eps), q_groups);
-  out.k = k_expansion ? l2_normalize(k_expansion->forward(k), l2_eps) : expand_heads(l2_normalize(k, l2_eps), kv_groups);
+  auto key_norm = [&](const ag::Var& x) { return normalize_keys ? l2_normalize(x, l2_eps) : x; };
+  out.k = k_expansion ? key_norm(k_expansion->forward(k)) : expand_heads(key_norm(k), kv_groups);
   out.v = v_expansion ? v_expansion->forward(v) : expand_heads(v, kv_groups);
   return out;
 }

@@ -18,7 +18,14 @@
 #include "layers/mixer.h"
 #include "layers/model_config.h"
 
+namespace primer {
+struct MixerSpec;
+}
+
 namespace primer::layers {
+
+// The registration of Mamba-2 (token M2, module mamba, config.json mamba2_config, recipe section mamba2).
+const MixerSpec& mamba2_spec();
 
 class Mamba2Mixer : public SequenceMixer {
  public:

@@ -1,11 +1,13 @@
 #include "layers/model_config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 
 #include "core/check.h"
 #include "core/ops/rope.h"
 #include "layers/hybrid_config_json.h"
+#include "layers/mixer_spec.h"
 
 namespace primer {
 namespace {
@@ -169,10 +171,9 @@ void ModelConfig::validate(const std::string& source) const {
   PRIMER_CHECK(layer_types.empty() || int64_t(layer_types.size()) == num_hidden_layers,
                "{}: the hybrid pattern has {} layers, expected num_hidden_layers = {}", source, layer_types.size(),
                num_hidden_layers);
-  for (const MixerKind kind : layer_types)
-    PRIMER_CHECK(kind != MixerKind::SlidingWindow || swa.window_size > 0,
-                 "{}: the hybrid pattern has SWA layers but swa_config.window_size is {}, expected > 0", source,
-                 swa.window_size);
+  for (const MixerSpec* spec : mixer_specs())
+    if (spec->validate && std::find(layer_types.begin(), layer_types.end(), spec->kind) != layer_types.end())
+      spec->validate(*this, source);
 }
 
 json::Value to_hf_json(const ModelConfig& c) {

@@ -57,6 +57,8 @@ struct ModelConfig {
   bool fused = false;
   GkaConfig gka;
   GdnConfig gdn;
+  KzlaConfig kzla;
+  KlaConfig kla;
   Mamba2Config mamba2;
   SwaConfig swa;
   MixerKind mixer(int64_t layer) const {

@@ -105,6 +105,33 @@ void transfer_swa(LayerTransfer& t) {
   }
 }
 
+// How Stage 0 fills each mixer's parameters from the attention it replaces, by pattern token.
+struct TransferRule {
+  const char* token;
+  void (*transfer)(LayerTransfer& t, bool rowwise_gate);
+};
+constexpr TransferRule kTransferRules[] = {
+    {"GKA", [](LayerTransfer& t, bool rowwise) { transfer_gated_linear(t, t.c.gka.use_gate, rowwise); }},
+    {"GDN", [](LayerTransfer& t, bool rowwise) { transfer_gated_linear(t, t.c.gdn.use_gate, rowwise); }},
+    // By analogy with GDN (the paper has no Priming rule): the attention's projections, the raw keys' norms kept.
+    {"KZLA", [](LayerTransfer& t, bool rowwise) { transfer_gated_linear(t, t.c.kzla.use_gate, rowwise); }},
+    // By analogy with GDN (KLA's paper has no Priming rule): q, k, v, o projections and the gate; the value
+    // precision and the filter dynamics keep their own initialisation.
+    {"KLA", [](LayerTransfer& t, bool rowwise) { transfer_gated_linear(t, t.c.kla.use_gate, rowwise); }},
+    {"M2", [](LayerTransfer& t, bool rowwise) { transfer_mamba2(t, rowwise); }},
+    {"SWA", [](LayerTransfer& t, bool) { transfer_swa(t); }},
+};
+
+const TransferRule& transfer_rule(MixerKind kind) {
+  const std::string token = mixer_token(kind);
+  std::string supported;
+  for (const TransferRule& rule : kTransferRules) {
+    if (token == rule.token) return rule;
+    supported += (supported.empty() ? "" : ", ") + std::string(rule.token);
+  }
+  PRIMER_FAIL("Stage 0 has no weight transfer into {} layers (supported: {})", token, supported);
+}
+
 DType parse_dtype(const std::string& name) {
   if (name == "bf16" || name == "bfloat16") return DType::BF16;
   if (name == "fp16" || name == "float16") return DType::F16;
@@ -138,13 +165,7 @@ std::vector<std::string> transfer_attention_weights(const ModelConfig& c, Parame
     const MixerKind kind = c.mixer(i);
     if (kind == MixerKind::Attention) continue;
     LayerTransfer t{params, c, layer_prefix(i) + "self_attn.", layer_prefix(i) + mixer_module(kind) + ".", {}};
-    switch (kind) {
-      case MixerKind::GatedKalmaNet: transfer_gated_linear(t, c.gka.use_gate, rowwise_gate); break;
-      case MixerKind::GatedDeltaNet: transfer_gated_linear(t, c.gdn.use_gate, rowwise_gate); break;
-      case MixerKind::Mamba2: transfer_mamba2(t, rowwise_gate); break;
-      case MixerKind::SlidingWindow: transfer_swa(t); break;
-      case MixerKind::Attention: break;
-    }
+    transfer_rule(kind).transfer(t, rowwise_gate);
     std::vector<std::string> initialised;
     for (Parameter* p : params.all()) {
       if (!p->name.starts_with(t.student)) continue;

@@ -3,59 +3,70 @@
 #include <variant>
 
 #include "core/check.h"
-#include "layers/hybrid_config_fields.h"
+#include "layers/mixer_spec.h"
 
 namespace primer::recipes {
 namespace {
 
-// One schema field per option of a mixer's table, defaulting to the struct's default.
-template <class C>
-void add_block(config::Schema& s, const std::string& section, const std::vector<ConfigField<C>>& fields) {
-  const C defaults;
-  for (const ConfigField<C>& f : fields) {
-    const std::string key = section + "." + f.key;
+// One schema field per option of a mixer, under its recipe section, defaulting to ModelConfig's default; a count
+// with no usable default (and an unset-able count) is optional.
+void add_block(config::Schema& s, const MixerSpec& spec) {
+  const ModelConfig defaults;
+  for (const MixerField& f : spec.fields) {
+    const std::string key = std::string(spec.recipe_section) + "." + f.key;
     std::visit(
-        [&](auto member) {
-          using T = std::remove_cvref_t<decltype(defaults.*member)>;
-          if constexpr (std::is_same_v<T, bool>) s.add_bool(key, f.doc).defaults(defaults.*member);
-          if constexpr (std::is_same_v<T, int64_t>) s.add_int(key, f.doc).at_least(0).defaults(defaults.*member);
-          if constexpr (std::is_same_v<T, double>) s.add_float(key, f.doc).above(0).defaults(defaults.*member);
+        [&](const auto& value) {
+          using T = std::remove_cvref_t<decltype(value)>;
+          if constexpr (std::is_same_v<T, bool>) s.add_bool(key, f.doc).defaults(value);
+          if constexpr (std::is_same_v<T, int64_t>) {
+            config::Field& field = s.add_int(key, f.doc).at_least(double(f.minimum));
+            if (lacks_default(f)) field.optional();
+            else field.defaults(value);
+          }
+          if constexpr (std::is_same_v<T, double>) s.add_float(key, f.doc).above(0).defaults(value);
+          if constexpr (std::is_same_v<T, std::optional<int64_t>>) s.add_int(key, f.doc).at_least(double(f.minimum)).optional();
         },
-        f.member);
+        f.get(defaults));
   }
 }
 
-template <class C>
-void read_block(const config::Config& cfg, const std::string& section, const std::vector<ConfigField<C>>& fields, C& out) {
-  for (const ConfigField<C>& f : fields) {
-    const std::string key = section + "." + f.key;
+void read_block(const config::Config& cfg, const MixerSpec& spec, ModelConfig& c) {
+  for (const MixerField& f : spec.fields) {
+    const std::string key = std::string(spec.recipe_section) + "." + f.key;
     std::visit(
-        [&](auto member) {
-          using T = std::remove_cvref_t<decltype(out.*member)>;
-          if constexpr (std::is_same_v<T, bool>) out.*member = cfg.get_bool(key);
-          if constexpr (std::is_same_v<T, int64_t>) out.*member = cfg.get_int(key);
-          if constexpr (std::is_same_v<T, double>) out.*member = cfg.get_float(key);
+        [&](const auto& value) {
+          using T = std::remove_cvref_t<decltype(value)>;
+          if constexpr (std::is_same_v<T, bool>) f.set(c, cfg.get_bool(key));
+          if constexpr (std::is_same_v<T, int64_t>) {
+            if (cfg.has(key)) f.set(c, cfg.get_int(key));
+          }
+          if constexpr (std::is_same_v<T, double>) f.set(c, cfg.get_float(key));
+          if constexpr (std::is_same_v<T, std::optional<int64_t>>)
+            f.set(c, cfg.has(key) ? std::optional<int64_t>(cfg.get_int(key)) : std::nullopt);
         },
-        f.member);
+        f.get(c));
   }
 }
 
-std::optional<int64_t> optional_int(const config::Config& cfg, const std::string& key) {
-  return cfg.has(key) ? std::optional<int64_t>(cfg.get_int(key)) : std::nullopt;
+std::vector<std::string> convertible_tokens() {
+  std::vector<std::string> tokens;
+  for (const MixerSpec* spec : mixer_specs())
+    if (spec->kind != MixerKind::Attention) tokens.push_back(spec->token);
+  return tokens;
 }
 
 config::Schema build_prime_init_schema() {
   config::Schema s;
   s.add_string("base_model_name_or_path", "Hugging Face checkpoint directory of the source Transformer").required();
   s.add_string("hybrid_override_pattern",
-               "Per-layer tokens, '-'-separated: fused (*DA, GKA*, GDN*, M2*, SWA*) or plain (*, GKA, ...; "
-               "converted to fused)")
+               "Per-layer tokens, '-'-separated: fused (*DA, GKA*, GDN*, ...) or plain (*, GKA, ...; converted "
+               "to fused); mixers: " + mixer_tokens())
       .optional();
   s.add_float("hybrid_ratio", "Instead of a pattern: the fraction of layers that become ssm_mixer layers")
       .at_least(0)
       .at_most(1)
       .optional();
-  s.add_enum("ssm_mixer", {"GKA", "GDN", "M2", "SWA"}, "The mixer of the converted layers (with hybrid_ratio)")
+  s.add_enum("ssm_mixer", convertible_tokens(), "The mixer of the converted layers (with hybrid_ratio)")
       .defaults("GKA");
   s.add_string("importance_scores",
                "With hybrid_ratio: a `primer select-layers` CSV; the least important layers are converted "
@@ -72,18 +83,8 @@ config::Schema build_prime_init_schema() {
              "rowwise repeats single rows (the reference code)")
       .defaults("headwise");
   s.add_int("seed", "Seed of the random initialisation of the new parameters").at_least(0).defaults(42);
-  add_block(s, "gka", gka_fields());
-  s.add_int("gka.kv_proj_rank", "Adaptive GQA rank of the K/V expansion; unset: plain GQA repetition")
-      .at_least(1)
-      .optional();
-  add_block(s, "gdn", gdn_fields());
-  s.add_int("gdn.kv_proj_rank", "Adaptive GQA rank of the K/V expansion; unset: plain GQA repetition")
-      .at_least(1)
-      .optional();
-  add_block(s, "mamba2", mamba2_fields());
-  s.add_int("swa.window_size", "Sliding window of SWA layers (required when the pattern has SWA)")
-      .at_least(1)
-      .optional();
+  for (const MixerSpec* spec : mixer_specs())
+    if (spec->recipe_section) add_block(s, *spec);
   s.add_check([](const config::Config& cfg) {
     PRIMER_CHECK(cfg.has("hybrid_override_pattern") != cfg.has("hybrid_ratio"),
                  "{}: set exactly one of 'hybrid_override_pattern' and 'hybrid_ratio'", cfg.path());
@@ -101,12 +102,8 @@ const config::Schema& prime_init_schema() {
 }
 
 void apply_mixer_options(const config::Config& cfg, ModelConfig& c) {
-  read_block(cfg, "gka", gka_fields(), c.gka);
-  c.gka.kv_proj_rank = optional_int(cfg, "gka.kv_proj_rank");
-  read_block(cfg, "gdn", gdn_fields(), c.gdn);
-  c.gdn.kv_proj_rank = optional_int(cfg, "gdn.kv_proj_rank");
-  read_block(cfg, "mamba2", mamba2_fields(), c.mamba2);
-  if (cfg.has("swa.window_size")) c.swa.window_size = cfg.get_int("swa.window_size");
+  for (const MixerSpec* spec : mixer_specs())
+    if (spec->recipe_section) read_block(cfg, *spec, c);
 }
 
 std::string prime_init_reference() {
@@ -125,7 +122,8 @@ implementation's names):
 
 | mixer | from the layer's attention | initialised as the reference does |
 |---|---|---|
-| GKA, GDN | `q_proj ← W_Q`, `k_proj ← W_K`, `v_proj ← W_V`, `o_proj ← W_O`, `g_proj ← 0.5·(W_Oᵀ + expand(W_V))` | gate, β, α projections, `A_log`, `dt_bias`, short convs, `o_norm` |
+| GKA, GDN, KZLA | `q_proj ← W_Q`, `k_proj ← W_K`, `v_proj ← W_V`, `o_proj ← W_O`, `g_proj ← 0.5·(W_Oᵀ + expand(W_V))` | gate, β, α projections, `A_log`, `dt_bias`, short convs, `o_norm` |
+| KLA | the same as GKA, GDN, KZLA (by analogy: no published rule) | `lv_proj`, `lambda_log`, `delta`, `process_noise_log`, short convs, `o_norm` |
 | M2 | `in_proj` rows: x `← W_V`, B `← W_K`, C `← W_Q`, z `← 0.5·(W_Oᵀ + expand(W_V))`; `out_proj ← W_O`; `B_norm ← k_norm`, `C_norm ← q_norm` | dt rows, conv, `A_log`, `dt_bias`, `D`, `norm` |
 | SWA | `q_proj`, `k_proj`, `v_proj`, `o_proj`, `q_norm`, `k_norm` | — |
 

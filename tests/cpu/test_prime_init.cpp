@@ -206,6 +206,31 @@ TEST(PrimeInit, GkaAndGdnTakeProjectionsAndTheGateFromTheAttention) {
   }
 }
 
+// KZLA and KLA take GDN's rule (by analogy: their papers have no Priming transfer): projections copied, the gate
+// from W_O and W_V.
+TEST(PrimeInit, KzlaAndKlaTakeGdnsTransfer) {
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  TinyBase base(seed);
+  for (const auto& [token, module] : {std::pair{"KZLA", "kzla"}, std::pair{"KLA", "kla"}}) {
+    SCOPED_TRACE(token);
+    const std::string out = base.dir + "-" + module, yaml = base.dir + "-" + module + ".yaml";
+    std::ofstream(yaml) << "base_model_name_or_path: " << base.dir << "\noutput_dir: " << out
+                        << "\nhybrid_ratio: 0.5\nssm_mixer: " << token << "\ndtype: fp32\n";
+    ASSERT_EQ(recipes::run_prime_init(yaml, {}), 0);
+    Loaded fused(out);
+    const std::string t = "model.layers.1.self_attn.", m = std::string("model.layers.1.") + module + ".";
+    for (const char* proj : {"q_proj.weight", "k_proj.weight", "v_proj.weight", "o_proj.weight"})
+      test::expect_close(fused.get(m + proj), base.params.get(t + proj).master, 0, 0, m + proj);
+    const Tensor gate = Tensor::empty({16, 8}, DType::F32);
+    recipes::init_gate(gate, base.params.get(t + "o_proj.weight").master, base.params.get(t + "v_proj.weight").master,
+                       4, 2, false);
+    test::expect_close(fused.get(m + "g_proj.weight"), gate, 0, 0, m + "g_proj.weight");
+    fs::remove_all(out);
+    fs::remove(yaml);
+  }
+}
+
 TEST(PrimeInit, RecipeErrors) {
   const std::string yaml = testing::TempDir() + "/stage0-bad-" + std::to_string(test::fresh_seed()) + ".yaml";
   std::ofstream(yaml) << "base_model_name_or_path: x\noutput_dir: y\n";

@@ -1,7 +1,8 @@
 // The CUDA gated delta rule against the f64 token-by-token reference on the same rounded inputs: o, the final
 // state and every gradient (q, k, v, g, β, the initial state, with a final-state gradient flowing in), for
 // T ∈ {1, 5, 64, 100, 200}, K = V ∈ {64, 128}, with and without an initial state, bf16 and f32 q/k/v, β up to 2;
-// chaining [x1; x2] as x1 then x2 from its state; and the Gated DeltaNet layer in bf16 against the f64 CPU layer.
+// chaining [x1; x2] as x1 then x2 from its state; the Gated DeltaNet and KZLA layers in bf16 against the f64 CPU
+// layer; and Kaczmarz linear attention's core (through these kernels) against its own f64 reference.
 //
 // Tolerances, on the RMS ratio ‖gpu − ref‖ / ‖ref‖ (fla's metric for the same algorithm): every tensor-core product
 // rounds its operands to bf16 (2^-9 relative), and the chunk quantities pass through two to four such products
@@ -17,13 +18,17 @@
 #include <cstdio>
 
 #include "core/autograd/functions.h"
+#include "core/autograd/kaczmarz_delta_rule.h"
 #include "core/ops/gated_delta_rule.h"
+#include "core/ops/kaczmarz_delta_rule.h"
+#include "core/ops/key_norm_scale.h"
 #ifdef PRIMER_WITH_CUDA
 #include "core/ops/cuda/gated_delta_rule.h"
 #endif
 #include "layers/gdn_mixer.h"
 #include "tests/cuda/parity_util.h"
 #include "tests/support/gated_delta_inputs.h"
+#include "tests/support/kaczmarz_inputs.h"
 
 namespace primer {
 namespace {
@@ -239,10 +244,10 @@ TEST(GatedDeltaRuleCuda, ChainingCarriesTheState) {
   expect_ratio(g1.dstate_in, r.dstate_in, kGradTol, "dstate_in");
 }
 
-// The Gated DeltaNet layer in bf16 on the GPU against the f64 CPU layer with the same (bf16-rounded) parameters:
-// output, final state and the gradients of the input, the initial state and every parameter.
-TEST(GdnMixerCuda, Bf16LayerTracksTheF64Layer) {
-  PRIMER_REQUIRE_CUDA();
+// The Gated DeltaNet layer (or KZLA, its Kaczmarz-step form) in bf16 on the GPU against the f64 CPU layer with the
+// same (bf16-rounded) parameters: output, final state and the gradients of the input, the initial state and every
+// parameter.
+void expect_bf16_layer_tracks_f64_layer(layers::DeltaStep step) {
   const uint64_t seed = test::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   ModelConfig c;
@@ -262,7 +267,7 @@ TEST(GdnMixerCuda, Bf16LayerTracksTheF64Layer) {
     std::vector<Tensor> dconv, grads;
   };
   ParameterRegistry gpu_params, cpu_params;
-  layers::GdnMixer gpu_mixer(c, "gdn", gpu_params), cpu_mixer(c, "gdn", cpu_params);
+  layers::GdnMixer gpu_mixer(c, "gdn", gpu_params, step), cpu_mixer(c, "gdn", cpu_params, step);
   gpu_params.materialize(Device::cuda(), DType::BF16, seed);
   cpu_params.materialize(Device::cpu(), DType::F64, seed);
   for (Parameter* p : cpu_params.all()) p->var->value = test::cpu_f64(gpu_params.get(p->name).var->value);
@@ -300,6 +305,103 @@ TEST(GdnMixerCuda, Bf16LayerTracksTheF64Layer) {
   const std::vector<Parameter*> names = cpu_params.all();
   for (size_t i = 0; i < r.grads.size(); ++i) expect_ratio(g.grads[i], r.grads[i], 5e-2, names[i]->name);
 }
+
+TEST(GdnMixerCuda, Bf16LayerTracksTheF64Layer) {
+  PRIMER_REQUIRE_CUDA();
+  expect_bf16_layer_tracks_f64_layer(layers::DeltaStep::Gated);
+}
+
+TEST(KzlaMixerCuda, Bf16LayerTracksTheF64Layer) {
+  PRIMER_REQUIRE_CUDA();
+  expect_bf16_layer_tracks_f64_layer(layers::DeltaStep::Kaczmarz);
+}
+
+// Kaczmarz linear attention's core (ag::kaczmarz_delta_rule: unit keys and scaled values through these kernels)
+// against its f64 reference on raw keys (norms spanning 0.05 to 5), on the same rounded inputs. The only additions
+// to the gated delta rule's error are one bf16 rounding each of r·k and r·v on the way in (2^-9 relative at most,
+// ~1.1e-3 RMS: in quadrature with the kernels' measured 2.3-2.7e-3 that stays near 3e-3), so its bounds hold.
+class KaczmarzDeltaRuleCuda : public ::testing::TestWithParam<Case> {};
+
+TEST_P(KaczmarzDeltaRuleCuda, MatchesTheF64Reference) {
+  PRIMER_REQUIRE_CUDA();
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const Case& c = GetParam();
+  const int64_t B = 2, H = 2;
+  const double scale = 1.0 / std::sqrt(double(c.D)), eps = 1e-6;
+  const test::KaczmarzInputs in = test::kaczmarz_inputs(B, c.T, H, c.D, c.D, seed);
+  auto gpu = [&](const Tensor& t, DType dt) { return ag::leaf(t.to(dt).to(Device::cuda())); };
+  std::vector<ag::Var> x = {gpu(in.q, c.dtype), gpu(in.k, c.dtype), gpu(in.v, c.dtype), gpu(in.g, DType::F32),
+                            gpu(in.eta, DType::F32)};
+  const ag::Var s0 = c.with_state ? gpu(in.state, DType::F32) : nullptr;
+  const Tensor dout = test::randn({B, c.T, H, c.D}, seed + 11).to(c.dtype).to(Device::cuda());
+  const Tensor dstate = test::randn({B, H, c.D, c.D}, seed + 12).to(DType::F32).to(Device::cuda());
+  std::vector<Tensor> rx;
+  for (const ag::Var& v : x) rx.push_back(test::cpu_f64(v->value));
+  const Tensor rstate = c.with_state ? test::cpu_f64(s0->value) : Tensor();
+
+  poison_pool();
+  ag::Var st;
+  const ag::Var o = ag::kaczmarz_delta_rule(x[0], x[1], x[2], x[3], x[4], scale, eps, s0, &st);
+  Tensor ref_state;
+  const Tensor ref = ops::reference::kaczmarz_delta_rule(rx[0], rx[1], rx[2], rx[3], rx[4], scale, eps, rstate, &ref_state);
+  EXPECT_EQ(o->value.dtype(), c.dtype);
+  expect_ratio(o->value, ref, kOutTol, "o");
+  expect_ratio(st->value, ref_state, kOutTol, "state_out");
+
+  poison_pool();
+  o->grad = dout;
+  st->grad = dstate;
+  ag::current_tape().backward();
+  const ops::KaczmarzDeltaGrads r = ops::reference::kaczmarz_delta_rule_backward(
+      test::cpu_f64(dout), rx[0], rx[1], rx[2], rx[3], rx[4], scale, eps, rstate, test::cpu_f64(dstate));
+  expect_ratio(x[0]->grad, r.dq, kGradTol, "dq");
+  expect_ratio(x[1]->grad, r.dk, kGradTol, "dk");
+  expect_ratio(x[2]->grad, r.dv, kGradTol, "dv");
+  expect_ratio(x[3]->grad, r.dg, kGateTol, "dg", rms(r.deta));
+  expect_ratio(x[4]->grad, r.deta, kGateTol, "deta");
+  if (c.with_state) expect_ratio(s0->grad, r.dstate_in, kGradTol, "dstate_in");
+}
+
+// The fused key-norm scaling alone at head dims that are not multiples of the warp (K = 48, V = 80) and an odd row
+// count, bf16 and f32, forward and backward, against the f64 CPU on the same rounded inputs: f32 math, one rounding
+// to the I/O dtype per output element (2^-9 relative in bf16, 2^-24 in f32).
+TEST(KeyNormScaleCuda, MatchesTheF64Cpu) {
+  PRIMER_REQUIRE_CUDA();
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  for (DType dt : {DType::BF16, DType::F32}) {
+    const double tol = dt == DType::BF16 ? 4e-3 : 1e-6;
+    auto gpu = [&](const Tensor& t) { return t.to(dt).to(Device::cuda()); };
+    const Tensor k = gpu(test::randn({3, 37, 48}, seed)), v = gpu(test::randn({3, 37, 80}, seed + 1));
+    const Tensor dk = gpu(test::randn({3, 37, 48}, seed + 2)), dv = gpu(test::randn({3, 37, 80}, seed + 3));
+    poison_pool();
+    const ops::KeyNormScaled s = ops::key_norm_scale(k, v, 1e-6);
+    const ops::KeyNormScaleGrads g = ops::key_norm_scale_backward(dk, dv, k, v, s.r);
+    const ops::KeyNormScaled rs = ops::key_norm_scale(test::cpu_f64(k), test::cpu_f64(v), 1e-6);
+    const ops::KeyNormScaleGrads rg = ops::key_norm_scale_backward(test::cpu_f64(dk), test::cpu_f64(dv), test::cpu_f64(k),
+                                                                   test::cpu_f64(v), rs.r);
+    expect_ratio(s.k, rs.k, tol, "k_hat");
+    expect_ratio(s.v, rs.v, tol, "v_hat");
+    expect_ratio(s.r, rs.r, 1e-6, "r");
+    expect_ratio(g.dk, rg.dk, tol, "dk");
+    expect_ratio(g.dv, rg.dv, tol, "dv");
+  }
+}
+
+std::vector<Case> kaczmarz_cases() {
+  std::vector<Case> cases;
+  bool state = true;
+  for (int64_t D : {64, 128})
+    for (int64_t T : {1, 7, 100, 200}) {
+      cases.push_back({T, D, state, 1.0, DType::BF16});
+      state = !state;
+    }
+  cases.push_back({100, 64, true, 1.0, DType::F32});
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, KaczmarzDeltaRuleCuda, ::testing::ValuesIn(kaczmarz_cases()), case_name);
 
 }  // namespace
 }  // namespace primer

@@ -7,6 +7,7 @@
 #include "core/check.h"
 #include "core/console.h"
 #include "data/tokenize_job.h"
+#include "layers/mixer_spec.h"
 #include "parallel/comm/launch.h"
 #include "recipes/default_run.h"
 #include "recipes/hf_transfer.h"
@@ -79,7 +80,9 @@ int main(int argc, char** argv) {
   select_layers->add_option("--set", select_overrides, "override a recipe key (repeatable)");
   select_layers->add_option("--window", select.window, "sliding window of the trial layer")->check(CLI::PositiveNumber);
   select_layers->add_option("--ratio", select.ratio, "hybrid ratio of the printed patterns")->check(CLI::Range(0.0, 1.0));
-  select_layers->add_option("--mixer", select.mixer, "SSM token of the printed patterns (GKA, GDN, M2)");
+  select_layers->add_option("--mixer", select.mixer,
+                            "mixer token of the printed patterns (" +
+                                primer::mixer_tokens([](const primer::MixerSpec& m) { return m.is_ssm; }) + ")");
   select_layers->add_option("--out", select.out_csv, "CSV of the scores (default: <output_dir>/layer_importance.csv)");
 
   std::string export_recipe, export_checkpoint = "latest", export_out, export_dtype = "bf16";
