@@ -1,6 +1,6 @@
 // Multi-rank training equals one process: the loss of every step and the final weights, for every ZeRO stage, with
 // gradient accumulation and recomputation, on a Transformer, on a hybrid with GKA, GDN and Mamba-2 layers, and for
-// Stage 1 on a fused teacher-student model.
+// Stage 1 on a fused teacher-student model; `primer export` of a sharded checkpoint.
 //
 // Tolerance. Both runs compute in f32 on the same rows; they differ only in the order in which per-row gradient
 // contributions are summed (each rank sums its rows, then the ranks' sums are added), and in the loss's summation
@@ -14,6 +14,7 @@
 
 #include <cmath>
 
+#include "recipes/hf_transfer.h"
 #include "tests/dist/dist_env.h"
 #include "tests/dist/train_harness.h"
 
@@ -48,6 +49,12 @@ TEST(DistTrain, EveryZeroStageOnATransformerEqualsOneProcess) {
     const std::string out = fmt::format("{}/zero{}", dir, stage);
     train_on_world(run, out);
     expect_same_training(reference, out, fmt::format("ZeRO-{} on {} ranks", stage, world_comm().size()));
+    // `primer export` of the run's sharded checkpoint writes the weights the run itself exported, exactly.
+    if (world_comm().rank() == 0) {
+      ASSERT_EQ(recipes::run_export(out + ".yaml", {}, "latest", out + "-export", DType::F32), 0);
+      EXPECT_EQ(weight_difference(out + "-export", out).max_abs, 0.0) << "export of the ZeRO-" << stage << " checkpoint";
+    }
+    world_comm().barrier("export checked");
   }
 }
 
