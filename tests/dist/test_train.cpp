@@ -5,14 +5,15 @@
 // Tolerance. Both runs compute in f32 on the same rows; they differ only in the order in which per-row gradient
 // contributions are summed (each rank sums its rows, then the ranks' sums are added), and in the loss's summation
 // order. f32 rounding puts that at a few units of 2^-24 ≈ 6e-8 relative per sum, which the layers amplify where they
-// divide or exponentiate (Mamba-2's gates and scan, GKA's solve). Measured (2 and 3 ranks, every stage): losses agree to
-// < 1e-6 relative; final weights to ≤ 1e-6 relative L2 per tensor on the Transformer and ≤ 1e-5 on the hybrid (its
-// Mamba-2 in_proj). The weight bound, 1e-4, keeps a factor of ten over that; the loss bound, 1e-5, likewise. A wrong
-// shard, a lost or doubled micro-batch or rank, or a stale gathered weight moves a tensor by an AdamW step (lr = 3e-3
-// on weights of scale 0.02: ~1e-1 relative) — three orders of magnitude above either bound.
+// divide or exponentiate (Mamba-2's gates and scan, GKA's solve). AdamW would amplify it without bound where a
+// gradient element is near zero (its update g/(√v + ε) is then ±lr whatever the size of g), so the recipes use
+// ε = 1e-6 (tests/dist/train_harness.cpp): an update is then a smooth function of gradients down to 1e-6, and the
+// comparison measures the sharding, not AdamW's sign function. Measured (2 and 3 ranks, every stage): losses agree
+// to < 1e-7 relative; final weights to ≤ 1.2e-5 relative L2 per tensor (the hybrid's GKA k_proj; ≤ 4e-6 elsewhere).
+// The bounds keep a factor of eight to a hundred over that: 1e-5 on losses, 1e-4 on weights. A wrong shard, a lost
+// or doubled micro-batch or rank, or a stale gathered weight moves a tensor by an AdamW step (lr = 3e-3 on weights
+// of scale 0.02: ~1e-1 relative) — three orders of magnitude above either bound.
 #include <gtest/gtest.h>
-
-#include <cmath>
 
 #include "recipes/hf_transfer.h"
 #include "tests/dist/dist_env.h"
@@ -24,20 +25,6 @@ namespace {
 constexpr double kLossTolerance = 1e-5;    // relative, per step
 constexpr double kWeightTolerance = 1e-4;  // relative L2, per tensor
 
-void expect_same_training(const std::string& reference, const std::string& run, const std::string& what) {
-  const auto want = train_losses(reference), got = train_losses(run);
-  ASSERT_EQ(want.size(), got.size()) << what;
-  for (const auto& [step, loss] : want) {
-    ASSERT_TRUE(got.count(step)) << what << ": no loss at step " << step;
-    EXPECT_NEAR(got.at(step), loss, kLossTolerance * std::fabs(loss)) << what << ", step " << step;
-  }
-  const WeightDifference d = weight_difference(run, reference);
-  EXPECT_LE(d.max_relative, kWeightTolerance) << what << ": final weights differ most in " << d.worst_tensor;
-  if (world_comm().rank() == 0)
-    std::printf("%s: weights differ by at most %.3g (absolute), %.3g (relative L2, %s)\n", what.c_str(), d.max_abs,
-                d.max_relative, d.worst_tensor.c_str());
-}
-
 TEST(DistTrain, EveryZeroStageOnATransformerEqualsOneProcess) {
   const std::string dir = shared_test_dir("transformer");
   TinyRun run;  // tied embeddings, accumulation 2, recomputation on
@@ -48,7 +35,7 @@ TEST(DistTrain, EveryZeroStageOnATransformerEqualsOneProcess) {
     run.zero_stage = stage;
     const std::string out = fmt::format("{}/zero{}", dir, stage);
     train_on_world(run, out);
-    expect_same_training(reference, out, fmt::format("ZeRO-{} on {} ranks", stage, world_comm().size()));
+    expect_same_training(reference, out, {kLossTolerance, kWeightTolerance}, fmt::format("ZeRO-{} on {} ranks", stage, world_comm().size()));
     // `primer export` of the run's sharded checkpoint writes the weights the run itself exported, exactly.
     if (world_comm().rank() == 0) {
       ASSERT_EQ(recipes::run_export(out + ".yaml", {}, "latest", out + "-export", DType::F32), 0);
@@ -71,7 +58,7 @@ TEST(DistTrain, HybridWithGkaGdnMamba2EqualsOneProcess) {
     run.zero_stage = stage;
     const std::string out = fmt::format("{}/zero{}", dir, stage);
     train_on_world(run, out);
-    expect_same_training(reference, out, fmt::format("hybrid, ZeRO-{} on {} ranks", stage, world_comm().size()));
+    expect_same_training(reference, out, {kLossTolerance, kWeightTolerance}, fmt::format("hybrid, ZeRO-{} on {} ranks", stage, world_comm().size()));
   }
 }
 
@@ -86,7 +73,7 @@ TEST(DistTrain, WithoutRecomputationEqualsOneProcess) {
   const std::string reference = fmt::format("{}/reference-rank{}", dir, world_comm().rank());
   train_on_one_process(run, reference);
   train_on_world(run, dir + "/zero3");
-  expect_same_training(reference, dir + "/zero3", "no recomputation, ZeRO-3");
+  expect_same_training(reference, dir + "/zero3", {kLossTolerance, kWeightTolerance}, "no recomputation, ZeRO-3");
 }
 
 TEST(DistTrain, Stage1OnAFusedModelEqualsOneProcess) {
@@ -103,7 +90,7 @@ TEST(DistTrain, Stage1OnAFusedModelEqualsOneProcess) {
     run.zero_stage = stage;
     const std::string out = fmt::format("{}/zero{}", dir, stage);
     train_on_world(run, out);
-    expect_same_training(reference, out, fmt::format("Stage 1, ZeRO-{} on {} ranks", stage, world_comm().size()));
+    expect_same_training(reference, out, {kLossTolerance, kWeightTolerance}, fmt::format("Stage 1, ZeRO-{} on {} ranks", stage, world_comm().size()));
   }
 }
 

@@ -9,8 +9,6 @@
 // an H100: docs/distributed.md), far below what a wrong shard or a lost rank does (~1e-1).
 #include <gtest/gtest.h>
 
-#include <cmath>
-
 #include "core/cuda_runtime.h"
 #include "tests/dist/dist_env.h"
 #include "tests/dist/train_harness.h"
@@ -33,16 +31,9 @@ TEST(DistTrainGpu, EveryZeroStageEqualsOneProcessInBf16) {
     run.zero_stage = stage;
     const std::string out = fmt::format("{}/zero{}", dir, stage);
     train_on_world(run, out);
-    const auto want = train_losses(reference), got = train_losses(out);
-    ASSERT_EQ(want.size(), got.size());
-    for (const auto& [step, loss] : want)
-      EXPECT_NEAR(got.at(step), loss, kLossTolerance * std::fabs(loss)) << "ZeRO-" << stage << ", step " << step;
-    const WeightDifference d = weight_difference(out, reference);
-    EXPECT_LE(d.max_relative, kWeightTolerance) << "ZeRO-" << stage << ": weights differ most in " << d.worst_tensor;
-    if (world_comm().rank() == 0)
-      std::printf("GPU, ZeRO-%d on %d rank(s) (%s): losses within %.2g; weights within %.3g relative L2 (%s)\n", stage,
-                  world_comm().size(), gpu_world_comm().backend_name().c_str(), kLossTolerance, d.max_relative,
-                  d.worst_tensor.c_str());
+    expect_same_training(reference, out, {kLossTolerance, kWeightTolerance},
+                         fmt::format("GPU, ZeRO-{} on {} rank(s) ({})", stage, world_comm().size(),
+                                     gpu_world_comm().backend_name()));
   }
 }
 

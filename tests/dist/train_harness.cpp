@@ -19,6 +19,8 @@
 namespace primer::test {
 namespace {
 
+// adam_epsilon 1e-6: AdamW stays a smooth function of the gradient down to 1e-6, so summation-order rounding is not
+// turned into ±lr steps on near-zero gradient elements (tests/dist/test_train.cpp, "Tolerance").
 std::string recipe_text(const TinyRun& run, int ranks, const std::string& out_dir) {
   std::string text = fmt::format(
       "model_config: {{model_type: qwen3, vocab_size: 256, {},\n"
@@ -26,7 +28,7 @@ std::string recipe_text(const TinyRun& run, int ranks, const std::string& out_di
       "  max_position_embeddings: 64, tie_word_embeddings: {}, torch_dtype: float32}}\n"
       "dataset: {}/README.md\ncutoff_len: 32\nval_size: 0.1\n"
       "per_device_train_batch_size: {}\ngradient_accumulation_steps: {}\nzero_stage: {}\n"
-      "learning_rate: 3.0e-3\nlr_scheduler_type: {}\nwarmup_steps: 1\nmax_steps: {}\nlogging_steps: 1\neval_steps: 0\neval_batches: 2\n"
+      "learning_rate: 3.0e-3\nadam_epsilon: 1.0e-6\nlr_scheduler_type: {}\nwarmup_steps: 1\nmax_steps: {}\nlogging_steps: 1\neval_steps: 0\neval_batches: 2\n"
       "save_steps: {}\ndevice: {}\nseed: 11\ndisable_gradient_checkpointing: {}\noutput_dir: {}\n",
       // The GPU attention kernels take head_dim 64 or 128.
       run.cuda ? "hidden_size: 128, intermediate_size: 256, num_attention_heads: 2, num_key_value_heads: 1, head_dim: 64"
@@ -109,6 +111,23 @@ WeightDifference weight_difference(const std::string& out_a, const std::string& 
     }
   }
   return d;
+}
+
+void expect_same_training(const std::string& reference, const std::string& run, Tolerances tolerances,
+                          const std::string& what) {
+  const auto want = train_losses(reference), got = train_losses(run);
+  ASSERT_EQ(want.size(), got.size()) << what;
+  double worst_loss = 0;
+  for (const auto& [step, loss] : want) {
+    ASSERT_TRUE(got.count(step)) << what << ": no loss at step " << step;
+    EXPECT_NEAR(got.at(step), loss, tolerances.loss * std::fabs(loss)) << what << ", step " << step;
+    worst_loss = std::max(worst_loss, std::fabs(got.at(step) - loss) / std::fabs(loss));
+  }
+  const WeightDifference d = weight_difference(run, reference);
+  EXPECT_LE(d.max_relative, tolerances.weights) << what << ": final weights differ most in " << d.worst_tensor;
+  if (world_comm().rank() == 0)
+    std::printf("%s: losses differ by at most %.3g (relative); weights by %.3g (absolute), %.3g (relative L2, %s)\n",
+                what.c_str(), worst_loss, d.max_abs, d.max_relative, d.worst_tensor.c_str());
 }
 
 }  // namespace primer::test

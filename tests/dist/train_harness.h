@@ -44,4 +44,12 @@ struct WeightDifference {
 };
 WeightDifference weight_difference(const std::string& out_a, const std::string& out_b);
 
+// Expects `run` to have logged the reference's training loss at every step within `loss` (relative) and to have
+// exported weights within `weights` (relative L2 per tensor); prints the measured differences on rank 0.
+struct Tolerances {
+  double loss = 0, weights = 0;
+};
+void expect_same_training(const std::string& reference, const std::string& run, Tolerances tolerances,
+                          const std::string& what);
+
 }  // namespace primer::test

@@ -44,23 +44,6 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
-ModelConfig qwen3_0_6b(int64_t layers) {
-  ModelConfig c;
-  c.model_type = "qwen3";
-  c.vocab_size = 151936;
-  c.hidden_size = 1024;
-  c.intermediate_size = 3072;
-  c.num_hidden_layers = layers;
-  c.num_attention_heads = 16;
-  c.num_key_value_heads = 8;
-  c.head_dim = 128;
-  c.qk_norm = true;
-  c.tie_word_embeddings = true;
-  c.rope_theta = 1e6;
-  c.max_position_embeddings = 40960;
-  return c;
-}
-
 double max_over_ranks(parallel::Communicator& host, double v) {
   Tensor t = Tensor::full({1}, v, DType::F64);
   host.all_reduce(t, parallel::ReduceOp::Max, "bench");
@@ -70,7 +53,7 @@ double max_over_ranks(parallel::Communicator& host, double v) {
 bench::Row measure(const std::string& mode, const Options& o, parallel::Communicator& comm,
                    parallel::Communicator& host) {
   const Device device = Device::cuda(cuda::current_device());
-  const ModelConfig config = qwen3_0_6b(o.layers);
+  const ModelConfig config = bench::qwen3_0_6b(o.layers);
   ParameterRegistry params;
   layers::DecoderLM model(config, params, {true});
   params.materialize(device, DType::BF16, 0);

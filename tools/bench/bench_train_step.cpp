@@ -16,25 +16,8 @@ using namespace primer;
 
 namespace {
 
-ModelConfig qwen3_0_6b() {
-  ModelConfig c;
-  c.model_type = "qwen3";
-  c.vocab_size = 151936;
-  c.hidden_size = 1024;
-  c.intermediate_size = 3072;
-  c.num_hidden_layers = 28;
-  c.num_attention_heads = 16;
-  c.num_key_value_heads = 8;
-  c.head_dim = 128;
-  c.qk_norm = true;
-  c.tie_word_embeddings = true;
-  c.rope_theta = 1e6;
-  c.max_position_embeddings = 40960;
-  return c;
-}
-
 bench::Row measure(bool recompute, int64_t B, int64_t T) {
-  const ModelConfig config = qwen3_0_6b();
+  const ModelConfig config = bench::qwen3_0_6b();
   ParameterRegistry params;
   layers::DecoderLM model(config, params, {recompute});
   params.materialize(Device::cuda(), DType::BF16, 0);

@@ -72,4 +72,21 @@ std::string today() {
   return buf;
 }
 
+ModelConfig qwen3_0_6b(int64_t layers) {
+  ModelConfig c;
+  c.model_type = "qwen3";
+  c.vocab_size = 151936;
+  c.hidden_size = 1024;
+  c.intermediate_size = 3072;
+  c.num_hidden_layers = layers;
+  c.num_attention_heads = 16;
+  c.num_key_value_heads = 8;
+  c.head_dim = 128;
+  c.qk_norm = true;
+  c.tie_word_embeddings = true;
+  c.rope_theta = 1e6;
+  c.max_position_embeddings = 40960;
+  return c;
+}
+
 }  // namespace primer::bench

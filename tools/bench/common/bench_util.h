@@ -5,7 +5,13 @@
 #include <string>
 #include <vector>
 
+#include "layers/model_config.h"
+
 namespace primer::bench {
+
+// The Qwen3-0.6B shape (hidden 1024, 16 q / 8 kv heads of 128, FFN 3072, vocab 151936, tied embeddings) with
+// `layers` decoder layers (28 in the real model).
+ModelConfig qwen3_0_6b(int64_t layers = 28);
 
 // Median milliseconds of fn() over `iters` runs after `warmup` runs, timed with CUDA events on the compute stream.
 double median_ms(const std::function<void()>& fn, int warmup = 5, int iters = 30);
