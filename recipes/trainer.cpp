@@ -2,6 +2,8 @@
 
 #include <filesystem>
 
+#include "core/check.h"
+
 #include "core/cuda_runtime.h"
 #include "core/io/atomic_file.h"
 #include "layers/hf_checkpoint.h"
@@ -67,7 +69,10 @@ void export_final_model(TrainSetup& s) {
 double train(const config::Config& cfg, const std::string& recipe, RunRanks ranks) {
   const std::string out_dir = cfg.get_string("output_dir");
   if (ranks.host->rank() == 0) {
-    std::filesystem::create_directories(out_dir);
+    std::error_code ec;
+    std::filesystem::create_directories(out_dir, ec);
+    PRIMER_CHECK(!ec && std::filesystem::is_directory(out_dir), "output_dir '{}' ({}): cannot create the run directory{}",
+                 out_dir, cfg.where("output_dir"), ec ? ": " + ec.message() : " (a file of that name is in the way)");
     io::write_file_atomic(out_dir + "/resolved_config.yaml", cfg.resolved_yaml());
   }
   TrainSetup setup = setup_training(cfg, recipe, ranks);

@@ -119,6 +119,7 @@ class ConfigLoader {
       if (std::filesystem::weakly_canonical(chain[i]).string() == canonical)
         PRIMER_FAIL("{}: 'base' inheritance cycle: {}", chain[0], join(chain, " -> "));
     }
+    PRIMER_CHECK(!std::filesystem::is_directory(path), "config file '{}' is a directory, expected a YAML file", path);
     YAML::Node root;
     try {
       root = YAML::LoadFile(path);

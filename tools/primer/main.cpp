@@ -128,7 +128,7 @@ int main(int argc, char** argv) {
       return primer::recipes::run_import(import_in, import_out,
                                          primer::recipes::parse_weights_dtype(import_dtype, "--dtype"));
     if (soup->parsed()) return primer::recipes::run_soup(soup_inputs, soup_weights, soup_out);
-  } catch (const primer::Error& e) {
+  } catch (const std::exception& e) {  // primer::Error, and whatever a library throws (filesystem, allocation)
     const std::string rank = ranks.size > 1 ? fmt::format("[rank {}] ", ranks.rank) : "";
     std::fprintf(stderr, "%sprimer: error: %s\n", rank.c_str(), e.what());
     // The other ranks may be waiting for this one in a collective: end them too.
