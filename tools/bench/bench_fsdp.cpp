@@ -103,7 +103,8 @@ bench::Row measure(const std::string& mode, const Options& o, parallel::Communic
 }
 
 // Model states per GPU (GB = 1e9 B) by the ZeRO paper's count with primer's fp32 gradients: bf16 weights 2Ψ, fp32
-// gradients 4Ψ, fp32 master + moments 12Ψ; ZeRO-1 shards the 12Ψ, ZeRO-2 also the gradients, ZeRO-3 everything.
+// gradients 4Ψ, fp32 master + moments 12Ψ; ZeRO-1 shards the 12Ψ (and keeps a gradient shard of 4Ψ/N beside the
+// full gradient), ZeRO-2 also the gradients, ZeRO-3 everything.
 void print_formula(int world) {
   std::printf("\nmodel states per rank (GB), bf16 weights + f32 gradients + f32 master and moments, N = %d:\n", world);
   std::vector<bench::Row> rows;
@@ -114,7 +115,7 @@ void print_formula(int world) {
   };
   const double n = world;
   for (const auto& [name, psi] : {std::pair{"Qwen3-0.6B", 0.6e9}, std::pair{"8B", 8e9}, std::pair{"32B", 32e9}})
-    rows.push_back({{name, gb(18 * psi), gb(6 * psi + 12 * psi / n), gb(2 * psi + 16 * psi / n), gb(18 * psi / n)}});
+    rows.push_back({{name, gb(18 * psi), gb(6 * psi + 16 * psi / n), gb(2 * psi + 16 * psi / n), gb(18 * psi / n)}});
   bench::print_table({"model", "ZeRO-0", "ZeRO-1", "ZeRO-2", "ZeRO-3"}, rows);
 }
 
