@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "data/packing.h"
-#include "data/sequence_split.h"
+#include "core/sequence_layout.h"
 #include "data/token_corpus.h"
 
 namespace primer::data {

@@ -39,7 +39,7 @@ ag::Var AttentionMixer::forward(const ag::Var& x, const MixerContext& ctx, const
   ag::Var v = project_heads(x, ".v_proj.weight", "", config_.num_key_value_heads, ctx, false);
   ops::AttentionOptions opt;
   opt.window = window_;
-  ag::Var o = ag::attention(q, k, v, opt);
+  const ag::Var o = ctx.sequence ? ctx.sequence->attention(q, k, v, opt) : ag::attention(q, k, v, opt);
   return ag::linear(ag::reshape(o, {B, T, config_.num_attention_heads * config_.head_dim}),
                     params_.get(prefix_ + ".o_proj.weight").var);
 }

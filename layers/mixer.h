@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "core/autograd/sequence_exchange.h"
 #include "core/autograd/variable.h"
 
 namespace primer::layers {
@@ -12,6 +13,9 @@ namespace primer::layers {
 struct MixerContext {
   Tensor positions;  // i32 [B, T] on the model's device
   Tensor inv_freq;   // f32 [head_dim / 2] RoPE inverse frequencies (attention only)
+  // Sequence parallelism (null: this rank holds whole rows). Then x holds this rank's part of every row, positions
+  // are global, and the mixer exchanges what crosses the cut through it.
+  ag::SequenceExchange* sequence = nullptr;
 };
 
 // A recurrent mixer's carried state between two calls: the short convolutions' last conv_size−1 inputs and the

@@ -5,7 +5,7 @@
 #include <utility>
 #include <vector>
 
-namespace primer::data {
+namespace primer {
 
 enum class SequenceLayout {
   Contiguous,  // rank r of P holds chunk r of P equal chunks
@@ -19,4 +19,14 @@ const char* sequence_layout_name(SequenceLayout layout);
 std::vector<std::pair<int64_t, int64_t>> sequence_part(int64_t length, int64_t ranks, int64_t rank,
                                                        SequenceLayout layout);
 
-}  // namespace primer::data
+// The layout's chunks in sequence order (P contiguous, 2P zig-zag) and where chunk c lives: on rank `rank` as its
+// `slot`-th local chunk (0 or 1).
+int64_t sequence_chunks(int64_t ranks, SequenceLayout layout);
+struct ChunkPlace {
+  int64_t rank = 0, slot = 0;
+};
+ChunkPlace chunk_place(int64_t chunk, int64_t ranks, SequenceLayout layout);
+// The sequence-order index of rank `rank`'s local chunk `slot`.
+int64_t chunk_index(int64_t rank, int64_t slot, int64_t ranks, SequenceLayout layout);
+
+}  // namespace primer
