@@ -24,6 +24,7 @@ class AttentionMixer : public SequenceMixer {
   AttentionMixer(const ModelConfig& config, const std::string& prefix, ParameterRegistry& params, int64_t window = 0);
   ag::Var forward(const ag::Var& x, const MixerContext& ctx, const MixerState* state_in = nullptr,
                   MixerState* state_out = nullptr) override;
+  bool runs_sequence_parallel(ag::RecurrentSequenceMode /*mode*/) const override { return true; }
   double flops_per_token(int64_t seq_len) const override;
   // Layer selection swaps one layer at a time to sliding-window attention with the same weights.
   void set_window(int64_t window) { window_ = window; }

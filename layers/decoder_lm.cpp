@@ -1,5 +1,7 @@
 #include "layers/decoder_lm.h"
 
+#include <algorithm>
+
 #include "core/autograd/checkpoint.h"
 #include "core/autograd/functions.h"
 #include "core/ops/gemm.h"
@@ -87,7 +89,7 @@ std::string DecoderLM::head_name() const {
 ag::Var DecoderLM::block(size_t i, const ag::Var& h, const MixerContext& ctx, SequenceMixer& mixer) {
   const double eps = config_.rms_norm_eps;
   ag::Var a = ag::rmsnorm(h, weight(layer_name(i, "input_layernorm.weight")), eps);
-  ag::Var x = ag::add(h, mixer.forward(a, ctx));
+  ag::Var x = ag::add(h, mix_sequence(mixer, a, ctx));
   ag::Var m = ag::rmsnorm(x, weight(layer_name(i, "post_attention_layernorm.weight")), eps);
   ag::Var s = ag::swiglu(ag::linear(m, weight(layer_name(i, "mlp.gate_proj.weight"))),
                          ag::linear(m, weight(layer_name(i, "mlp.up_proj.weight"))));
@@ -98,8 +100,17 @@ MixerContext DecoderLM::context(const Tensor& ids, const Tensor& positions) cons
   PRIMER_CHECK(ids.dim() == 2 && ids.dtype() == DType::I32, "input ids must be i32 [B, T], got {}", ids.describe());
   const Device device = ids.device();
   MixerContext ctx;
+  ctx.sequence = options_.sequence;
+  PRIMER_CHECK(!ctx.sequence || positions.defined(),
+               "under sequence parallelism the model needs each token's global position (a rank holds part of a row)");
   ctx.positions = positions.defined() ? positions : default_positions(ids.size(0), ids.size(1), device);
   ctx.inv_freq = inv_freq_cpu_.to(device);
+  if (ctx.sequence) {
+    const bool usp = std::any_of(mixers_.begin(), mixers_.end(), [&](const auto& m) {
+      return !m->runs_sequence_parallel(ctx.sequence->recurrent_mode());
+    });
+    if (usp) ctx.whole_positions = ctx.sequence->gather_positions(ctx.positions);
+  }
   return ctx;
 }
 

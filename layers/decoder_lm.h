@@ -20,6 +20,9 @@ struct DecoderOptions {
   bool recompute = false;  // activation checkpointing per block
   // FSDP's hooks around each unit of units() (null: one process holding every weight).
   ag::UnitHooks* hooks = nullptr;
+  // Sequence parallelism (null: whole rows): each rank holds its part of every row; forward calls then need the
+  // tokens' global positions.
+  ag::SequenceExchange* sequence = nullptr;
 };
 
 // Stage 1 objective (the reference's hybrid_distill_pre_lm_head and hybrid_lw_distill_target: none | decoder).
@@ -58,6 +61,7 @@ class DecoderLM {
   // attention included), the final norm with the LM head (with tied embeddings the head is the embedding unit).
   std::vector<ag::UnitSpec> units() const;
   void set_unit_hooks(ag::UnitHooks* hooks) { options_.hooks = hooks; }
+  void set_sequence_exchange(ag::SequenceExchange* sequence) { options_.sequence = sequence; }
 
   // 6·(dense parameters) + attention FLOPs per token at sequence length T, forward + backward (for MFU).
   double flops_per_token(int64_t seq_len) const;

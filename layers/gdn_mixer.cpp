@@ -51,23 +51,23 @@ GdnMixer::GdnMixer(const ModelConfig& c, const std::string& prefix, ParameterReg
   }
 }
 
-ag::Var GdnMixer::branch(const ag::Var& x, const char* name, int64_t heads, size_t slot, const MixerState* state_in,
-                         MixerState* state_out) {
+ag::Var GdnMixer::branch(const ag::Var& x, const char* name, int64_t heads, size_t slot, const StateCarry& carry) {
   const ag::Var y = ag::linear(x, weight(std::string(name) + "_proj.weight"));
   const std::string conv = kConvs[slot];
   const ag::Var w = gdn_.use_short_conv ? weight(conv + ".weight") : nullptr;
   const ag::Var bias = gdn_.use_short_conv && gdn_.conv_bias ? weight(conv + ".bias") : nullptr;
-  return conv_heads(y, w, bias, true, heads, head_dim_, slot, state_in, state_out);
+  return conv_heads(y, w, bias, true, heads, head_dim_, slot, carry);
 }
 
-ag::Var GdnMixer::forward(const ag::Var& x, const MixerContext& /*ctx*/, const MixerState* state_in,
+ag::Var GdnMixer::forward(const ag::Var& input, const MixerContext& ctx, const MixerState* state_in,
                           MixerState* state_out) {
   const int64_t H = heads_, D = head_dim_;
-  const bool carried = prepare_state(state_in, state_out, gdn_.use_short_conv ? 3 : 0, 1, prefix_);
+  const StateCarry carry(ctx, state_in, state_out, gdn_.use_short_conv ? 3 : 0, 1, prefix_);
+  const ag::Var x = carry.to_rows(input);
 
   const ExpandedHeads heads = expand_qkv(
-      branch(x, "q", q_heads_, 0, state_in, state_out), branch(x, "k", kv_heads_, 1, state_in, state_out),
-      branch(x, "v", kv_heads_, 2, state_in, state_out), H, kQkNormEps, k_expansion_ ? &*k_expansion_ : nullptr,
+      branch(x, "q", q_heads_, 0, carry), branch(x, "k", kv_heads_, 1, carry),
+      branch(x, "v", kv_heads_, 2, carry), H, kQkNormEps, k_expansion_ ? &*k_expansion_ : nullptr,
       v_expansion_ ? &*v_expansion_ : nullptr, step_ == DeltaStep::Gated);
   const ag::Var &q = heads.q, &k = heads.k, &v = heads.v;
 
@@ -78,17 +78,27 @@ ag::Var GdnMixer::forward(const ag::Var& x, const MixerContext& /*ctx*/, const M
   ag::Var beta = ag::unary(ops::Unary::Sigmoid, ag::cast(ag::linear(x, weight("b_proj.weight")), gate_dtype));
   if (gdn_.allow_neg_eigval) beta = ag::scale(beta, 2.0);
 
-  const ag::Var s = carried ? state_in->recurrent[0] : nullptr;
-  ag::Var so;
   const double scale = 1.0 / std::sqrt(double(D));
-  const ag::Var o = step_ == DeltaStep::Kaczmarz
-                        ? ag::kaczmarz_delta_rule(q, k, v, g, beta, scale, kKaczmarzEps, s, state_out ? &so : nullptr)
-                        : ag::gated_delta_rule(q, k, v, g, beta, scale, s, state_out ? &so : nullptr);
-  if (state_out) state_out->recurrent[0] = so;
+  const auto core = [&](const ag::Var& values, const ag::Var& s0, ag::Var* s_out) {
+    return step_ == DeltaStep::Kaczmarz ? ag::kaczmarz_delta_rule(q, k, values, g, beta, scale, kKaczmarzEps, s0, s_out)
+                                        : ag::gated_delta_rule(q, k, values, g, beta, scale, s0, s_out);
+  };
+  const ag::Var s0 = carry.recurrent_in(0, [&] {
+    // E: the chunk from a zero state. M, the product of its transitions αₜ(I − βₜkₜkₜᵀ): the same recurrence on zero
+    // values from the identity (the [E | M] packing of flash-linear-attention's context parallelism, as two runs).
+    ChunkSummary summary;
+    core(v, nullptr, &summary.final_from_zero);
+    const Tensor& e = summary.final_from_zero->value;
+    const Tensor zero_values = Tensor::zeros({k->value.size(0), k->value.size(1), H, D}, v->value.dtype(), v->value.device());
+    core(ag::constant(zero_values), ag::constant(identity_states(e.size(0), H, D, e.dtype(), e.device())),
+         &summary.transition);
+    return summary;
+  });
+  const ag::Var o = core(v, s0, carry.recurrent_out(0));
 
   const ag::Var g_proj = gdn_.use_gate ? weight("g_proj.weight") : nullptr;
-  return norm_gate_project(o, x, weight("o_norm.weight"), g_proj ? &g_proj : nullptr, weight("o_proj.weight"),
-                           gdn_.norm_eps);
+  return carry.from_rows(norm_gate_project(o, x, weight("o_norm.weight"), g_proj ? &g_proj : nullptr,
+                                           weight("o_proj.weight"), gdn_.norm_eps));
 }
 
 double GdnMixer::core_forward_flops(int64_t key_dim, int64_t value_dim) {

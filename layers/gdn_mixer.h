@@ -21,6 +21,7 @@
 #include "core/parameters.h"
 #include "layers/kv_expansion.h"
 #include "layers/mixer.h"
+#include "layers/state_carry.h"
 #include "layers/model_config.h"
 
 namespace primer {
@@ -43,6 +44,7 @@ class GdnMixer : public SequenceMixer {
            DeltaStep step = DeltaStep::Gated);
   ag::Var forward(const ag::Var& x, const MixerContext& ctx, const MixerState* state_in = nullptr,
                   MixerState* state_out = nullptr) override;
+  bool runs_sequence_parallel(ag::RecurrentSequenceMode mode) const override { return mode == ag::RecurrentSequenceMode::P2P; }
   double flops_per_token(int64_t seq_len) const override;
 
   // Forward FLOPs per token and head of the chunked gated delta rule (its matrix products), and of its backward
@@ -52,8 +54,7 @@ class GdnMixer : public SequenceMixer {
 
  private:
   // silu(short_conv(W x)) as [B, T, heads, D]; `slot` indexes the conv states.
-  ag::Var branch(const ag::Var& x, const char* name, int64_t heads, size_t slot, const MixerState* state_in,
-                 MixerState* state_out);
+  ag::Var branch(const ag::Var& x, const char* name, int64_t heads, size_t slot, const StateCarry& carry);
   ag::Var weight(const std::string& name) { return params_.get(prefix_ + "." + name).var; }
 
   ModelConfig config_;

@@ -60,11 +60,10 @@ void GkaMixer::set_num_iter(int64_t num_iter) {
   gka_.num_iter = num_iter;
 }
 
-ag::Var GkaMixer::branch(const ag::Var& x, const char* name, int64_t heads, size_t slot, const MixerState* state_in,
-                         MixerState* state_out) {
+ag::Var GkaMixer::branch(const ag::Var& x, const char* name, int64_t heads, size_t slot, const StateCarry& carry) {
   const ag::Var y = ag::linear(x, weight(std::string(name) + "_proj.weight"));
   const ag::Var w = slot < 2 || gka_.use_v_conv ? weight(std::string(kConvs[slot]) + ".weight") : nullptr;
-  return conv_heads(y, w, nullptr, false, heads, head_dim_, slot, state_in, state_out);
+  return conv_heads(y, w, nullptr, false, heads, head_dim_, slot, carry);
 }
 
 ag::Var GkaMixer::head_gate(const ag::Var& x, const char* name) {
@@ -74,14 +73,15 @@ ag::Var GkaMixer::head_gate(const ag::Var& x, const char* name) {
   return ag::reshape(ag::unary(ops::Unary::Sigmoid, pre), {B, T, heads_, 1});
 }
 
-ag::Var GkaMixer::forward(const ag::Var& x, const MixerContext& /*ctx*/, const MixerState* state_in,
+ag::Var GkaMixer::forward(const ag::Var& input, const MixerContext& ctx, const MixerState* state_in,
                           MixerState* state_out) {
+  const StateCarry carry(ctx, state_in, state_out, gka_.use_v_conv ? 3 : 2, 2, prefix_ + " (H, S)");
+  const ag::Var x = carry.to_rows(input);
   const int64_t B = x->value.size(0), T = x->value.size(1), H = heads_, D = head_dim_;
-  const bool carried = prepare_state(state_in, state_out, gka_.use_v_conv ? 3 : 2, 2, prefix_ + " (H, S)");
 
   const ExpandedHeads heads = expand_qkv(
-      branch(x, "q", q_heads_, 0, state_in, state_out), branch(x, "k", kv_heads_, 1, state_in, state_out),
-      branch(x, "v", kv_heads_, 2, state_in, state_out), H, kL2Eps, k_expansion_ ? &*k_expansion_ : nullptr,
+      branch(x, "q", q_heads_, 0, carry), branch(x, "k", kv_heads_, 1, carry),
+      branch(x, "v", kv_heads_, 2, carry), H, kL2Eps, k_expansion_ ? &*k_expansion_ : nullptr,
       v_expansion_ ? &*v_expansion_ : nullptr);
   const ag::Var& q = heads.q;
   ag::Var k = heads.k, v = heads.v;
@@ -103,21 +103,24 @@ ag::Var GkaMixer::forward(const ag::Var& x, const MixerContext& /*ctx*/, const M
   solve.ridge = gka_.ridge_strength;
   solve.num_iter = gka_.num_iter;
   solve.bp_lambda = gka_.bp_lambda;
-  ag::Var h_out, s_out;
-  const ag::Var xhat = ag::chebyshev_solve(q, k, gk, solve, carried ? state_in->recurrent[0] : nullptr,
-                                           state_out ? &h_out : nullptr);
+  // Under P2P both states enter from the earlier chunks: H and S are scalar-decay recurrences (H of k kᵀ under gk,
+  // S of k vᵀ under g), summarised through the GLA kernels; the solve, nonlinear in H, then runs once from the true
+  // H (where the reference recomputes the whole chunk after a zero-state pass).
+  const ag::Var h0 = carry.recurrent_in(0, [&] {
+    return scalar_decay_summary(k, k, gk ? gk : ag::constant(Tensor::zeros(g->value.shape(), g->value.dtype(), g->value.device())));
+  });
+  const ag::Var s0 = carry.recurrent_in(1, [&] { return scalar_decay_summary(k, v, g); });
+  const ag::Var xhat = ag::chebyshev_solve(q, k, gk, solve, h0, carry.recurrent_out(0));
   // q̃ = q + α (x̂ − q): a convex mix of the query and the regression's answer.
   const ag::Var qt = gka_.use_alpha_connection
                          ? ag::add(q, ag::mul(head_gate(x, "alpha"), ag::add(xhat, ag::scale(q, -1.0))))
                          : xhat;
   const double scale = gka_.gla_rescale ? 1.0 / std::sqrt(double(D)) : 1.0;
-  const ag::Var o = ag::gla(qt, k, v, g, scale, carried ? state_in->recurrent[1] : nullptr,
-                            state_out ? &s_out : nullptr);
-  if (state_out) state_out->recurrent = {h_out, s_out};
+  const ag::Var o = ag::gla(qt, k, v, g, scale, s0, carry.recurrent_out(1));
 
   const ag::Var g_proj = gka_.use_gate ? weight("g_proj.weight") : nullptr;
-  return norm_gate_project(o, x, weight("o_norm.weight"), g_proj ? &g_proj : nullptr, weight("o_proj.weight"),
-                           gka_.norm_eps);
+  return carry.from_rows(norm_gate_project(o, x, weight("o_norm.weight"), g_proj ? &g_proj : nullptr,
+                                           weight("o_proj.weight"), gka_.norm_eps));
 }
 
 double GkaMixer::core_forward_flops(int64_t head_dim, int64_t num_iter) {

@@ -24,6 +24,7 @@
 #include "core/parameters.h"
 #include "layers/kv_expansion.h"
 #include "layers/mixer.h"
+#include "layers/state_carry.h"
 #include "layers/model_config.h"
 
 namespace primer {
@@ -40,6 +41,7 @@ class GkaMixer : public SequenceMixer {
   GkaMixer(const ModelConfig& config, const std::string& prefix, ParameterRegistry& params);
   ag::Var forward(const ag::Var& x, const MixerContext& ctx, const MixerState* state_in = nullptr,
                   MixerState* state_out = nullptr) override;
+  bool runs_sequence_parallel(ag::RecurrentSequenceMode mode) const override { return mode == ag::RecurrentSequenceMode::P2P; }
   double flops_per_token(int64_t seq_len) const override;
 
   // The test-time compute knob: Chebyshev iterations of later forward calls (the Priming paper trains at 30 and
@@ -52,8 +54,7 @@ class GkaMixer : public SequenceMixer {
 
  private:
   // short_conv(W x) with SiLU as [B, T, heads, D]; `slot` indexes the conv states.
-  ag::Var branch(const ag::Var& x, const char* name, int64_t heads, size_t slot, const MixerState* state_in,
-                 MixerState* state_out);
+  ag::Var branch(const ag::Var& x, const char* name, int64_t heads, size_t slot, const StateCarry& carry);
   // σ(W x + b) per head, [B, T, H, 1] (broadcast over D).
   ag::Var head_gate(const ag::Var& x, const char* name);
   ag::Var weight(const std::string& name) { return params_.get(prefix_ + "." + name).var; }

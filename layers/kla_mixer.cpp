@@ -51,20 +51,20 @@ KlaMixer::KlaMixer(const ModelConfig& c, const std::string& prefix, ParameterReg
   params.add(prefix + ".o_proj.weight", {d, H * D}, InitRule::normal(std));
 }
 
-ag::Var KlaMixer::branch(const ag::Var& x, const char* name, int64_t heads, size_t slot, const MixerState* state_in,
-                         MixerState* state_out) {
+ag::Var KlaMixer::branch(const ag::Var& x, const char* name, int64_t heads, size_t slot, const StateCarry& carry) {
   const ag::Var y = ag::linear(x, weight(std::string(name) + "_proj.weight"));
   const ag::Var w = kla_.use_short_conv ? weight(std::string(kConvs[slot]) + ".weight") : nullptr;
-  return conv_heads(y, w, nullptr, true, heads, head_dim_, slot, state_in, state_out);
+  return conv_heads(y, w, nullptr, true, heads, head_dim_, slot, carry);
 }
 
-ag::Var KlaMixer::forward(const ag::Var& x, const MixerContext& /*ctx*/, const MixerState* state_in,
+ag::Var KlaMixer::forward(const ag::Var& x, const MixerContext& ctx, const MixerState* state_in,
                           MixerState* state_out) {
   const int64_t B = x->value.size(0), T = x->value.size(1), H = heads_, D = head_dim_;
-  const bool carried = prepare_state(state_in, state_out, kla_.use_short_conv ? 3 : 0, 2, prefix_);
+  // The filter's precision scan is a Möbius map, not affine in the state: no P2P (the decoder runs KLA by USP).
+  const StateCarry carry(ctx, state_in, state_out, kla_.use_short_conv ? 3 : 0, 2, prefix_);
   const ExpandedHeads heads =
-      expand_qkv(branch(x, "q", q_heads_, 0, state_in, state_out), branch(x, "k", kv_heads_, 1, state_in, state_out),
-                 branch(x, "v", kv_heads_, 2, state_in, state_out), H, kQkNormEps, nullptr, nullptr);
+      expand_qkv(branch(x, "q", q_heads_, 0, carry), branch(x, "k", kv_heads_, 1, carry),
+                 branch(x, "v", kv_heads_, 2, carry), H, kQkNormEps, nullptr, nullptr);
 
   // The filter computes in the dynamics' dtype (f32; f64 in references): precisions span decades.
   const ag::Var lambda_log = weight("lambda_log");
@@ -84,12 +84,10 @@ ag::Var KlaMixer::forward(const ag::Var& x, const MixerContext& /*ctx*/, const M
       ag::unary(ops::Unary::Exp, ag::add(ag::scale(weight("process_noise_log"), 2.0), ag::scale(lambda_log, -1.0))), 0.5);
   const ag::Var p_bar = ag::mul(p2_over_2a, one_minus_a2);
 
-  const ag::Var lam0 = carried ? state_in->recurrent[0] : nullptr, eta0 = carried ? state_in->recurrent[1] : nullptr;
-  ag::Var lam_T, eta_T;
   const ag::KalmanScanResult y = ag::kalman_scan(
-      ag::cast(heads.q, dt), ag::cast(heads.k, dt), ag::cast(heads.v, dt), precision, a_bar, p_bar, lam0, eta0, false,
-      state_out ? &lam_T : nullptr, state_out ? &eta_T : nullptr);
-  if (state_out) state_out->recurrent = {lam_T, eta_T};
+      ag::cast(heads.q, dt), ag::cast(heads.k, dt), ag::cast(heads.v, dt), precision, a_bar, p_bar,
+      carry.recurrent_in(0, nullptr), carry.recurrent_in(1, nullptr), false, carry.recurrent_out(0),
+      carry.recurrent_out(1));
 
   const ag::Var g_proj = kla_.use_gate ? weight("g_proj.weight") : nullptr;
   return norm_gate_project(ag::cast(y.y, x->value.dtype()), x, weight("o_norm.weight"), g_proj ? &g_proj : nullptr,

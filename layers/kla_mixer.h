@@ -20,6 +20,7 @@
 
 #include "core/parameters.h"
 #include "layers/mixer.h"
+#include "layers/state_carry.h"
 #include "layers/model_config.h"
 
 namespace primer {
@@ -39,8 +40,7 @@ class KlaMixer : public SequenceMixer {
   double flops_per_token(int64_t seq_len) const override;
 
  private:
-  ag::Var branch(const ag::Var& x, const char* name, int64_t heads, size_t slot, const MixerState* state_in,
-                 MixerState* state_out);
+  ag::Var branch(const ag::Var& x, const char* name, int64_t heads, size_t slot, const StateCarry& carry);
   ag::Var weight(const std::string& name) { return params_.get(prefix_ + "." + name).var; }
 
   ModelConfig config_;

@@ -43,32 +43,33 @@ Mamba2Mixer::Mamba2Mixer(const ModelConfig& c, const std::string& prefix, Parame
   }
 }
 
-ag::Var Mamba2Mixer::key_or_query(const ag::Var& x, const std::string& norm, int64_t heads, const MixerContext& ctx) {
+ag::Var Mamba2Mixer::key_or_query(const ag::Var& x, const std::string& norm, int64_t heads, const Tensor& positions,
+                                  const Tensor& inv_freq) {
   if (!config_.mamba2.use_qk_norm && !config_.mamba2.use_pos_emb) return x;
   const int64_t B = x->value.size(0), T = x->value.size(1);
   ag::Var h = ag::reshape(x, {B, T, heads, head_dim_});
   if (config_.mamba2.use_qk_norm) h = ag::rmsnorm(h, weight(norm), config_.rms_norm_eps);
   if (config_.mamba2.use_pos_emb) {
-    PRIMER_CHECK(ctx.positions.defined() && ctx.inv_freq.defined(),
+    PRIMER_CHECK(positions.defined() && inv_freq.defined(),
                  "{}: use_pos_emb needs token positions and RoPE frequencies in the mixer context", prefix_);
-    h = ag::rope(h, ctx.positions, ctx.inv_freq);
+    h = ag::rope(h, positions, inv_freq);
   }
   return ag::reshape(h, {B, T, heads * head_dim_});
 }
 
-ag::Var Mamba2Mixer::forward(const ag::Var& u, const MixerContext& ctx, const MixerState* state_in,
+ag::Var Mamba2Mixer::forward(const ag::Var& input, const MixerContext& ctx, const MixerState* state_in,
                              MixerState* state_out) {
+  const StateCarry carry(ctx, state_in, state_out, 1, 1, prefix_);
+  const ag::Var u = carry.to_rows(input);
   const int64_t B = u->value.size(0), T = u->value.size(1), H = heads_, Dh = head_dim_;
-  const bool has_state = prepare_state(state_in, state_out, 1, 1, prefix_);
 
   const std::vector<ag::Var> zxbcdt = ag::split(ag::linear(u, weight(".in_proj.weight")), 2,
                                                 {d_inner_, d_xb_, d_xb_, d_inner_, H});
-  const ag::Var xbc_in = ag::concat({zxbcdt[1], key_or_query(zxbcdt[2], ".B_norm.weight", kv_heads_, ctx),
-                                     key_or_query(zxbcdt[3], ".C_norm.weight", H, ctx)},
+  const ag::Var xbc_in = ag::concat({zxbcdt[1], key_or_query(zxbcdt[2], ".B_norm.weight", kv_heads_, carry.positions(), ctx.inv_freq),
+                                     key_or_query(zxbcdt[3], ".C_norm.weight", H, carry.positions(), ctx.inv_freq)},
                                     2);
-  ag::Var conv_state;
   const ag::Var xbc = short_conv(xbc_in, weight(".conv1d.weight"), weight(".conv1d.bias"), true,
-                                 has_state ? state_in->conv[0] : nullptr, state_out ? &conv_state : nullptr);
+                                 carry.conv_in(0, xbc_in, config_.mamba2.conv_size), carry.conv_out(0));
   const std::vector<ag::Var> parts = ag::split(xbc, 2, {d_xb_, d_xb_, d_inner_});
   const int64_t groups = H / kv_heads_;
   const ag::Var x = expand_heads(ag::reshape(parts[0], {B, T, kv_heads_, Dh}), groups);
@@ -86,21 +87,15 @@ ag::Var Mamba2Mixer::forward(const ag::Var& u, const MixerContext& ctx, const Mi
   const ag::Var v = ag::mul(x, ag::reshape(as_dtype(delta, io_dtype), {B, T, H, 1}));
   const ag::Var skip = ag::mul(x, ag::reshape(as_dtype(weight(".D"), io_dtype), {H, 1}));
 
-  ag::Var ssm_state;
-  const ag::Var y = ag::add(ag::gla(queries, keys, v, g, 1.0, has_state ? state_in->recurrent[0] : nullptr,
-                                    state_out ? &ssm_state : nullptr),
-                            skip);
-  if (state_out) {
-    state_out->conv = {conv_state};
-    state_out->recurrent = {ssm_state};
-  }
+  const ag::Var s0 = carry.recurrent_in(0, [&] { return scalar_decay_summary(keys, v, g); });
+  const ag::Var y = ag::add(ag::gla(queries, keys, v, g, 1.0, s0, carry.recurrent_out(0)), skip);
 
   // Gate, then RMSNorm per head (group = head_dim) with the per-channel weight.
   const ag::Var gated = ag::swiglu(ag::reshape(zxbcdt[0], {B, T, H, Dh}), y);
   const Tensor ones = Tensor::full({Dh}, 1.0, io_dtype, u->value.device());
   const ag::Var normed = ag::mul(ag::rmsnorm(gated, ag::constant(ones), config_.mamba2.norm_eps),
                                  ag::reshape(weight(".norm.weight"), {H, Dh}));
-  return ag::linear(ag::reshape(normed, {B, T, d_inner_}), weight(".out_proj.weight"));
+  return carry.from_rows(ag::linear(ag::reshape(normed, {B, T, d_inner_}), weight(".out_proj.weight")));
 }
 
 double Mamba2Mixer::flops_per_token(int64_t /*seq_len*/) const {

@@ -16,6 +16,7 @@ struct MixerContext {
   // Sequence parallelism (null: this rank holds whole rows). Then x holds this rank's part of every row, positions
   // are global, and the mixer exchanges what crosses the cut through it.
   ag::SequenceExchange* sequence = nullptr;
+  Tensor whole_positions;  // with `sequence`: every row's positions in sequence order, for mixers run by USP
 };
 
 // A recurrent mixer's carried state between two calls: the short convolutions' last conv_size−1 inputs and the
@@ -43,8 +44,17 @@ class SequenceMixer {
   // Attention keeps no state: it rejects a non-empty state_in and leaves state_out empty.
   virtual ag::Var forward(const ag::Var& x, const MixerContext& ctx, const MixerState* state_in = nullptr,
                           MixerState* state_out = nullptr) = 0;
+  // Whether the mixer runs sequence parallelism itself through MixerContext::sequence in `mode` (attention always;
+  // recurrent mixers with a chunk summary under P2P); the decoder runs the others by USP on the whole sequence.
+  virtual bool runs_sequence_parallel(ag::RecurrentSequenceMode /*mode*/) const { return false; }
   // Forward FLOPs per token of the mixer at sequence length T (for MFU).
   virtual double flops_per_token(int64_t seq_len) const = 0;
 };
+
+// The mixer on x as the decoder runs it: directly, or under sequence parallelism (ctx.sequence) by USP — the whole
+// sequence gathered into the mixer, which runs unmodified, and this rank's part kept (the Priming paper's
+// Eqs. 18–20) — when the mixer does not run sequence parallelism itself. A state_in then enters the whole sequence.
+ag::Var mix_sequence(SequenceMixer& mixer, const ag::Var& x, const MixerContext& ctx,
+                     const MixerState* state_in = nullptr);
 
 }  // namespace primer::layers

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/autograd/functions.h"
+#include "core/autograd/gla.h"
 #include "core/check.h"
 
 namespace primer::layers {
@@ -16,18 +17,31 @@ ag::Var short_conv(const ag::Var& x, const ag::Var& weight, const ag::Var& bias,
 }
 
 ag::Var conv_heads(const ag::Var& y, const ag::Var& conv_weight, const ag::Var& conv_bias, bool silu_without_conv,
-                   int64_t heads, int64_t head_dim, size_t slot, const MixerState* state_in, MixerState* state_out) {
+                   int64_t heads, int64_t head_dim, size_t slot, const StateCarry& carry) {
   const int64_t B = y->value.size(0), T = y->value.size(1);
   ag::Var out = y;
   if (conv_weight) {
-    const ag::Var s = state_in && !state_in->empty() ? state_in->conv.at(slot) : nullptr;
-    ag::Var so;
-    out = short_conv(y, conv_weight, conv_bias, true, s, state_out ? &so : nullptr);
-    if (state_out) state_out->conv.at(slot) = so;
+    out = short_conv(y, conv_weight, conv_bias, true, carry.conv_in(slot, y, conv_weight->value.size(2)),
+                     carry.conv_out(slot));
   } else if (silu_without_conv) {
     out = ag::unary(ops::Unary::Silu, y);
   }
   return ag::reshape(out, {B, T, heads, head_dim});
+}
+
+ChunkSummary scalar_decay_summary(const ag::Var& k, const ag::Var& v, const ag::Var& g) {
+  ag::Var final_state;
+  ag::gla(k, k, v, g, 1.0, nullptr, &final_state);  // the outputs are not needed, only S_T from zero
+  ag::Var log_decay = ag::sum(g, 1);
+  if (log_decay->value.dtype() != final_state->value.dtype()) log_decay = ag::cast(log_decay, final_state->value.dtype());
+  return {final_state, log_decay};
+}
+
+Tensor identity_states(int64_t R, int64_t H, int64_t K, DType dtype, Device device) {
+  std::vector<double> eye(size_t(R * H * K * K), 0.0);
+  for (int64_t m = 0; m < R * H; ++m)
+    for (int64_t i = 0; i < K; ++i) eye[size_t((m * K + i) * K + i)] = 1.0;
+  return Tensor::from_vector(eye, {R, H, K, K}, dtype, device);
 }
 
 ag::Var expand_heads(const ag::Var& x, int64_t groups) {

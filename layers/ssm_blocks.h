@@ -6,6 +6,7 @@
 
 #include "core/autograd/variable.h"
 #include "layers/mixer.h"
+#include "layers/state_carry.h"
 
 namespace primer::layers {
 
@@ -15,10 +16,17 @@ ag::Var short_conv(const ag::Var& x, const ag::Var& weight, const ag::Var& bias,
                    ag::Var* state_out);
 
 // A projected branch y [B, T, heads·D] → [B, T, heads, D]: silu(short_conv(y)) with conv_weight [C, 1, K] (bias
-// optional), carrying the conv state at `slot` of state_in / state_out (state_out->conv sized by the caller); with
-// no conv_weight, silu(y) when silu_without_conv, else y unchanged.
+// optional), its state carried at conv `slot` of `carry`; with no conv_weight, silu(y) when silu_without_conv, else
+// y unchanged.
 ag::Var conv_heads(const ag::Var& y, const ag::Var& conv_weight, const ag::Var& conv_bias, bool silu_without_conv,
-                   int64_t heads, int64_t head_dim, size_t slot, const MixerState* state_in, MixerState* state_out);
+                   int64_t heads, int64_t head_dim, size_t slot, const StateCarry& carry);
+
+// The P2P summary of a scalar-decay recurrence S_t = exp(g_t)·S_{t−1} + k_t v_tᵀ over chunk rows (k [R, T, H, K],
+// v [R, T, H, V], g [R, T, H]): its final state from zero (through the GLA kernels) and the log decay Σ_t g_t.
+ChunkSummary scalar_decay_summary(const ag::Var& k, const ag::Var& v, const ag::Var& g);
+
+// [R, H, K, K] identity matrices: the initial state whose final state is a recurrence's total transition.
+Tensor identity_states(int64_t R, int64_t H, int64_t K, DType dtype, Device device);
 
 // x [B, T, Hk, D] → [B, T, Hk·groups, D], each head repeated `groups` times in place (repeat_interleave, as
 // Hugging Face's repeat_kv): kv head j serves expanded heads j·groups … j·groups + groups − 1.

@@ -60,6 +60,17 @@ Var transpose(const Var& x, int d0, int d1) {
   return y;
 }
 
+Var sum(const Var& x, int dim) {
+  const int d = dim < 0 ? dim + x->value.dim() : dim;
+  Var y = output(ops::sum(x->value, d));
+  if (needs_grad({&x}))
+    record("sum", {y}, [x, y, d] {
+      const Tensor zeros = Tensor::zeros(x->value.shape(), y->grad.dtype(), y->grad.device());
+      accumulate_grad(x, ops::add(zeros, y->grad.contiguous().unsqueeze(d)));
+    });
+  return y;
+}
+
 Var cast(const Var& x, DType dtype) {
   Var y = output(x->value.to(dtype));
   if (needs_grad({&x})) record("cast", {y}, [x, y] { accumulate_grad(x, y->grad.to(x->value.dtype())); });

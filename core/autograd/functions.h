@@ -15,6 +15,7 @@ Var unary(ops::Unary op, const Var& x);
 Var reshape(const Var& x, const Shape& shape);
 Var transpose(const Var& x, int d0, int d1);  // materialised (contiguous) result
 Var cast(const Var& x, DType dtype);          // gradient cast back to x's dtype
+Var sum(const Var& x, int dim);               // over one dimension (dropped); negative counts from the end
 
 Var linear(const Var& x, const Var& W);  // y = x @ W^T, W [out, in]
 Var rmsnorm(const Var& x, const Var& w, double eps);

@@ -1,0 +1,176 @@
+// Sequence parallelism of every recurrent mixer equals one process (f64, CPU, on the ranks mpirun gives): each rank
+// runs its part of the sequence (contiguous or zig-zag) by P2P (log-depth or serial state passing) or USP, from an
+// initial state; the outputs and input gradients of its part, and the parameter and initial-state gradients summed
+// over the ranks, must equal the whole sequence's on one rank to round-off.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "core/autograd/variable.h"
+#include "core/ops/elementwise.h"
+#include "core/sequence_layout.h"
+#include "layers/mixer_factory.h"
+#include "parallel/sp/sequence_parallel.h"
+#include "tests/dist/dist_env.h"
+#include "tests/support/mixer_checks.h"
+#include "tests/support/test_util.h"
+
+namespace primer::parallel {
+namespace {
+
+struct MixerCase {
+  const char* name;
+  MixerKind kind;
+  int64_t q_heads, kv_heads;
+};
+const MixerCase kMixers[] = {
+    {"M2", MixerKind::Mamba2, 4, 2},
+    {"GDN", MixerKind::GatedDeltaNet, 4, 2},
+    {"KZLA", MixerKind::KaczmarzLinearAttention, 2, 2},
+    {"GKA", MixerKind::GatedKalmaNet, 4, 2},
+    {"KLA", MixerKind::KalmanLinearAttention, 2, 2},
+};
+
+struct Mode {
+  const char* name;
+  ag::RecurrentSequenceMode recurrent;
+  StatePassing passing;
+};
+const Mode kModes[] = {
+    {"p2p_log_depth", ag::RecurrentSequenceMode::P2P, StatePassing::LogDepth},
+    {"p2p_serial", ag::RecurrentSequenceMode::P2P, StatePassing::Serial},
+    {"usp", ag::RecurrentSequenceMode::USP, StatePassing::LogDepth},
+};
+
+ModelConfig config_for(const MixerCase& m) {
+  ModelConfig c = test::tiny_mixer_config(m.q_heads, m.kv_heads, 1);
+  c.layer_types = {m.kind};
+  c.mamba2.use_qk_norm = true;  // RoPE and norms on B/C exercise the global positions
+  c.mamba2.use_pos_emb = true;
+  c.gdn.allow_neg_eigval = true;
+  c.gdn.conv_bias = true;
+  return c;
+}
+
+// This rank's part [B, T_local, ...] of a whole-sequence tensor [B, T, ...].
+Tensor part_of(const Tensor& whole, int ranks, int rank, SequenceLayout layout) {
+  std::vector<Tensor> pieces;
+  int64_t T_local = 0;
+  for (const auto& [begin, end] : sequence_part(whole.size(1), ranks, rank, layout)) {
+    pieces.push_back(whole.slice(1, begin, end));
+    T_local += end - begin;
+  }
+  Shape shape = whole.shape();
+  shape[1] = T_local;
+  Tensor out = Tensor::empty(shape, whole.dtype(), whole.device());
+  int64_t at = 0;
+  for (const Tensor& p : pieces) {
+    out.slice(1, at, at + p.size(1)).copy_from(p);
+    at += p.size(1);
+  }
+  return out;
+}
+
+struct MixerRun {
+  Tensor y, dx;
+  std::vector<Tensor> state_grads, param_grads;
+};
+
+// Forward and backward of the mixer on x (whole or this rank's part) from `initial`, with output gradient dy.
+MixerRun run(layers::SequenceMixer& mixer, ParameterRegistry& params, const Tensor& x, const Tensor& dy,
+        const layers::MixerContext& ctx, const layers::MixerState& initial) {
+  for (Parameter* p : params.all()) p->var->grad = Tensor();
+  const ag::Var xv = ag::leaf(x);
+  layers::MixerState state;
+  for (const ag::Var& c : initial.conv) state.conv.push_back(ag::leaf(c->value.clone()));
+  for (const ag::Var& r : initial.recurrent) state.recurrent.push_back(ag::leaf(r->value.clone()));
+  const ag::Var y = layers::mix_sequence(mixer, xv, ctx, state.empty() ? nullptr : &state);
+  ag::backward(y, dy);
+  MixerRun r{y->value, xv->grad, {}, {}};
+  for (const ag::Var& s : state.conv) r.state_grads.push_back(s->grad);
+  for (const ag::Var& s : state.recurrent) r.state_grads.push_back(s->grad);
+  for (Parameter* p : params.all()) r.param_grads.push_back(p->var->grad);
+  return r;
+}
+
+Tensor positions(int64_t B, int64_t T, int64_t start) {
+  std::vector<int32_t> p(size_t(B * T));
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < T; ++t) p[size_t(b * T + t)] = int32_t(start + t);
+  return Tensor::from_vector(p, {B, T}, DType::I32);
+}
+
+Tensor summed_over_ranks(Communicator& comm, const Tensor& t) {
+  Tensor s = t.clone();
+  comm.all_reduce(s, ReduceOp::Sum, "test");
+  return s;
+}
+
+class DistSpMixers : public ::testing::TestWithParam<MixerCase> {};
+
+TEST_P(DistSpMixers, EveryModeAndLayoutEqualsOneRank) {
+  Communicator& comm = test::world_comm();
+  const int P = comm.size();
+  // Seeds agree over the ranks: every rank builds the same weights and whole-sequence inputs.
+  Tensor seed_t = Tensor::full({1}, double(test::fresh_seed() % 1000000), DType::F64);
+  comm.broadcast(seed_t, 0, "seed");
+  const uint64_t seed = uint64_t(seed_t.item());
+  SCOPED_TRACE("seed " + std::to_string(seed) + ", " + std::to_string(P) + " ranks");
+
+  const ModelConfig c = config_for(GetParam());
+  ParameterRegistry params;
+  const std::unique_ptr<layers::SequenceMixer> mixer = layers::make_mixer(c, 0, params);
+  params.materialize(Device::cpu(), DType::F64, seed);
+  // Slow decays (A = exp(A_log) in [0.02, 0.5], where the initialisation reaches 16) so that states carry across
+  // chunks and a wrong hand-off shows far above round-off.
+  for (Parameter* p : params.all())
+    if (p->name.ends_with("A_log"))
+      p->var->value.copy_from(test::rand_uniform(p->shape, seed + 7, std::log(0.02), std::log(0.5), DType::F64));
+  const int64_t B = 2, T = 24 * (P == 3 ? 1 : 2), start = 5, D = c.hidden_size;
+  const Tensor x = test::randn({B, T, D}, seed + 1), dy = test::randn({B, T, D}, seed + 2);
+  layers::MixerContext whole;
+  whole.positions = positions(B, T, start);
+  whole.inv_freq = Tensor::full({c.head_dim / 2}, 0.3, DType::F32);
+  // A realistic initial state: the mixer's own state after a prefix of 5 tokens.
+  layers::MixerState initial;
+  {
+    ag::NoGrad no_grad;
+    layers::MixerContext prefix = whole;
+    prefix.positions = positions(B, 5, 0);
+    mixer->forward(ag::constant(test::randn({B, 5, D}, seed + 3)), prefix, nullptr, &initial);
+  }
+  const MixerRun reference = run(*mixer, params, x, dy, whole, initial);
+
+  for (const SequenceLayout layout : {SequenceLayout::Contiguous, SequenceLayout::ZigZag})
+    for (const Mode& mode : kModes) {
+      SCOPED_TRACE(std::string(sequence_layout_name(layout)) + " " + mode.name);
+      SequenceParallelOptions options;
+      options.layout = layout;
+      options.recurrent = mode.recurrent;
+      options.state_passing = mode.passing;
+      SequenceParallel sp(comm, options);
+      layers::MixerContext ctx;
+      ctx.sequence = &sp;
+      ctx.positions = part_of(whole.positions, P, comm.rank(), layout);
+      ctx.inv_freq = whole.inv_freq;
+      ctx.whole_positions = sp.gather_positions(ctx.positions);
+      const MixerRun mine = run(*mixer, params, part_of(x, P, comm.rank(), layout), part_of(dy, P, comm.rank(), layout),
+                           ctx, initial);
+      test::expect_close(mine.y, part_of(reference.y, P, comm.rank(), layout), 1e-10, 1e-12, "output");
+      test::expect_close(mine.dx, part_of(reference.dx, P, comm.rank(), layout), 1e-10, 1e-12, "dx");
+      ASSERT_EQ(mine.state_grads.size(), reference.state_grads.size());
+      for (size_t i = 0; i < mine.state_grads.size(); ++i)
+        test::expect_close(summed_over_ranks(comm, mine.state_grads[i]), reference.state_grads[i], 1e-10, 1e-12,
+                           "initial state " + std::to_string(i));
+      const std::vector<Parameter*> all = params.all();
+      for (size_t i = 0; i < all.size(); ++i)
+        test::expect_close(summed_over_ranks(comm, mine.param_grads[i]), reference.param_grads[i], 1e-10, 1e-12,
+                           all[i]->name);
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Mixers, DistSpMixers, ::testing::ValuesIn(kMixers),
+                         [](const auto& i) { return std::string(i.param.name); });
+
+}  // namespace
+}  // namespace primer::parallel
