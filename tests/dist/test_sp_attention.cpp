@@ -156,6 +156,47 @@ TEST(DistSpAttention, BackwardRunsOnRanksWithoutAGradient) {
     }
 }
 
+// The bytes each rank sends are those of the formulas in docs/distributed.md ("Attention under sequence
+// parallelism"), with b = 8 (f64, so the accumulation dtype of the travelling / reduced gradients is q's too).
+TEST(DistSpAttention, TrafficMatchesTheDocumentedVolumes) {
+  Communicator& comm = world_comm();
+  const uint64_t p = uint64_t(comm.size()), b = 8, hq = 2 * p, hkv = p;
+  const Case c{"causal heads by ranks", int64_t(hq), int64_t(hkv), {}};
+  const Inputs in = draw(c, 7);
+  const uint64_t kv_local = uint64_t(kB * kT / int64_t(p)) * 2 * hkv * kDh * b;  // this rank's K and V
+  const uint64_t qkv_local = uint64_t(kB * kT / int64_t(p)) * (hq + 2 * hkv) * kDh * b;
+  const uint64_t o_local = uint64_t(kB * kT / int64_t(p)) * hq * kDh * b;
+  struct Expected {
+    AttentionSequenceMode mode;
+    uint64_t forward, backward;
+  };
+  const Expected expected[] = {
+      // Ring: P−1 hops of K/V; backward P−1 hops of K/V and P hops of the dK/dV accumulators.
+      {AttentionSequenceMode::Ring, (p - 1) * kv_local, (p - 1) * kv_local + (p > 1 ? p : 0) * kv_local},
+      // All-gather: (P−1) shards gathered; backward gathers again and reduce-scatters (P−1) shards of dK/dV.
+      {AttentionSequenceMode::AllGather, (p - 1) * kv_local, 2 * (p - 1) * kv_local},
+      // Ulysses: (P−1)/P of q, k, v and of the output; the backward moves dout and dq, dk, dv alike.
+      {AttentionSequenceMode::Ulysses, (p - 1) * (qkv_local + o_local) / p, (p - 1) * (o_local + qkv_local) / p},
+  };
+  for (const Expected& e : expected) {
+    SCOPED_TRACE(attention_sequence_mode_name(e.mode));
+    ag::Tape tape;
+    ag::TapeScope scope(tape);
+    ag::Var q = ag::leaf(local_rows(in.q, comm, SequenceLayout::ZigZag), "q");
+    ag::Var k = ag::leaf(local_rows(in.k, comm, SequenceLayout::ZigZag), "k");
+    ag::Var v = ag::leaf(local_rows(in.v, comm, SequenceLayout::ZigZag), "v");
+    comm.reset_traffic();
+    ag::Var o = sequence_parallel_attention(comm, SequenceLayout::ZigZag, e.mode, q, k, v, c.options);
+    EXPECT_EQ(comm.traffic().total_sent(), e.forward) << "forward";
+    EXPECT_EQ(comm.traffic().total_received(), e.forward) << "forward";
+    comm.reset_traffic();
+    ag::backward(o, local_rows(in.dout, comm, SequenceLayout::ZigZag));
+    EXPECT_EQ(comm.traffic().total_sent(), e.backward) << "backward";
+    EXPECT_EQ(comm.traffic().total_received(), e.backward) << "backward";
+  }
+  comm.reset_traffic();
+}
+
 TEST(DistSpAttention, UlyssesRefusesHeadsThatDoNotDivideTheRanks) {
   Communicator& comm = world_comm();
   if (comm.size() < 2) GTEST_SKIP() << "every head count divides one rank";
