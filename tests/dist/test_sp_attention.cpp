@@ -120,6 +120,40 @@ TEST(DistSpAttention, MatchesSingleProcessForwardAndBackward) {
   EXPECT_GE(ulysses_checked, 3 * 2) << "the heads-by-ranks cases run Ulysses in both layouts";
 }
 
+// f32 inputs (the CPU's fast path; f32 statistics and accumulators, as on CUDA) against the f64 reference: the
+// merges and the travelling sums add no error beyond f32 rounding.
+TEST(DistSpAttention, F32MatchesTheF64Reference) {
+  Communicator& comm = world_comm();
+  const uint64_t seed = shared_seed(comm);
+  SCOPED_TRACE("PRIMER_TEST_SEED=" + std::to_string(seed));
+  ops::AttentionOptions window;
+  window.window = 5;
+  const Case c{"window 5, heads by ranks", 2 * comm.size(), comm.size(), window};
+  const Inputs in = draw(c, seed);
+  Tensor lse, dq, dk, dv;
+  const Tensor out = ops::attention(in.q, in.k, in.v, c.options, &lse);
+  ops::attention_backward(in.dout, in.q, in.k, in.v, out, lse, c.options, &dq, &dk, &dv);
+  auto f32_rows = [&](const Tensor& x, SequenceLayout layout) { return local_rows(x, comm, layout).to(DType::F32); };
+  for (AttentionSequenceMode mode : kModes)
+    for (SequenceLayout layout : kLayouts) {
+      const std::string what = fmt::format("{} {}", attention_sequence_mode_name(mode), sequence_layout_name(layout));
+      SCOPED_TRACE(what);
+      ag::Tape tape;
+      ag::TapeScope scope(tape);
+      ag::Var q = ag::leaf(f32_rows(in.q, layout), "q");
+      ag::Var k = ag::leaf(f32_rows(in.k, layout), "k");
+      ag::Var v = ag::leaf(f32_rows(in.v, layout), "v");
+      ag::Var o = sequence_parallel_attention(comm, layout, mode, q, k, v, c.options);
+      EXPECT_EQ(o->value.dtype(), DType::F32);
+      test::expect_close(o->value, local_rows(out, comm, layout), 1e-6, 1e-6, what + " out");
+      ag::backward(o, f32_rows(in.dout, layout));
+      EXPECT_EQ(k->grad.dtype(), DType::F32);
+      test::expect_close(q->grad, local_rows(dq, comm, layout), 1e-6, 1e-6, what + " dq");
+      test::expect_close(k->grad, local_rows(dk, comm, layout), 1e-6, 1e-6, what + " dk");
+      test::expect_close(v->grad, local_rows(dv, comm, layout), 1e-6, 1e-6, what + " dv");
+    }
+}
+
 // The backward is collective: a rank whose output got no gradient still runs it (zeros for its dout), and the
 // gradients it produces for the other ranks' keys are still exact.
 TEST(DistSpAttention, BackwardRunsOnRanksWithoutAGradient) {
