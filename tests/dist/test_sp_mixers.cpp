@@ -1,7 +1,8 @@
-// Sequence parallelism of every recurrent mixer equals one process (f64, CPU, on the ranks mpirun gives): each rank
-// runs its part of the sequence (contiguous or zig-zag) by P2P (log-depth or serial state passing) or USP, from an
-// initial state; the outputs and input gradients of its part, and the parameter and initial-state gradients summed
-// over the ranks, must equal the whole sequence's on one rank to round-off.
+// Sequence parallelism of every mixer equals one process (f64, CPU, on the ranks mpirun gives): each rank runs its
+// part of the sequence (contiguous or zig-zag) — recurrent mixers by P2P (log-depth or serial state passing) or USP
+// from an initial state, attention (full and sliding-window) by ring, all-gather or Ulysses — and the outputs and
+// input gradients of its part, and the parameter and initial-state gradients summed over the ranks, must equal the
+// whole sequence's on one rank to round-off.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -29,17 +30,21 @@ const MixerCase kMixers[] = {
     {"KZLA", MixerKind::KaczmarzLinearAttention, 2, 2},
     {"GKA", MixerKind::GatedKalmaNet, 4, 2},
     {"KLA", MixerKind::KalmanLinearAttention, 2, 2},
+    {"Attention", MixerKind::Attention, 4, 2},
+    {"SWA", MixerKind::SlidingWindow, 4, 2},
 };
 
 struct Mode {
   const char* name;
   ag::RecurrentSequenceMode recurrent;
   StatePassing passing;
+  AttentionSequenceMode attention;
 };
+// Recurrent mixers run every recurrent mode; attention every attention mode (Ulysses where the heads divide the ranks).
 const Mode kModes[] = {
-    {"p2p_log_depth", ag::RecurrentSequenceMode::P2P, StatePassing::LogDepth},
-    {"p2p_serial", ag::RecurrentSequenceMode::P2P, StatePassing::Serial},
-    {"usp", ag::RecurrentSequenceMode::USP, StatePassing::LogDepth},
+    {"p2p_log_depth", ag::RecurrentSequenceMode::P2P, StatePassing::LogDepth, AttentionSequenceMode::Ring},
+    {"p2p_serial", ag::RecurrentSequenceMode::P2P, StatePassing::Serial, AttentionSequenceMode::AllGather},
+    {"usp", ag::RecurrentSequenceMode::USP, StatePassing::LogDepth, AttentionSequenceMode::Ulysses},
 };
 
 ModelConfig config_for(const MixerCase& m) {
@@ -49,6 +54,7 @@ ModelConfig config_for(const MixerCase& m) {
   c.mamba2.use_pos_emb = true;
   c.gdn.allow_neg_eigval = true;
   c.gdn.conv_bias = true;
+  c.swa.window_size = 5;  // crosses the chunks' boundaries
   return c;
 }
 
@@ -144,10 +150,14 @@ TEST_P(DistSpMixers, EveryModeAndLayoutEqualsOneRank) {
   for (const SequenceLayout layout : {SequenceLayout::Contiguous, SequenceLayout::ZigZag})
     for (const Mode& mode : kModes) {
       SCOPED_TRACE(std::string(sequence_layout_name(layout)) + " " + mode.name);
+      const bool attention = !is_ssm(GetParam().kind);
+      if (attention && mode.attention == AttentionSequenceMode::Ulysses && GetParam().kv_heads % P != 0) continue;
+      SCOPED_TRACE(attention ? attention_sequence_mode_name(mode.attention) : "");
       SequenceParallelOptions options;
       options.layout = layout;
       options.recurrent = mode.recurrent;
       options.state_passing = mode.passing;
+      options.attention = mode.attention;
       SequenceParallel sp(comm, options);
       layers::MixerContext ctx;
       ctx.sequence = &sp;
