@@ -20,14 +20,12 @@ class ByteData : public TrainData {
   void next(data::Batch& out) override {
     corpus_.train_rows(seed_, rows_ + shard_.rank * batch_, batch_, seq_, out.ids, out.targets);
     rows_ += batch_ * shard_.size;
-    out.rows = batch_;
-    out.seq = seq_;
+    keep_sequence_part(out);
   }
   int64_t heldout_batches() const override { return corpus_.heldout_batches(batch_ * shard_.size, seq_); }
   void heldout_batch(int64_t index, data::Batch& out) const override {
     corpus_.heldout_batch(index * shard_.size + shard_.rank, batch_, seq_, out.ids, out.targets);
-    out.rows = batch_;
-    out.seq = seq_;
+    keep_sequence_part(out);
   }
   std::string cursor() const override {
     json::Value v;
@@ -48,6 +46,28 @@ class ByteData : public TrainData {
   }
 
  private:
+  // Whole rows [B, T] of ids and targets → this rank's part of each (everything without sequence parallelism), with
+  // the tokens' positions in the row.
+  void keep_sequence_part(data::Batch& b) const {
+    const auto parts = sequence_part(seq_, shard_.sp_size, shard_.sp_rank, shard_.sp_layout);
+    const int64_t local = seq_ / shard_.sp_size;
+    std::vector<int32_t> ids(size_t(batch_ * local)), targets(ids.size()), positions(ids.size());
+    for (int64_t r = 0; r < batch_; ++r) {
+      int64_t at = r * local;
+      for (const auto& [begin, end] : parts)
+        for (int64_t t = begin; t < end; ++t, ++at) {
+          ids[size_t(at)] = b.ids[size_t(r * seq_ + t)];
+          targets[size_t(at)] = b.targets[size_t(r * seq_ + t)];
+          positions[size_t(at)] = int32_t(t);
+        }
+    }
+    b.ids = std::move(ids);
+    b.targets = std::move(targets);
+    b.positions = std::move(positions);
+    b.rows = batch_;
+    b.seq = local;
+  }
+
   data::ByteCorpus corpus_;
   std::string path_;
   uint64_t seed_;
@@ -101,6 +121,9 @@ data::LoaderOptions loader_options(const config::Config& cfg, int64_t seq, int64
   o.seq_len = seq;
   o.dp_rank = shard.rank;
   o.dp_size = shard.size;
+  o.sp_rank = shard.sp_rank;
+  o.sp_size = shard.sp_size;
+  o.sp_layout = shard.sp_layout;
   o.seed = uint64_t(cfg.get_int("seed"));
   o.heldout_fraction = cfg.get_float("val_size");
   // The reference: pre-training text is always concatenated and cut; SFT samples are padded one per row,

@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "core/sequence_layout.h"
 #include "data/loader.h"
 #include "core/config/config.h"
 
@@ -14,7 +15,7 @@ namespace primer::recipes {
 class TrainData {
  public:
   virtual ~TrainData() = default;
-  virtual void next(data::Batch& out) = 0;  // the next [B, T] micro-batch of this rank
+  virtual void next(data::Batch& out) = 0;  // the next [B, T_local] micro-batch of this rank, with positions
   virtual int64_t heldout_batches() const = 0;
   virtual void heldout_batch(int64_t index, data::Batch& out) const = 0;
   virtual std::string cursor() const = 0;  // opaque; TrainingState::data_cursor
@@ -25,9 +26,13 @@ class TrainData {
 };
 
 // Which slice of every global batch this rank takes: data-parallel rank r of n takes rows [r·B, (r+1)·B) of each
-// global micro-batch of n·B rows (training and held-out alike), so n ranks see what one rank with n·B rows sees.
+// global micro-batch of n·B rows (training and held-out alike), so n ranks see what one rank with n·B rows sees;
+// under sequence parallelism, sequence-parallel rank s of p keeps its part of each row (core/sequence_layout.h), with
+// the tokens' global positions.
 struct DataShard {
   int64_t rank = 0, size = 1;
+  int64_t sp_rank = 0, sp_size = 1;
+  SequenceLayout sp_layout = SequenceLayout::ZigZag;
 };
 
 // B sequences of T tokens per micro-batch and rank; the recipe's data keys choose and configure the source.

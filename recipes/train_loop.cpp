@@ -41,7 +41,8 @@ double heldout_loss(layers::DecoderLM& model, const TrainData& source, int64_t b
   for (int64_t i = 0; i < n; ++i) {
     source.heldout_batch(i, batch);
     targets += count_targets(batch);
-    ops::add_(sum, model.loss(ids_of(batch, device), targets_of(batch, device), 1.0)->value.to(DType::F32));
+    ops::add_(sum, model.loss(ids_of(batch, device), targets_of(batch, device), 1.0, positions_of(batch, device))
+                       ->value.to(DType::F32));
   }
   const std::vector<double> total = sum_over_ranks(host, {sum.item(), double(targets)});
   PRIMER_CHECK(total[1] > 0, "the held-out batches hold no target token (every loss mask is 0)");
@@ -119,10 +120,10 @@ void TrainLoop::step() {
 
 void TrainLoop::log_window() {
   // Host syncs at log points only. Loss, tokens/s and MFU are global; peak memory is the largest rank's.
-  const int64_t world = s_.ranks.host->size();
+  const int64_t world = s_.ranks.host->size(), data_ranks = s_.shard.size;
   const double loss = sum_over_ranks(s_.ranks.host, {loss_sum_.item()})[0] / double(std::max<int64_t>(window_count_, 1));
   const double secs = max_over_ranks(s_.ranks.host, std::chrono::duration<double>(Clock::now() - window_start_).count());
-  const double tok_s = double(s_.batch * s_.seq * s_.accumulation * window_steps_ * world) / secs;
+  const double tok_s = double(s_.batch * s_.seq * s_.accumulation * window_steps_ * data_ranks) / secs;
   const double mfu = peak_flops_ > 0 ? tok_s * flops_per_token_ / (peak_flops_ * double(world)) : 0;
   const double peak_gb = max_over_ranks(s_.ranks.host, double(memory_stats(s_.device).peak)) / 1e9;
   const double lr = s_.schedule.lr(s_.state.step - 1);

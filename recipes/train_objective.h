@@ -43,6 +43,7 @@ std::unique_ptr<Objective> make_distillation_objective(layers::DistillOptions op
 
 Tensor ids_of(const data::Batch& b, Device device);
 Tensor targets_of(const data::Batch& b, Device device);
+Tensor positions_of(const data::Batch& b, Device device);  // undefined when the batch carries none
 int64_t count_targets(const data::Batch& b);
 
 }  // namespace primer::recipes

@@ -132,7 +132,27 @@ config::Schema build_train_schema() {
   s.add_float("adam_epsilon", "AdamW denominator epsilon").above(0).defaults(1e-8);
   s.add_int("seed", "Seed of initialisation, data order and dropout").at_least(0).defaults(42);
   // Parallelism, precision, device.
-  s.add_int("sequence_parallel_size", "Ranks that share one sequence (sequence parallelism)").at_least(1).defaults(1);
+  s.add_int("sequence_parallel_size",
+            "Ranks that share one sequence (sequence parallelism; docs/distributed.md); the world is data-parallel x "
+            "sequence-parallel ranks")
+      .at_least(1)
+      .defaults(1);
+  s.add_enum("sequence_parallel_mode", {"zigzag-ring", "ring", "all-gather", "ulysses"},
+             "Attention under sequence parallelism: zigzag-ring (ring over the zig-zag layout, the reference's "
+             "default), ring (contiguous layout), all-gather (K/V gathered once) or ulysses (heads scattered; the "
+             "key/value heads must divide sequence_parallel_size)")
+      .defaults("zigzag-ring");
+  s.add_enum("sequence_parallel_layout", {"zigzag", "contiguous"},
+             "How a row is split over the sequence-parallel ranks (default: contiguous for ring, zigzag otherwise)")
+      .optional();
+  s.add_enum("sequence_parallel_ssm_mode", {"p2p", "usp"},
+             "Recurrent mixers under sequence parallelism: p2p (conv halos and state passing; KLA always runs usp) or "
+             "usp (the whole sequence gathered into each mixer)")
+      .defaults("p2p");
+  s.add_enum("sequence_parallel_state_passing", {"log-depth", "serial"},
+             "How P2P composes the chunks' states over the ranks: log-depth (a parallel prefix) or serial (chunk after "
+             "chunk, as the reference)")
+      .defaults("log-depth");
   s.add_int("zero_stage",
             "FSDP/ZeRO sharding over the data-parallel ranks: 0 replicated, 1 optimizer state, 2 also gradients, 3 also "
             "weights (docs/distributed.md)")

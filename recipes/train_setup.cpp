@@ -22,14 +22,47 @@ void apply_overrides(json::Value& doc, const json::Value& overrides) {
 }
 
 void check_supported(const config::Config& cfg) {
-  PRIMER_CHECK(cfg.get_int("sequence_parallel_size") == 1,
-               "{}: sequence_parallel_size {}: sequence parallelism is not built yet; every rank is a data-parallel "
-               "rank (sequence_parallel_size: 1)",
-               cfg.where("sequence_parallel_size"), cfg.get_int("sequence_parallel_size"));
   PRIMER_CHECK(!cfg.get_bool("neat_packing"),
                "{}: neat_packing needs attention and mixers that reset at document starts; the loader provides "
                "positions and segments, the model does not consume them yet",
                cfg.where("neat_packing"));
+}
+
+// The recipe's sequence-parallel layout and modes.
+parallel::SequenceParallelOptions sequence_parallel_options(const config::Config& cfg) {
+  parallel::SequenceParallelOptions o;
+  const std::string mode = cfg.get_string("sequence_parallel_mode");
+  o.attention = mode == "zigzag-ring" ? parallel::AttentionSequenceMode::Ring : parallel::parse_attention_sequence_mode(mode);
+  o.layout = cfg.has("sequence_parallel_layout") ? parse_sequence_layout(cfg.get_string("sequence_parallel_layout"))
+             : mode == "ring"                    ? SequenceLayout::Contiguous
+                                                 : SequenceLayout::ZigZag;
+  PRIMER_CHECK(mode != "zigzag-ring" || o.layout == SequenceLayout::ZigZag,
+               "{}: sequence_parallel_mode zigzag-ring runs on the zigzag layout, but sequence_parallel_layout is {} "
+               "(use sequence_parallel_mode: ring)",
+               cfg.where("sequence_parallel_layout"), sequence_layout_name(o.layout));
+  o.recurrent = parallel::parse_recurrent_sequence_mode(cfg.get_string("sequence_parallel_ssm_mode"));
+  o.state_passing = parallel::parse_state_passing(cfg.get_string("sequence_parallel_state_passing"));
+  return o;
+}
+
+// The process grid (world = dp × sp) and, with sp > 1, the sequence exchange every mixer reaches through the model.
+void setup_parallel_layout(TrainSetup& s) {
+  const int world = s.ranks.tensors->size();
+  const int64_t sp = s.cfg.get_int("sequence_parallel_size");
+  PRIMER_CHECK(sp <= world && world % sp == 0,
+               "{}: sequence_parallel_size {} does not divide the {} ranks of this job (world = data-parallel x "
+               "sequence-parallel ranks)",
+               s.cfg.where("sequence_parallel_size"), sp, world);
+  s.sp_options = sequence_parallel_options(s.cfg);
+  s.shard = {s.ranks.tensors->rank(), world, 0, 1, s.sp_options.layout};
+  if (sp == 1) return;
+  const int64_t chunks = sequence_chunks(sp, s.sp_options.layout);
+  PRIMER_CHECK(s.seq % chunks == 0,
+               "{}: cutoff_len {} does not split into {} equal chunks ({} layout over {} sequence-parallel ranks)",
+               s.cfg.where("cutoff_len"), s.seq, chunks, sequence_layout_name(s.sp_options.layout), sp);
+  s.grid = std::make_unique<parallel::ProcessGrid>(*s.ranks.tensors, int(sp));
+  s.shard = {s.grid->dp_rank(), s.grid->dp_size(), s.grid->sp_rank(), s.grid->sp_size(), s.sp_options.layout};
+  s.sequence = std::make_unique<parallel::SequenceParallel>(s.grid->sp(), s.sp_options);
 }
 
 optim::AdamWConfig adamw_config(const config::Config& cfg) {
@@ -79,6 +112,7 @@ void build_model(TrainSetup& s) {
                                                                : std::vector<std::string>{});
   s.fsdp = std::make_unique<parallel::Fsdp>(*s.params, s.model->units(), *s.ranks.tensors, s.zero_stage);
   s.model->set_unit_hooks(s.fsdp.get());
+  s.model->set_sequence_exchange(s.sequence.get());
 }
 
 std::unique_ptr<optim::AdamW> make_optimizer(TrainSetup& s) {
@@ -186,7 +220,8 @@ TrainSetup setup_training(const config::Config& cfg, const std::string& recipe, 
   s.seq = cfg.get_int("cutoff_len");
   s.accumulation = cfg.get_int("gradient_accumulation_steps");
   s.max_steps = cfg.get_int("max_steps");
-  s.data = make_train_data(cfg, s.batch, s.seq, {ranks.tensors->rank(), ranks.tensors->size()});
+  setup_parallel_layout(s);
+  s.data = make_train_data(cfg, s.batch, s.seq, s.shard);
   PRIMER_CHECK(s.model_config.vocab_size >= s.data->vocab_size(),
                "the model's vocab_size {} is smaller than the data's vocabulary {} ({})", s.model_config.vocab_size,
                s.data->vocab_size(), s.data->describe());

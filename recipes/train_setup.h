@@ -14,7 +14,9 @@
 #include "optim/adamw.h"
 #include "optim/schedule.h"
 #include "parallel/comm/communicator.h"
+#include "parallel/comm/process_grid.h"
 #include "parallel/fsdp/fsdp.h"
+#include "parallel/sp/sequence_parallel.h"
 #include "recipes/checkpoint.h"
 #include "recipes/train_data.h"
 #include "recipes/train_objective.h"
@@ -38,6 +40,11 @@ struct TrainSetup {
   int64_t batch = 0, seq = 0, accumulation = 1, max_steps = 0;
 
   RunRanks ranks;
+  // Sequence parallelism (sequence_parallel_size > 1): the dp × sp grid and the exchange the model's mixers use.
+  parallel::SequenceParallelOptions sp_options;
+  std::unique_ptr<parallel::ProcessGrid> grid;
+  std::unique_ptr<parallel::SequenceParallel> sequence;
+  DataShard shard;  // this rank's rows and part of each row
   parallel::ZeroStage zero_stage = parallel::ZeroStage::Replicated;
   std::unique_ptr<TrainData> data;  // this rank's slice of every global batch
   std::unique_ptr<ParameterRegistry> params;

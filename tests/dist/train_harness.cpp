@@ -34,11 +34,20 @@ std::string recipe_text(const TinyRun& run, int ranks, const std::string& out_di
       run.cuda ? "hidden_size: 128, intermediate_size: 256, num_attention_heads: 2, num_key_value_heads: 1, head_dim: 64"
                : "hidden_size: 32, intermediate_size: 64, num_attention_heads: 4, num_key_value_heads: 2, head_dim: 8",
       run.pattern.empty() ? 2 : std::count(run.pattern.begin(), run.pattern.end(), '-') + 1,
-      run.tied ? "true" : "false", PRIMER_SOURCE_DIR, run.global_batch / ranks, run.accumulation, run.zero_stage,
+      run.tied ? "true" : "false", PRIMER_SOURCE_DIR, run.global_batch / (ranks > 1 ? ranks / run.sp : 1), run.accumulation, run.zero_stage,
       run.schedule, run.max_steps, run.save_steps, run.cuda ? "cuda" : "cpu", run.recompute ? "false" : "true", out_dir);
   if (!run.pattern.empty())
-    text += fmt::format("config_overrides_json: {{\"model_type\": \"hybrid_qwen3\", \"hybrid_override_pattern\": \"{}\"}}\n",
-                        run.pattern);
+    text += fmt::format("config_overrides_json: {{\"model_type\": \"hybrid_qwen3\", \"hybrid_override_pattern\": \"{}\"{}}}\n",
+                        run.pattern, run.overrides.empty() ? "" : ", " + run.overrides);
+  if (run.sp > 1 && ranks > 1) {  // the one-process reference of the same run keeps whole rows
+    text += fmt::format("sequence_parallel_size: {}\n", run.sp);
+    const std::pair<const char*, const std::string*> keys[] = {{"sequence_parallel_mode", &run.sp_mode},
+                                                               {"sequence_parallel_layout", &run.sp_layout},
+                                                               {"sequence_parallel_ssm_mode", &run.ssm_mode},
+                                                               {"sequence_parallel_state_passing", &run.state_passing}};
+    for (const auto& [key, value] : keys)
+      if (!value->empty()) text += fmt::format("{}: {}\n", key, *value);
+  }
   if (run.distill) text += "stage: hkd\n";
   if (!run.learnable.empty()) text += "hybrid_learnable_params: " + run.learnable + "\n";
   if (!run.resume.empty()) text += "resume_from_checkpoint: " + run.resume + "\n";
@@ -47,7 +56,8 @@ std::string recipe_text(const TinyRun& run, int ranks, const std::string& out_di
 
 double train_with(const TinyRun& run, const std::string& out_dir, parallel::Communicator& ranks,
                   parallel::Communicator& tensors) {
-  EXPECT_EQ(run.global_batch % ranks.size(), 0) << "the global batch must divide over the ranks";
+  const int data_ranks = ranks.size() > 1 ? ranks.size() / run.sp : 1;
+  EXPECT_EQ(run.global_batch % data_ranks, 0) << "the global batch must divide over the data-parallel ranks";
   const std::string recipe = out_dir + ".yaml";
   if (ranks.rank() == 0) {
     std::filesystem::create_directories(std::filesystem::path(out_dir).parent_path());

@@ -21,6 +21,10 @@ struct TinyRun {
   std::string resume;           // resume_from_checkpoint
   std::string schedule = "cosine";  // lr_scheduler_type (constant_with_warmup: a run cut in two sees the same rates)
   bool cuda = false;                // train on the GPU in bf16 (else the CPU in f32)
+  // Sequence parallelism: sequence_parallel_size and, when set, the other sequence_parallel_* keys.
+  int sp = 1;
+  std::string sp_mode, sp_layout, ssm_mode, state_passing;
+  std::string overrides;  // more config_overrides_json entries ("\"key\": value, ...")
 };
 
 // A directory every rank names alike (rank 0's fresh seed), created by rank 0.
