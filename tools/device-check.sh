@@ -53,6 +53,9 @@ for b in "${benches[@]}"; do
       timeout 240 tests/dist/mpirun.sh mpirun -np $n build-device/bench_fsdp --modes 0,1,2,3 --batch 1 --steps 2 \
         ${BENCH_FSDP_ARGS:-} 2>&1 | tee "$out/bench_fsdp-$n.log"
     done
+  elif [ "$b" = bench_sp ]; then
+    # One process: P2P's compute overhead over the plain layer at T_local = 16K (no communication).
+    build-device/bench_sp ${BENCH_SP_ARGS:-} 2>&1 | tee "$out/bench_sp-1.log"
   elif [ -x "build-device/$b" ]; then
     "build-device/$b" 2>&1 | tee "$out/$b.log"
   else

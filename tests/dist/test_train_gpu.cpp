@@ -37,5 +37,34 @@ TEST(DistTrainGpu, EveryZeroStageEqualsOneProcessInBf16) {
   }
 }
 
+// Sequence parallelism on the GPU (ranks sharing it through MPI staging; sp 2, and dp 2 x sp 2 on 4 ranks): a
+// hybrid with attention, a sliding window, Mamba-2, GDN and GKA through their CUDA kernels, P2P with log-depth
+// state passing and zig-zag ring attention, then all-gather attention with USP, against one process.
+TEST(DistTrainSpGpu, HybridEqualsOneProcessInBf16) {
+  if (!cuda::available()) GTEST_SKIP() << "no CUDA device";
+  const int world = world_comm().size();
+  const std::string dir = shared_test_dir("gpu-sp");
+  TinyRun run;
+  run.cuda = true;
+  run.pattern = "*-SWA-M2-GDN-GKA";
+  run.overrides = "\"swa_config.window_size\": 6";
+  run.tied = false;
+  run.sp = 2;
+  run.global_batch = 2 * (world / run.sp);
+  run.max_steps = 2;
+  run.zero_stage = 3;
+  const std::string reference = fmt::format("{}/reference-rank{}", dir, world_comm().rank());
+  train_on_one_process(run, reference);
+  for (const char* ssm_mode : {"p2p", "usp"}) {
+    run.ssm_mode = ssm_mode;
+    run.sp_mode = std::string(ssm_mode) == "p2p" ? "zigzag-ring" : "all-gather";
+    const std::string out = fmt::format("{}/{}", dir, ssm_mode);
+    train_on_world(run, out);
+    expect_same_training(reference, out, {kLossTolerance, kWeightTolerance},
+                         fmt::format("GPU, {} with {} attention on dp {} x sp {} ({})", ssm_mode, run.sp_mode,
+                                     world / run.sp, run.sp, gpu_world_comm().backend_name()));
+  }
+}
+
 }  // namespace
 }  // namespace primer::test

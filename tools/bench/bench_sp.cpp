@@ -1,0 +1,247 @@
+// Sequence parallelism of one mixer layer, forward + backward, on every rank of the job: time (largest rank) and the
+// bytes each rank sent through the sequence-parallel communicator (its own traffic counters, per layer), next to the
+// formula for those bytes (docs/distributed.md, "Communication per layer").
+//
+// On one rank the P2P rows measure P2P's compute overhead against the plain layer (the zero-state summaries and the
+// halo; no communication); under mpirun the modes run as they train. CPU runs check the counters (one untimed-warmup
+// pass, wall-clock median); GPU runs time with CUDA events.
+// Usage: [mpirun -np N] bench_sp [--mixers M2,GDN,GKA] [--modes plain,p2p,p2p-serial,usp] [--batch B] [--seq T]
+//          [--hidden 2048] [--heads 16] [--kv-heads 16] [--head-dim 128] [--layout zigzag|contiguous]
+//          [--device cuda|cpu] [--iters 10]
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+
+#include "core/cuda_runtime.h"
+#include "core/rng.h"
+#include "layers/hybrid_config.h"
+#include "layers/mixer_factory.h"
+#include "parallel/comm/launch.h"
+#include "parallel/comm/world_communicator.h"
+#include "parallel/sp/sequence_parallel.h"
+#include "tools/bench/common/bench_util.h"
+
+using namespace primer;
+
+namespace {
+
+struct Options {
+  std::vector<std::string> mixers{"M2", "GDN", "GKA"};
+  std::vector<std::string> modes{"plain", "p2p", "p2p-serial", "usp"};
+  int64_t batch = 1, seq = 16384, hidden = 2048, heads = 16, kv_heads = 16, head_dim = 128;
+  std::string layout = "zigzag", device = "cuda";
+  int iters = 10;
+};
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, ',');) out.push_back(item);
+  return out;
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string key = argv[i], value = argv[i + 1];
+    if (key == "--mixers") o.mixers = split_list(value);
+    else if (key == "--modes") o.modes = split_list(value);
+    else if (key == "--batch") o.batch = std::atoll(value.c_str());
+    else if (key == "--seq") o.seq = std::atoll(value.c_str());
+    else if (key == "--hidden") o.hidden = std::atoll(value.c_str());
+    else if (key == "--heads") o.heads = std::atoll(value.c_str());
+    else if (key == "--kv-heads") o.kv_heads = std::atoll(value.c_str());
+    else if (key == "--head-dim") o.head_dim = std::atoll(value.c_str());
+    else if (key == "--layout") o.layout = value;
+    else if (key == "--device") o.device = value;
+    else if (key == "--iters") o.iters = std::atoi(value.c_str());
+    else { std::fprintf(stderr, "bench_sp: unknown option %s\n", key.c_str()); std::exit(2); }
+  }
+  return o;
+}
+
+ModelConfig config_for(const Options& o, MixerKind kind) {
+  ModelConfig c;
+  c.model_type = "qwen3";
+  c.vocab_size = 1024;
+  c.hidden_size = o.hidden;
+  c.intermediate_size = 3 * o.hidden;
+  c.num_hidden_layers = 1;
+  c.num_attention_heads = o.heads;
+  c.num_key_value_heads = o.kv_heads;
+  c.head_dim = o.head_dim;
+  c.max_position_embeddings = o.seq;
+  c.layer_types = {kind};
+  return c;
+}
+
+Tensor normal(const Shape& shape, uint64_t seed, DType dtype, Device device) {
+  std::vector<float> v(size_t(shape_numel(shape)));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = float(normal01(seed, i));
+  return Tensor::from_vector(v, shape, DType::F32).to(dtype).to(device);
+}
+
+// What one rank sends for one layer's forward + backward, per the formulas of docs/distributed.md.
+double formula_bytes(const std::string& mode, const ModelConfig& c, MixerKind kind, const Options& o, int P,
+                     int64_t chunks, int rank, int64_t elem) {
+  if (P == 1) return 0;
+  const double B = double(o.batch), T_local = double(o.seq / P), D = double(o.hidden);
+  if (mode == "usp") return 2.0 * (P - 1) * B * T_local * D * double(elem);  // all-gather x, reduce-scatter dx
+  // P2P: the halo (conv_size − 1 rows of the conv inputs) out and its gradient back, per chunk with a successor
+  // (forward) or a predecessor (backward) on another rank; the state hops of every chain, forward and backward.
+  const double H = double(std::max(c.num_attention_heads, c.num_key_value_heads)), K = double(c.head_dim);
+  double conv_channels = 0, taps = 0, state = 0, transition = 0;
+  const double qkv = double(c.num_attention_heads + 2 * c.num_key_value_heads) * K;
+  switch (kind) {
+    case MixerKind::Mamba2:
+      conv_channels = double(c.num_attention_heads + 2 * c.num_key_value_heads) * K;
+      taps = double(c.mamba2.conv_size);
+      state = H * K * K * 4;
+      transition = H * 4;
+      break;
+    case MixerKind::GatedDeltaNet:
+    case MixerKind::KaczmarzLinearAttention:
+      conv_channels = c.gdn.use_short_conv ? qkv : 0;
+      taps = double(c.gdn.conv_size);
+      state = H * K * K * 4;
+      transition = H * K * K * 4;
+      break;
+    case MixerKind::GatedKalmaNet:
+      conv_channels = double(c.num_attention_heads + c.num_key_value_heads * (c.gka.use_v_conv ? 2 : 1)) * K;
+      taps = double(c.gka.conv_size);
+      state = 2 * H * K * K * 4;  // H and S
+      transition = 2 * H * 4;
+      break;
+    default:
+      return 0;
+  }
+  double bytes = 0;
+  // Halos: every chunk but the sequence's last sends forward; every chunk but the first sends its gradient back;
+  // the zig-zag middle stays on the last rank.
+  for (int64_t slot = 0; slot < chunks; ++slot) {
+    const int64_t c_index = chunk_index(rank, slot, P, chunks == 1 ? SequenceLayout::Contiguous : SequenceLayout::ZigZag);
+    const int64_t last = P * chunks - 1;
+    const bool middle = chunks == 2 && rank == P - 1;
+    if (c_index < last && !(middle && slot == 0)) bytes += B * (taps - 1) * conv_channels * double(elem);
+    if (c_index > 0 && !(middle && slot == 1)) bytes += B * (taps - 1) * conv_channels * double(elem);
+  }
+  // States: per chain, the serial hop or the log-depth rounds this rank sends in (E always, M except in the last).
+  const bool serial = mode == "p2p-serial";
+  for (int64_t chain = 0; chain < chunks; ++chain) {
+    const int p = chain == 0 ? rank : P - 1 - rank;
+    for (int direction = 0; direction < 2; ++direction) {  // forward along the chain, backward against it
+      const int pos = direction == 0 ? p : P - 1 - p;
+      if (serial) {
+        if (pos + 1 < P) bytes += B * state;
+        continue;
+      }
+      const bool one_round = P == 2;
+      if (pos + 1 < P) bytes += B * (state + (one_round ? 0 : transition));  // the shift
+      for (int d = 1; d < P - 1; d *= 2) {
+        const bool last_round = 2 * d >= P - 1;
+        if (pos >= 1 && pos + d < P) bytes += B * (state + (last_round ? 0 : transition));
+      }
+    }
+  }
+  return bytes;
+}
+
+bench::Row measure(const Options& o, const std::string& mixer_token, const std::string& mode,
+                   parallel::Communicator& comm, parallel::Communicator& host, Device device, DType dtype) {
+  const MixerKind kind = parse_mixer_token(mixer_token, "--mixers");
+  const ModelConfig c = config_for(o, kind);
+  ParameterRegistry params;
+  const std::unique_ptr<layers::SequenceMixer> mixer = layers::make_mixer(c, 0, params);
+  params.materialize(device, dtype, 5);
+  const int P = comm.size();
+  parallel::SequenceParallelOptions options;
+  options.layout = parse_sequence_layout(o.layout);
+  options.recurrent = mode == "usp" ? ag::RecurrentSequenceMode::USP : ag::RecurrentSequenceMode::P2P;
+  options.state_passing = mode == "p2p-serial" ? parallel::StatePassing::Serial : parallel::StatePassing::LogDepth;
+  parallel::SequenceParallel sp(comm, options);
+  const bool plain = mode == "plain";
+  PRIMER_CHECK(!plain || P == 1, "bench_sp: mode plain runs on one rank");
+
+  const int64_t T_local = o.seq / P;
+  std::vector<int32_t> pos;
+  for (int64_t b = 0; b < o.batch; ++b)
+    for (const auto& [begin, end] : sequence_part(o.seq, P, comm.rank(), options.layout))
+      for (int64_t t = begin; t < end; ++t) pos.push_back(int32_t(t));
+  layers::MixerContext ctx;
+  ctx.positions = Tensor::from_vector(pos, {o.batch, T_local}, DType::I32, device);
+  ctx.inv_freq = Tensor::full({c.head_dim / 2}, 1e-3, DType::F32, device);
+  if (!plain) {
+    ctx.sequence = &sp;
+    if (mode == "usp") ctx.whole_positions = sp.gather_positions(ctx.positions);
+  }
+  const Tensor x = normal({o.batch, T_local, o.hidden}, 11 + uint64_t(comm.rank()), dtype, device);
+  const Tensor dy = normal({o.batch, T_local, o.hidden}, 12 + uint64_t(comm.rank()), dtype, device);
+  auto step = [&] {
+    const ag::Var y = layers::mix_sequence(*mixer, ag::leaf(x), ctx);
+    ag::backward(y, dy);
+    params.zero_grads();
+  };
+  step();  // warm-up; then one pass counted
+  comm.reset_traffic();
+  step();
+  const double sent = double(comm.traffic().total_sent());
+  double ms = 0;
+  if (device.is_cuda()) {
+    ms = bench::median_ms(step, 2, o.iters);
+  } else {
+    std::vector<double> times;
+    for (int i = 0; i < o.iters; ++i) {
+      const auto t0 = std::chrono::steady_clock::now();
+      step();
+      times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    }
+    std::sort(times.begin(), times.end());
+    ms = times[times.size() / 2];
+  }
+  Tensor worst = Tensor::from_vector(std::vector<double>{ms, sent, formula_bytes(mode, c, kind, o, P, sp.chunks(),
+                                                                                  comm.rank(), dtype_size(dtype))},
+                                     {3}, DType::F64);
+  host.all_reduce(worst, parallel::ReduceOp::Max, "bench");
+  const std::vector<double> w = worst.to_vector<double>();
+  auto mb = [](double bytes) { return fmt::format("{:.3f}", bytes / 1e6); };
+  return {{mixer_token, mode, std::to_string(P), fmt::format("{}x{}", o.batch, o.seq), fmt::format("{:.3f}", w[0]),
+           mb(w[1]), mb(w[2])}};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  parallel::WorldScope world(argc, argv);
+  const Options o = parse(argc, argv);
+  Device device = Device::cpu();
+  if (o.device == "cuda") {
+    const int gpu = parallel::select_local_gpu();
+    if (gpu < 0) {
+      std::puts("bench_sp: no CUDA device (use --device cpu)");
+      return 0;
+    }
+    device = Device::cuda(gpu);
+  }
+  const DType dtype = device.is_cuda() ? DType::BF16 : DType::F32;
+  const auto comm = parallel::make_world_communicator(device, {.timeout_seconds = 600});
+  const auto host = parallel::make_world_communicator(Device::cpu(), {.timeout_seconds = 600});
+  std::printf("# bench_sp — one mixer layer fwd+bwd, hidden %lld, %lld/%lld heads of %lld, %s %s, %s layout — %s, %s\n",
+              static_cast<long long>(o.hidden), static_cast<long long>(o.heads), static_cast<long long>(o.kv_heads),
+              static_cast<long long>(o.head_dim), device.is_cuda() ? "cuda" : "cpu", dtype_name(dtype),
+              o.layout.c_str(), device.is_cuda() ? bench::device_name().c_str() : "CPU", bench::today().c_str());
+  std::vector<bench::Row> rows;
+  for (const std::string& m : o.mixers)
+    for (const std::string& mode : o.modes) {
+      if (mode == "plain" && comm->size() > 1) continue;
+      std::printf("measuring %s %s on %d rank(s) ...\n", m.c_str(), mode.c_str(), comm->size());
+      std::fflush(stdout);
+      rows.push_back(measure(o, m, mode, *comm, *host, device, dtype));
+    }
+  bench::print_table({"mixer", "mode", "ranks", "B x T (global)", "fwd+bwd ms (max rank)", "sent MB/rank (counters)",
+                      "sent MB/rank (formula)"},
+                     rows);
+  return 0;
+}
