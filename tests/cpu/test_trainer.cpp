@@ -98,5 +98,18 @@ TEST(Trainer, RecipeErrorsNameTheFileAndKey) {
   std::filesystem::remove_all(root);
 }
 
+// Sequence parallelism that cannot be laid out is refused before any work, naming the key: more sequence-parallel
+// ranks than the job has, and (on the ranks it would need, checked by the dist tests) a cutoff_len that does not
+// split into the layout's chunks; zigzag-ring on the contiguous layout contradicts itself.
+TEST(Trainer, SequenceParallelLayoutErrorsNameTheKey) {
+  const std::string root = testing::TempDir() + "/primer-trainer-sp-" + std::to_string(test::fresh_seed());
+  const std::string recipe = write_recipe(root, 1);
+  test::expect_error([&] { recipes::run_train(recipe, {"sequence_parallel_size=2"}); },
+                     {"sequence_parallel_size 2 does not divide the 1 ranks of this job"});
+  test::expect_error([&] { recipes::run_train(recipe, {"sequence_parallel_layout=contiguous"}); },
+                     {"sequence_parallel_mode zigzag-ring runs on the zigzag layout"});
+  std::filesystem::remove_all(root);
+}
+
 }  // namespace
 }  // namespace primer

@@ -10,6 +10,7 @@
 
 #include "tests/dist/dist_env.h"
 #include "tests/dist/train_harness.h"
+#include "tests/support/test_util.h"
 
 namespace primer::test {
 namespace {
@@ -28,6 +29,7 @@ struct SpVariant {
 
 TEST(DistTrainSp, HybridWithEveryMixerEqualsOneProcess) {
   const int world = world_comm().size();
+  if (world % 2 != 0) GTEST_SKIP() << "sequence parallelism over 2 ranks needs an even world";
   const std::string dir = shared_test_dir("train-sp");
   TinyRun run;
   run.pattern = "*-SWA-M2-GDN-GKA-KLA";
@@ -59,6 +61,7 @@ TEST(DistTrainSp, HybridWithEveryMixerEqualsOneProcess) {
 
 TEST(DistTrainSp, Stage1OnAFusedModelEqualsOneProcess) {
   const int world = world_comm().size();
+  if (world % 2 != 0) GTEST_SKIP() << "sequence parallelism over 2 ranks needs an even world";
   const std::string dir = shared_test_dir("train-sp-stage1");
   TinyRun run;
   run.pattern = "*DA-GKA*-M2*-GDN*";
@@ -73,6 +76,18 @@ TEST(DistTrainSp, Stage1OnAFusedModelEqualsOneProcess) {
   train_on_world(run, dir + "/sp");
   expect_same_training(reference, dir + "/sp", {kLossTolerance, kWeightTolerance},
                        fmt::format("Stage 1, ZeRO-3 on dp {} x sp {}", world / run.sp, run.sp));
+}
+
+// A cutoff_len that does not split into the layout's chunks is refused on every rank with the key named.
+TEST(DistTrainSp, CutoffThatDoesNotSplitIsRefused) {
+  if (world_comm().size() % 2 != 0) GTEST_SKIP() << "sequence parallelism over 2 ranks needs an even world";
+  const std::string dir = shared_test_dir("train-sp-uneven");
+  TinyRun run;
+  run.sp = 2;
+  run.cutoff = 30;  // zig-zag over 2 ranks cuts 4 chunks
+  run.global_batch = 2 * (world_comm().size() / run.sp);
+  expect_error([&] { train_on_world(run, dir + "/run"); },
+               {"cutoff_len 30 does not split into 4 equal chunks (zigzag layout over 2 sequence-parallel ranks)"});
 }
 
 }  // namespace

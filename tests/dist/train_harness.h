@@ -24,6 +24,7 @@ struct TinyRun {
   // Sequence parallelism: sequence_parallel_size and, when set, the other sequence_parallel_* keys.
   int sp = 1;
   std::string sp_mode, sp_layout, ssm_mode, state_passing;
+  int64_t cutoff = 32;     // cutoff_len
   std::string overrides;  // more config_overrides_json entries ("\"key\": value, ...")
 };
 
@@ -45,13 +46,16 @@ struct WeightDifference {
   double max_abs = 0;
   double max_relative = 0;
   std::string worst_tensor;
+  double whole_relative = 0;  // ‖a − b‖ / ‖b‖ over every tensor together
 };
 WeightDifference weight_difference(const std::string& out_a, const std::string& out_b);
 
 // Expects `run` to have logged the reference's training loss at every step within `loss` (relative) and to have
-// exported weights within `weights` (relative L2 per tensor); prints the measured differences on rank 0.
+// exported weights within `weights` (relative L2 per tensor, or over the whole model with whole_model); prints the
+// measured differences on rank 0.
 struct Tolerances {
   double loss = 0, weights = 0;
+  bool whole_model = false;
 };
 void expect_same_training(const std::string& reference, const std::string& run, Tolerances tolerances,
                           const std::string& what);
