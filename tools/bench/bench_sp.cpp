@@ -7,7 +7,8 @@
 // pass, wall-clock median); GPU runs time with CUDA events.
 // Usage: [mpirun -np N] bench_sp [--mixers M2,GDN,GKA] [--modes plain,p2p,p2p-serial,usp] [--batch B] [--seq T]
 //          [--hidden 2048] [--heads 16] [--kv-heads 16] [--head-dim 128] [--layout zigzag|contiguous]
-//          [--device cuda|cpu] [--iters 10]
+//          [--device cuda|cpu] [--iters 10] [--formula-ranks P]
+// With --formula-ranks P nothing runs: the formula's bytes for P ranks (bf16 activations) are printed instead.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -34,6 +35,7 @@ struct Options {
   int64_t batch = 1, seq = 16384, hidden = 2048, heads = 16, kv_heads = 16, head_dim = 128;
   std::string layout = "zigzag", device = "cuda";
   int iters = 10;
+  int formula_ranks = 0;
 };
 
 std::vector<std::string> split_list(const std::string& text) {
@@ -58,6 +60,7 @@ Options parse(int argc, char** argv) {
     else if (key == "--layout") o.layout = value;
     else if (key == "--device") o.device = value;
     else if (key == "--iters") o.iters = std::atoi(value.c_str());
+    else if (key == "--formula-ranks") o.formula_ranks = std::atoi(value.c_str());
     else { std::fprintf(stderr, "bench_sp: unknown option %s\n", key.c_str()); std::exit(2); }
   }
   return o;
@@ -211,11 +214,36 @@ bench::Row measure(const Options& o, const std::string& mixer_token, const std::
            mb(w[1]), mb(w[2])}};
 }
 
+// The formula's bytes per rank (the largest rank) for P ranks, one layer forward + backward, bf16 activations.
+void print_formula(const Options& o) {
+  const int P = o.formula_ranks;
+  const SequenceLayout layout = parse_sequence_layout(o.layout);
+  const int64_t chunks = sequence_chunks(P, layout) / P;
+  std::vector<bench::Row> rows;
+  for (const std::string& m : o.mixers)
+    for (const std::string& mode : o.modes) {
+      if (mode == "plain") continue;
+      const MixerKind kind = parse_mixer_token(m, "--mixers");
+      double worst = 0;
+      for (int r = 0; r < P; ++r)
+        worst = std::max(worst, formula_bytes(mode, config_for(o, kind), kind, o, P, chunks, r, 2));
+      rows.push_back({{m, mode, std::to_string(P), fmt::format("{}x{}", o.batch, o.seq), fmt::format("{:.3f}", worst / 1e6)}});
+    }
+  std::printf("# bench_sp formula — one layer fwd+bwd, hidden %lld, %lld/%lld heads of %lld, bf16, %s layout\n",
+              static_cast<long long>(o.hidden), static_cast<long long>(o.heads), static_cast<long long>(o.kv_heads),
+              static_cast<long long>(o.head_dim), o.layout.c_str());
+  bench::print_table({"mixer", "mode", "ranks", "B x T (global)", "sent MB/rank (formula)"}, rows);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   parallel::WorldScope world(argc, argv);
   const Options o = parse(argc, argv);
+  if (o.formula_ranks > 0) {
+    print_formula(o);
+    return 0;
+  }
   Device device = Device::cpu();
   if (o.device == "cuda") {
     const int gpu = parallel::select_local_gpu();
