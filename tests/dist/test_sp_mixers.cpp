@@ -30,6 +30,7 @@ const MixerCase kMixers[] = {
     {"M2_MHA", MixerKind::Mamba2, 4, 4},
     {"GDN", MixerKind::GatedDeltaNet, 4, 2},
     {"GDN_MHA", MixerKind::GatedDeltaNet, 4, 4},
+    {"GDN_QueriesExpanded", MixerKind::GatedDeltaNet, 2, 4},  // fewer query heads than kv heads
     {"KZLA", MixerKind::KaczmarzLinearAttention, 4, 4},
     {"GKA", MixerKind::GatedKalmaNet, 4, 2},
     {"GKA_MHA", MixerKind::GatedKalmaNet, 4, 4},
