@@ -1,8 +1,8 @@
 // Where a recurrent mixer's forward gets the state entering its tokens and puts the state after them: nothing (a
 // whole sequence from zeros), the caller's MixerState (decoding, chunked runs), or, under P2P sequence parallelism
 // (MixerContext::sequence), the previous chunk's — conv halos from the neighbouring rank and the recurrent state
-// composed from every earlier chunk's summary (ag::SequenceExchange). A mixer written against StateCarry runs all
-// three without branching on which.
+// composed from every earlier chunk's summary (ag::SequenceExchange), or, under A2A, the caller's state sliced to this
+// rank's heads. A mixer written against StateCarry runs each of them without branching on which.
 //
 // Under P2P the mixer runs on chunk rows (to_rows / from_rows): zig-zag chunks stacked as batch rows, each one run
 // of the sequence; the caller's state_in enters the sequence's first chunk, and a state_out is refused (the final
@@ -55,13 +55,14 @@ class StateCarry {
   // into equal head groups; its gradient reaches only those rows. Identity otherwise.
   ag::Var own_heads(const ag::Var& x, int dim, const std::vector<int64_t>& segments = {}) const;
 
-  // The state entering short convolution `slot` (null: zeros) of input y [R, T, C] with `taps` taps; `segments`
-  // as own_heads' for a conv over several branches.
+  // The state entering short convolution `slot` (null: zeros) of input y [R, T, C] with `taps` taps; under A2A the
+  // caller's state's channels of this rank's heads, `segments` as own_heads' for a conv over several branches.
   ag::Var conv_in(size_t slot, const ag::Var& y, int64_t taps, const std::vector<int64_t>& segments = {}) const;
   // Where the conv's final state goes (null: not asked for).
   ag::Var* conv_out(size_t slot) const { return out_ ? &out_->conv.at(slot) : nullptr; }
   // The recurrent state entering (null: zeros); under P2P composed over the ranks from summary(), which is
-  // evaluated only then (a mixer that cannot run P2P passes none).
+  // evaluated only then (a mixer that cannot run P2P passes none); under A2A the caller's [B, H, K, V] state of this
+  // rank's heads.
   ag::Var recurrent_in(size_t slot, const std::function<ChunkSummary()>& summary) const;
   ag::Var* recurrent_out(size_t slot) const { return out_ ? &out_->recurrent.at(slot) : nullptr; }
 

@@ -17,6 +17,25 @@ std::vector<int> moved(int dims, int at, int to) {
   return order;
 }
 
+using Exchange = Tensor (*)(Communicator&, SequenceLayout, const Tensor&, std::string_view);
+
+// `forward` on the tape with `backward` (its inverse) carrying the gradient back.
+ag::Var exchange(Communicator& comm, SequenceLayout layout, const ag::Var& x, Exchange forward, Exchange backward,
+                 const char* name) {
+  ag::Var out = ag::constant(forward(comm, layout, x->value.contiguous(), name), name);
+  if (!ag::needs_grad({&x})) return out;
+  out->requires_grad = true;
+  // always_run: the backward is collective, so every rank runs it even when no gradient reached its output.
+  ag::current_tape().record(ag::Node{
+      name,
+      {out},
+      [&comm, layout, x, out, backward, name] {
+        ag::accumulate_grad(x, backward(comm, layout, ag::grad_or_zeros(out).contiguous(), name));
+      },
+      /*always_run=*/true});
+  return out;
+}
+
 }  // namespace
 
 Tensor by_head_group(const Tensor& x, int64_t ranks) {
@@ -51,29 +70,6 @@ Tensor gather_heads(Communicator& comm, SequenceLayout layout, const Tensor& y, 
   comm.all_to_all(send, recv, label);
   return from_head_groups(recv);
 }
-
-namespace {
-
-using Exchange = Tensor (*)(Communicator&, SequenceLayout, const Tensor&, std::string_view);
-
-// `forward` on the tape with `backward` (its inverse) carrying the gradient back.
-ag::Var exchange(Communicator& comm, SequenceLayout layout, const ag::Var& x, Exchange forward, Exchange backward,
-                 const char* name) {
-  ag::Var out = ag::constant(forward(comm, layout, x->value.contiguous(), name), name);
-  if (!ag::needs_grad({&x})) return out;
-  out->requires_grad = true;
-  // always_run: the backward is collective, so every rank runs it even when no gradient reached its output.
-  ag::current_tape().record(ag::Node{
-      name,
-      {out},
-      [&comm, layout, x, out, backward, name] {
-        ag::accumulate_grad(x, backward(comm, layout, ag::grad_or_zeros(out).contiguous(), name));
-      },
-      /*always_run=*/true});
-  return out;
-}
-
-}  // namespace
 
 ag::Var scatter_heads(Communicator& comm, SequenceLayout layout, const ag::Var& x) {
   return exchange(comm, layout, x, &scatter_heads, &gather_heads, "sp_scatter_heads");
