@@ -61,9 +61,10 @@ ag::Var GdnMixer::branch(const ag::Var& x, const char* name, int64_t heads, size
 
 ag::Var GdnMixer::forward(const ag::Var& input, const MixerContext& ctx, const MixerState* state_in,
                           MixerState* state_out) {
-  const int64_t H = heads_, D = head_dim_;
-  const StateCarry carry(ctx, state_in, state_out, gdn_.use_short_conv ? 3 : 0, 1, prefix_);
+  const StateCarry carry(ctx, state_in, state_out, gdn_.use_short_conv ? 3 : 0, 1, prefix_,
+                         {q_heads_, kv_heads_, k_expansion_.has_value()});
   const ag::Var x = carry.to_rows(input);
+  const int64_t H = carry.local_heads(heads_), D = head_dim_;  // the heads the core runs
 
   const ExpandedHeads heads = expand_qkv(
       branch(x, "q", q_heads_, 0, carry), branch(x, "k", kv_heads_, 1, carry),
@@ -73,10 +74,13 @@ ag::Var GdnMixer::forward(const ag::Var& input, const MixerContext& ctx, const M
 
   // The gates in A_log's dtype (f32; f64 in references), as the op takes them.
   const DType gate_dtype = weight("A_log")->value.dtype();
-  const ag::Var g = ssm_decay(ag::linear(x, weight("gk_proj.weight")), weight("A_log"), weight("dt_bias"));
+  // The gates are token-local: formed on this rank's tokens, then moved with their heads under A2A.
+  const ag::Var g =
+      carry.to_heads(ssm_decay(ag::linear(x, weight("gk_proj.weight")), weight("A_log"), weight("dt_bias")));
   // GDN's β, or KZLA's η (its β = η/(‖k‖² + ε) is formed inside the core).
   ag::Var beta = ag::unary(ops::Unary::Sigmoid, ag::cast(ag::linear(x, weight("b_proj.weight")), gate_dtype));
   if (gdn_.allow_neg_eigval) beta = ag::scale(beta, 2.0);
+  beta = carry.to_heads(beta);
 
   const double scale = 1.0 / std::sqrt(double(D));
   const auto core = [&](const ag::Var& values, const ag::Var& s0, ag::Var* s_out) {
@@ -94,7 +98,7 @@ ag::Var GdnMixer::forward(const ag::Var& input, const MixerContext& ctx, const M
          &summary.transition);
     return summary;
   });
-  const ag::Var o = core(v, s0, carry.recurrent_out(0));
+  const ag::Var o = carry.from_heads(core(v, s0, carry.recurrent_out(0)));
 
   const ag::Var g_proj = gdn_.use_gate ? weight("g_proj.weight") : nullptr;
   return carry.from_rows(norm_gate_project(o, x, weight("o_norm.weight"), g_proj ? &g_proj : nullptr,

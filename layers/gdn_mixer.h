@@ -44,7 +44,9 @@ class GdnMixer : public SequenceMixer {
            DeltaStep step = DeltaStep::Gated);
   ag::Var forward(const ag::Var& x, const MixerContext& ctx, const MixerState* state_in = nullptr,
                   MixerState* state_out = nullptr) override;
-  bool runs_sequence_parallel(ag::RecurrentSequenceMode mode) const override { return mode == ag::RecurrentSequenceMode::P2P; }
+  bool runs_sequence_parallel(ag::RecurrentSequenceMode mode) const override {
+    return mode != ag::RecurrentSequenceMode::USP;  // P2P and A2A
+  }
   double flops_per_token(int64_t seq_len) const override;
 
   // Forward FLOPs per token and head of the chunked gated delta rule (its matrix products), and of its backward

@@ -75,9 +75,10 @@ ag::Var GkaMixer::head_gate(const ag::Var& x, const char* name) {
 
 ag::Var GkaMixer::forward(const ag::Var& input, const MixerContext& ctx, const MixerState* state_in,
                           MixerState* state_out) {
-  const StateCarry carry(ctx, state_in, state_out, gka_.use_v_conv ? 3 : 2, 2, prefix_ + " (H, S)");
+  const StateCarry carry(ctx, state_in, state_out, gka_.use_v_conv ? 3 : 2, 2, prefix_ + " (H, S)",
+                         {q_heads_, kv_heads_, k_expansion_.has_value()});
   const ag::Var x = carry.to_rows(input);
-  const int64_t B = x->value.size(0), T = x->value.size(1), H = heads_, D = head_dim_;
+  const int64_t H = carry.local_heads(heads_), D = head_dim_;  // the heads the core runs
 
   const ExpandedHeads heads = expand_qkv(
       branch(x, "q", q_heads_, 0, carry), branch(x, "k", kv_heads_, 1, carry),
@@ -86,17 +87,20 @@ ag::Var GkaMixer::forward(const ag::Var& input, const MixerContext& ctx, const M
   const ag::Var& q = heads.q;
   ag::Var k = heads.k, v = heads.v;
   if (gka_.use_beta_gate) {
-    const ag::Var beta = ag::add(head_gate(x, "b"), ag::constant(Tensor::full({1}, kBetaFloor, q->value.dtype(),
-                                                                               q->value.device())));
+    const Tensor floor = Tensor::full({1}, kBetaFloor, q->value.dtype(), q->value.device());
+    const ag::Var beta = ag::add(carry.to_heads(head_gate(x, "b")), ag::constant(floor));
     k = ag::mul(k, beta);
     v = ag::mul(v, beta);
   }
 
   // The decay in A_log's dtype (f32; f64 in references), as the solve and the readout take it.
   const DType gate_dtype = weight("A_log")->value.dtype();
-  const ag::Var g = gka_.use_forgetting_gate
-                        ? ssm_decay(ag::linear(x, weight("a_proj.weight")), weight("A_log"), weight("dt_bias"))
-                        : ag::constant(Tensor::zeros({B, T, H}, gate_dtype, x->value.device()));
+  // The gates are token-local: formed on this rank's tokens, then moved with their heads under A2A.
+  const Shape& qs = q->value.shape();
+  const ag::Var g =
+      gka_.use_forgetting_gate
+          ? carry.to_heads(ssm_decay(ag::linear(x, weight("a_proj.weight")), weight("A_log"), weight("dt_bias")))
+          : ag::constant(Tensor::zeros({qs[0], qs[1], H}, gate_dtype, x->value.device()));
   const ag::Var gk = gka_.use_forgetting_gate && gka_.use_forgetting_gate_kk ? g : nullptr;
 
   ops::ChebyshevOptions solve;
@@ -112,11 +116,12 @@ ag::Var GkaMixer::forward(const ag::Var& input, const MixerContext& ctx, const M
   const ag::Var s0 = carry.recurrent_in(1, [&] { return scalar_decay_summary(k, v, g); });
   const ag::Var xhat = ag::chebyshev_solve(q, k, gk, solve, h0, carry.recurrent_out(0));
   // q̃ = q + α (x̂ − q): a convex mix of the query and the regression's answer.
-  const ag::Var qt = gka_.use_alpha_connection
-                         ? ag::add(q, ag::mul(head_gate(x, "alpha"), ag::add(xhat, ag::scale(q, -1.0))))
-                         : xhat;
+  const ag::Var qt =
+      gka_.use_alpha_connection
+          ? ag::add(q, ag::mul(carry.to_heads(head_gate(x, "alpha")), ag::add(xhat, ag::scale(q, -1.0))))
+          : xhat;
   const double scale = gka_.gla_rescale ? 1.0 / std::sqrt(double(D)) : 1.0;
-  const ag::Var o = ag::gla(qt, k, v, g, scale, s0, carry.recurrent_out(1));
+  const ag::Var o = carry.from_heads(ag::gla(qt, k, v, g, scale, s0, carry.recurrent_out(1)));
 
   const ag::Var g_proj = gka_.use_gate ? weight("g_proj.weight") : nullptr;
   return carry.from_rows(norm_gate_project(o, x, weight("o_norm.weight"), g_proj ? &g_proj : nullptr,

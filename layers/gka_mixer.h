@@ -41,7 +41,9 @@ class GkaMixer : public SequenceMixer {
   GkaMixer(const ModelConfig& config, const std::string& prefix, ParameterRegistry& params);
   ag::Var forward(const ag::Var& x, const MixerContext& ctx, const MixerState* state_in = nullptr,
                   MixerState* state_out = nullptr) override;
-  bool runs_sequence_parallel(ag::RecurrentSequenceMode mode) const override { return mode == ag::RecurrentSequenceMode::P2P; }
+  bool runs_sequence_parallel(ag::RecurrentSequenceMode mode) const override {
+    return mode != ag::RecurrentSequenceMode::USP;  // P2P and A2A
+  }
   double flops_per_token(int64_t seq_len) const override;
 
   // The test-time compute knob: Chebyshev iterations of later forward calls (the Priming paper trains at 30 and

@@ -45,57 +45,69 @@ Mamba2Mixer::Mamba2Mixer(const ModelConfig& c, const std::string& prefix, Parame
 
 ag::Var Mamba2Mixer::key_or_query(const ag::Var& x, const std::string& norm, int64_t heads, const Tensor& positions,
                                   const Tensor& inv_freq) {
-  if (!config_.mamba2.use_qk_norm && !config_.mamba2.use_pos_emb) return x;
-  const int64_t B = x->value.size(0), T = x->value.size(1);
-  ag::Var h = ag::reshape(x, {B, T, heads, head_dim_});
+  ag::Var h = ag::reshape(x, {x->value.size(0), x->value.size(1), heads, head_dim_});
   if (config_.mamba2.use_qk_norm) h = ag::rmsnorm(h, weight(norm), config_.rms_norm_eps);
   if (config_.mamba2.use_pos_emb) {
     PRIMER_CHECK(positions.defined() && inv_freq.defined(),
                  "{}: use_pos_emb needs token positions and RoPE frequencies in the mixer context", prefix_);
     h = ag::rope(h, positions, inv_freq);
   }
-  return ag::reshape(h, {B, T, heads * head_dim_});
+  return h;
 }
 
 ag::Var Mamba2Mixer::forward(const ag::Var& input, const MixerContext& ctx, const MixerState* state_in,
                              MixerState* state_out) {
-  const StateCarry carry(ctx, state_in, state_out, 1, 1, prefix_);
+  const StateCarry carry(ctx, state_in, state_out, 1, 1, prefix_, {heads_, kv_heads_});
   const ag::Var u = carry.to_rows(input);
-  const int64_t B = u->value.size(0), T = u->value.size(1), H = heads_, Dh = head_dim_;
+  const int64_t B = u->value.size(0), T_local = u->value.size(1), Dh = head_dim_;
 
+  // Token-local work on this rank's tokens: the projections, B/C norms and RoPE at the tokens' global positions.
+  // Under A2A the per-head features then move to this rank's heads over the whole sequence (T tokens, H heads).
   const std::vector<ag::Var> zxbcdt = ag::split(ag::linear(u, weight(".in_proj.weight")), 2,
-                                                {d_inner_, d_xb_, d_xb_, d_inner_, H});
-  const ag::Var xbc_in = ag::concat({zxbcdt[1], key_or_query(zxbcdt[2], ".B_norm.weight", kv_heads_, carry.positions(), ctx.inv_freq),
-                                     key_or_query(zxbcdt[3], ".C_norm.weight", H, carry.positions(), ctx.inv_freq)},
+                                                {d_inner_, d_xb_, d_xb_, d_inner_, heads_});
+  const ag::Var xs = carry.to_heads(ag::reshape(zxbcdt[1], {B, T_local, kv_heads_, Dh}));
+  const ag::Var bs =
+      carry.to_heads(key_or_query(zxbcdt[2], ".B_norm.weight", kv_heads_, carry.positions(), ctx.inv_freq));
+  const ag::Var cs = carry.to_heads(key_or_query(zxbcdt[3], ".C_norm.weight", heads_, carry.positions(), ctx.inv_freq));
+  const int64_t T = xs->value.size(1), H = carry.local_heads(heads_), Hkv = carry.local_heads(kv_heads_);
+  const ag::Var xbc_in = ag::concat({ag::reshape(xs, {B, T, Hkv * Dh}), ag::reshape(bs, {B, T, Hkv * Dh}),
+                                     ag::reshape(cs, {B, T, H * Dh})},
                                     2);
-  const ag::Var xbc = short_conv(xbc_in, weight(".conv1d.weight"), weight(".conv1d.bias"), true,
-                                 carry.conv_in(0, xbc_in, config_.mamba2.conv_size), carry.conv_out(0));
-  const std::vector<ag::Var> parts = ag::split(xbc, 2, {d_xb_, d_xb_, d_inner_});
-  const int64_t groups = H / kv_heads_;
-  const ag::Var x = expand_heads(ag::reshape(parts[0], {B, T, kv_heads_, Dh}), groups);
-  const ag::Var keys = expand_heads(ag::reshape(parts[1], {B, T, kv_heads_, Dh}), groups);
+  // One conv over x | B | C: this rank's rows of each segment.
+  const std::vector<int64_t> segments = {d_xb_, d_xb_, d_inner_};
+  const ag::Var xbc = short_conv(xbc_in, carry.own_heads(weight(".conv1d.weight"), 0, segments),
+                                 carry.own_heads(weight(".conv1d.bias"), 0, segments), true,
+                                 carry.conv_in(0, xbc_in, config_.mamba2.conv_size, segments), carry.conv_out(0));
+  const std::vector<ag::Var> parts = ag::split(xbc, 2, {Hkv * Dh, Hkv * Dh, H * Dh});
+  const int64_t groups = H / Hkv;
+  const ag::Var x = expand_heads(ag::reshape(parts[0], {B, T, Hkv, Dh}), groups);
+  const ag::Var keys = expand_heads(ag::reshape(parts[1], {B, T, Hkv, Dh}), groups);
   const ag::Var queries = ag::reshape(parts[2], {B, T, H, Dh});
 
   // The dynamics in fp32 (f64 beside an f64 model); the GLA takes its gate in q's dtype on the CPU and in f32 on
   // the GPU. v = Δ·x and the skip D·x are formed in the I/O dtype (Δ and D rounded to it: one more 2^-9 relative
   // rounding under bf16, next to the GLA's own bf16 operands), which saves two f32 copies of x.
   const DType io_dtype = x->value.dtype(), gate_dtype = io_dtype == DType::F64 ? DType::F64 : DType::F32;
-  const ag::Var delta = ag::unary(ops::Unary::Softplus, ag::add(as_dtype(zxbcdt[4], gate_dtype),
-                                                                as_dtype(weight(".dt_bias"), gate_dtype)));  // [B, T, H]
-  const ag::Var decay = ag::mul(delta, ag::scale(ag::unary(ops::Unary::Exp, as_dtype(weight(".A_log"), gate_dtype)), -1.0));
+  // The per-head dt_bias, A_log and D of this rank's heads.
+  const ag::Var dt = carry.to_heads(zxbcdt[4]);  // [B, T, H]
+  const ag::Var dt_bias = carry.own_heads(weight(".dt_bias"), 0), A_log = carry.own_heads(weight(".A_log"), 0);
+  const ag::Var delta =
+      ag::unary(ops::Unary::Softplus, ag::add(as_dtype(dt, gate_dtype), as_dtype(dt_bias, gate_dtype)));
+  const ag::Var decay = ag::mul(delta, ag::scale(ag::unary(ops::Unary::Exp, as_dtype(A_log, gate_dtype)), -1.0));
   const ag::Var g = as_dtype(decay, u->value.is_cpu() ? io_dtype : DType::F32);
   const ag::Var v = ag::mul(x, ag::reshape(as_dtype(delta, io_dtype), {B, T, H, 1}));
-  const ag::Var skip = ag::mul(x, ag::reshape(as_dtype(weight(".D"), io_dtype), {H, 1}));
+  const ag::Var skip = ag::mul(x, ag::reshape(as_dtype(carry.own_heads(weight(".D"), 0), io_dtype), {H, 1}));
 
   const ag::Var s0 = carry.recurrent_in(0, [&] { return scalar_decay_summary(keys, v, g); });
-  const ag::Var y = ag::add(ag::gla(queries, keys, v, g, 1.0, s0, carry.recurrent_out(0)), skip);
+  const ag::Var y = carry.from_heads(ag::add(ag::gla(queries, keys, v, g, 1.0, s0, carry.recurrent_out(0)), skip));
 
-  // Gate, then RMSNorm per head (group = head_dim) with the per-channel weight.
-  const ag::Var gated = ag::swiglu(ag::reshape(zxbcdt[0], {B, T, H, Dh}), y);
+  // Back on this rank's tokens with every head: gate, then RMSNorm per head (group = head_dim) with the per-channel
+  // weight.
+  const ag::Var gated = ag::swiglu(ag::reshape(zxbcdt[0], {B, T_local, heads_, Dh}), y);
   const Tensor ones = Tensor::full({Dh}, 1.0, io_dtype, u->value.device());
   const ag::Var normed = ag::mul(ag::rmsnorm(gated, ag::constant(ones), config_.mamba2.norm_eps),
-                                 ag::reshape(weight(".norm.weight"), {H, Dh}));
-  return carry.from_rows(ag::linear(ag::reshape(normed, {B, T, d_inner_}), weight(".out_proj.weight")));
+                                 ag::reshape(weight(".norm.weight"), {heads_, Dh}));
+  return carry.from_rows(ag::linear(ag::reshape(normed, {B, T_local, d_inner_}), weight(".out_proj.weight")));
 }
 
 double Mamba2Mixer::flops_per_token(int64_t /*seq_len*/) const {

@@ -32,12 +32,14 @@ class Mamba2Mixer : public SequenceMixer {
   Mamba2Mixer(const ModelConfig& config, const std::string& prefix, ParameterRegistry& params);
   ag::Var forward(const ag::Var& x, const MixerContext& ctx, const MixerState* state_in = nullptr,
                   MixerState* state_out = nullptr) override;
-  bool runs_sequence_parallel(ag::RecurrentSequenceMode mode) const override { return mode == ag::RecurrentSequenceMode::P2P; }
+  bool runs_sequence_parallel(ag::RecurrentSequenceMode mode) const override {
+    return mode != ag::RecurrentSequenceMode::USP;  // P2P and A2A
+  }
   double flops_per_token(int64_t seq_len) const override;
 
  private:
   ag::Var weight(const std::string& name) { return params_.get(prefix_ + name).var; }
-  // B or C [B, T, heads·Dh] after their per-head RMSNorm and RoPE (each when enabled).
+  // B or C [B, T, heads·Dh] → [B, T, heads, Dh], after their per-head RMSNorm and RoPE (each when enabled).
   ag::Var key_or_query(const ag::Var& x, const std::string& norm, int64_t heads, const Tensor& positions,
                        const Tensor& inv_freq);
 

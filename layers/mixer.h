@@ -45,7 +45,8 @@ class SequenceMixer {
   virtual ag::Var forward(const ag::Var& x, const MixerContext& ctx, const MixerState* state_in = nullptr,
                           MixerState* state_out = nullptr) = 0;
   // Whether the mixer runs sequence parallelism itself through MixerContext::sequence in `mode` (attention always;
-  // recurrent mixers with a chunk summary under P2P); the decoder runs the others by USP on the whole sequence.
+  // recurrent mixers with a chunk summary under P2P, those that split their heads under A2A); the decoder runs the
+  // others by USP on the whole sequence.
   virtual bool runs_sequence_parallel(ag::RecurrentSequenceMode /*mode*/) const { return false; }
   // Forward FLOPs per token of the mixer at sequence length T (for MFU).
   virtual double flops_per_token(int64_t seq_len) const = 0;

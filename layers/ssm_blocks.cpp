@@ -18,15 +18,17 @@ ag::Var short_conv(const ag::Var& x, const ag::Var& weight, const ag::Var& bias,
 
 ag::Var conv_heads(const ag::Var& y, const ag::Var& conv_weight, const ag::Var& conv_bias, bool silu_without_conv,
                    int64_t heads, int64_t head_dim, size_t slot, const StateCarry& carry) {
-  const int64_t B = y->value.size(0), T = y->value.size(1);
-  ag::Var out = y;
+  // Under A2A the conv runs on the whole sequence for this rank's heads, with their rows of the weight and bias.
+  const ag::Var h = carry.to_heads(ag::reshape(y, {y->value.size(0), y->value.size(1), heads, head_dim}));
+  const Shape& s = h->value.shape();
+  ag::Var out = ag::reshape(h, {s[0], s[1], s[2] * head_dim});
   if (conv_weight) {
-    out = short_conv(y, conv_weight, conv_bias, true, carry.conv_in(slot, y, conv_weight->value.size(2)),
-                     carry.conv_out(slot));
+    out = short_conv(out, carry.own_heads(conv_weight, 0), carry.own_heads(conv_bias, 0), true,
+                     carry.conv_in(slot, out, conv_weight->value.size(2)), carry.conv_out(slot));
   } else if (silu_without_conv) {
-    out = ag::unary(ops::Unary::Silu, y);
+    out = ag::unary(ops::Unary::Silu, out);
   }
-  return ag::reshape(out, {B, T, heads, head_dim});
+  return ag::reshape(out, s);
 }
 
 ChunkSummary scalar_decay_summary(const ag::Var& k, const ag::Var& v, const ag::Var& g) {

@@ -17,7 +17,7 @@ ag::Var short_conv(const ag::Var& x, const ag::Var& weight, const ag::Var& bias,
 
 // A projected branch y [B, T, heads·D] → [B, T, heads, D]: silu(short_conv(y)) with conv_weight [C, 1, K] (bias
 // optional), its state carried at conv `slot` of `carry`; with no conv_weight, silu(y) when silu_without_conv, else
-// y unchanged.
+// y unchanged. Under A2A (carry.to_heads) → [B, T_whole, heads/P, D], this rank's heads.
 ag::Var conv_heads(const ag::Var& y, const ag::Var& conv_weight, const ag::Var& conv_bias, bool silu_without_conv,
                    int64_t heads, int64_t head_dim, size_t slot, const StateCarry& carry);
 

@@ -145,9 +145,10 @@ config::Schema build_train_schema() {
   s.add_enum("sequence_parallel_layout", {"zigzag", "contiguous"},
              "How a row is split over the sequence-parallel ranks (default: contiguous for ring, zigzag otherwise)")
       .optional();
-  s.add_enum("sequence_parallel_ssm_mode", {"p2p", "usp"},
-             "Recurrent mixers under sequence parallelism: p2p (conv halos and state passing; KLA always runs usp) or "
-             "usp (the whole sequence gathered into each mixer)")
+  s.add_enum("sequence_parallel_ssm_mode", {"p2p", "usp", "a2a"},
+             "Recurrent mixers under sequence parallelism: p2p (conv halos and state passing; KLA always runs usp), "
+             "usp (the whole sequence gathered into each mixer) or a2a (heads scattered by all-to-all, each rank runs "
+             "its heads over the whole sequence; the query and key/value heads must divide sequence_parallel_size)")
       .defaults("p2p");
   s.add_enum("sequence_parallel_state_passing", {"log-depth", "serial"},
              "How P2P composes the chunks' states over the ranks: log-depth (a parallel prefix) or serial (chunk after "

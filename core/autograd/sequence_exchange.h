@@ -19,6 +19,8 @@ namespace primer::ag {
 enum class RecurrentSequenceMode {
   P2P,  // state passing: conv halos, chunk summaries composed over ranks, the local chunk run from its true state
   USP,  // gather the whole sequence into the mixer, run it unmodified, keep the local part (any mixer)
+  A2A,  // all-to-all from the sequence split to a head split: each rank runs the convs and the core over the whole
+        // sequence for its H/P heads (Megatron-style context parallelism for Mamba, Ulysses' head scatter)
 };
 
 class SequenceExchange {
@@ -27,6 +29,8 @@ class SequenceExchange {
 
   virtual RecurrentSequenceMode recurrent_mode() const = 0;
   virtual int64_t chunks() const = 0;  // per rank
+  virtual int64_t ranks() const = 0;   // in the group
+  virtual int64_t rank() const = 0;    // this one's place in the group: under A2A, its head group
 
   // x [B, chunks·Tc, ...] → chunk rows [chunks·B, Tc, ...], and back (identity for one chunk per rank).
   virtual Var to_chunk_rows(const Var& x) = 0;
@@ -51,6 +55,12 @@ class SequenceExchange {
   virtual Var local_part(const Var& y) = 0;
   // i32 positions [B, T_local] → [B, T] in sequence order (no gradient).
   virtual Tensor gather_positions(const Tensor& positions) = 0;
+
+  // A2A: x [B, T_local, H, ...] (this rank's tokens, every head) → [B, T, H/P, ...] (every token in sequence order,
+  // head group rank() of ranks(): heads [rank·H/P, (rank+1)·H/P)); H must be a multiple of ranks().
+  virtual Var scatter_heads(const Var& x) = 0;
+  // The inverse, [B, T, H/P, ...] → [B, T_local, H, ...]. Each one's backward is the other's all-to-all.
+  virtual Var gather_heads(const Var& y) = 0;
 
   // Softmax attention of the local queries over the whole sequence's keys: q [B, T_local, Hq, Dh], k, v
   // [B, T_local, Hkv, Dh] in the local layout (options.causal, window and scale apply to global positions; the

@@ -2,6 +2,7 @@
 
 #include "core/check.h"
 #include "parallel/sp/conv_halo.h"
+#include "parallel/sp/head_exchange.h"
 #include "parallel/sp/sequence_gather.h"
 
 namespace primer::parallel {
@@ -9,11 +10,17 @@ namespace primer::parallel {
 ag::RecurrentSequenceMode parse_recurrent_sequence_mode(const std::string& name) {
   if (name == "p2p") return ag::RecurrentSequenceMode::P2P;
   if (name == "usp") return ag::RecurrentSequenceMode::USP;
-  PRIMER_FAIL("sequence-parallel mode of recurrent mixers '{}': expected p2p or usp", name);
+  if (name == "a2a") return ag::RecurrentSequenceMode::A2A;
+  PRIMER_FAIL("sequence-parallel mode of recurrent mixers '{}': expected p2p, usp or a2a", name);
 }
 
 const char* recurrent_sequence_mode_name(ag::RecurrentSequenceMode mode) {
-  return mode == ag::RecurrentSequenceMode::P2P ? "p2p" : "usp";
+  switch (mode) {
+    case ag::RecurrentSequenceMode::P2P: return "p2p";
+    case ag::RecurrentSequenceMode::USP: return "usp";
+    case ag::RecurrentSequenceMode::A2A: return "a2a";
+  }
+  PRIMER_FAIL("recurrent sequence mode {}", int(mode));
 }
 
 SequenceParallel::SequenceParallel(Communicator& sp, SequenceParallelOptions options) : sp_(sp), options_(options) {}
@@ -37,6 +44,9 @@ ag::Var SequenceParallel::local_part(const ag::Var& y) { return parallel::local_
 Tensor SequenceParallel::gather_positions(const Tensor& positions) {
   return parallel::gather_sequence(sp_, options_.layout, positions);
 }
+
+ag::Var SequenceParallel::scatter_heads(const ag::Var& x) { return sp::scatter_heads(sp_, options_.layout, x); }
+ag::Var SequenceParallel::gather_heads(const ag::Var& y) { return sp::gather_heads(sp_, options_.layout, y); }
 
 ag::Var SequenceParallel::attention(const ag::Var& q, const ag::Var& k, const ag::Var& v,
                                     const ops::AttentionOptions& options) {

@@ -18,7 +18,7 @@ struct SequenceParallelOptions {
   AttentionSequenceMode attention = AttentionSequenceMode::Ring;
 };
 
-ag::RecurrentSequenceMode parse_recurrent_sequence_mode(const std::string& name);  // p2p, usp
+ag::RecurrentSequenceMode parse_recurrent_sequence_mode(const std::string& name);  // p2p, usp, a2a
 const char* recurrent_sequence_mode_name(ag::RecurrentSequenceMode mode);
 
 class SequenceParallel final : public ag::SequenceExchange {
@@ -29,6 +29,8 @@ class SequenceParallel final : public ag::SequenceExchange {
 
   ag::RecurrentSequenceMode recurrent_mode() const override { return options_.recurrent; }
   int64_t chunks() const override;
+  int64_t ranks() const override { return sp_.size(); }
+  int64_t rank() const override { return sp_.rank(); }
   const SequenceParallelOptions& options() const { return options_; }
   Communicator& communicator() const { return sp_; }
 
@@ -39,6 +41,8 @@ class SequenceParallel final : public ag::SequenceExchange {
   ag::Var gather_sequence(const ag::Var& x) override;
   ag::Var local_part(const ag::Var& y) override;
   Tensor gather_positions(const Tensor& positions) override;
+  ag::Var scatter_heads(const ag::Var& x) override;
+  ag::Var gather_heads(const ag::Var& y) override;
   ag::Var attention(const ag::Var& q, const ag::Var& k, const ag::Var& v, const ops::AttentionOptions& options) override;
 
  private:

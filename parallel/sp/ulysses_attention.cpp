@@ -6,24 +6,10 @@
 #include "core/check.h"
 #include "parallel/sp/attention_blocks.h"
 #include "parallel/sp/attention_modes.h"
+#include "parallel/sp/head_exchange.h"
 #include "parallel/sp/sequence_order.h"
 
 namespace primer::parallel::sp {
-namespace {
-
-// x [B, T, H, Dh] → a view [P, B, T, H/P, Dh], head group j at [j].
-Tensor by_head_group(const Tensor& x, int64_t ranks) {
-  return x.view({x.size(0), x.size(1), ranks, x.size(2) / ranks, x.size(3)}).permute({2, 0, 1, 3, 4});
-}
-
-// The inverse: groups [P, B, T, h, Dh] → [B, T, P·h, Dh] (contiguous).
-Tensor from_head_groups(const Tensor& groups) {
-  const Tensor t = groups.permute({1, 2, 0, 3, 4}).contiguous();
-  return t.view({t.size(0), t.size(1), t.size(2) * t.size(3), t.size(4)});
-}
-
-}  // namespace
-
 AttentionForward ulysses_attention(Communicator& sp, SequenceLayout layout, const Tensor& q, const Tensor& k,
                                    const Tensor& v, const ops::AttentionOptions& options) {
   const int64_t ranks = sp.size();
@@ -41,17 +27,11 @@ AttentionForward ulysses_attention(Communicator& sp, SequenceLayout layout, cons
 
   Tensor lse;
   const Tensor out_full = ops::attention(qf, kf, vf, options, &lse);
-  const Tensor back = to_rank_order(out_full, ranks, layout);  // [P, B, T_local, hq, Dh]
-  Tensor back_recv = Tensor::empty(back.shape(), back.dtype(), back.device());
-  sp.all_to_all(back, back_recv, "sp-attention ulysses out");
 
   AttentionForward result;
-  result.out = from_head_groups(back_recv);
+  result.out = gather_heads(sp, layout, out_full, "sp-attention ulysses out");
   result.backward = [&sp, layout, qf, kf, vf, out_full, lse, options, ranks, hq, hkv, hs](const Tensor& dout) {
-    const Tensor dsend = by_head_group(dout, ranks).contiguous();
-    Tensor drecv = Tensor::empty(dsend.shape(), dsend.dtype(), dsend.device());
-    sp.all_to_all(dsend, drecv, "sp-attention ulysses dout");
-    const Tensor dout_full = to_sequence_order(drecv, layout);  // [B, T, hq, Dh]
+    const Tensor dout_full = scatter_heads(sp, layout, dout, "sp-attention ulysses dout");  // [B, T, hq, Dh]
     Tensor dq, dk, dv;
     ops::attention_backward(dout_full, qf, kf, vf, out_full, lse, options, &dq, &dk, &dv);
     // Each gradient is whole on the rank that computed it: the exchange needs no sum, so q's dtype is exact.

@@ -1,8 +1,8 @@
 // Sequence parallelism of every mixer equals one process (f64, CPU, on the ranks mpirun gives): each rank runs its
-// part of the sequence (contiguous or zig-zag) — recurrent mixers by P2P (log-depth or serial state passing) or USP
-// from an initial state, attention (full and sliding-window) by ring, all-gather or Ulysses — and the outputs and
-// input gradients of its part, and the parameter and initial-state gradients summed over the ranks, must equal the
-// whole sequence's on one rank to round-off.
+// part of the sequence (contiguous or zig-zag) — recurrent mixers by P2P (log-depth or serial state passing), USP
+// or A2A from an initial state, attention (full and sliding-window) by ring, all-gather or Ulysses — and the
+// outputs and input gradients of its part, and the parameter and initial-state gradients summed over the ranks,
+// must equal the whole sequence's on one rank to round-off.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -25,11 +25,16 @@ struct MixerCase {
   MixerKind kind;
   int64_t q_heads, kv_heads;
 };
+// A2A splits both head counts over the ranks: the GQA cases run it on 2 ranks, the 4/4 ones also on 4.
 const MixerCase kMixers[] = {
     {"M2", MixerKind::Mamba2, 4, 2},
+    {"M2_MHA", MixerKind::Mamba2, 4, 4},
     {"GDN", MixerKind::GatedDeltaNet, 4, 2},
-    {"KZLA", MixerKind::KaczmarzLinearAttention, 2, 2},
+    {"GDN_MHA", MixerKind::GatedDeltaNet, 4, 4},
+    {"GDN_QueriesExpanded", MixerKind::GatedDeltaNet, 2, 4},  // fewer query heads than kv heads
+    {"KZLA", MixerKind::KaczmarzLinearAttention, 4, 4},
     {"GKA", MixerKind::GatedKalmaNet, 4, 2},
+    {"GKA_MHA", MixerKind::GatedKalmaNet, 4, 4},
     {"KLA", MixerKind::KalmanLinearAttention, 2, 2},
     {"Attention", MixerKind::Attention, 4, 2},
     {"SWA", MixerKind::SlidingWindow, 4, 2},
@@ -41,12 +46,16 @@ struct Mode {
   StatePassing passing;
   AttentionSequenceMode attention;
 };
-// Recurrent mixers run every recurrent mode; attention every attention mode (Ulysses where the heads divide the ranks).
+// Recurrent mixers run every recurrent mode (A2A where the heads divide the ranks; KLA, which has no A2A, by USP);
+// attention every attention mode (Ulysses where the heads divide the ranks).
 const Mode kModes[] = {
     {"p2p_log_depth", ag::RecurrentSequenceMode::P2P, StatePassing::LogDepth, AttentionSequenceMode::Ring},
     {"p2p_serial", ag::RecurrentSequenceMode::P2P, StatePassing::Serial, AttentionSequenceMode::AllGather},
     {"usp", ag::RecurrentSequenceMode::USP, StatePassing::LogDepth, AttentionSequenceMode::Ulysses},
+    {"a2a", ag::RecurrentSequenceMode::A2A, StatePassing::LogDepth, AttentionSequenceMode::Ring},
 };
+
+bool heads_split(const MixerCase& m, int ranks) { return m.q_heads % ranks == 0 && m.kv_heads % ranks == 0; }
 
 ModelConfig config_for(const MixerCase& m) {
   ModelConfig c = test::tiny_mixer_config(m.q_heads, m.kv_heads, 1);
@@ -153,6 +162,7 @@ TEST_P(DistSpMixers, EveryModeAndLayoutEqualsOneRank) {
       SCOPED_TRACE(std::string(sequence_layout_name(layout)) + " " + mode.name);
       const bool attention = !is_ssm(GetParam().kind);
       if (attention && mode.attention == AttentionSequenceMode::Ulysses && GetParam().kv_heads % P != 0) continue;
+      if (!attention && mode.recurrent == ag::RecurrentSequenceMode::A2A && !heads_split(GetParam(), P)) continue;
       SCOPED_TRACE(attention ? attention_sequence_mode_name(mode.attention) : "");
       SequenceParallelOptions options;
       options.layout = layout;
@@ -178,6 +188,39 @@ TEST_P(DistSpMixers, EveryModeAndLayoutEqualsOneRank) {
         test::expect_close(summed_over_ranks(comm, mine.param_grads[i]), reference.param_grads[i], 1e-10, 1e-12,
                            all[i]->name);
     }
+}
+
+// Under A2A a head count that does not split over the ranks, or Adaptive GQA (which mixes all of a token's kv heads
+// after the convs), is refused with an error naming the mixer and the counts.
+TEST(DistSpMixersA2A, HeadsThatDoNotSplitOverTheRanksAreRefused) {
+  Communicator& comm = test::world_comm();
+  const int P = comm.size();
+  if (P == 1) GTEST_SKIP() << "every head count splits over one rank";
+  SequenceParallelOptions options;
+  options.recurrent = ag::RecurrentSequenceMode::A2A;
+  SequenceParallel sp(comm, options);
+  const auto forward = [&](ModelConfig c) {
+    ParameterRegistry params;
+    const std::unique_ptr<layers::SequenceMixer> mixer = layers::make_mixer(c, 0, params);
+    params.materialize(Device::cpu(), DType::F64, 1);
+    const int64_t T_local = 2 * sp.chunks();
+    layers::MixerContext ctx;
+    ctx.sequence = &sp;
+    ctx.positions = positions(1, T_local, 0);
+    ctx.inv_freq = Tensor::full({c.head_dim / 2}, 0.3, DType::F32);
+    mixer->forward(ag::constant(test::randn({1, T_local, c.hidden_size}, 1)), ctx);
+  };
+  // 3 query heads and 1 kv head: neither splits over 2 or 4 ranks, the kv head not over 3.
+  for (const MixerKind kind : {MixerKind::Mamba2, MixerKind::GatedDeltaNet, MixerKind::GatedKalmaNet}) {
+    ModelConfig c = test::tiny_mixer_config(3, 1, 1);
+    c.layer_types = {kind};
+    test::expect_error([&] { forward(c); }, {"model.layers.0", "A2A", "num_attention_heads 3",
+                                             "num_key_value_heads 1", "sequence_parallel_size " + std::to_string(P)});
+  }
+  ModelConfig agqa = test::tiny_mixer_config(4 * P, 2 * P, 1);
+  agqa.layer_types = {MixerKind::GatedDeltaNet};
+  agqa.gdn.kv_proj_rank = 4;
+  test::expect_error([&] { forward(agqa); }, {"model.layers.0", "Adaptive GQA", "kv_proj_rank", "p2p or usp"});
 }
 
 INSTANTIATE_TEST_SUITE_P(Mixers, DistSpMixers, ::testing::ValuesIn(kMixers),

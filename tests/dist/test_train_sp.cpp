@@ -1,6 +1,6 @@
 // Sequence-parallel training equals one process: every step's loss and the final weights of a hybrid with every
 // mixer kind but KZLA (attention, sliding window, Mamba-2, GDN, GKA, KLA), for each attention mode, both layouts,
-// P2P (log-depth and serial) and USP, with ZeRO; and Stage 1 on a fused model under data × sequence parallelism.
+// P2P (log-depth and serial), USP and A2A, with ZeRO; and Stage 1 on a fused model under data × sequence parallelism.
 // Tolerances as tests/dist/test_train.cpp ("Tolerance"): f32 runs that differ in summation order (here also the
 // ranks' state compositions and attention merges). KZLA is left to the f64 mixer test (test_sp_mixers.cpp): in this
 // tiny model its q_proj gradients lie below AdamW's ε, where an update follows the gradient's own f32 summation noise —
@@ -45,6 +45,7 @@ TEST(DistTrainSp, HybridWithEveryMixerEqualsOneProcess) {
       {"contiguous ring, p2p serial, ZeRO-1", "ring", "", "p2p", "serial", 1},
       {"all-gather, usp, ZeRO-0", "all-gather", "zigzag", "usp", "log-depth", 0},
       {"ulysses, contiguous, p2p", "ulysses", "contiguous", "p2p", "log-depth", 2},
+      {"all-gather, a2a, ZeRO-2", "all-gather", "zigzag", "a2a", "log-depth", 2},
   };
   for (const SpVariant& v : variants) {
     run.sp_mode = v.sp_mode;
