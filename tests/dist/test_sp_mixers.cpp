@@ -227,7 +227,7 @@ INSTANTIATE_TEST_SUITE_P(Mixers, DistSpMixers, ::testing::ValuesIn(kMixers),
                          [](const auto& i) { return std::string(i.param.name); });
 
 // The same on the GPU in bf16 through the CUDA kernels (ranks sharing the GPU), against one rank on the GPU: P2P
-// (log-depth, zig-zag) or USP for the recurrent mixers, zig-zag ring for attention. Both runs round every activation
+// (log-depth, zig-zag), USP or A2A (where the heads split) for the recurrent mixers, zig-zag ring for attention. Both runs round every activation
 // to bf16 (ε = 2^-8 ≈ 3.9e-3) in a different order of sums (state composition, attention merges, per-rank parameter
 // gradients), so outputs and gradients agree to a few ε in relative L2; the bound is 5ε ≈ 2e-2.
 class DistSpMixersGpu : public ::testing::TestWithParam<MixerCase> {};
@@ -257,8 +257,10 @@ TEST_P(DistSpMixersGpu, EqualsOneRankInBf16) {
   whole.inv_freq = Tensor::full({c.head_dim / 2}, 0.05, DType::F32, gpu);
   const MixerRun reference = run(*mixer, params, x, dy, whole, {});
 
-  for (const ag::RecurrentSequenceMode mode : {ag::RecurrentSequenceMode::P2P, ag::RecurrentSequenceMode::USP}) {
-    if (!is_ssm(GetParam().kind) && mode == ag::RecurrentSequenceMode::USP) continue;
+  for (const ag::RecurrentSequenceMode mode :
+       {ag::RecurrentSequenceMode::P2P, ag::RecurrentSequenceMode::USP, ag::RecurrentSequenceMode::A2A}) {
+    if (!is_ssm(GetParam().kind) && mode != ag::RecurrentSequenceMode::P2P) continue;
+    if (mode == ag::RecurrentSequenceMode::A2A && !heads_split(GetParam(), P)) continue;
     SCOPED_TRACE(recurrent_sequence_mode_name(mode));
     SequenceParallelOptions options;
     options.recurrent = mode;
@@ -292,8 +294,15 @@ TEST_P(DistSpMixersGpu, EqualsOneRankInBf16) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Mixers, DistSpMixersGpu,
-                         ::testing::Values(kMixers[0], kMixers[1], kMixers[2], kMixers[3], kMixers[5], kMixers[6]),
+// Every case whose mixer has CUDA kernels (KLA runs on the CPU only).
+std::vector<MixerCase> gpu_mixers() {
+  std::vector<MixerCase> out;
+  for (const MixerCase& m : kMixers)
+    if (m.kind != MixerKind::KalmanLinearAttention) out.push_back(m);
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Mixers, DistSpMixersGpu, ::testing::ValuesIn(gpu_mixers()),
                          [](const auto& i) { return std::string(i.param.name); });
 
 }  // namespace

@@ -5,7 +5,7 @@
 // On one rank the P2P rows measure P2P's compute overhead against the plain layer (the zero-state summaries and the
 // halo; no communication); under mpirun the modes run as they train. CPU runs check the counters (one untimed-warmup
 // pass, wall-clock median); GPU runs time with CUDA events.
-// Usage: [mpirun -np N] bench_sp [--mixers M2,GDN,GKA] [--modes plain,p2p,p2p-serial,usp] [--batch B] [--seq T]
+// Usage: [mpirun -np N] bench_sp [--mixers M2,GDN,GKA] [--modes plain,p2p,p2p-serial,usp,a2a] [--batch B] [--seq T]
 //          [--hidden 2048] [--heads 16] [--kv-heads 16] [--head-dim 128] [--layout zigzag|contiguous]
 //          [--device cuda|cpu] [--iters 10] [--formula-ranks P]
 // With --formula-ranks P nothing runs: the formula's bytes for P ranks (bf16 activations) are printed instead.
@@ -93,6 +93,18 @@ double formula_bytes(const std::string& mode, const ModelConfig& c, MixerKind ki
   if (P == 1) return 0;
   const double B = double(o.batch), T_local = double(o.seq / P), D = double(o.hidden);
   if (mode == "usp") return 2.0 * (P - 1) * B * T_local * D * double(elem);  // all-gather x, reduce-scatter dx
+  if (mode == "a2a") {
+    // The per-head tensors in (pre-conv projections and gates; GDN's and GKA's decay g and GDN's β in f32) and the
+    // core's output back, (P−1)/P of each, forward and backward.
+    const double Hq = double(c.num_attention_heads), Hkv = double(c.num_key_value_heads), Dh = double(c.head_dim);
+    const double H = std::max(Hq, Hkv), b = double(elem);
+    double in = 0;
+    if (kind == MixerKind::Mamba2) in = (2 * Hkv * Dh + Hq * Dh + Hq) * b;
+    else if (kind == MixerKind::GatedKalmaNet)
+      in = (Hq + 2 * Hkv) * Dh * b + H * 4 + H * b * ((c.gka.use_beta_gate ? 1 : 0) + (c.gka.use_alpha_connection ? 1 : 0));
+    else in = (Hq + 2 * Hkv) * Dh * b + 2 * H * 4;
+    return 2.0 * (P - 1) / P * B * T_local * (in + H * Dh * b);
+  }
   // P2P: the halo (conv_size − 1 rows of the conv inputs) out and its gradient back, per chunk with a successor
   // (forward) or a predecessor (backward) on another rank; the state hops of every chain, forward and backward.
   const double H = double(std::max(c.num_attention_heads, c.num_key_value_heads)), K = double(c.head_dim);
@@ -162,7 +174,7 @@ bench::Row measure(const Options& o, const std::string& mixer_token, const std::
   const int P = comm.size();
   parallel::SequenceParallelOptions options;
   options.layout = parse_sequence_layout(o.layout);
-  options.recurrent = mode == "usp" ? ag::RecurrentSequenceMode::USP : ag::RecurrentSequenceMode::P2P;
+  options.recurrent = parallel::parse_recurrent_sequence_mode(mode == "p2p-serial" || mode == "plain" ? "p2p" : mode);
   options.state_passing = mode == "p2p-serial" ? parallel::StatePassing::Serial : parallel::StatePassing::LogDepth;
   parallel::SequenceParallel sp(comm, options);
   const bool plain = mode == "plain";
