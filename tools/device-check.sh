@@ -34,9 +34,10 @@ fi
 
 # The multi-rank GPU paths (label dist, tests named *Gpu*, and the plain process): the communicators and training
 # with NCCL at world size 1, with 2 and 4 ranks sharing this GPU through MPI with host staging (NCCL refuses two ranks
-# on one device), and the hang report on GPU tensors.
+# on one device), sequence parallelism (every CUDA mixer and mode against one rank and f64; training under sp 2 and
+# dp 2 x sp 2), and the hang report on GPU tensors.
 (cd build-device && ctest -L dist -R 'Gpu|NoLauncher' -V) >"$out/ctest-dist-gpu.log" 2>&1 || test_rc=1
-grep -E "tests passed|tests failed|\*\*\*|communicator:|GPU, ZeRO" "$out/ctest-dist-gpu.log" | sort -u | head -40
+grep -E "tests passed|tests failed|\*\*\*|communicator:|GPU, ZeRO|GPU, (p2p|usp)" "$out/ctest-dist-gpu.log" | sort -u | head -40
 
 if [ ${#benches[@]} -eq 0 ]; then
   mapfile -t benches < <(cd build-device && ls bench_* 2>/dev/null; cd ../tools/bench && ls *.py 2>/dev/null)

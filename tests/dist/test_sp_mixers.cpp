@@ -226,13 +226,16 @@ TEST(DistSpMixersA2A, HeadsThatDoNotSplitOverTheRanksAreRefused) {
 INSTANTIATE_TEST_SUITE_P(Mixers, DistSpMixers, ::testing::ValuesIn(kMixers),
                          [](const auto& i) { return std::string(i.param.name); });
 
-// The same on the GPU in bf16 through the CUDA kernels (ranks sharing the GPU), against one rank on the GPU: P2P
-// (log-depth, zig-zag), USP or A2A (where the heads split) for the recurrent mixers, zig-zag ring for attention. Both runs round every activation
-// to bf16 (ε = 2^-8 ≈ 3.9e-3) in a different order of sums (state composition, attention merges, per-rank parameter
-// gradients), so outputs and gradients agree to a few ε in relative L2; the bound is 5ε ≈ 2e-2.
+// The same on the GPU in bf16 through the CUDA kernels (ranks sharing the GPU): P2P (log-depth, zig-zag), USP or
+// A2A (where the heads split) for the recurrent mixers, zig-zag ring for attention. Both the SP run and one GPU rank
+// are measured against the f64 truth on the CPU (same bf16-rounded weights and inputs): SP must be as accurate as one
+// rank, within twice its error plus 1e-2. Two bf16 runs cannot be compared more tightly tensor by tensor: a bias's
+// gradient is a sum over every token with cancellation, and under SP that sum is split into per-rank partials
+// rounded to bf16 (measured on an H100: GKA's b_proj.bias gradient 4–13% from one rank's under P2P and USP, whose
+// own error against f64 is of the same order), while every other tensor agrees to < 1e-2.
 class DistSpMixersGpu : public ::testing::TestWithParam<MixerCase> {};
 
-TEST_P(DistSpMixersGpu, EqualsOneRankInBf16) {
+TEST_P(DistSpMixersGpu, AsAccurateAsOneRankInBf16) {
   if (!cuda::available()) GTEST_SKIP() << "no CUDA device";
   Communicator& comm = test::world_comm();
   const int P = comm.size();
@@ -241,20 +244,25 @@ TEST_P(DistSpMixersGpu, EqualsOneRankInBf16) {
   comm.broadcast(seed_t, 0, "seed");
   const uint64_t seed = uint64_t(seed_t.item());
   SCOPED_TRACE("seed " + std::to_string(seed) + ", " + std::to_string(P) + " ranks");
-  constexpr double kTolerance = 2e-2;
 
-  const Device gpu = Device::cuda(cuda::current_device());
+  const Device gpu = Device::cuda(cuda::current_device()), cpu = Device::cpu();
   ModelConfig c = config_for(GetParam());
   c.hidden_size = 128;  // the CUDA kernels take head_dim 64 or 128
   c.head_dim = 64;
-  ParameterRegistry params;
+  ParameterRegistry params, params64;
   const std::unique_ptr<layers::SequenceMixer> mixer = layers::make_mixer(c, 0, params);
+  const std::unique_ptr<layers::SequenceMixer> mixer64 = layers::make_mixer(c, 0, params64);
   params.materialize(gpu, DType::BF16, seed);
+  params64.materialize(cpu, DType::F64, seed);
+  for (Parameter* p : params64.all()) p->var->value.copy_from(params.get(p->name).var->value);
   const int64_t B = 2, T = 96, D = c.hidden_size;
   const Tensor x = test::randn({B, T, D}, seed + 1, DType::BF16, gpu), dy = test::randn({B, T, D}, seed + 2, DType::BF16, gpu);
-  layers::MixerContext whole;
-  whole.positions = positions(B, T, 3).to(gpu);
-  whole.inv_freq = Tensor::full({c.head_dim / 2}, 0.05, DType::F32, gpu);
+  layers::MixerContext whole, whole64;
+  whole64.positions = positions(B, T, 3);
+  whole64.inv_freq = Tensor::full({c.head_dim / 2}, 0.05, DType::F32);
+  whole.positions = whole64.positions.to(gpu);
+  whole.inv_freq = whole64.inv_freq.to(gpu);
+  const MixerRun truth = run(*mixer64, params64, x.to(cpu).to(DType::F64), dy.to(cpu).to(DType::F64), whole64, {});
   const MixerRun reference = run(*mixer, params, x, dy, whole, {});
 
   for (const ag::RecurrentSequenceMode mode :
@@ -267,30 +275,32 @@ TEST_P(DistSpMixersGpu, EqualsOneRankInBf16) {
     SequenceParallel sp(test::gpu_world_comm(), options);
     layers::MixerContext ctx;
     ctx.sequence = &sp;
-    ctx.positions = part_of(whole.positions.to(Device::cpu()), P, comm.rank(), options.layout).to(gpu);
+    ctx.positions = part_of(whole64.positions, P, comm.rank(), options.layout).to(gpu);
     ctx.inv_freq = whole.inv_freq;
     ctx.whole_positions = sp.gather_positions(ctx.positions);
     const MixerRun mine = run(*mixer, params, part_of(x, P, comm.rank(), options.layout),
                               part_of(dy, P, comm.rank(), options.layout), ctx, {});
-    double worst = 0;
+    double worst_sp = 0, worst_one = 0;
     std::string worst_name;
-    auto check = [&](const Tensor& got, const Tensor& want, const std::string& what) {
-      const test::Diff d = test::compare(got, want);
-      EXPECT_EQ(d.nonfinite, 0) << what;
-      EXPECT_LE(d.rel_l2, kTolerance) << what;
-      if (d.rel_l2 > worst) {
-        worst = d.rel_l2;
+    auto check = [&](const Tensor& sp_value, const Tensor& one_rank, const Tensor& exact, const std::string& what) {
+      const test::Diff sp_err = test::compare(sp_value, exact), one_err = test::compare(one_rank, exact);
+      EXPECT_EQ(sp_err.nonfinite, 0) << what;
+      EXPECT_LE(sp_err.rel_l2, 2 * one_err.rel_l2 + 1e-2) << what << " (one rank's error " << one_err.rel_l2 << ")";
+      if (sp_err.rel_l2 - one_err.rel_l2 > worst_sp - worst_one) {
+        worst_sp = sp_err.rel_l2;
+        worst_one = one_err.rel_l2;
         worst_name = what;
       }
     };
-    check(mine.y, part_of(reference.y, P, comm.rank(), options.layout), "output");
-    check(mine.dx, part_of(reference.dx, P, comm.rank(), options.layout), "dx");
+    const int r = comm.rank();
+    check(mine.y, part_of(reference.y, P, r, options.layout), part_of(truth.y, P, r, options.layout), "output");
+    check(mine.dx, part_of(reference.dx, P, r, options.layout), part_of(truth.dx, P, r, options.layout), "dx");
     const std::vector<Parameter*> all = params.all();
     for (size_t i = 0; i < all.size(); ++i)
-      check(summed_over_ranks(comm, mine.param_grads[i]), reference.param_grads[i].to(Device::cpu()), all[i]->name);
+      check(summed_over_ranks(comm, mine.param_grads[i]), reference.param_grads[i], truth.param_grads[i], all[i]->name);
     if (comm.rank() == 0)
-      std::printf("%s %s on %d ranks: worst relative L2 %.3g (%s)\n", GetParam().name,
-                  recurrent_sequence_mode_name(mode), P, worst, worst_name.c_str());
+      std::printf("%s %s on %d ranks: relative L2 error against f64 %.3g (one rank: %.3g), %s\n", GetParam().name,
+                  recurrent_sequence_mode_name(mode), P, worst_sp, worst_one, worst_name.c_str());
   }
 }
 
