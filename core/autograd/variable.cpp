@@ -86,6 +86,12 @@ void record(const std::string& name, std::vector<Var> outputs, std::function<voi
   current_tape().record(Node{name, std::move(outputs), std::move(fn)});
 }
 
+void record_collective(const std::string& name, std::vector<Var> outputs, std::function<void()> fn) {
+  if (!grad_mode) return;
+  for (const Var& o : outputs) o->requires_grad = true;
+  current_tape().record(Node{name, std::move(outputs), std::move(fn), true});
+}
+
 void record_always(const std::string& name, std::function<void()> fn) {
   if (!grad_mode) return;
   current_tape().record(Node{name, {}, std::move(fn), true});

@@ -86,6 +86,9 @@ bool needs_grad(std::initializer_list<const Var*> inputs);
 // Records a node producing `outputs` whose backward is `fn`; marks the outputs as requiring grad.
 void record(const std::string& name, std::vector<Var> outputs, std::function<void()> fn);
 
+// Records a node producing `outputs` whose backward runs at its place whatever gradients arrived (fn reads missing
+// ones as zeros): a collective's backward, which every rank must take part in. No-op when grad mode is off.
+void record_collective(const std::string& name, std::vector<Var> outputs, std::function<void()> fn);
 // Records a node without outputs whose `fn` backward runs at its place in the reverse order, whatever gradients
 // arrived (no-op when grad mode is off).
 void record_always(const std::string& name, std::function<void()> fn);

@@ -35,13 +35,7 @@ ag::Var conv_halo(Communicator& comm, SequenceLayout layout, const ag::Var& x, i
     if (p == 0 && c == 0 && initial) recv.copy_from(initial->value);
   }
   ag::Var out = ag::constant(halo, "conv halo");
-  if (!ag::grad_enabled()) return out;
-  ag::Node node;
-  node.name = "sp_conv_halo";
-  node.outputs = {out};
-  node.always_run = true;  // a collective: every rank runs it whatever gradients arrived
-  out->requires_grad = true;
-  node.backward = [&comm, chains, B, Tc, width, out, x, initial]() {
+  ag::record_collective("sp_conv_halo", {out}, [&comm, chains, B, Tc, width, out, x, initial]() {
     const Tensor dhalo = ag::grad_or_zeros(out);
     Tensor dtail = Tensor::zeros(dhalo.shape(), dhalo.dtype(), dhalo.device());
     for (size_t c = chains.size(); c-- > 0;) {
@@ -63,8 +57,7 @@ ag::Var conv_halo(Communicator& comm, SequenceLayout layout, const ag::Var& x, i
     Tensor dx = Tensor::zeros(x->value.shape(), dhalo.dtype(), dhalo.device());
     dx.slice(1, Tc - width, Tc).copy_from(dtail.transpose(1, 2));
     ag::accumulate_grad(x, dx);
-  };
-  ag::current_tape().record(std::move(node));
+  });
   return out;
 }
 

@@ -23,16 +23,10 @@ using Exchange = Tensor (*)(Communicator&, SequenceLayout, const Tensor&, std::s
 ag::Var exchange(Communicator& comm, SequenceLayout layout, const ag::Var& x, Exchange forward, Exchange backward,
                  const char* name) {
   ag::Var out = ag::constant(forward(comm, layout, x->value.contiguous(), name), name);
-  if (!ag::needs_grad({&x})) return out;
-  out->requires_grad = true;
-  // always_run: the backward is collective, so every rank runs it even when no gradient reached its output.
-  ag::current_tape().record(ag::Node{
-      name,
-      {out},
-      [&comm, layout, x, out, backward, name] {
-        ag::accumulate_grad(x, backward(comm, layout, ag::grad_or_zeros(out).contiguous(), name));
-      },
-      /*always_run=*/true});
+  if (ag::needs_grad({&x}))
+    ag::record_collective(name, {out}, [&comm, layout, x, out, backward, name] {
+      ag::accumulate_grad(x, backward(comm, layout, ag::grad_or_zeros(out).contiguous(), name));
+    });
   return out;
 }
 

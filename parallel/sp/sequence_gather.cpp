@@ -30,19 +30,12 @@ Tensor gather_sequence(Communicator& comm, SequenceLayout layout, const Tensor& 
 
 ag::Var gather_sequence(Communicator& comm, SequenceLayout layout, const ag::Var& x) {
   ag::Var out = ag::constant(gather_values(comm, layout, x->value), "gathered sequence");
-  if (!ag::grad_enabled()) return out;
-  ag::Node node;
-  node.name = "sp_gather_sequence";
-  node.outputs = {out};
-  node.always_run = true;  // a collective: every rank runs it whatever gradients arrived
-  out->requires_grad = true;
-  node.backward = [&comm, layout, out, x]() {
+  ag::record_collective("sp_gather_sequence", {out}, [&comm, layout, out, x]() {
     const Tensor parts = sp::to_rank_order(ag::grad_or_zeros(out), comm.size(), layout);
     Tensor mine = Tensor::empty(x->value.shape(), parts.dtype(), parts.device());
     comm.reduce_scatter(parts, mine, ReduceOp::Sum, "sp-gather-grad");
     ag::accumulate_grad(x, mine);
-  };
-  ag::current_tape().record(std::move(node));
+  });
   return out;
 }
 

@@ -69,22 +69,14 @@ ag::Var sequence_parallel_attention(Communicator& sp, SequenceLayout layout, Att
     case AttentionSequenceMode::Ulysses: forward = sp::ulysses_attention(sp, layout, qc, kc, vc, options); break;
   }
   ag::Var out = ag::constant(forward.out, "sequence_parallel_attention");
-  if (ag::needs_grad({&q, &k, &v})) {
-    out->requires_grad = true;
-    // always_run: the backward is collective, so every rank runs it at this node's place even when no gradient
-    // reached this rank's output (zeros stand in).
-    auto backward = std::move(forward.backward);
-    ag::current_tape().record(ag::Node{
-        "sequence_parallel_attention",
-        {out},
-        [q, k, v, out, backward, dtype = qc.dtype()] {
-          const sp::AttentionGrads g = backward(ag::grad_or_zeros(out).to(dtype).contiguous());
-          ag::accumulate_grad(q, g.dq);
-          ag::accumulate_grad(k, g.dk);
-          ag::accumulate_grad(v, g.dv);
-        },
-        /*always_run=*/true});
-  }
+  if (ag::needs_grad({&q, &k, &v}))
+    ag::record_collective("sequence_parallel_attention", {out},
+                          [q, k, v, out, backward = std::move(forward.backward), dtype = qc.dtype()] {
+                            const sp::AttentionGrads g = backward(ag::grad_or_zeros(out).to(dtype).contiguous());
+                            ag::accumulate_grad(q, g.dq);
+                            ag::accumulate_grad(k, g.dk);
+                            ag::accumulate_grad(v, g.dv);
+                          });
   return out;
 }
 

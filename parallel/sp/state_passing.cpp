@@ -146,14 +146,8 @@ ag::Var incoming_state(Communicator& comm, SequenceLayout layout, StatePassing p
     start = ends_chain ? ops::add(apply(kind, M, s), Ec) : Tensor();
   }
   ag::Var out = ag::constant(S_in, "incoming state");
-  if (!ag::grad_enabled()) return out;
-  ag::Node node;
-  node.name = "sp_incoming_state";
-  node.outputs = {out};
-  node.always_run = true;  // a collective: every rank runs it whatever gradients arrived
-  out->requires_grad = true;
   const ag::Var E_var = final_from_zero, M_var = transition, init = initial;
-  node.backward = [&comm, layout, passing, kind, chains, B, Ms, S_ins, out, E_var, M_var, init]() {
+  ag::record_collective("sp_incoming_state", {out}, [&comm, layout, passing, kind, chains, B, Ms, S_ins, out, E_var, M_var, init]() {
     const Tensor dS = ag::grad_or_zeros(out);
     Tensor dE = Tensor::zeros(E_var->value.shape(), dS.dtype(), dS.device());
     Tensor dM = Tensor::zeros(M_var->value.shape(), dS.dtype(), dS.device());
@@ -173,8 +167,7 @@ ag::Var incoming_state(Communicator& comm, SequenceLayout layout, StatePassing p
       const Tensor d_init = g_end.defined() ? g_end : Tensor::zeros(init->value.shape(), dS.dtype(), dS.device());
       ag::accumulate_grad(init, d_init);
     }
-  };
-  ag::current_tape().record(std::move(node));
+  });
   return out;
 }
 
