@@ -39,6 +39,15 @@ ChunkSummary scalar_decay_summary(const ag::Var& k, const ag::Var& v, const ag::
   return {final_state, log_decay};
 }
 
+ag::Var state_readout(const ag::Var& rows, const ag::Var& S) {
+  const Shape& r = rows->value.shape();
+  const int64_t R = r[0], T = r[1], H = r[2], K = r[3], V = S->value.size(3);
+  const DType io = rows->value.dtype(), state = S->value.dtype();
+  const ag::Var a = ag::reshape(ag::transpose(io == state ? rows : ag::cast(rows, state), 1, 2), {R * H, T, K});
+  const ag::Var y = ag::transpose(ag::reshape(ag::matmul(a, ag::reshape(S, {R * H, K, V})), {R, H, T, V}), 1, 2);
+  return io == state ? y : ag::cast(y, io);
+}
+
 Tensor identity_states(int64_t R, int64_t H, int64_t K, DType dtype, Device device) {
   std::vector<double> eye(size_t(R * H * K * K), 0.0);
   for (int64_t m = 0; m < R * H; ++m)

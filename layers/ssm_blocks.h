@@ -25,6 +25,11 @@ ag::Var conv_heads(const ag::Var& y, const ag::Var& conv_weight, const ag::Var& 
 // v [R, T, H, V], g [R, T, H]): its final state from zero (through the GLA kernels) and the log decay Σ_t g_t.
 ChunkSummary scalar_decay_summary(const ag::Var& k, const ag::Var& v, const ag::Var& g);
 
+// Per head, the rows of `rows` [R, T, H, K] times the state S [R, H, K, V]: [R, T, H, V] in rows' dtype (the product
+// in S's dtype). Under P2P the delta rule's output from an incoming state S_in is its output from zero plus this
+// readout of scale·A_{1:t}ᵀ q_t (the recurrence is linear in the state).
+ag::Var state_readout(const ag::Var& rows, const ag::Var& S);
+
 // [R, H, K, K] identity matrices: the initial state whose final state is a recurrence's total transition.
 Tensor identity_states(int64_t R, int64_t H, int64_t K, DType dtype, Device device);
 

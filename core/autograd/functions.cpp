@@ -1,5 +1,6 @@
 #include "core/autograd/functions.h"
 
+#include "core/check.h"
 #include "core/ops/conv1d.h"
 #include "core/ops/cross_entropy.h"
 #include "core/ops/embedding.h"
@@ -57,6 +58,19 @@ Var transpose(const Var& x, int d0, int d1) {
   Var y = output(x->value.transpose(d0, d1).contiguous());
   if (needs_grad({&x}))
     record("transpose", {y}, [x, y, d0, d1] { accumulate_grad(x, y->grad.transpose(d0, d1).contiguous()); });
+  return y;
+}
+
+Var matmul(const Var& a, const Var& b) {
+  PRIMER_CHECK(a->value.dim() == 3 && b->value.dim() == 3 && a->value.size(0) == b->value.size(0) &&
+                   a->value.size(2) == b->value.size(1),
+               "matmul: expected [N, M, K] @ [N, K, P], got {} @ {}", a->value.describe(), b->value.describe());
+  Var y = output(ops::matmul(a->value, b->value));
+  if (needs_grad({&a, &b}))
+    record("matmul", {y}, [a, b, y] {
+      if (a->requires_grad) accumulate_grad(a, ops::matmul(y->grad, b->value, false, true));
+      if (b->requires_grad) accumulate_grad(b, ops::matmul(a->value, y->grad, true, false));
+    });
   return y;
 }
 
