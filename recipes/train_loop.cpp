@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 
 #include "core/autograd/variable.h"
 #include "core/check.h"
@@ -28,6 +29,40 @@ double max_over_ranks(parallel::Communicator* host, double value) {
   return t.item();
 }
 
+// Rows the interrupted run wrote after the checkpoint a run resumes from (`step`), dropped so that every step appears
+// once (plots, and readers that take the first row): every row after it and the evaluation at it (the resumed run
+// evaluates again where it starts), and a torn line (a kill mid-write). Rewritten through a temporary file, so a
+// crash here leaves the old file whole.
+void drop_superseded_metrics(const std::string& path, int64_t step) {
+  std::ifstream in(path);
+  if (!in) return;
+  std::vector<std::string> kept;
+  bool dropped = false;
+  for (std::string line; std::getline(in, line);) {
+    try {
+      const json::Value row = json::parse(line, path);
+      const json::Node n(row, path);
+      const int64_t at = n.at("step").as_int();
+      if (at < step || (at == step && !n.has("eval_loss"))) {
+        kept.push_back(line);
+        continue;
+      }
+    } catch (const std::exception&) {
+    }
+    dropped = true;
+  }
+  in.close();
+  if (!dropped) return;
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    for (const std::string& line : kept) out << line << "\n";
+    out.flush();
+    PRIMER_CHECK(out.good(), "cannot rewrite metrics file '{}' (through '{}')", path, tmp);
+  }
+  std::filesystem::rename(tmp, path);
+}
+
 }  // namespace
 
 double heldout_loss(layers::DecoderLM& model, const TrainData& source, int64_t batches, Device device,
@@ -52,6 +87,7 @@ double heldout_loss(layers::DecoderLM& model, const TrainData& source, int64_t b
 TrainLoop::TrainLoop(TrainSetup& setup) : s_(setup) {
   metrics_path_ = s_.cfg.has("metrics_file") ? s_.cfg.get_string("metrics_file") : s_.out_dir + "/metrics.jsonl";
   if (s_.ranks.host->rank() == 0) {  // one writer; every number it writes is global
+    if (s_.state.step > 0) drop_superseded_metrics(metrics_path_, s_.state.step);
     metrics_.open(metrics_path_, std::ios::app);
     PRIMER_CHECK(metrics_.good(), "cannot write metrics file '{}'", metrics_path_);
   }

@@ -53,6 +53,17 @@ void expect_resume_reproduces_losses(const std::string& root, const std::string&
   ASSERT_EQ(recipes::run_train(recipe, {}), 0);
   const auto resumed = losses(root + "/out/metrics.jsonl");
   for (int64_t step = 1; step <= 6; ++step) EXPECT_EQ(resumed.at(step), straight.at(step)) << "step " << step;
+  // The rows the first run wrote after step 3 were replaced, not appended to: every step's training row and
+  // evaluation row appears once (a plot draws one curve).
+  std::map<std::pair<int64_t, bool>, int> rows;
+  std::ifstream in(root + "/out/metrics.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    const json::Value v = json::parse(line, "metrics.jsonl");
+    ++rows[{v.as_object().find("step")->as_int(), v.as_object().contains("eval_loss")}];
+  }
+  for (const auto& [key, count] : rows)
+    EXPECT_EQ(count, 1) << (key.second ? "evaluation" : "training") << " row of step " << key.first;
+  EXPECT_EQ(rows.count({6, false}), 1u);
   std::filesystem::remove_all(root);
 }
 
