@@ -147,7 +147,12 @@ data::LoaderOptions loader_options(const config::Config& cfg, int64_t seq, int64
 
 std::unique_ptr<TrainData> make_train_data(const config::Config& cfg, int64_t batch, int64_t seq, DataShard shard) {
   if (cfg.has("tokenized_path")) return std::make_unique<TokenData>(cfg, batch, seq, shard);
-  return std::make_unique<ByteData>(cfg.get_list("dataset").at(0), cfg.get_float("val_size"),
+  const std::vector<std::string> datasets = cfg.get_list("dataset");
+  PRIMER_CHECK(datasets.size() == 1,
+               "{}: dataset lists {} entries, but byte-level training reads one text file or directory (put the files in "
+               "one directory, or tokenize them into shards with `primer tokenize` and set tokenized_path)",
+               cfg.where("dataset"), datasets.size());
+  return std::make_unique<ByteData>(datasets.at(0), cfg.get_float("val_size"),
                                     uint64_t(cfg.get_int("seed")), batch, seq, shard);
 }
 

@@ -100,6 +100,8 @@ void TrainLoop::write_metrics(const json::Value& record) {
   if (!metrics_.is_open()) return;
   metrics_ << json::dump(record) << "\n";
   metrics_.flush();
+  // A log that silently stops is a run nobody can read back: a full disk ends the run here, naming the file.
+  PRIMER_CHECK(metrics_.good(), "cannot write metrics file '{}' (disk full, or the file went away?)", metrics_path_);
 }
 
 double TrainLoop::evaluate() {

@@ -109,6 +109,21 @@ TEST(Trainer, RecipeErrorsNameTheFileAndKey) {
   std::filesystem::remove_all(root);
 }
 
+// Input that would be ignored, and a log that cannot be written, end the run with the file or key named (both ran
+// to exit 0 before: the second dataset was never read; metrics went nowhere).
+TEST(Trainer, IgnoredDatasetsAndAnUnwritableLogAreErrors) {
+  const std::string root = testing::TempDir() + "/primer-trainer-io-" + std::to_string(test::fresh_seed());
+  const std::string recipe = write_recipe(root, 1,
+                                          "dataset: [" PRIMER_SOURCE_DIR "/README.md, " PRIMER_SOURCE_DIR "/missing.txt]\n");
+  test::expect_error([&] { recipes::run_train(recipe, {}); }, {"dataset lists 2 entries"});
+  if (std::filesystem::exists("/dev/full")) {
+    const std::string good = write_recipe(root, 1);
+    test::expect_error([&] { recipes::run_train(good, {"metrics_file=/dev/full"}); },
+                       {"cannot write metrics file '/dev/full'"});
+  }
+  std::filesystem::remove_all(root);
+}
+
 // Sequence parallelism that cannot be laid out is refused before any work, naming the key: more sequence-parallel
 // ranks than the job has, and (on the ranks it would need, checked by the dist tests) a cutoff_len that does not
 // split into the layout's chunks; zigzag-ring on the contiguous layout contradicts itself.
