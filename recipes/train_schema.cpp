@@ -178,6 +178,10 @@ config::Schema build_train_schema() {
   s.add_int("logging_steps", "Log loss, learning rate, grad norm and throughput every N steps")
       .at_least(1)
       .defaults(10);
+  s.add_string_list("resume_allow_changes",
+                    "Keys a resume may change although they make it another run (dataset, cutoff_len, the model, the "
+                    "stage, the trainable set, ...): without them such a change is refused (docs/checkpoints.md)")
+      .optional();
   s.add_string("metrics_file", "JSONL metrics log; unset: <output_dir>/metrics.jsonl").optional();
   s.add_int("eval_steps", "Evaluate held-out loss every N steps; 0: only before and after training")
       .at_least(0)

@@ -6,6 +6,7 @@
 #include "core/cuda_runtime.h"
 #include "core/io/json.h"
 #include "layers/hf_checkpoint.h"
+#include "recipes/resume_check.h"
 
 namespace primer::recipes {
 namespace {
@@ -131,7 +132,10 @@ void resume(TrainSetup& s) {
   const auto from =
       s.checkpoints->resolve(s.cfg.has("resume_from_checkpoint") ? s.cfg.get_string("resume_from_checkpoint") : "");
   if (!from) return;
+  const std::string resolved_now = s.state.resolved_config;
   s.state = s.checkpoints->load(*from, checkpoint_content(s));
+  check_resume_continuity(s.cfg, s.state.resolved_config, *from);
+  s.state.resolved_config = resolved_now;  // later checkpoints record the recipe they were trained with
   s.fsdp->masters_changed();
   PRIMER_CHECK(s.state.seed == s.seed, "checkpoint '{}' was trained with seed {}, the recipe says {}", *from,
                s.state.seed, s.seed);

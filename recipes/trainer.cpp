@@ -73,9 +73,10 @@ double train(const config::Config& cfg, const std::string& recipe, RunRanks rank
     std::filesystem::create_directories(out_dir, ec);
     PRIMER_CHECK(!ec && std::filesystem::is_directory(out_dir), "output_dir '{}' ({}): cannot create the run directory{}",
                  out_dir, cfg.where("output_dir"), ec ? ": " + ec.message() : " (a file of that name is in the way)");
-    io::write_file_atomic(out_dir + "/resolved_config.yaml", cfg.resolved_yaml());
   }
   TrainSetup setup = setup_training(cfg, recipe, ranks);
+  // Only once the recipe, its data and a resume's continuity are accepted: a refused run leaves the old one whole.
+  if (ranks.host->rank() == 0) io::write_file_atomic(out_dir + "/resolved_config.yaml", cfg.resolved_yaml());
   print_header(setup);
   const double loss = TrainLoop(setup).run();
   if (cfg.get_bool("save_hf_model")) export_final_model(setup);

@@ -109,6 +109,25 @@ TEST(Trainer, RecipeErrorsNameTheFileAndKey) {
   std::filesystem::remove_all(root);
 }
 
+// A resume whose recipe describes another run (here: another sequence length) is refused naming the key with its old
+// and new values, before anything is written; resume_allow_changes lets it through; a learning-rate change is only
+// reported. (Before, only the seed was compared: the run continued silently.)
+TEST(Trainer, ResumeRefusesARecipeThatChangedTheRun) {
+  const std::string root = testing::TempDir() + "/primer-trainer-resume-" + std::to_string(test::fresh_seed());
+  const std::string recipe = write_recipe(root, 1);
+  ASSERT_EQ(recipes::run_train(recipe, {"max_steps=3"}), 0);
+  test::expect_error([&] { recipes::run_train(recipe, {"cutoff_len=16"}); },
+                     {"checkpoint-3", "cutoff_len: 32 -> 16", "resume_allow_changes"});
+  EXPECT_EQ(losses(root + "/out/metrics.jsonl").size(), 3u) << "the refused run wrote metrics";
+  std::ifstream resolved(root + "/out/resolved_config.yaml");
+  const std::string resolved_text((std::istreambuf_iterator<char>(resolved)), std::istreambuf_iterator<char>());
+  EXPECT_NE(resolved_text.find("cutoff_len: 32"), std::string::npos) << "the refused run replaced resolved_config.yaml";
+  EXPECT_EQ(recipes::run_train(recipe, {"learning_rate=1e-3", "max_steps=4"}), 0);
+  EXPECT_EQ(recipes::run_train(recipe, {"cutoff_len=16", "resume_allow_changes=[cutoff_len]", "max_steps=5"}), 0);
+  EXPECT_EQ(losses(root + "/out/metrics.jsonl").size(), 5u);
+  std::filesystem::remove_all(root);
+}
+
 // Input that would be ignored, and a log that cannot be written, end the run with the file or key named (both ran
 // to exit 0 before: the second dataset was never read; metrics went nowhere).
 TEST(Trainer, IgnoredDatasetsAndAnUnwritableLogAreErrors) {
