@@ -11,19 +11,21 @@
 namespace primer::recipes {
 
 void fault_here_if_asked(const char* point, int64_t step, int rank) {
-  static const char* spec = std::getenv("PRIMER_FAULT");
+  const char* spec = std::getenv("PRIMER_FAULT");
   if (!spec) return;
   int want_rank = -1;
   long long want_step = -1;
   char want_point[32] = {}, action[16] = {};
   PRIMER_CHECK(std::sscanf(spec, "%d:%31[a-z]:%lld:%15[a-z]", &want_rank, want_point, &want_step, action) == 4 &&
-                   (std::string(action) == "kill" || std::string(action) == "hang"),
-               "PRIMER_FAULT='{}': expected <rank>:<step|checkpoint>:<step>:<kill|hang>", spec);
+                   (std::string(action) == "kill" || std::string(action) == "hang" || std::string(action) == "term"),
+               "PRIMER_FAULT='{}': expected <rank>:<step|checkpoint>:<step>:<kill|hang|term>", spec);
   if (want_rank != rank || want_step != step || std::string(want_point) != point) return;
+  const std::string what = action;
   std::fprintf(stderr, "[rank %d] PRIMER_FAULT: %s this rank at %s of step %lld\n", rank,
-               std::string(action) == "kill" ? "killing" : "stopping", point, static_cast<long long>(step));
+               what == "kill" ? "killing" : what == "hang" ? "stopping" : "sending SIGTERM to", point,
+               static_cast<long long>(step));
   std::fflush(stderr);
-  ::raise(std::string(action) == "kill" ? SIGKILL : SIGSTOP);
+  ::raise(what == "kill" ? SIGKILL : what == "hang" ? SIGSTOP : SIGTERM);
 }
 
 }  // namespace primer::recipes

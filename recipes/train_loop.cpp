@@ -9,6 +9,7 @@
 #include "core/cuda_runtime.h"
 #include "core/ops/elementwise.h"
 #include "recipes/fault_injection.h"
+#include "recipes/stop_request.h"
 
 namespace primer::recipes {
 
@@ -189,14 +190,25 @@ std::string TrainLoop::save() { return s_.checkpoints->save(s_.state, checkpoint
 double TrainLoop::run() {
   const int64_t eval_steps = s_.cfg.get_int("eval_steps"), log_steps = s_.cfg.get_int("logging_steps");
   const int64_t save_steps = s_.cfg.get_int("save_steps");
+  const StopRequest stop;
   const double initial = evaluate();
   reset_peak_memory(s_.device);
   window_start_ = Clock::now();
   while (s_.state.step < s_.max_steps) {
     step();
     const int64_t at = s_.state.step;
-    if (at % log_steps == 0 || at == s_.max_steps) log_window();
+    // Every rank stops at the same step: the largest signal number any rank received.
+    const int signal = int(max_over_ranks(s_.ranks.host, double(StopRequest::signal())));
+    if (at % log_steps == 0 || at == s_.max_steps || signal) log_window();
     const auto pause = Clock::now();  // evaluation and saving stay out of the throughput window
+    if (signal) {
+      const std::string saved = save();
+      fmt::print("interrupted by {} at step {}: checkpoint {} committed; `primer train {}` continues from it "
+                 "(resume_from_checkpoint: auto)\n",
+                 signal_name(signal), at, saved, s_.recipe);
+      interrupted_by_ = signal;
+      return std::nan("");
+    }
     if (eval_steps > 0 && at % eval_steps == 0 && at != s_.max_steps) evaluate();
     if ((save_steps > 0 && at % save_steps == 0) || at == s_.max_steps) fmt::print("saved {}\n", save());
     window_start_ += Clock::now() - pause;

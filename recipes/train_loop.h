@@ -13,8 +13,11 @@ namespace primer::recipes {
 class TrainLoop {
  public:
   explicit TrainLoop(TrainSetup& setup);
-  // Trains from the setup's state to max_steps, evaluating before and after; returns the final held-out loss.
+  // Trains from the setup's state to max_steps, evaluating before and after; returns the final held-out loss. A
+  // SIGTERM or SIGINT (recipes/stop_request.h) ends it after the current step with a committed checkpoint: then
+  // interrupted_by() is the signal and the returned loss is NaN.
   double run();
+  int interrupted_by() const { return interrupted_by_; }
 
   // One optimizer step over gradient_accumulation_steps micro-batches.
   void step();
@@ -36,6 +39,7 @@ class TrainLoop {
   Tensor loss_sum_;
   int64_t window_steps_ = 0, window_count_ = 0;
   Clock::time_point window_start_;
+  int interrupted_by_ = 0;
 };
 
 // Mean held-out loss per target token over up to `batches` held-out batches (no gradients); with `host`, over every

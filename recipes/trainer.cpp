@@ -66,7 +66,7 @@ void export_final_model(TrainSetup& s) {
 
 }  // namespace
 
-double train(const config::Config& cfg, const std::string& recipe, RunRanks ranks) {
+TrainResult train(const config::Config& cfg, const std::string& recipe, RunRanks ranks) {
   const std::string out_dir = cfg.get_string("output_dir");
   if (ranks.host->rank() == 0) {
     std::error_code ec;
@@ -78,10 +78,12 @@ double train(const config::Config& cfg, const std::string& recipe, RunRanks rank
   // Only once the recipe, its data and a resume's continuity are accepted: a refused run leaves the old one whole.
   if (ranks.host->rank() == 0) io::write_file_atomic(out_dir + "/resolved_config.yaml", cfg.resolved_yaml());
   print_header(setup);
-  const double loss = TrainLoop(setup).run();
+  TrainLoop loop(setup);
+  const double loss = loop.run();
+  if (loop.interrupted_by()) return {loss, loop.interrupted_by()};
   if (cfg.get_bool("save_hf_model")) export_final_model(setup);
   ranks.host->barrier("end of training");
-  return loss;
+  return {loss, 0};
 }
 
 int run_train(const std::string& recipe, const std::vector<std::string>& overrides) {
@@ -92,8 +94,8 @@ int run_train(const std::string& recipe, const std::vector<std::string>& overrid
   const Device device = pick_device(cfg.get_string("device"));
   const auto host = parallel::make_world_communicator(Device::cpu(), options);
   const auto tensors = device.is_cpu() ? nullptr : parallel::make_world_communicator(device, options);
-  train(cfg, recipe, {tensors ? tensors.get() : host.get(), host.get()});
-  return 0;
+  const TrainResult result = train(cfg, recipe, {tensors ? tensors.get() : host.get(), host.get()});
+  return result.interrupted_by ? 128 + result.interrupted_by : 0;
 }
 
 }  // namespace primer::recipes

@@ -12,11 +12,17 @@
 namespace primer::recipes {
 
 // Loads and validates `recipe` with `--set key=value` overrides and trains on every rank of the job (one process,
-// or each rank of an mpirun/srun launch). Returns a process exit code.
+// or each rank of an mpirun/srun launch). Returns a process exit code: 0, or 128 + signal when interrupted.
 int run_train(const std::string& recipe, const std::vector<std::string>& overrides);
 
-// Trains a loaded recipe on `ranks` (collective): writes resolved_config.yaml, trains, exports when the recipe asks;
-// returns the final held-out loss.
-double train(const config::Config& cfg, const std::string& recipe, RunRanks ranks);
+// What a run ended with: the final held-out loss, or (interrupted by SIGTERM/SIGINT after committing a checkpoint)
+// the signal.
+struct TrainResult {
+  double final_loss = 0;
+  int interrupted_by = 0;
+};
+
+// Trains a loaded recipe on `ranks` (collective): writes resolved_config.yaml, trains, exports when the recipe asks.
+TrainResult train(const config::Config& cfg, const std::string& recipe, RunRanks ranks);
 
 }  // namespace primer::recipes

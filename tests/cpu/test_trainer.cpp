@@ -2,6 +2,8 @@
 // checkpoint reproduces the uninterrupted run's losses bit for bit.
 #include <gtest/gtest.h>
 
+#include <csignal>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -125,6 +127,25 @@ TEST(Trainer, ResumeRefusesARecipeThatChangedTheRun) {
   EXPECT_EQ(recipes::run_train(recipe, {"learning_rate=1e-3", "max_steps=4"}), 0);
   EXPECT_EQ(recipes::run_train(recipe, {"cutoff_len=16", "resume_allow_changes=[cutoff_len]", "max_steps=5"}), 0);
   EXPECT_EQ(losses(root + "/out/metrics.jsonl").size(), 5u);
+  std::filesystem::remove_all(root);
+}
+
+// A preempted run (SIGTERM, here raised by the fault hook in step 2) finishes the step, commits a checkpoint and
+// exits 143; resuming from it reproduces the uninterrupted run's losses.
+TEST(Trainer, SigtermCommitsACheckpointAndResumeContinues) {
+  const std::string root = testing::TempDir() + "/primer-trainer-term-" + std::to_string(test::fresh_seed());
+  const std::string recipe = write_recipe(root, 7);
+  ASSERT_EQ(recipes::run_train(recipe, {"output_dir=" + root + "/straight"}), 0);
+  const auto straight = losses(root + "/straight/metrics.jsonl");
+  ::setenv("PRIMER_FAULT", "0:step:2:term", 1);
+  const int code = recipes::run_train(recipe, {});
+  ::unsetenv("PRIMER_FAULT");
+  EXPECT_EQ(code, 128 + SIGTERM);
+  EXPECT_TRUE(std::filesystem::exists(root + "/out/checkpoint-2")) << "no checkpoint at the interrupted step";
+  EXPECT_EQ(losses(root + "/out/metrics.jsonl").size(), 2u);
+  ASSERT_EQ(recipes::run_train(recipe, {}), 0);
+  const auto resumed = losses(root + "/out/metrics.jsonl");
+  for (int64_t step = 1; step <= 6; ++step) EXPECT_EQ(resumed.at(step), straight.at(step)) << "step " << step;
   std::filesystem::remove_all(root);
 }
 

@@ -2,8 +2,9 @@
 # A rank killed or hung during training (point "step") or while checkpointing (point "checkpoint") must end the job
 # non-zero within <within> seconds (a hung rank through the collective timeout, 5 s here, with a message naming the
 # step and the rank that did not arrive), and the newest committed checkpoint must be <expected> and load: a
-# one-process `primer train ... resume_from_checkpoint=auto` resumes from it.
-# Usage: run_train_fault_test.sh <mpirun> <primer> <source dir> <work dir> <kill|hang> <point> <step> <expected step>
+# one-process `primer train ... resume_from_checkpoint=auto` resumes from it. A rank sent SIGTERM (term: a
+# preemption) makes every rank finish that step, commit its checkpoint and exit 143.
+# Usage: run_train_fault_test.sh <mpirun> <primer> <source dir> <work dir> <kill|hang|term> <point> <step> <expected step>
 #                                <within s>
 set -u
 mpirun="$1" primer="$2" source_dir="$3" work="$4" action="$5" point="$6" step="$7" expected="$8" within="$9"
@@ -37,6 +38,11 @@ echo "mpirun exited with status $status after $((elapsed_ms / 1000)).$(printf %0
 [ "$status" -ne 0 ] || fail "the job exited 0 although rank 2 was killed"
 [ "$elapsed_ms" -le $((within * 1000)) ] || fail "the job took more than $within s to end"
 grep -q "PRIMER_FAULT: .* this rank at $point of step $step" "$work/job.log" || fail "the fault did not fire"
+if [ "$action" = term ]; then
+  [ "$status" -eq 143 ] || fail "a SIGTERMed job exited $status, expected 143 (128 + SIGTERM)"
+  grep -q "interrupted by SIGTERM at step $step: checkpoint .*checkpoint-$step committed" "$work/job.log" ||
+    fail "no message says the run was interrupted at step $step with a committed checkpoint"
+fi
 if [ "$action" = hang ]; then
   grep -q "(step $step)" "$work/job.log" || fail "no timeout message names step $step"
   grep -q "did not arrive: 2" "$work/job.log" || fail "no timeout message names rank 2"

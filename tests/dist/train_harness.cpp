@@ -65,7 +65,7 @@ double train_with(const TinyRun& run, const std::string& out_dir, parallel::Comm
   }
   ranks.barrier("recipe written");
   const config::Config cfg = config::load_config(recipe, recipes::train_schema());
-  return recipes::train(cfg, recipe, {&tensors, &ranks});
+  return recipes::train(cfg, recipe, {&tensors, &ranks}).final_loss;
 }
 
 }  // namespace
