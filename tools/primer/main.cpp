@@ -18,6 +18,8 @@
 #include "recipes/unfuse.h"
 
 int main(int argc, char** argv) {
+  // A log redirected to a file or a pipe shows each line as it is printed, and keeps them when the job is killed.
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   // Under mpirun/srun: MPI up, rank 0 alone on stdout, other ranks' errors prefixed on stderr (docs/distributed.md).
   primer::parallel::WorldScope world(argc, argv);
   CLI::App app{"primer: train hybrid State-Space/Attention language models"};
