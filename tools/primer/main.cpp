@@ -115,7 +115,16 @@ int main(int argc, char** argv) {
   }
   try {
     if (train->parsed()) {
-      if (!recipe.empty()) return primer::recipes::run_train(recipe, overrides);
+      if (!recipe.empty()) {
+        // The default run's options do nothing with a recipe: refuse them rather than train something else.
+        for (const char* name : {"--corpus", "--device", "--out", "--steps", "--batch", "--seq", "--hidden", "--layers",
+                                 "--lr", "--seed", "--log-every", "--recompute"})
+          PRIMER_CHECK(train->count(name) == 0,
+                       "train: {} applies to the built-in default run; with a recipe set its key instead (--set "
+                       "max_steps=..., --set learning_rate=..., --set output_dir=...; docs/recipes.md)",
+                       name);
+        return primer::recipes::run_train(recipe, overrides);
+      }
       PRIMER_CHECK(overrides.empty(), "--set needs a recipe");
       return primer::recipes::run_default(run);
     }
