@@ -5,6 +5,7 @@
 #include "core/autograd/functions.h"
 #include "core/autograd/gla.h"
 #include "core/check.h"
+#include "core/ops/elementwise.h"
 
 namespace primer::layers {
 
@@ -49,10 +50,10 @@ ag::Var state_readout(const ag::Var& rows, const ag::Var& S) {
 }
 
 Tensor identity_states(int64_t R, int64_t H, int64_t K, DType dtype, Device device) {
-  std::vector<double> eye(size_t(R * H * K * K), 0.0);
-  for (int64_t m = 0; m < R * H; ++m)
-    for (int64_t i = 0; i < K; ++i) eye[size_t((m * K + i) * K + i)] = 1.0;
-  return Tensor::from_vector(eye, {R, H, K, K}, dtype, device);
+  // One K×K identity from the host, broadcast over [R, H] on the device (not R·H·K² values built and copied per call).
+  std::vector<double> eye(size_t(K * K), 0.0);
+  for (int64_t i = 0; i < K; ++i) eye[size_t(i * K + i)] = 1.0;
+  return ops::add(Tensor::zeros({R, H, K, K}, dtype, device), Tensor::from_vector(eye, {K, K}, dtype, device));
 }
 
 ag::Var expand_heads(const ag::Var& x, int64_t groups) {

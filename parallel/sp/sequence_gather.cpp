@@ -40,13 +40,28 @@ ag::Var gather_sequence(Communicator& comm, SequenceLayout layout, const ag::Var
 }
 
 ag::Var local_part(Communicator& comm, SequenceLayout layout, const ag::Var& y) {
-  const int rank = comm.rank(), P = comm.size();
-  ag::Var out = ag::constant(sp::to_rank_order(y->value, P, layout).select(0, rank).contiguous(), "local part");
+  // Only this rank's chunks are copied, forward and backward (this runs once per USP layer).
+  const Tensor& whole = y->value;
+  const auto ranges = sequence_part(whole.size(1), comm.size(), comm.rank(), layout);
+  Shape shape = whole.shape();
+  shape[1] = 0;
+  for (const auto& [begin, end] : ranges) shape[1] += end - begin;
+  Tensor mine = Tensor::empty(shape, whole.dtype(), whole.device());
+  int64_t at = 0;
+  for (const auto& [begin, end] : ranges) {
+    mine.slice(1, at, at + end - begin).copy_from(whole.slice(1, begin, end));
+    at += end - begin;
+  }
+  ag::Var out = ag::constant(mine, "local part");
   if (!ag::needs_grad({&y})) return out;
-  ag::record("sp_local_part", {out}, [layout, rank, P, out, y]() {
-    Tensor parts = Tensor::zeros(parts_shape(out->grad, P), out->grad.dtype(), out->grad.device());
-    parts.select(0, rank).copy_from(out->grad);
-    ag::accumulate_grad(y, sp::to_sequence_order(parts, layout));
+  ag::record("sp_local_part", {out}, [ranges, out, y]() {
+    Tensor d = Tensor::zeros(y->value.shape(), out->grad.dtype(), out->grad.device());
+    int64_t from = 0;
+    for (const auto& [begin, end] : ranges) {
+      d.slice(1, begin, end).copy_from(out->grad.slice(1, from, from + end - begin));
+      from += end - begin;
+    }
+    ag::accumulate_grad(y, d);
   });
   return out;
 }
