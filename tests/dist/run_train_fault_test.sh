@@ -3,16 +3,23 @@
 # non-zero within <within> seconds (a hung rank through the collective timeout, 5 s here, with a message naming the
 # step and the rank that did not arrive), and the newest committed checkpoint must be <expected> and load: a
 # one-process `primer train ... resume_from_checkpoint=auto` resumes from it. A rank sent SIGTERM (term: a
-# preemption) makes every rank finish that step, commit its checkpoint and exit 143.
+# preemption) makes every rank finish that step, commit its checkpoint and exit 143. The last rank misbehaves.
+# On device cuda (tools/multi-gpu-check.sh: a GPU per rank, NCCL) the hang is caught by the NCCL watchdog.
 # Usage: run_train_fault_test.sh <mpirun> <primer> <source dir> <work dir> <kill|hang|term> <point> <step> <expected step>
-#                                <within s>
+#                                <within s> [ranks, default 3] [device cpu|cuda, default cpu]
 set -u
 mpirun="$1" primer="$2" source_dir="$3" work="$4" action="$5" point="$6" step="$7" expected="$8" within="$9"
+ranks="${10:-3}" device="${11:-cpu}"
+last=$((ranks - 1))
 here="$(cd "$(dirname "$0")" && pwd)"
 rm -rf "$work" && mkdir -p "$work"
+if [ "$device" = cuda ]; then  # the GPU attention kernels take head_dim 64 or 128
+  shape="hidden_size: 128, intermediate_size: 256, num_hidden_layers: 2, num_attention_heads: 2, num_key_value_heads: 1, head_dim: 64"
+else
+  shape="hidden_size: 32, intermediate_size: 64, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 2, head_dim: 8"
+fi
 cat > "$work/run.yaml" <<YAML
-model_config: {model_type: qwen3, vocab_size: 256, hidden_size: 32, intermediate_size: 64, num_hidden_layers: 2,
-  num_attention_heads: 4, num_key_value_heads: 2, head_dim: 8, max_position_embeddings: 64}
+model_config: {model_type: qwen3, vocab_size: 256, $shape, max_position_embeddings: 64}
 dataset: $source_dir/README.md
 cutoff_len: 32
 per_device_train_batch_size: 2
@@ -22,7 +29,7 @@ max_steps: 8
 save_steps: 2
 logging_steps: 1
 eval_batches: 1
-device: cpu
+device: $device
 collective_timeout: 5
 save_hf_model: false
 output_dir: $work/out
@@ -30,12 +37,12 @@ YAML
 fail() { echo "FAIL: $1"; echo "--- job output ---"; cat "$work/job.log"; exit 1; }
 
 start_ms=$(($(date +%s%N) / 1000000))
-timeout --kill-after=5 $((within + 30)) "$here/mpirun.sh" "$mpirun" -np 3 -x PRIMER_FAULT="2:$point:$step:$action" \
+timeout --kill-after=5 $((within + 30)) "$here/mpirun.sh" "$mpirun" -np "$ranks" -x PRIMER_FAULT="$last:$point:$step:$action" \
   "$primer" train "$work/run.yaml" > "$work/job.log" 2>&1
 status=$?
 elapsed_ms=$(($(date +%s%N) / 1000000 - start_ms))
 echo "mpirun exited with status $status after $((elapsed_ms / 1000)).$(printf %03d $((elapsed_ms % 1000))) s"
-[ "$status" -ne 0 ] || fail "the job exited 0 although rank 2 was killed"
+[ "$status" -ne 0 ] || fail "the job exited 0 although rank $last was killed"
 [ "$elapsed_ms" -le $((within * 1000)) ] || fail "the job took more than $within s to end"
 grep -q "PRIMER_FAULT: .* this rank at $point of step $step" "$work/job.log" || fail "the fault did not fire"
 if [ "$action" = term ]; then
@@ -45,7 +52,7 @@ if [ "$action" = term ]; then
 fi
 if [ "$action" = hang ]; then
   grep -q "(step $step)" "$work/job.log" || fail "no timeout message names step $step"
-  grep -q "did not arrive: 2" "$work/job.log" || fail "no timeout message names rank 2"
+  grep -q "did not arrive: $last" "$work/job.log" || fail "no timeout message names rank $last"
 fi
 
 # A dead save's staging directory is removed by the next start once its owner (rank 0) is gone; mpirun can return

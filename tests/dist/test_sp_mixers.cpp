@@ -57,6 +57,25 @@ const Mode kModes[] = {
 
 bool heads_split(const MixerCase& m, int ranks) { return m.q_heads % ranks == 0 && m.kv_heads % ranks == 0; }
 
+bool mode_applies(const MixerCase& m, const Mode& mode, int ranks) {
+  if (!is_ssm(m.kind)) return mode.attention != AttentionSequenceMode::Ulysses || m.kv_heads % ranks == 0;
+  return mode.recurrent != ag::RecurrentSequenceMode::A2A || heads_split(m, ranks);
+}
+
+// The name of what `mode` runs for this mixer: the recurrent mode, or the attention mode for attention.
+std::string mode_name(const MixerCase& m, const Mode& mode) {
+  return is_ssm(m.kind) ? mode.name : attention_sequence_mode_name(mode.attention);
+}
+
+SequenceParallelOptions options_of(const Mode& mode, SequenceLayout layout) {
+  SequenceParallelOptions options;
+  options.layout = layout;
+  options.recurrent = mode.recurrent;
+  options.state_passing = mode.passing;
+  options.attention = mode.attention;
+  return options;
+}
+
 ModelConfig config_for(const MixerCase& m) {
   ModelConfig c = test::tiny_mixer_config(m.q_heads, m.kv_heads, 1);
   c.layer_types = {m.kind};
@@ -159,17 +178,9 @@ TEST_P(DistSpMixers, EveryModeAndLayoutEqualsOneRank) {
 
   for (const SequenceLayout layout : {SequenceLayout::Contiguous, SequenceLayout::ZigZag})
     for (const Mode& mode : kModes) {
-      SCOPED_TRACE(std::string(sequence_layout_name(layout)) + " " + mode.name);
-      const bool attention = !is_ssm(GetParam().kind);
-      if (attention && mode.attention == AttentionSequenceMode::Ulysses && GetParam().kv_heads % P != 0) continue;
-      if (!attention && mode.recurrent == ag::RecurrentSequenceMode::A2A && !heads_split(GetParam(), P)) continue;
-      SCOPED_TRACE(attention ? attention_sequence_mode_name(mode.attention) : "");
-      SequenceParallelOptions options;
-      options.layout = layout;
-      options.recurrent = mode.recurrent;
-      options.state_passing = mode.passing;
-      options.attention = mode.attention;
-      SequenceParallel sp(comm, options);
+      if (!mode_applies(GetParam(), mode, P)) continue;
+      SCOPED_TRACE(std::string(sequence_layout_name(layout)) + " " + mode_name(GetParam(), mode));
+      SequenceParallel sp(comm, options_of(mode, layout));
       layers::MixerContext ctx;
       ctx.sequence = &sp;
       ctx.positions = part_of(whole.positions, P, comm.rank(), layout);
@@ -226,8 +237,9 @@ TEST(DistSpMixersA2A, HeadsThatDoNotSplitOverTheRanksAreRefused) {
 INSTANTIATE_TEST_SUITE_P(Mixers, DistSpMixers, ::testing::ValuesIn(kMixers),
                          [](const auto& i) { return std::string(i.param.name); });
 
-// The same on the GPU in bf16 through the CUDA kernels (ranks sharing the GPU): P2P (log-depth, zig-zag), USP or
-// A2A (where the heads split) for the recurrent mixers, zig-zag ring for attention. Both the SP run and one GPU rank
+// The same on the GPU in bf16 through the CUDA kernels (NCCL with a GPU per rank, MPI staging where ranks share
+// one): every mode of kModes in both layouts — P2P (log-depth and serial), USP and A2A (where the heads split) for
+// the recurrent mixers; ring, all-gather and Ulysses (where the heads split) for attention. Both the SP run and one GPU rank
 // are measured against the f64 truth on the CPU (same bf16-rounded weights and inputs): SP must be as accurate as one
 // rank, within twice its error plus 1e-2 — tensor by tensor where one rank is accurate (relative error < 1e-2), and
 // over all parameter gradients together. A tensor whose one-rank bf16 gradient is itself off by more than that is a
@@ -266,55 +278,55 @@ TEST_P(DistSpMixersGpu, AsAccurateAsOneRankInBf16) {
   const MixerRun truth = run(*mixer64, params64, x.to(cpu).to(DType::F64), dy.to(cpu).to(DType::F64), whole64, {});
   const MixerRun reference = run(*mixer, params, x, dy, whole, {});
 
-  for (const ag::RecurrentSequenceMode mode :
-       {ag::RecurrentSequenceMode::P2P, ag::RecurrentSequenceMode::USP, ag::RecurrentSequenceMode::A2A}) {
-    if (!is_ssm(GetParam().kind) && mode != ag::RecurrentSequenceMode::P2P) continue;
-    if (mode == ag::RecurrentSequenceMode::A2A && !heads_split(GetParam(), P)) continue;
-    SCOPED_TRACE(recurrent_sequence_mode_name(mode));
-    SequenceParallelOptions options;
-    options.recurrent = mode;
-    SequenceParallel sp(test::gpu_world_comm(), options);
-    layers::MixerContext ctx;
-    ctx.sequence = &sp;
-    ctx.positions = part_of(whole64.positions, P, comm.rank(), options.layout).to(gpu);
-    ctx.inv_freq = whole.inv_freq;
-    ctx.whole_positions = sp.gather_positions(ctx.positions);
-    const MixerRun mine = run(*mixer, params, part_of(x, P, comm.rank(), options.layout),
-                              part_of(dy, P, comm.rank(), options.layout), ctx, {});
-    double worst_sp = 0, worst_one = 0;
-    std::string worst_name;
-    auto check = [&](const Tensor& sp_value, const Tensor& one_rank, const Tensor& exact, const std::string& what) {
-      const test::Diff sp_err = test::compare(sp_value, exact), one_err = test::compare(one_rank, exact);
-      EXPECT_EQ(sp_err.nonfinite, 0) << what;
-      if (one_err.rel_l2 < 1e-2)
-        EXPECT_LE(sp_err.rel_l2, 2 * one_err.rel_l2 + 1e-2) << what << " (one rank's error " << one_err.rel_l2 << ")";
-      if (sp_err.rel_l2 - one_err.rel_l2 > worst_sp - worst_one) {
-        worst_sp = sp_err.rel_l2;
-        worst_one = one_err.rel_l2;
-        worst_name = what;
+  for (const SequenceLayout layout : {SequenceLayout::Contiguous, SequenceLayout::ZigZag})
+    for (const Mode& mode : kModes) {
+      if (!mode_applies(GetParam(), mode, P)) continue;
+      const std::string case_name = std::string(sequence_layout_name(layout)) + " " + mode_name(GetParam(), mode);
+      SCOPED_TRACE(case_name);
+      const SequenceParallelOptions options = options_of(mode, layout);
+      SequenceParallel sp(test::gpu_world_comm(), options);
+      layers::MixerContext ctx;
+      ctx.sequence = &sp;
+      ctx.positions = part_of(whole64.positions, P, comm.rank(), options.layout).to(gpu);
+      ctx.inv_freq = whole.inv_freq;
+      ctx.whole_positions = sp.gather_positions(ctx.positions);
+      const MixerRun mine = run(*mixer, params, part_of(x, P, comm.rank(), options.layout),
+                                part_of(dy, P, comm.rank(), options.layout), ctx, {});
+      double worst_sp = 0, worst_one = 0;
+      std::string worst_name;
+      auto check = [&](const Tensor& sp_value, const Tensor& one_rank, const Tensor& exact, const std::string& what) {
+        const test::Diff sp_err = test::compare(sp_value, exact), one_err = test::compare(one_rank, exact);
+        EXPECT_EQ(sp_err.nonfinite, 0) << what;
+        if (one_err.rel_l2 < 1e-2)
+          EXPECT_LE(sp_err.rel_l2, 2 * one_err.rel_l2 + 1e-2) << what << " (one rank's error " << one_err.rel_l2 << ")";
+        if (sp_err.rel_l2 - one_err.rel_l2 > worst_sp - worst_one) {
+          worst_sp = sp_err.rel_l2;
+          worst_one = one_err.rel_l2;
+          worst_name = what;
+        }
+      };
+      const int r = comm.rank();
+      check(mine.y, part_of(reference.y, P, r, options.layout), part_of(truth.y, P, r, options.layout), "output");
+      check(mine.dx, part_of(reference.dx, P, r, options.layout), part_of(truth.dx, P, r, options.layout), "dx");
+      const std::vector<Parameter*> all = params.all();
+      double sp_err2 = 0, one_err2 = 0, truth2 = 0;  // over every parameter gradient together
+      for (size_t i = 0; i < all.size(); ++i) {
+        const Tensor sp_grad = summed_over_ranks(comm, mine.param_grads[i]);
+        check(sp_grad, reference.param_grads[i], truth.param_grads[i], all[i]->name);
+        const std::vector<double> a = sp_grad.to_vector<double>(), b = reference.param_grads[i].to(Device::cpu()).to(DType::F64).to_vector<double>(),
+                                  t = truth.param_grads[i].to_vector<double>();
+        for (size_t j = 0; j < t.size(); ++j) {
+          sp_err2 += (a[j] - t[j]) * (a[j] - t[j]);
+          one_err2 += (b[j] - t[j]) * (b[j] - t[j]);
+          truth2 += t[j] * t[j];
+        }
       }
-    };
-    const int r = comm.rank();
-    check(mine.y, part_of(reference.y, P, r, options.layout), part_of(truth.y, P, r, options.layout), "output");
-    check(mine.dx, part_of(reference.dx, P, r, options.layout), part_of(truth.dx, P, r, options.layout), "dx");
-    const std::vector<Parameter*> all = params.all();
-    double sp_err2 = 0, one_err2 = 0, truth2 = 0;  // over every parameter gradient together
-    for (size_t i = 0; i < all.size(); ++i) {
-      const Tensor sp_grad = summed_over_ranks(comm, mine.param_grads[i]);
-      check(sp_grad, reference.param_grads[i], truth.param_grads[i], all[i]->name);
-      const std::vector<double> a = sp_grad.to_vector<double>(), b = reference.param_grads[i].to(Device::cpu()).to(DType::F64).to_vector<double>(),
-                                t = truth.param_grads[i].to_vector<double>();
-      for (size_t j = 0; j < t.size(); ++j) {
-        sp_err2 += (a[j] - t[j]) * (a[j] - t[j]);
-        one_err2 += (b[j] - t[j]) * (b[j] - t[j]);
-        truth2 += t[j] * t[j];
-      }
+      EXPECT_LE(std::sqrt(sp_err2 / truth2), 2 * std::sqrt(one_err2 / truth2) + 1e-2) << "all parameter gradients";
+      if (comm.rank() == 0)
+        std::printf("%s %s on %d ranks (%s): relative L2 error against f64 %.3g (one rank: %.3g), %s\n",
+                    GetParam().name, case_name.c_str(), P, test::gpu_world_comm().backend_name().c_str(), worst_sp, worst_one,
+                    worst_name.c_str());
     }
-    EXPECT_LE(std::sqrt(sp_err2 / truth2), 2 * std::sqrt(one_err2 / truth2) + 1e-2) << "all parameter gradients";
-    if (comm.rank() == 0)
-      std::printf("%s %s on %d ranks: relative L2 error against f64 %.3g (one rank: %.3g), %s\n", GetParam().name,
-                  recurrent_sequence_mode_name(mode), P, worst_sp, worst_one, worst_name.c_str());
-  }
 }
 
 // Every case whose mixer has CUDA kernels (KLA runs on the CPU only).

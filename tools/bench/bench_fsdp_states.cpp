@@ -30,7 +30,7 @@ std::pair<double, double> measure(int stage, int64_t layers, parallel::Communica
   double held = 0, psi = 0;
   {
     ParameterRegistry params;
-    layers::DecoderLM model(bench::qwen3_0_6b(layers), params, {true});
+    layers::DecoderLM model(bench::qwen3_shape("0.6b", layers), params, {true});
     params.materialize(Device::cpu(), DType::BF16, 0);
     psi = double(params.count());
     parallel::Fsdp fsdp(params, model.units(), comm, parallel::zero_stage_from_int(stage));

@@ -10,7 +10,6 @@
 //          [--device cuda|cpu] [--iters 10] [--formula-ranks P]
 // With --formula-ranks P nothing runs: the formula's bytes for P ranks (bf16 activations) are printed instead.
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -203,19 +202,7 @@ bench::Row measure(const Options& o, const std::string& mixer_token, const std::
   comm.reset_traffic();
   step();
   const double sent = double(comm.traffic().total_sent());
-  double ms = 0;
-  if (device.is_cuda()) {
-    ms = bench::median_ms(step, 2, o.iters);
-  } else {
-    std::vector<double> times;
-    for (int i = 0; i < o.iters; ++i) {
-      const auto t0 = std::chrono::steady_clock::now();
-      step();
-      times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-    }
-    std::sort(times.begin(), times.end());
-    ms = times[times.size() / 2];
-  }
+  const double ms = bench::median_ms_on(device, step, device.is_cuda() ? 2 : 0, o.iters);
   Tensor worst = Tensor::from_vector(std::vector<double>{ms, sent, formula_bytes(mode, c, kind, o, P, sp.chunks(),
                                                                                   comm.rank(), dtype_size(dtype))},
                                      {3}, DType::F64);

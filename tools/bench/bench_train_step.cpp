@@ -17,7 +17,7 @@ using namespace primer;
 namespace {
 
 bench::Row measure(bool recompute, int64_t B, int64_t T) {
-  const ModelConfig config = bench::qwen3_0_6b();
+  const ModelConfig config = bench::qwen3_shape("0.6b");
   ParameterRegistry params;
   layers::DecoderLM model(config, params, {recompute});
   params.materialize(Device::cuda(), DType::BF16, 0);

@@ -51,6 +51,19 @@ double measure_copy_gbps(size_t) { PRIMER_FAIL("benchmarks need a CUDA build"); 
 std::string device_name() { return "cpu"; }
 #endif
 
+double median_ms_on(Device device, const std::function<void()>& fn, int warmup, int iters) {
+  if (device.is_cuda()) return median_ms(fn, warmup, iters);
+  for (int i = 0; i < warmup; ++i) fn();
+  std::vector<double> times;
+  for (int i = 0; i < iters; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    fn();
+    times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
 void print_table(const std::vector<std::string>& header, const std::vector<Row>& rows) {
   auto line = [](const std::vector<std::string>& cells) {
     std::string s = "|";
@@ -72,21 +85,34 @@ std::string today() {
   return buf;
 }
 
-ModelConfig qwen3_0_6b(int64_t layers) {
-  ModelConfig c;
-  c.model_type = "qwen3";
-  c.vocab_size = 151936;
-  c.hidden_size = 1024;
-  c.intermediate_size = 3072;
-  c.num_hidden_layers = layers;
-  c.num_attention_heads = 16;
-  c.num_key_value_heads = 8;
-  c.head_dim = 128;
-  c.qk_norm = true;
-  c.tie_word_embeddings = true;
-  c.rope_theta = 1e6;
-  c.max_position_embeddings = 40960;
-  return c;
+ModelConfig qwen3_shape(const std::string& name, int64_t layers) {
+  struct Shape {
+    const char* name;
+    int64_t hidden, heads, kv_heads, ffn, layers;
+    bool tied;
+  };
+  static constexpr Shape kShapes[] = {{"0.6b", 1024, 16, 8, 3072, 28, true},
+                                      {"1.7b", 2048, 16, 8, 6144, 28, true},
+                                      {"4b", 2560, 32, 8, 9728, 36, true},
+                                      {"8b", 4096, 32, 8, 12288, 36, false}};
+  for (const Shape& s : kShapes) {
+    if (name != s.name) continue;
+    ModelConfig c;
+    c.model_type = "qwen3";
+    c.vocab_size = 151936;
+    c.hidden_size = s.hidden;
+    c.intermediate_size = s.ffn;
+    c.num_hidden_layers = layers > 0 ? layers : s.layers;
+    c.num_attention_heads = s.heads;
+    c.num_key_value_heads = s.kv_heads;
+    c.head_dim = 128;
+    c.qk_norm = true;
+    c.tie_word_embeddings = s.tied;
+    c.rope_theta = 1e6;
+    c.max_position_embeddings = 40960;
+    return c;
+  }
+  PRIMER_FAIL("unknown Qwen3 shape '{}' (known: 0.6b, 1.7b, 4b, 8b)", name);
 }
 
 }  // namespace primer::bench

@@ -5,16 +5,22 @@
 #include <string>
 #include <vector>
 
+#include "core/device.h"
 #include "layers/model_config.h"
 
 namespace primer::bench {
 
-// The Qwen3-0.6B shape (hidden 1024, 16 q / 8 kv heads of 128, FFN 3072, vocab 151936, tied embeddings) with
-// `layers` decoder layers (28 in the real model).
-ModelConfig qwen3_0_6b(int64_t layers = 28);
+// A Qwen3 shape by its name, from the released config.json files (vocab 151936, heads of 128, QK-norm, rope_theta
+// 1e6): "0.6b" (hidden 1024, 16 q / 8 kv heads, FFN 3072, 28 layers, tied embeddings), "1.7b" (2048, 16/8, 6144, 28,
+// tied), "4b" (2560, 32/8, 9728, 36, tied), "8b" (4096, 32/8, 12288, 36, untied). `layers` > 0 replaces the layer
+// count. Unknown names are an error listing the known ones.
+ModelConfig qwen3_shape(const std::string& name, int64_t layers = 0);
 
 // Median milliseconds of fn() over `iters` runs after `warmup` runs, timed with CUDA events on the compute stream.
 double median_ms(const std::function<void()>& fn, int warmup = 5, int iters = 30);
+
+// Median milliseconds of fn() on `device`: CUDA events on a GPU (median_ms), the wall clock on the CPU.
+double median_ms_on(Device device, const std::function<void()>& fn, int warmup, int iters);
 
 // Device-to-device copy bandwidth in GB/s counting bytes read plus bytes written (the memory ceiling).
 double measure_copy_gbps(size_t bytes = size_t(2) << 30);
