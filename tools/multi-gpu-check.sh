@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # On a machine with several GPUs, one rank per GPU (NCCL): builds with CUDA, then checks and measures the
 # distributed layer, and prints one table per section and a summary table last (docs/distributed.md, "Several GPUs").
-# Usage: tools/multi-gpu-check.sh [section ...]     sections: build correctness fsdp sp-layer sp-model (default all)
+# Usage: tools/multi-gpu-check.sh [section ...]
+#   sections: build correctness fsdp fsdp-sharded sp-layer sp-model (default: all, in this order)
 #   MULTI_GPU_SEQS="16384 32768 65536 131072"   the sequence lengths of the sp sections
 #   MULTI_GPU_SHAPES="0.6b 1.7b"                 the Qwen3 shapes of the fsdp section
+#   MULTI_GPU_TARGETS="all"                      what the build section builds (e.g. the four this script runs:
+#                                                primer primer_dist_tests bench_fsdp bench_sp)
 # Every section takes the fewest GPUs it needs, up to the machine's: correctness and sequence parallelism run on all
 # of them (sp = GPU count), FSDP at 1, 2, 4, ... GPUs. The model that only fits sharded is the 8B shape with ZeRO-3
 # on 4 GPUs, or the 4B shape on 2 where only 2 are present (18 bytes per parameter: 72 GB for 4B on one GPU).
@@ -15,7 +18,7 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 out="${OUT:-$PWD/multi-gpu-logs}"
 mkdir -p "$out"
 sections=("$@")
-[ ${#sections[@]} -gt 0 ] || sections=(build correctness fsdp sp-layer sp-model)
+[ ${#sections[@]} -gt 0 ] || sections=(build correctness fsdp fsdp-sharded sp-layer sp-model)
 wants() { local s; for s in "${sections[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
 seqs=(${MULTI_GPU_SEQS:-16384 32768 65536 131072})
 shapes=(${MULTI_GPU_SHAPES:-0.6b 1.7b})
@@ -37,7 +40,7 @@ fi
 if wants build; then
   cmake -S . -B build-device -G Ninja -DPRIMER_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a >"$out/cmake.log" 2>&1 ||
     { tail -30 "$out/cmake.log"; exit 1; }
-  if ! cmake --build build-device -j "$(nproc)" >"$out/build.log" 2>&1; then
+  if ! cmake --build build-device -j "$(nproc)" --target ${MULTI_GPU_TARGETS:-all} >"$out/build.log" 2>&1; then
     grep -E "error|Error" "$out/build.log" | head -40
     exit 1
   fi
@@ -84,7 +87,7 @@ fi
 
 # 2. FSDP throughput against PyTorch FSDP2 (transformers' Qwen3, same shapes, same batch per GPU), ZeRO-2 and ZeRO-3,
 # at 1, 2, 4, ... GPUs; then the model that only fits sharded.
-if wants fsdp; then
+if wants fsdp || wants fsdp-sharded; then
   fsdp_rows="$out/fsdp-rows.md"
   : >"$fsdp_rows"
   fsdp_pair() {  # shape, ranks, modes
@@ -96,10 +99,14 @@ if wants fsdp; then
       { echo "fsdp2_peer $shape on $n GPU(s) failed"; status=1; }
     grep -h "^| \(ZeRO\|PyTorch\)" "$out/fsdp-$shape-$n.log" "$out/fsdp2-$shape-$n.log" | tee -a "$fsdp_rows"
   }
-  for shape in "${shapes[@]}"; do
-    for ((n = 1; n <= gpus; n *= 2)); do fsdp_pair "$shape" "$n" 2,3; done
-  done
-  if [ "$gpus" -ge 4 ]; then fsdp_pair 8b 4 3; else fsdp_pair 4b 2 3; fi
+  if wants fsdp; then
+    for shape in "${shapes[@]}"; do
+      for ((n = 1; n <= gpus; n *= 2)); do fsdp_pair "$shape" "$n" 2,3; done
+    done
+  fi
+  if wants fsdp-sharded; then
+    if [ "$gpus" -ge 4 ]; then fsdp_pair 8b 4 3; else fsdp_pair 4b 2 3; fi
+  fi
   note ""
   note "## 2. FSDP throughput: primer against PyTorch FSDP2, B=4 x T=4096 per GPU, bf16 compute, fp32 masters"
   python3 tools/bench/common/fsdp_summary.py "$fsdp_rows" | tee -a "$summary"

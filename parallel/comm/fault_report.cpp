@@ -1,8 +1,10 @@
 #include "parallel/comm/fault_report.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -100,7 +102,16 @@ std::string arrival_summary(const FaultContext& where, uint64_t sequence) {
 
 [[noreturn]] void end_job(const std::function<void()>& abort_backend) {
   std::this_thread::sleep_for(std::chrono::duration<double>(kLingerSeconds));
-  if (abort_backend) abort_backend();
+  if (abort_backend) {
+    // A backend abort that blocks (NCCL's, with a kernel spinning on a peer that never comes) must not keep the job
+    // alive: it gets a few seconds on its own thread, then MPI_Abort ends every rank regardless.
+    auto finished = std::make_shared<std::atomic<bool>>(false);
+    std::thread([abort_backend, finished] {
+      abort_backend();
+      *finished = true;
+    }).detach();
+    for (int i = 0; i < 100 && !*finished; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
   int init = 0, finalized = 0;
   MPI_Initialized(&init);
   MPI_Finalized(&finalized);

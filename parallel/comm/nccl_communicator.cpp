@@ -120,6 +120,7 @@ NcclCommunicator::NcclCommunicator(ncclComm_t comm, MPI_Comm owned_mpi, int devi
   PRIMER_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   barrier_scratch_ = Tensor::zeros({1}, DType::F32, Device::cuda(device_));
   finalizer_id_ = at_finalize([this] { release(); });
+  poller_ = std::thread([this] { poll(); });
   watchdog_ = std::thread([this] { watch(); });
 }
 
@@ -132,6 +133,7 @@ void NcclCommunicator::release() {
   if (!comm_) return;
   stopping_ = true;
   if (watchdog_.joinable()) watchdog_.join();
+  if (poller_.joinable()) poller_.join();
   // Unchecked: called from destructors and at finalize, where there is nobody left to report to.
   cudaStreamSynchronize(stream_);
   ncclCommDestroy(comm_);
@@ -147,8 +149,8 @@ FaultContext NcclCommunicator::fault_context() const {
   return FaultContext{monitor_, rank(), size(), backend_name(), timeout_seconds()};
 }
 
-// Any failure here ends the job: the watchdog is the only one looking, and nobody would catch an exception.
-void NcclCommunicator::watch() {
+// Any failure here ends the job: the poller is the only one looking, and nobody would catch an exception.
+void NcclCommunicator::poll() {
   auto abort_nccl = [this] { ncclCommAbort(comm_); };
   auto oldest = [this] { return in_flight_.empty() ? OpInfo{} : in_flight_.front().info; };
   if (cudaError_t e = cudaSetDevice(device_); e != cudaSuccess)
@@ -167,8 +169,11 @@ void NcclCommunicator::watch() {
                                  ncclGetErrorString(queried != ncclSuccess ? queried : async_error)),
                      abort_nccl);
     }
-    while (!in_flight_.empty()) {
-      cudaError_t state = cudaEventQuery(in_flight_.front().done->event);
+    while (!in_flight_.empty() && in_flight_.front().done) {
+      const std::shared_ptr<Event> done = in_flight_.front().done;
+      lock.unlock();  // the query may take long; launch() must not wait for it
+      cudaError_t state = cudaEventQuery(done->event);
+      lock.lock();
       if (state == cudaErrorNotReady) break;
       if (state != cudaSuccess) {
         OpInfo info = oldest();
@@ -177,13 +182,20 @@ void NcclCommunicator::watch() {
       }
       in_flight_.pop_front();
     }
+  }
+}
+
+void NcclCommunicator::watch() {
+  while (!stopping_) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::unique_lock lock(mutex_);
     if (in_flight_.empty()) continue;
-    double age = std::chrono::duration<double>(std::chrono::steady_clock::now() - in_flight_.front().started).count();
-    if (age > timeout_seconds()) {
-      OpInfo info = oldest();
-      lock.unlock();
-      abort_on_timeout(fault_context(), info, abort_nccl);
-    }
+    const InFlight& front = in_flight_.front();
+    if (std::chrono::duration<double>(std::chrono::steady_clock::now() - front.started).count() <= timeout_seconds())
+      continue;
+    const OpInfo info = front.info;
+    lock.unlock();
+    abort_on_timeout(fault_context(), info, [this] { ncclCommAbort(comm_); });
   }
 }
 
@@ -192,12 +204,17 @@ Work NcclCommunicator::launch(const OpInfo& info, std::vector<Tensor> tensors, E
   Event ready;
   PRIMER_CUDA_CHECK(cudaEventRecord(ready.event, cuda::stream()));
   PRIMER_CUDA_CHECK(cudaStreamWaitEvent(stream_, ready.event, 0));
+  InFlight* entry = nullptr;
+  {  // on the clock before the enqueue, which itself can block the host when a peer never comes
+    std::lock_guard lock(mutex_);
+    entry = &in_flight_.emplace_back(InFlight{info, nullptr, std::chrono::steady_clock::now()});
+  }
   enqueue();
   auto done = std::make_shared<Event>();
   PRIMER_CUDA_CHECK(cudaEventRecord(done->event, stream_));
   {
     std::lock_guard lock(mutex_);
-    in_flight_.push_back({info, done, std::chrono::steady_clock::now()});
+    entry->done = done;
   }
   return Work(std::make_unique<NcclPending>(done, done->event, std::move(tensors), host_blocking));
 }

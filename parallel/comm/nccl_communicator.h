@@ -48,7 +48,7 @@ class NcclCommunicator final : public Communicator {
   struct Event;  // a CUDA event destroyed with its last owner
   struct InFlight {
     OpInfo info;
-    std::shared_ptr<Event> done;
+    std::shared_ptr<Event> done;  // null until the NCCL calls are enqueued and the event recorded
     std::chrono::steady_clock::time_point started;
   };
 
@@ -63,6 +63,10 @@ class NcclCommunicator final : public Communicator {
   // records completion and hands it to the watchdog. host_blocking: wait() also blocks the host (barrier).
   template <class Enqueue>
   Work launch(const OpInfo& info, std::vector<Tensor> tensors, Enqueue&& enqueue, bool host_blocking = false);
+  // Two threads watch the operations in flight. The poller asks CUDA and NCCL (event queries, asynchronous errors)
+  // and retires finished operations; the watchdog only reads the clock and the queue, so that a CUDA or NCCL call
+  // that blocks (the poller's, or the host's inside an enqueue) cannot stop the timeout from ending the job.
+  void poll();
   void watch();
   void release();  // destroys the NCCL communicator, stream and MPI communicators; idempotent
   FaultContext fault_context() const;
@@ -78,7 +82,7 @@ class NcclCommunicator final : public Communicator {
   std::mutex mutex_;
   std::deque<InFlight> in_flight_;
   std::atomic<bool> stopping_{false};
-  std::thread watchdog_;
+  std::thread poller_, watchdog_;
 };
 
 }  // namespace primer::parallel

@@ -42,6 +42,7 @@ parallel::Communicator& gpu_world_comm() {
 int main(int argc, char** argv) {
   using namespace primer;
   parallel::WorldScope scope(argc, argv);
+  parallel::select_local_gpu();  // every GPU test of this rank, one-process references too, runs on its own GPU
   ::testing::InitGoogleTest(&argc, argv);
   ::testing::UnitTest::GetInstance()->listeners().Append(new test::RankFailureReporter);
   test::g_world_comm =
