@@ -101,6 +101,11 @@ std::string arrival_summary(const FaultContext& where, uint64_t sequence) {
 }
 
 [[noreturn]] void end_job(const std::function<void()>& abort_backend) {
+  // The last resort: whatever below blocks (a backend abort, MPI_Abort itself), this process ends.
+  std::thread([] {
+    std::this_thread::sleep_for(std::chrono::seconds(15));
+    std::_Exit(1);
+  }).detach();
   std::this_thread::sleep_for(std::chrono::duration<double>(kLingerSeconds));
   if (abort_backend) {
     // A backend abort that blocks (NCCL's, with a kernel spinning on a peer that never comes) must not keep the job
@@ -122,9 +127,11 @@ std::string arrival_summary(const FaultContext& where, uint64_t sequence) {
 }  // namespace
 
 void abort_on_timeout(const FaultContext& where, const OpInfo& info, const std::function<void()>& abort_backend) {
-  std::string summary = arrival_summary(where, info.sequence);
-  console::error("collective timeout: {} on rank {} of {} (backend {}) did not complete within {} s{}\nending the job",
-                 info.describe(), where.rank, where.size, where.backend, where.timeout_seconds, summary);
+  // Said before the arrival exchange, which waits on the other ranks: the timeout is reported whatever follows.
+  console::error("collective timeout: {} on rank {} of {} (backend {}) did not complete within {} s", info.describe(),
+                 where.rank, where.size, where.backend, where.timeout_seconds);
+  const std::string summary = arrival_summary(where, info.sequence);
+  console::error("{}ending the job", summary.empty() ? "" : summary.substr(1) + "\n");
   end_job(abort_backend);
 }
 

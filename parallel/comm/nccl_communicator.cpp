@@ -169,18 +169,23 @@ void NcclCommunicator::poll() {
                                  ncclGetErrorString(queried != ncclSuccess ? queried : async_error)),
                      abort_nccl);
     }
+    // No CUDA call runs under the lock (a query, or an event's destruction): the watchdog must always get it.
     while (!in_flight_.empty() && in_flight_.front().done) {
-      const std::shared_ptr<Event> done = in_flight_.front().done;
-      lock.unlock();  // the query may take long; launch() must not wait for it
-      cudaError_t state = cudaEventQuery(done->event);
-      lock.lock();
-      if (state == cudaErrorNotReady) break;
-      if (state != cudaSuccess) {
+      std::shared_ptr<Event> done = in_flight_.front().done;
+      lock.unlock();
+      const cudaError_t state = cudaEventQuery(done->event);
+      if (state != cudaSuccess && state != cudaErrorNotReady) {
+        lock.lock();
         OpInfo info = oldest();
         lock.unlock();
         abort_on_error(fault_context(), info, fmt::format("CUDA error: {}", cudaGetErrorString(state)), abort_nccl);
       }
-      in_flight_.pop_front();
+      if (state == cudaErrorNotReady) break;
+      lock.lock();
+      in_flight_.pop_front();  // `done` still holds the event: it is destroyed below, unlocked
+      lock.unlock();
+      done.reset();
+      lock.lock();
     }
   }
 }
@@ -209,7 +214,13 @@ Work NcclCommunicator::launch(const OpInfo& info, std::vector<Tensor> tensors, E
     std::lock_guard lock(mutex_);
     entry = &in_flight_.emplace_back(InFlight{info, nullptr, std::chrono::steady_clock::now()});
   }
-  enqueue();
+  try {
+    enqueue();
+  } catch (...) {
+    std::lock_guard lock(mutex_);
+    in_flight_.pop_back();  // never enqueued: nothing to wait for
+    throw;
+  }
   auto done = std::make_shared<Event>();
   PRIMER_CUDA_CHECK(cudaEventRecord(done->event, stream_));
   {
