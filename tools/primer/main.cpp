@@ -16,6 +16,7 @@
 #include "recipes/soup.h"
 #include "recipes/trainer.h"
 #include "recipes/unfuse.h"
+#include "tools/primer/build_info.h"
 
 int main(int argc, char** argv) {
   // A log redirected to a file or a pipe shows each line as it is printed, and keeps them when the job is killed.
@@ -24,6 +25,8 @@ int main(int argc, char** argv) {
   primer::parallel::WorldScope world(argc, argv);
   CLI::App app{"primer: train hybrid State-Space/Attention language models"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", primer::tools::build_info,
+                       "print the version, the source commit and the build configuration, then exit");
 
   primer::recipes::DefaultRunOptions run;
   std::string recipe;
