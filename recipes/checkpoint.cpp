@@ -1,10 +1,8 @@
 #include "recipes/checkpoint.h"
 
-#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -14,6 +12,7 @@
 #include "core/io/durable_file.h"
 #include "core/io/hdf5_file.h"
 #include "core/io/json.h"
+#include "core/process.h"
 #include "recipes/checkpoint_layout.h"
 #include "recipes/checkpoint_manifest.h"
 #include "recipes/fault_injection.h"
@@ -22,8 +21,6 @@ namespace primer::recipes {
 namespace fs = std::filesystem;
 using namespace checkpoint_layout;
 namespace {
-
-bool process_alive(pid_t pid) { return ::kill(pid, 0) == 0 || errno != ESRCH; }
 
 // The entries of `dir`, listed before any is acted on (removing entries while iterating is unspecified).
 std::vector<fs::path> list_directory(const fs::path& dir) {
@@ -241,6 +238,20 @@ std::string CheckpointManager::save(const TrainingState& state, const Checkpoint
   return final_dir.string();
 }
 
+namespace {
+
+// Hides the directory first (atomic), so a kill during removal never leaves a half-deleted final name; latest()
+// removes what such a kill leaves.
+void retire(int64_t step, const fs::path& dir) {
+  const fs::path trash = dir.parent_path() / fmt::format(".checkpoint-{}.trash-{}", step, ::getpid());
+  std::error_code ec;
+  fs::rename(dir, trash, ec);
+  PRIMER_CHECK(!ec, "cannot retire checkpoint '{}': {}", dir.string(), ec.message());
+  remove_tree(trash);
+}
+
+}  // namespace
+
 void CheckpointManager::rotate(const std::string& keep) const {
   if (keep_last_k_ <= 0) return;
   std::vector<std::pair<int64_t, fs::path>> older;
@@ -248,16 +259,13 @@ void CheckpointManager::rotate(const std::string& keep) const {
     if (path != fs::path(keep)) older.emplace_back(step, path);
   std::sort(older.begin(), older.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
   // The checkpoint just written is one of the k kept, whatever its step.
-  for (size_t i = size_t(keep_last_k_ - 1); i < older.size(); ++i) {
-    // Hide the directory first (atomic), so a kill during removal never leaves a half-deleted final name.
-    const fs::path trash = older[i].second.parent_path() /
-                           fmt::format(".checkpoint-{}.trash-{}", older[i].first, ::getpid());
-    std::error_code ec;
-    fs::rename(older[i].second, trash, ec);
-    PRIMER_CHECK(!ec, "cannot retire checkpoint '{}': {}", older[i].second.string(), ec.message());
-    remove_tree(trash);
-  }
+  for (size_t i = size_t(keep_last_k_ - 1); i < older.size(); ++i) retire(older[i].first, older[i].second);
   io::sync_directory(output_dir_);
+}
+
+void CheckpointManager::remove_all() const {
+  for (const auto& [step, path] : checkpoint_dirs(output_dir_)) retire(step, path);
+  if (fs::is_directory(output_dir_)) io::sync_directory(output_dir_);
 }
 
 std::optional<std::string> CheckpointManager::latest() const {
@@ -266,7 +274,7 @@ std::optional<std::string> CheckpointManager::latest() const {
   for (const fs::path& path : list_directory(output_dir_)) {
     const std::string name = path.filename().string();
     if (const auto owner = leftover_owner(name)) {
-      if (!process_alive(pid_t(*owner))) {
+      if (!process_alive(*owner)) {
         fmt::print(stderr, "checkpoint: removing '{}', left by an interrupted save or rotation (process {})\n",
                    path.string(), *owner);
         remove_tree(path);

@@ -73,6 +73,9 @@ class CheckpointManager {
   // "" → nothing; "auto" → latest() (nothing if there is none); otherwise the path of a checkpoint to use.
   std::optional<std::string> resolve(const std::string& resume_from) const;
 
+  // Removes every checkpoint-<step> directory (complete or not) of output_dir, each hidden before it is deleted.
+  void remove_all() const;
+
   const std::string& output_dir() const { return output_dir_; }
 
  private:

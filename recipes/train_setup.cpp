@@ -7,6 +7,7 @@
 #include "core/io/json.h"
 #include "layers/hf_checkpoint.h"
 #include "recipes/resume_check.h"
+#include "recipes/run_directory.h"
 
 namespace primer::recipes {
 namespace {
@@ -131,7 +132,11 @@ void resume(TrainSetup& s) {
   s.state.resolved_config = s.cfg.resolved_yaml();
   const auto from =
       s.checkpoints->resolve(s.cfg.has("resume_from_checkpoint") ? s.cfg.get_string("resume_from_checkpoint") : "");
-  if (!from) return;
+  if (!from) {
+    prepare_fresh_run(*s.checkpoints, s.cfg.get_bool("overwrite_output_dir"), s.cfg.where("overwrite_output_dir"),
+                      *s.ranks.host);
+    return;
+  }
   const std::string resolved_now = s.state.resolved_config;
   s.state = s.checkpoints->load(*from, checkpoint_content(s));
   check_resume_continuity(s.cfg, s.state.resolved_config, *from);

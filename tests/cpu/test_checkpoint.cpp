@@ -145,13 +145,6 @@ TEST(Checkpoint, KeepsOnlyTheLastK) {
   EXPECT_EQ(keep_all.latest(), (dir.path / "checkpoint-70").string());
 }
 
-pid_t dead_pid() {
-  const pid_t child = ::fork();
-  if (child == 0) ::_exit(0);
-  ::waitpid(child, nullptr, 0);
-  return child;
-}
-
 TEST(Checkpoint, LatestSkipsLeftoversAndDirectoriesWithoutManifest) {
   const uint64_t seed = test::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
@@ -167,7 +160,7 @@ TEST(Checkpoint, LatestSkipsLeftoversAndDirectoriesWithoutManifest) {
   const std::string good = manager.save(state, params, adamw);
 
   // A newer save killed before its commit, and a newer directory whose manifest never got written.
-  const fs::path leftover = dir.path / fmt::format(".checkpoint-9.tmp-{}", dead_pid());
+  const fs::path leftover = dir.path / fmt::format(".checkpoint-9.tmp-{}", test::dead_pid());
   fs::create_directories(leftover);
   fs::copy_file(fs::path(good) / "rank00000.h5", leftover / "rank00000.h5");
   fs::create_directories(dir.path / "checkpoint-7");
