@@ -268,31 +268,32 @@ void CheckpointManager::remove_all() const {
   if (fs::is_directory(output_dir_)) io::sync_directory(output_dir_);
 }
 
-std::optional<std::string> CheckpointManager::latest() const {
+std::optional<std::string> CheckpointManager::latest() const { return newest(false); }
+
+std::optional<std::string> CheckpointManager::newest(bool intact) const {
   if (!fs::is_directory(output_dir_)) return std::nullopt;
-  std::optional<std::pair<int64_t, std::string>> best;
   for (const fs::path& path : list_directory(output_dir_)) {
-    const std::string name = path.filename().string();
-    if (const auto owner = leftover_owner(name)) {
-      if (!process_alive(*owner)) {
-        fmt::print(stderr, "checkpoint: removing '{}', left by an interrupted save or rotation (process {})\n",
-                   path.string(), *owner);
-        remove_tree(path);
-      }
-      continue;
-    }
-    const auto step = checkpoint_step(name);
-    if (!step || !fs::is_directory(path)) continue;
-    try {
-      check_complete(path);
-    } catch (const Error& error) {
-      fmt::print(stderr, "checkpoint: ignoring incomplete '{}': {}\n", path.string(), error.what());
-      continue;
-    }
-    if (!best || *step > best->first) best = std::make_pair(*step, path.string());
+    const auto owner = leftover_owner(path.filename().string());
+    if (!owner || process_alive(*owner)) continue;
+    fmt::print(stderr, "checkpoint: removing '{}', left by an interrupted save or rotation (process {})\n",
+               path.string(), *owner);
+    remove_tree(path);
   }
-  if (!best) return std::nullopt;
-  return best->second;
+  const auto dirs = checkpoint_dirs(output_dir_);
+  for (auto it = dirs.rbegin(); it != dirs.rend(); ++it) {
+    const fs::path& path = it->second;
+    try {
+      const Manifest m = check_complete(path);
+      if (intact)
+        for (const ManifestFile& f : m.files) verify_checksum(path, f);
+    } catch (const Error& error) {
+      // Not deleted: the bytes may still matter to whoever investigates (primer inspect --verify).
+      fmt::print(stderr, "checkpoint: skipping '{}', left in place: {}\n", path.string(), error.what());
+      continue;
+    }
+    return path.string();
+  }
+  return std::nullopt;
 }
 
 TrainingState CheckpointManager::load(const std::string& dir, ParameterRegistry& params,
@@ -357,7 +358,7 @@ TrainingState CheckpointManager::load(const std::string& dir, const CheckpointCo
 
 std::optional<std::string> CheckpointManager::resolve(const std::string& resume_from) const {
   if (resume_from.empty()) return std::nullopt;
-  if (resume_from == "auto") return latest();
+  if (resume_from == "auto") return newest(true);
   PRIMER_CHECK(fs::is_directory(resume_from), "resume_from '{}': no such checkpoint directory", resume_from);
   check_complete(resume_from);
   return resume_from;

@@ -212,6 +212,37 @@ TEST(Checkpoint, FlippedByteIsDetectedByTheManifestChecksum) {
   EXPECT_NE(message.find("corrupted"), std::string::npos) << message;
 }
 
+// `auto` resume does not trust a newest checkpoint whose bytes fail their CRC32C (a truncated one was already
+// skipped): it names it, leaves it in place and takes the newest intact one; latest() (sizes only) still lists it.
+TEST(Checkpoint, AutoResumeSkipsANewestCheckpointThatFailsItsChecksum) {
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  ScratchDir dir("auto-crc", seed);
+  SavedCheckpoint c;
+  save_one(c, dir.path, seed);
+  CheckpointManager manager(dir.path.string(), 0);
+  TrainingState newer = random_state(seed);
+  newer.step += 7;
+  const std::string newest = manager.save(newer, c.params, *c.adamw);
+  const std::string shard = (fs::path(newest) / "rank00000.h5").string();
+  {
+    std::fstream f(shard, std::ios::in | std::ios::out | std::ios::binary);
+    const auto at = std::streamoff(fs::file_size(shard) / 2);
+    f.seekg(at);
+    const char byte = char(f.get() ^ 0x10);
+    f.seekp(at);
+    f.put(byte);
+  }
+  testing::internal::CaptureStderr();
+  const std::optional<std::string> chosen = manager.resolve("auto");
+  const std::string warning = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(chosen, c.dir);
+  EXPECT_NE(warning.find(newest), std::string::npos) << warning;
+  EXPECT_NE(warning.find("corrupted"), std::string::npos) << warning;
+  EXPECT_TRUE(fs::exists(shard)) << "the corrupted checkpoint was deleted";
+  EXPECT_EQ(manager.latest(), newest);
+}
+
 TEST(Checkpoint, TruncatedFileIsDetected) {
   const uint64_t seed = test::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
