@@ -237,8 +237,9 @@ lacks take Hugging Face Trainer names (`save_total_limit`, `eval_steps`) or are 
   keys replace the base's whole values (a mapping is replaced, not merged). Cycles are an error.
 - **Overrides.** `--set key=value` on the command line, applied after the files and validated the same way;
   the value is YAML: `--set max_steps=100`, `--set 'dataset=[a, b]'`, `--set 'model_config={hidden_size: 64}'`.
-- **Errors** name the file, line and key: an unknown key suggests the closest valid one; a wrong type or an
-  out-of-range value says what was expected.
+- **Errors** name the file, line and key: an unknown key suggests the closest valid one (inside `model_config`
+  too, whose keys are those of a config.json that primer reads); a wrong type or an out-of-range value says what
+  was expected.
 - **Resolved config.** The trainer writes every key with its final value to `<output_dir>/resolved_config.yaml`
   (and into checkpoints); it loads back as a recipe that reproduces the run.
 - **Cross-key rules.** Exactly one of `model_name_or_path` and `model_config`; at least one of `dataset` and

@@ -219,5 +219,25 @@ TEST(Trainer, RunLockNamesItsHolderAndStaleLocksAreTakenOver) {
   std::filesystem::remove_all(root);
 }
 
+// A typo inside the inline model_config (it would have trained a model without the intended setting) is refused
+// naming the recipe line and the nearest key primer reads.
+TEST(Trainer, UnknownModelConfigKeyIsNamedWithTheNearest) {
+  const std::string root = testing::TempDir() + "/primer-trainer-mc-" + std::to_string(test::fresh_seed());
+  const std::string recipe = write_recipe(root, 1);
+  test::expect_error(
+      [&] {
+        recipes::run_train(recipe, {"model_config={model_type: qwen3, vocab_size: 256, hidden_size: 32, "
+                                    "intermediate_size: 64, num_hidden_layers: 2, num_attention_heads: 4, "
+                                    "max_position_embeddings: 64, rope_scalling: {rope_type: llama3, factor: 8}}"});
+      },
+      {"--set model_config=", "unknown key 'rope_scalling' in model_config; did you mean 'rope_scaling'?"});
+  test::expect_error([&] { recipes::run_train(recipe, {"model_config={model_type: qwen3, vocab_size: 256, "
+                                                       "hidden_size: 32, intermediate_size: 64, num_hidden_layers: 2, "
+                                                       "num_attention_heads: 4, max_position_embeddings: 64, "
+                                                       "frobnicate: 1}"}); },
+                     {"unknown key 'frobnicate' in model_config (it takes the keys of a Hugging Face config.json"});
+  std::filesystem::remove_all(root);
+}
+
 }  // namespace
 }  // namespace primer
