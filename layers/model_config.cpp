@@ -131,6 +131,26 @@ ModelConfig from_hf_json(const json::Value& config, const std::string& source) {
 
 ModelConfig load_hf_config(const std::string& path) { return from_hf_json(json::parse_file(path), path); }
 
+const std::vector<std::string>& hf_config_keys() {
+  static const std::vector<std::string> keys = [] {
+    std::vector<std::string> k = {
+        // read by from_hf_json
+        "model_type", "hidden_act", "mlp_bias", "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
+        "num_attention_heads", "num_key_value_heads", "head_dim", "rms_norm_eps", "initializer_range",
+        "max_position_embeddings", "tie_word_embeddings", "attention_bias", "rope_parameters", "rope_theta",
+        "rope_scaling", "use_sliding_window", "sliding_window", "bos_token_id", "eos_token_id", "dtype", "torch_dtype",
+        "hybrid_override_pattern",
+        // written by to_hf_json
+        "architectures", "attention_dropout", "use_cache", "layer_types",
+        // in the released Qwen3 / Llama / Mistral configs, without effect here
+        "transformers_version", "max_window_layers", "pad_token_id", "pretraining_tp", "_name_or_path"};
+    for (const MixerSpec* spec : mixer_specs())
+      if (spec->json_block) k.push_back(spec->json_block);
+    return k;
+  }();
+  return keys;
+}
+
 void ModelConfig::validate(const std::string& source) const {
   PRIMER_CHECK(find_family(model_type), "{}: model_type '{}' is not one of qwen3, llama, mistral", source, model_type);
   const std::pair<const char*, int64_t> positive[] = {

@@ -76,6 +76,11 @@ struct ModelConfig {
 ModelConfig from_hf_json(const json::Value& config, const std::string& source);
 ModelConfig load_hf_config(const std::string& path);  // parse_file + from_hf_json
 
+// Every top-level config.json key primer reads or writes (the hybrid blocks included), and the keys of the supported
+// families' released configs that it ignores (transformers_version, use_cache, ...). from_hf_json ignores any other
+// key, as transformers does; a hand-written config (a recipe's model_config) is checked against this list.
+const std::vector<std::string>& hf_config_keys();
+
 // A config.json that transformers loads into <Arch>ForCausalLM (architectures, model_type and the fields above);
 // a hybrid model (layer_types set) is written in the reference's format, which its Hugging Face code and vLLM
 // plugin load (shared/notes/anchors/hmf.md §8.1).

@@ -1,61 +1,26 @@
 #include "recipes/checkpoint.h"
 
-#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 #include <vector>
 
 #include "core/check.h"
 #include "core/io/durable_file.h"
 #include "core/io/hdf5_file.h"
 #include "core/io/json.h"
+#include "core/process.h"
+#include "recipes/checkpoint_layout.h"
 #include "recipes/checkpoint_manifest.h"
 #include "recipes/fault_injection.h"
 
 namespace primer::recipes {
 namespace fs = std::filesystem;
+using namespace checkpoint_layout;
 namespace {
-
-constexpr const char* kManifestName = "manifest.json";
-constexpr const char* kFinalPrefix = "checkpoint-";
-constexpr const char* kParams = "/params/";
-constexpr const char* kFirstMoment = "/optim/adamw/m/";
-constexpr const char* kSecondMoment = "/optim/adamw/v/";
-constexpr const char* kDataCursor = "/state/data_cursor";
-constexpr const char* kResolvedConfig = "/state/resolved_config";
-
-std::string rank_file_name(int rank) { return fmt::format("rank{:05d}.h5", rank); }
-
-bool all_digits(const std::string& s) {
-  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
-}
-
-// "checkpoint-<step>" → step.
-std::optional<int64_t> checkpoint_step(const std::string& dir_name) {
-  const std::string prefix = kFinalPrefix;
-  if (dir_name.rfind(prefix, 0) != 0 || !all_digits(dir_name.substr(prefix.size()))) return std::nullopt;
-  return std::stoll(dir_name.substr(prefix.size()));
-}
-
-// ".checkpoint-<step>.tmp-<pid>" (a save in progress) or ".trash-<pid>" (a rotation in progress) → pid.
-std::optional<pid_t> leftover_owner(const std::string& name) {
-  if (name.rfind(".checkpoint-", 0) != 0) return std::nullopt;
-  for (const char* marker : {".tmp-", ".trash-"}) {
-    const size_t at = name.rfind(marker);
-    if (at != std::string::npos && all_digits(name.substr(at + std::string(marker).size())))
-      return pid_t(std::stol(name.substr(at + std::string(marker).size())));
-  }
-  return std::nullopt;
-}
-
-bool process_alive(pid_t pid) { return ::kill(pid, 0) == 0 || errno != ESRCH; }
 
 // The entries of `dir`, listed before any is acted on (removing entries while iterating is unspecified).
 std::vector<fs::path> list_directory(const fs::path& dir) {
@@ -70,40 +35,6 @@ void remove_tree(const fs::path& path) {
   std::error_code ec;
   fs::remove_all(path, ec);
   PRIMER_CHECK(!ec, "cannot remove '{}': {}", path.string(), ec.message());
-}
-
-Manifest read_manifest(const fs::path& dir) {
-  const fs::path path = dir / kManifestName;
-  std::ifstream in(path, std::ios::binary);
-  PRIMER_CHECK(in.good(), "checkpoint '{}' has no readable {}", dir.string(), kManifestName);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return parse_manifest(text.str(), path.string());
-}
-
-// A directory is a complete checkpoint when its manifest parses, agrees with the directory's step, and every
-// file it lists exists with the recorded size. Checksums are verified by load(), which reads the bytes anyway.
-Manifest check_complete(const fs::path& dir) {
-  Manifest m = read_manifest(dir);
-  if (const auto step = checkpoint_step(dir.filename().string()))
-    PRIMER_CHECK(*step == m.step, "checkpoint '{}': manifest says step {}", dir.string(), m.step);
-  for (const ManifestFile& f : m.files) {
-    std::error_code ec;
-    const uint64_t size = fs::file_size(dir / f.name, ec);
-    PRIMER_CHECK(!ec, "checkpoint '{}': file '{}' listed in the manifest is missing ({})", dir.string(), f.name,
-                 ec.message());
-    PRIMER_CHECK(size == f.bytes, "checkpoint '{}': file '{}' has {} bytes, the manifest records {} (truncated?)",
-                 dir.string(), f.name, size, f.bytes);
-  }
-  return m;
-}
-
-void verify_checksum(const fs::path& dir, const ManifestFile& f) {
-  const io::FileDigest d = io::digest((dir / f.name).string());
-  PRIMER_CHECK(d.bytes == f.bytes && d.crc32c == f.crc32c,
-               "checkpoint '{}': file '{}' is corrupted: {} bytes with CRC32C {:08x}, the manifest records {} bytes "
-               "with CRC32C {:08x}",
-               dir.string(), f.name, d.bytes, d.crc32c, f.bytes, f.crc32c);
 }
 
 // Names present on only one side and shapes that differ, all in one error.
@@ -130,11 +61,7 @@ void check_parameters_match(const fs::path& dir, const Manifest& m, const std::v
   PRIMER_FAIL("checkpoint '{}' does not match the model's parameters:{}", dir.string(), list);
 }
 
-constexpr const char* kChunkIndex = "/chunks";
-
 Tensor to_host(const Tensor& t) { return t.to(Device::cpu()).contiguous(); }
-
-std::string chunk_key(const std::string& name, int64_t offset) { return fmt::format("{}#{}", name, offset); }
 
 // This rank's file: attributes, its chunks (index first, so a reader learns what is there without listing), and on
 // rank 0 the data cursor and resolved recipe.
@@ -168,37 +95,6 @@ void write_rank_file(io::Hdf5File& file, const TrainingState& state, const Check
     file.write(kFirstMoment + key, shape, to_host(c.m).data<float>());
     file.write(kSecondMoment + key, shape, to_host(c.v).data<float>());
   }
-}
-
-// A stored run: where it lives and which elements of its parameter it covers.
-struct StoredChunk {
-  size_t file = 0;
-  std::string key;  // dataset name after /params/ (and the moments' prefixes)
-  int64_t offset = 0, count = 0;
-  bool moments = false;
-};
-
-// Every stored run per parameter name, from each file's index (format 1: one whole parameter per dataset).
-std::map<std::string, std::vector<StoredChunk>> stored_chunks(const std::vector<io::Hdf5File>& files,
-                                                               const Manifest& m) {
-  std::map<std::string, std::vector<StoredChunk>> out;
-  for (size_t f = 0; f < files.size(); ++f) {
-    if (m.format_version == 1) {
-      for (const ManifestParameter& p : m.parameters)
-        out[p.name].push_back({f, p.name, 0, shape_numel(p.shape), files[f].contains(kFirstMoment + p.name)});
-      continue;
-    }
-    const std::string where = files[f].path() + kChunkIndex;
-    const json::Value index = json::parse(files[f].read_bytes(kChunkIndex), where);
-    const json::Node root(index, where);
-    for (size_t i = 0; i < root.size(); ++i) {
-      const json::Node e = root.at(i);
-      const std::string name = e.at("name").as_string();
-      const int64_t offset = e.at("offset").as_int();
-      out[name].push_back({f, chunk_key(name, offset), offset, e.at("count").as_int(), e.at("moments").as_bool()});
-    }
-  }
-  return out;
 }
 
 // Reads a stored run's dataset (f32 [count]) on the host, once per run however many local chunks it feeds.
@@ -342,52 +238,62 @@ std::string CheckpointManager::save(const TrainingState& state, const Checkpoint
   return final_dir.string();
 }
 
+namespace {
+
+// Hides the directory first (atomic), so a kill during removal never leaves a half-deleted final name; latest()
+// removes what such a kill leaves.
+void retire(int64_t step, const fs::path& dir) {
+  const fs::path trash = dir.parent_path() / fmt::format(".checkpoint-{}.trash-{}", step, ::getpid());
+  std::error_code ec;
+  fs::rename(dir, trash, ec);
+  PRIMER_CHECK(!ec, "cannot retire checkpoint '{}': {}", dir.string(), ec.message());
+  remove_tree(trash);
+}
+
+}  // namespace
+
 void CheckpointManager::rotate(const std::string& keep) const {
   if (keep_last_k_ <= 0) return;
   std::vector<std::pair<int64_t, fs::path>> older;
-  for (const fs::path& path : list_directory(output_dir_)) {
-    const auto step = checkpoint_step(path.filename().string());
-    if (step && fs::is_directory(path) && path != fs::path(keep)) older.emplace_back(*step, path);
-  }
+  for (const auto& [step, path] : checkpoint_dirs(output_dir_))
+    if (path != fs::path(keep)) older.emplace_back(step, path);
   std::sort(older.begin(), older.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
   // The checkpoint just written is one of the k kept, whatever its step.
-  for (size_t i = size_t(keep_last_k_ - 1); i < older.size(); ++i) {
-    // Hide the directory first (atomic), so a kill during removal never leaves a half-deleted final name.
-    const fs::path trash = older[i].second.parent_path() /
-                           fmt::format(".checkpoint-{}.trash-{}", older[i].first, ::getpid());
-    std::error_code ec;
-    fs::rename(older[i].second, trash, ec);
-    PRIMER_CHECK(!ec, "cannot retire checkpoint '{}': {}", older[i].second.string(), ec.message());
-    remove_tree(trash);
-  }
+  for (size_t i = size_t(keep_last_k_ - 1); i < older.size(); ++i) retire(older[i].first, older[i].second);
   io::sync_directory(output_dir_);
 }
 
-std::optional<std::string> CheckpointManager::latest() const {
+void CheckpointManager::remove_all() const {
+  for (const auto& [step, path] : checkpoint_dirs(output_dir_)) retire(step, path);
+  if (fs::is_directory(output_dir_)) io::sync_directory(output_dir_);
+}
+
+std::optional<std::string> CheckpointManager::latest() const { return newest(false); }
+
+std::optional<std::string> CheckpointManager::newest(bool intact) const {
   if (!fs::is_directory(output_dir_)) return std::nullopt;
-  std::optional<std::pair<int64_t, std::string>> best;
   for (const fs::path& path : list_directory(output_dir_)) {
-    const std::string name = path.filename().string();
-    if (const auto owner = leftover_owner(name)) {
-      if (!process_alive(*owner)) {
-        fmt::print(stderr, "checkpoint: removing '{}', left by an interrupted save or rotation (process {})\n",
-                   path.string(), *owner);
-        remove_tree(path);
-      }
-      continue;
-    }
-    const auto step = checkpoint_step(name);
-    if (!step || !fs::is_directory(path)) continue;
-    try {
-      check_complete(path);
-    } catch (const Error& error) {
-      fmt::print(stderr, "checkpoint: ignoring incomplete '{}': {}\n", path.string(), error.what());
-      continue;
-    }
-    if (!best || *step > best->first) best = std::make_pair(*step, path.string());
+    const auto owner = leftover_owner(path.filename().string());
+    if (!owner || process_alive(*owner)) continue;
+    fmt::print(stderr, "checkpoint: removing '{}', left by an interrupted save or rotation (process {})\n",
+               path.string(), *owner);
+    remove_tree(path);
   }
-  if (!best) return std::nullopt;
-  return best->second;
+  const auto dirs = checkpoint_dirs(output_dir_);
+  for (auto it = dirs.rbegin(); it != dirs.rend(); ++it) {
+    const fs::path& path = it->second;
+    try {
+      const Manifest m = check_complete(path);
+      if (intact)
+        for (const ManifestFile& f : m.files) verify_checksum(path, f);
+    } catch (const Error& error) {
+      // Not deleted: the bytes may still matter to whoever investigates (primer inspect --verify).
+      fmt::print(stderr, "checkpoint: skipping '{}', left in place: {}\n", path.string(), error.what());
+      continue;
+    }
+    return path.string();
+  }
+  return std::nullopt;
 }
 
 TrainingState CheckpointManager::load(const std::string& dir, ParameterRegistry& params,
@@ -452,7 +358,7 @@ TrainingState CheckpointManager::load(const std::string& dir, const CheckpointCo
 
 std::optional<std::string> CheckpointManager::resolve(const std::string& resume_from) const {
   if (resume_from.empty()) return std::nullopt;
-  if (resume_from == "auto") return latest();
+  if (resume_from == "auto") return newest(true);
   PRIMER_CHECK(fs::is_directory(resume_from), "resume_from '{}': no such checkpoint directory", resume_from);
   check_complete(resume_from);
   return resume_from;

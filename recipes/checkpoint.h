@@ -70,13 +70,19 @@ class CheckpointManager {
   // refreshes compute copies. Works whatever world size and sharding wrote the checkpoint.
   TrainingState load(const std::string& dir, const CheckpointContent& content) const;
   TrainingState load(const std::string& dir, ParameterRegistry& params, optim::AdamW& optimizer) const;
-  // "" → nothing; "auto" → latest() (nothing if there is none); otherwise the path of a checkpoint to use.
+  // "" → nothing; "auto" → the newest complete checkpoint whose files pass their CRC32C (a newer one that fails is
+  // named on stderr and left in place; nothing if there is none); otherwise the path of a checkpoint to use.
   std::optional<std::string> resolve(const std::string& resume_from) const;
+
+  // Removes every checkpoint-<step> directory (complete or not) of output_dir, each hidden before it is deleted.
+  void remove_all() const;
 
   const std::string& output_dir() const { return output_dir_; }
 
  private:
   void rotate(const std::string& keep) const;
+  // The newest complete checkpoint (intact: whose files also pass their CRC32C); the ones skipped are named on stderr.
+  std::optional<std::string> newest(bool intact) const;
 
   std::string output_dir_;
   int keep_last_k_;

@@ -15,7 +15,8 @@ const std::set<std::string> kContinuityKeys = {
     "model_config", "config_overrides_json", "hybrid_learnable_params", "hybrid_distill_pre_lm_head",
     "hybrid_lw_distill_target"};
 // Keys that say where and how to resume, not what the run is.
-const std::set<std::string> kResumeKeys = {"resume_from_checkpoint", "resume_allow_changes", "output_dir"};
+const std::set<std::string> kResumeKeys = {"resume_from_checkpoint", "resume_allow_changes", "output_dir",
+                                           "overwrite_output_dir"};
 
 // A key's value as text ("unset" for an unset optional key), for comparing and for messages.
 std::string value_text(const config::Config& c, const config::Field& f) {

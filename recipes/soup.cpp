@@ -1,6 +1,7 @@
 #include "recipes/soup.h"
 
 #include <cmath>
+#include <filesystem>
 #include <numeric>
 
 #include "core/check.h"
@@ -17,6 +18,12 @@ int run_soup(const std::vector<std::string>& inputs, std::vector<double> weights
   PRIMER_CHECK(weights.size() == inputs.size(), "soup: {} weights for {} checkpoints", weights.size(), inputs.size());
   const double total = std::accumulate(weights.begin(), weights.end(), 0.0);
   PRIMER_CHECK(std::abs(total - 1.0) < 1e-6, "soup: the weights sum to {}, expected 1", total);
+  // Writing over an input would replace the weights the average is still reading (whatever spelling names it).
+  const std::filesystem::path out = std::filesystem::weakly_canonical(out_dir);
+  for (const std::string& input : inputs)
+    PRIMER_CHECK(std::filesystem::weakly_canonical(input) != out,
+                 "soup: --out '{}' is the input checkpoint '{}'; write the average to another directory", out_dir,
+                 input);
 
   const ModelConfig config = load_hf_config(inputs[0] + "/config.json");
   ParameterRegistry sum;

@@ -175,6 +175,10 @@ config::Schema build_train_schema() {
   s.add_enum("device", {"auto", "cpu", "cuda"}, "Where to train; auto: CUDA when a GPU is usable").defaults("auto");
   // Output, evaluation, checkpoints.
   s.add_string("output_dir", "Run directory: checkpoints, resolved_config.yaml, metrics").required();
+  s.add_bool("overwrite_output_dir",
+             "A fresh run (nothing resumed) into an output_dir that holds another run's checkpoints removes them; "
+             "false: such a run is refused")
+      .defaults(false);
   s.add_int("logging_steps", "Log loss, learning rate, grad norm and throughput every N steps")
       .at_least(1)
       .defaults(10);
@@ -233,8 +237,9 @@ lacks take Hugging Face Trainer names (`save_total_limit`, `eval_steps`) or are 
   keys replace the base's whole values (a mapping is replaced, not merged). Cycles are an error.
 - **Overrides.** `--set key=value` on the command line, applied after the files and validated the same way;
   the value is YAML: `--set max_steps=100`, `--set 'dataset=[a, b]'`, `--set 'model_config={hidden_size: 64}'`.
-- **Errors** name the file, line and key: an unknown key suggests the closest valid one; a wrong type or an
-  out-of-range value says what was expected.
+- **Errors** name the file, line and key: an unknown key suggests the closest valid one (inside `model_config`
+  too, whose keys are those of a config.json that primer reads); a wrong type or an out-of-range value says what
+  was expected.
 - **Resolved config.** The trainer writes every key with its final value to `<output_dir>/resolved_config.yaml`
   (and into checkpoints); it loads back as a recipe that reproduces the run.
 - **Cross-key rules.** Exactly one of `model_name_or_path` and `model_config`; at least one of `dataset` and
@@ -242,6 +247,11 @@ lacks take Hugging Face Trainer names (`save_total_limit`, `eval_steps`) or are 
   The stream keys (`packing`, `packing_method`, `neat_packing`, `drop_exceed_length_data`, `mix_strategy`,
   `interleave_probs`, `length_weighted_sampling`) need `tokenized_path`; `interleave_probs` goes with
   `mix_strategy: interleave_over`, as does `length_weighted_sampling`.
+- **Run directory.** One run at a time per `output_dir`: rank 0 holds `<output_dir>/.primer-run.lock` (host and
+  pid) for the whole run; a second run there is refused naming the holder, and a lock left by a killed run on the
+  same host is taken over with a warning. A fresh run (no `resume_from_checkpoint`, or `auto` finding nothing
+  usable) into a directory holding another run's checkpoints is refused unless `overwrite_output_dir: true` (the
+  reference's key), which removes them first.
 - **Data.** docs/data.md ("Tokenized data and the loader") defines the stream these keys shape: the held-out
   split, the epoch order, packing, targets and loss masks, mixing, and the resume cursor.
 

@@ -1,5 +1,6 @@
 #include "recipes/train_setup.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/check.h"
@@ -7,6 +8,7 @@
 #include "core/io/json.h"
 #include "layers/hf_checkpoint.h"
 #include "recipes/resume_check.h"
+#include "recipes/run_directory.h"
 
 namespace primer::recipes {
 namespace {
@@ -19,6 +21,19 @@ void apply_overrides(json::Value& doc, const json::Value& overrides) {
     for (size_t dot; (dot = key.find('.', start)) != std::string::npos; start = dot + 1)
       node = &(*node)[key.substr(start, dot - start)];
     (*node)[key.substr(start)] = value;
+  }
+}
+
+// An inline model_config is written by hand: a key primer does not know is a typo (rope_scalling) that would
+// otherwise train another model silently, not a transformers extra as in a released config.json.
+void check_model_config_keys(const json::Value& doc, const std::string& where) {
+  const std::vector<std::string>& known = hf_config_keys();
+  for (const auto& [key, value] : doc.as_object()) {
+    if (std::find(known.begin(), known.end(), key) != known.end()) continue;
+    const std::string suggestion = config::closest_key(key, known);
+    PRIMER_FAIL("{}: unknown key '{}' in model_config{}", where, key,
+                suggestion.empty() ? " (it takes the keys of a Hugging Face config.json that primer reads)"
+                                   : fmt::format("; did you mean '{}'?", suggestion));
   }
 }
 
@@ -131,7 +146,11 @@ void resume(TrainSetup& s) {
   s.state.resolved_config = s.cfg.resolved_yaml();
   const auto from =
       s.checkpoints->resolve(s.cfg.has("resume_from_checkpoint") ? s.cfg.get_string("resume_from_checkpoint") : "");
-  if (!from) return;
+  if (!from) {
+    prepare_fresh_run(*s.checkpoints, s.cfg.get_bool("overwrite_output_dir"), s.cfg.where("overwrite_output_dir"),
+                      *s.ranks.host);
+    return;
+  }
   const std::string resolved_now = s.state.resolved_config;
   s.state = s.checkpoints->load(*from, checkpoint_content(s));
   check_resume_continuity(s.cfg, s.state.resolved_config, *from);
@@ -180,6 +199,7 @@ ModelConfig model_config_from(const config::Config& cfg) {
   if (cfg.has("model_config")) {
     source = cfg.where("model_config") + " (model_config)";
     doc = json::parse(cfg.get_map_json("model_config"), source);
+    check_model_config_keys(doc, cfg.where("model_config"));
   } else {
     source = cfg.get_string("model_name_or_path") + "/config.json";
     doc = json::parse_file(source);

@@ -1,6 +1,7 @@
 #include "recipes/trainer.h"
 
 #include <filesystem>
+#include <optional>
 
 #include "core/check.h"
 
@@ -10,6 +11,7 @@
 #include "parallel/comm/launch.h"
 #include "parallel/comm/world_communicator.h"
 #include "recipes/model_files.h"
+#include "recipes/run_directory.h"
 #include "recipes/train_schema.h"
 
 namespace primer::recipes {
@@ -68,11 +70,13 @@ void export_final_model(TrainSetup& s) {
 
 TrainResult train(const config::Config& cfg, const std::string& recipe, RunRanks ranks) {
   const std::string out_dir = cfg.get_string("output_dir");
+  std::optional<RunDirectoryLock> lock;  // rank 0 holds it for the whole run (the ranks share output_dir)
   if (ranks.host->rank() == 0) {
     std::error_code ec;
     std::filesystem::create_directories(out_dir, ec);
     PRIMER_CHECK(!ec && std::filesystem::is_directory(out_dir), "output_dir '{}' ({}): cannot create the run directory{}",
                  out_dir, cfg.where("output_dir"), ec ? ": " + ec.message() : " (a file of that name is in the way)");
+    lock.emplace(out_dir);
   }
   TrainSetup setup = setup_training(cfg, recipe, ranks);
   // Only once the recipe, its data and a resume's continuity are accepted: a refused run leaves the old one whole.

@@ -130,6 +130,10 @@ Config load_config(const std::string& path, const Schema& schema, const std::vec
 // required keys, defaults and cross-key checks. Errors and Config::where() name `where` ("job.yaml:4 sources.docs").
 Config load_config_mapping(const std::string& json_text, const Schema& schema, const std::string& where);
 
+// The candidate nearest to an unknown `key` (dotted paths compare whole and by last component, so that a key put in
+// the wrong section finds its home); "" when none is close enough to suggest.
+std::string closest_key(const std::string& key, const std::vector<std::string>& candidates);
+
 // The schema as a Markdown table (key, type, default, meaning), for the generated recipe reference.
 std::string render_schema_markdown(const Schema& schema);
 

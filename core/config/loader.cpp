@@ -49,27 +49,6 @@ std::string to_json(const YAML::Node& n) {
   }
 }
 
-// Optimal string alignment distance: edits, insertions, deletions and adjacent transpositions.
-size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
-  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
-  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    for (size_t j = 1; j <= b.size(); ++j) {
-      size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
-      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
-      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
-        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
-    }
-  }
-  return d[a.size()][b.size()];
-}
-
-std::string leaf(const std::string& path) {
-  auto dot = path.rfind('.');
-  return dot == std::string::npos ? path : path.substr(dot + 1);
-}
-
 std::string join_path(const std::string& prefix, const std::string& key) {
   return prefix.empty() ? key : prefix + "." + key;
 }
@@ -239,8 +218,7 @@ class ConfigLoader {
                 suggestion.empty() ? "" : fmt::format("; did you mean '{}'?", suggestion));
   }
 
-  // The declared key (or section) nearest to an unknown one: by whole path, or by last component so that a
-  // key put in the wrong section finds its home. Nothing when no key is close.
+  // The declared key (or section) nearest to an unknown one; a key put in the wrong section finds its home.
   std::string closest_key(const std::string& path) const {
     std::vector<std::string> candidates;
     for (const Field& f : config_.schema_.fields()) {
@@ -248,15 +226,7 @@ class ConfigLoader {
       for (auto dot = f.key.find('.'); dot != std::string::npos; dot = f.key.find('.', dot + 1))
         candidates.push_back(f.key.substr(0, dot));
     }
-    std::string best;
-    std::pair<size_t, size_t> best_score{SIZE_MAX, SIZE_MAX};
-    for (const auto& c : candidates) {
-      size_t whole = edit_distance(path, c);
-      std::pair<size_t, size_t> score{std::min(whole, edit_distance(leaf(path), leaf(c))), whole};
-      if (score < best_score) best_score = score, best = c;
-    }
-    size_t threshold = std::max<size_t>(2, leaf(path).size() / 3);
-    return best_score.first <= threshold ? best : "";
+    return config::closest_key(path, candidates);
   }
 
   static std::optional<Value> convert(const Field& f, const YAML::Node& n, const std::string& where) {

@@ -145,13 +145,6 @@ TEST(Checkpoint, KeepsOnlyTheLastK) {
   EXPECT_EQ(keep_all.latest(), (dir.path / "checkpoint-70").string());
 }
 
-pid_t dead_pid() {
-  const pid_t child = ::fork();
-  if (child == 0) ::_exit(0);
-  ::waitpid(child, nullptr, 0);
-  return child;
-}
-
 TEST(Checkpoint, LatestSkipsLeftoversAndDirectoriesWithoutManifest) {
   const uint64_t seed = test::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
@@ -167,7 +160,7 @@ TEST(Checkpoint, LatestSkipsLeftoversAndDirectoriesWithoutManifest) {
   const std::string good = manager.save(state, params, adamw);
 
   // A newer save killed before its commit, and a newer directory whose manifest never got written.
-  const fs::path leftover = dir.path / fmt::format(".checkpoint-9.tmp-{}", dead_pid());
+  const fs::path leftover = dir.path / fmt::format(".checkpoint-9.tmp-{}", test::dead_pid());
   fs::create_directories(leftover);
   fs::copy_file(fs::path(good) / "rank00000.h5", leftover / "rank00000.h5");
   fs::create_directories(dir.path / "checkpoint-7");
@@ -217,6 +210,37 @@ TEST(Checkpoint, FlippedByteIsDetectedByTheManifestChecksum) {
   const std::string message = error_of([&] { manager.load(c.dir, c.params, *c.adamw); });
   EXPECT_NE(message.find("rank00000.h5"), std::string::npos) << message;
   EXPECT_NE(message.find("corrupted"), std::string::npos) << message;
+}
+
+// `auto` resume does not trust a newest checkpoint whose bytes fail their CRC32C (a truncated one was already
+// skipped): it names it, leaves it in place and takes the newest intact one; latest() (sizes only) still lists it.
+TEST(Checkpoint, AutoResumeSkipsANewestCheckpointThatFailsItsChecksum) {
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  ScratchDir dir("auto-crc", seed);
+  SavedCheckpoint c;
+  save_one(c, dir.path, seed);
+  CheckpointManager manager(dir.path.string(), 0);
+  TrainingState newer = random_state(seed);
+  newer.step += 7;
+  const std::string newest = manager.save(newer, c.params, *c.adamw);
+  const std::string shard = (fs::path(newest) / "rank00000.h5").string();
+  {
+    std::fstream f(shard, std::ios::in | std::ios::out | std::ios::binary);
+    const auto at = std::streamoff(fs::file_size(shard) / 2);
+    f.seekg(at);
+    const char byte = char(f.get() ^ 0x10);
+    f.seekp(at);
+    f.put(byte);
+  }
+  testing::internal::CaptureStderr();
+  const std::optional<std::string> chosen = manager.resolve("auto");
+  const std::string warning = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(chosen, c.dir);
+  EXPECT_NE(warning.find(newest), std::string::npos) << warning;
+  EXPECT_NE(warning.find("corrupted"), std::string::npos) << warning;
+  EXPECT_TRUE(fs::exists(shard)) << "the corrupted checkpoint was deleted";
+  EXPECT_EQ(manager.latest(), newest);
 }
 
 TEST(Checkpoint, TruncatedFileIsDetected) {

@@ -198,6 +198,18 @@ TEST(HybridConfigJson, RoundTripsPlainAndFused) {
   }
 }
 
+// A recipe's inline model_config is checked against hf_config_keys(): every key primer writes, and every key of the
+// reference's config, must be in it (or a model_config copied from an export would be refused).
+TEST(HybridConfigJson, EveryKeyOfTheReferenceAndOfAnExportIsKnown) {
+  const std::vector<std::string>& known = hf_config_keys();
+  ModelConfig c = parse_config(kHybridQwen3);
+  c.rope_scaling = {RopeScaling::Type::Llama3, 8.0, 1.0, 4.0, 64};
+  const json::Value exported = to_hf_json(c), reference = json::parse(kHybridQwen3, "reference");
+  for (const json::Value* doc : {&exported, &reference})
+    for (const auto& [key, value] : doc->as_object())
+      EXPECT_NE(std::find(known.begin(), known.end(), key), known.end()) << key;
+}
+
 TEST(HybridConfigJson, ErrorsNameTheKey) {
   test::expect_error([] { parse_config(with(kHybridQwen3, "\"num_q_heads\": 4", "\"num_q_heads\": 8")); },
                      {"config.json", "gka_config.num_q_heads", "is 8", "the model has 4"});

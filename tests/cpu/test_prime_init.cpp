@@ -329,5 +329,25 @@ TEST(Soup, AveragesCheckpointsElementwise) {
   fs::remove_all(out);
 }
 
+// An output that is one of the inputs (by its own name, a symlink or a relative path) is refused before anything is
+// written: the average overwrote the weights it was reading.
+TEST(Soup, OutputThatIsAnInputIsRefused) {
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  TinyBase a(seed), b(seed + 1);
+  auto bytes = [](const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  };
+  const std::string weights = bytes(b.dir + "/model.safetensors");
+  const std::string link = b.dir + "-link";
+  fs::create_directory_symlink(b.dir, link);
+  for (const std::string& out : {b.dir, link, fs::relative(b.dir).string(), b.dir + "/./"})
+    test::expect_error([&] { recipes::run_soup({a.dir, b.dir}, {}, out); },
+                       {"soup: --out '" + out + "' is the input checkpoint '" + b.dir + "'"});
+  EXPECT_EQ(bytes(b.dir + "/model.safetensors"), weights) << "the refused soup wrote into its input";
+  fs::remove(link);
+}
+
 }  // namespace
 }  // namespace primer

@@ -1,6 +1,7 @@
 // `primer train` end to end on the CPU: a recipe trains, checkpoints, and a run resumed from a mid-run
 // checkpoint reproduces the uninterrupted run's losses bit for bit.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <csignal>
 #include <cstdlib>
@@ -9,6 +10,8 @@
 #include <random>
 
 #include "core/io/json.h"
+#include "core/process.h"
+#include "recipes/run_directory.h"
 #include "recipes/trainer.h"
 #include "tests/support/test_util.h"
 #include "tests/support/token_data.h"
@@ -174,6 +177,65 @@ TEST(Trainer, SequenceParallelLayoutErrorsNameTheKey) {
                      {"sequence_parallel_size 2 does not divide the 1 ranks of this job"});
   test::expect_error([&] { recipes::run_train(recipe, {"sequence_parallel_layout=contiguous"}); },
                      {"sequence_parallel_mode zigzag-ring runs on the zigzag layout"});
+  std::filesystem::remove_all(root);
+}
+
+// A fresh run into an output_dir holding another run's checkpoints is refused before anything is written (it would
+// have resumed, rotated or exported them as its own); overwrite_output_dir removes them and trains.
+TEST(Trainer, FreshRunRefusesAnotherRunsCheckpointsUnlessOverwrite) {
+  const std::string root = testing::TempDir() + "/primer-trainer-fresh-" + std::to_string(test::fresh_seed());
+  const std::string recipe = write_recipe(root, 3);
+  ASSERT_EQ(recipes::run_train(recipe, {"max_steps=3"}), 0);
+  test::expect_error([&] { recipes::run_train(recipe, {"resume_from_checkpoint=null"}); },
+                     {"holds checkpoints of another run (checkpoint-3)", "overwrite_output_dir: true"});
+  EXPECT_TRUE(std::filesystem::exists(root + "/out/checkpoint-3"));
+  EXPECT_EQ(recipes::run_train(recipe, {"resume_from_checkpoint=null", "overwrite_output_dir=true", "max_steps=2"}), 0);
+  EXPECT_FALSE(std::filesystem::exists(root + "/out/checkpoint-3")) << "the previous run's checkpoint was kept";
+  EXPECT_TRUE(std::filesystem::exists(root + "/out/checkpoint-2"));
+  std::filesystem::remove_all(root);
+}
+
+// One run per output_dir: a second run names the lock's holder (host and pid), a lock of another host is never taken
+// over, a lock left by a dead process of this host is (with a warning), and a finished run releases its lock.
+TEST(Trainer, RunLockNamesItsHolderAndStaleLocksAreTakenOver) {
+  const std::string root = testing::TempDir() + "/primer-trainer-lock-" + std::to_string(test::fresh_seed());
+  const std::string recipe = write_recipe(root, 5), lock = root + "/out/" + recipes::kRunLockName;
+  std::filesystem::create_directories(root + "/out");
+  {
+    const recipes::RunDirectoryLock held(root + "/out");
+    test::expect_error([&] { recipes::run_train(recipe, {}); },
+                       {"is in use by another run", fmt::format("process {} on host {}", ::getpid(), host_name())});
+  }
+  EXPECT_FALSE(std::filesystem::exists(lock)) << "the lock outlived its holder";
+  std::ofstream(lock) << "elsewhere.example 4242\n";
+  test::expect_error([&] { recipes::run_train(recipe, {}); }, {"process 4242 on host elsewhere.example"});
+  std::ofstream(lock) << host_name() << " " << test::dead_pid() << "\n";
+  testing::internal::CaptureStderr();
+  const int status = recipes::run_train(recipe, {"max_steps=2"});
+  const std::string stderr_text = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(status, 0);
+  EXPECT_NE(stderr_text.find("taking over the run lock"), std::string::npos) << stderr_text;
+  EXPECT_FALSE(std::filesystem::exists(lock)) << "a finished run left its lock";
+  std::filesystem::remove_all(root);
+}
+
+// A typo inside the inline model_config (it would have trained a model without the intended setting) is refused
+// naming the recipe line and the nearest key primer reads.
+TEST(Trainer, UnknownModelConfigKeyIsNamedWithTheNearest) {
+  const std::string root = testing::TempDir() + "/primer-trainer-mc-" + std::to_string(test::fresh_seed());
+  const std::string recipe = write_recipe(root, 1);
+  test::expect_error(
+      [&] {
+        recipes::run_train(recipe, {"model_config={model_type: qwen3, vocab_size: 256, hidden_size: 32, "
+                                    "intermediate_size: 64, num_hidden_layers: 2, num_attention_heads: 4, "
+                                    "max_position_embeddings: 64, rope_scalling: {rope_type: llama3, factor: 8}}"});
+      },
+      {"--set model_config=", "unknown key 'rope_scalling' in model_config; did you mean 'rope_scaling'?"});
+  test::expect_error([&] { recipes::run_train(recipe, {"model_config={model_type: qwen3, vocab_size: 256, "
+                                                       "hidden_size: 32, intermediate_size: 64, num_hidden_layers: 2, "
+                                                       "num_attention_heads: 4, max_position_embeddings: 64, "
+                                                       "frobnicate: 1}"}); },
+                     {"unknown key 'frobnicate' in model_config (it takes the keys of a Hugging Face config.json"});
   std::filesystem::remove_all(root);
 }
 

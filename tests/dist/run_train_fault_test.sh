@@ -62,6 +62,11 @@ for staging in "$work"/out/.checkpoint-*.tmp-*; do
   owner="${staging##*.tmp-}"
   for _ in $(seq 50); do kill -0 "$owner" 2>/dev/null || break; sleep 0.2; done
 done
+# Rank 0 held the run lock; a killed job leaves it, and the resume below takes it over once its holder is gone.
+if [ -e "$work/out/.primer-run.lock" ]; then
+  holder=$(awk '{print $2}' "$work/out/.primer-run.lock")
+  for _ in $(seq 50); do kill -0 "$holder" 2>/dev/null || break; sleep 0.2; done
+fi
 newest=$(ls -d "$work"/out/checkpoint-* 2>/dev/null | sed 's/.*checkpoint-//' | sort -n | tail -1)
 [ "$newest" = "$expected" ] || fail "the newest committed checkpoint is '${newest}', expected $expected"
 "$primer" train "$work/run.yaml" --set max_steps=$((expected + 1)) --set resume_from_checkpoint=auto \

@@ -66,6 +66,7 @@ TEST(DistReshard, ResumeOnThisWorld) {
   run.resume = "auto";
   train_on_world(run, out);
   const std::string uninterrupted = fmt::format("{}/uninterrupted-rank{}-of-{}", dir, world_comm().rank(), world);
+  fs::remove_all(uninterrupted);  // the fixture directory outlives a test run: a fresh run refuses old checkpoints
   train_on_one_process(reshard_run(6), uninterrupted);
 
   const auto want = train_losses(uninterrupted), got = train_losses(out);

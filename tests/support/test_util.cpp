@@ -1,5 +1,8 @@
 #include "tests/support/test_util.h"
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cmath>
 #include <cstdlib>
 #include <limits>
@@ -35,6 +38,13 @@ Tensor rand_ints(const Shape& shape, uint64_t seed, int64_t lo, int64_t hi, DTyp
 
 void poison(const Tensor& t) {
   t.fill_(is_floating(t.dtype()) ? std::numeric_limits<double>::quiet_NaN() : -12345.0);
+}
+
+int64_t dead_pid() {
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  ::waitpid(child, nullptr, 0);
+  return child;
 }
 
 void expect_error(const std::function<void()>& fn, std::initializer_list<std::string> fragments) {

@@ -28,6 +28,9 @@ Tensor rand_ints(const Shape& shape, uint64_t seed, int64_t lo, int64_t hi, DTyp
 // Fills with NaN (floating) or a sentinel (integers) so that elements a kernel fails to write are caught.
 void poison(const Tensor& t);
 
+// The id of a process that has exited (a forked child, reaped): a pid no live process has, for stale-file tests.
+int64_t dead_pid();
+
 // Runs fn and expects a primer::Error whose message contains every one of `fragments`.
 void expect_error(const std::function<void()>& fn, std::initializer_list<std::string> fragments);
 

@@ -1,5 +1,5 @@
-// The primer command-line tool. Subcommands land with their capabilities: `train` (a recipe, or the built-in
-// default run) and `tokenize`.
+// The primer command-line tool: `train` (a recipe, or the built-in default run), `tokenize`, the Priming steps
+// (`select-layers`, `prime-init`, `unfuse`, `soup`, `export`, `import`) and `inspect`; `--version`.
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -11,11 +11,13 @@
 #include "parallel/comm/launch.h"
 #include "recipes/default_run.h"
 #include "recipes/hf_transfer.h"
+#include "recipes/inspect.h"
 #include "recipes/layer_selection.h"
 #include "recipes/prime_init.h"
 #include "recipes/soup.h"
 #include "recipes/trainer.h"
 #include "recipes/unfuse.h"
+#include "tools/primer/build_info.h"
 
 int main(int argc, char** argv) {
   // A log redirected to a file or a pipe shows each line as it is printed, and keeps them when the job is killed.
@@ -24,6 +26,8 @@ int main(int argc, char** argv) {
   primer::parallel::WorldScope world(argc, argv);
   CLI::App app{"primer: train hybrid State-Space/Attention language models"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", primer::tools::build_info,
+                       "print the version, the source commit and the build configuration, then exit");
 
   primer::recipes::DefaultRunOptions run;
   std::string recipe;
@@ -104,6 +108,14 @@ int main(int argc, char** argv) {
   import_cmd->add_option("--out", import_out, "output directory")->required();
   import_cmd->add_option("--dtype", import_dtype, "bf16, fp16 or fp32");
 
+  std::string inspect_path;
+  bool inspect_verify = false, inspect_json = false;
+  CLI::App* inspect = app.add_subcommand(
+      "inspect", "say what a run directory, training checkpoint, Hugging Face model or tokenized data holds");
+  inspect->add_option("path", inspect_path, "the directory")->required();
+  inspect->add_flag("--verify", inspect_verify, "check every checksum (CRC32C, Fletcher32) and count NaN/inf values");
+  inspect->add_flag("--json", inspect_json, "print the report as JSON");
+
   CLI11_PARSE(app, argc, argv);
   const primer::parallel::World& ranks = primer::parallel::world();
   if (ranks.size > 1 && !(train->parsed() && !recipe.empty())) {
@@ -139,6 +151,7 @@ int main(int argc, char** argv) {
       return primer::recipes::run_import(import_in, import_out,
                                          primer::recipes::parse_weights_dtype(import_dtype, "--dtype"));
     if (soup->parsed()) return primer::recipes::run_soup(soup_inputs, soup_weights, soup_out);
+    if (inspect->parsed()) return primer::recipes::run_inspect(inspect_path, inspect_verify, inspect_json);
   } catch (const std::exception& e) {  // primer::Error, and whatever a library throws (filesystem, allocation)
     const std::string rank = ranks.size > 1 ? fmt::format("[rank {}] ", ranks.rank) : "";
     std::fprintf(stderr, "%sprimer: error: %s\n", rank.c_str(), e.what());
