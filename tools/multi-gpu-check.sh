@@ -94,7 +94,7 @@ if wants fsdp || wants fsdp-sharded; then
     local shape="$1" n="$2" modes="$3"
     timeout 600 "${mpi[@]}" -np "$n" "$bin/bench_fsdp" --shape "$shape" --modes "$modes" --batch 4 --seq 4096 --steps 4 \
       >"$out/fsdp-$shape-$n.log" 2>&1 || { echo "bench_fsdp $shape on $n GPU(s) failed"; status=1; }
-    timeout 600 python3 -m torch.distributed.run --standalone --nproc_per_node "$n" tools/bench/fsdp2_peer.py \
+    PYTHONUNBUFFERED=1 timeout 600 python3 -m torch.distributed.run --standalone --nproc_per_node "$n" tools/bench/fsdp2_peer.py \
       --shape "$shape" --modes "$modes" --batch 4 --seq 4096 --steps 4 >"$out/fsdp2-$shape-$n.log" 2>&1 ||
       { echo "fsdp2_peer $shape on $n GPU(s) failed"; status=1; }
     grep -h "^| \(ZeRO\|PyTorch\)" "$out/fsdp-$shape-$n.log" "$out/fsdp2-$shape-$n.log" | tee -a "$fsdp_rows"

@@ -11,6 +11,8 @@ per GPU, MFU (primer's FLOP count: 6 x dense parameters incl. the LM head + caus
         [--shape 0.6b|1.7b|4b|8b] [--modes 2,3] [--batch 4] [--seq 4096] [--steps 6]"""
 import argparse
 import os
+import sys
+import time
 
 import torch
 import torch.distributed as dist
@@ -38,6 +40,12 @@ def flops_per_token(cfg, seq):
     return 3 * forward
 
 
+def progress(message, started=time.time()):
+    """A timestamped line on stderr from rank 0, so a slow phase shows where it is."""
+    if dist.is_initialized() and dist.get_rank() == 0:
+        print(f"[fsdp2_peer {time.time() - started:7.1f} s] {message}", file=sys.stderr, flush=True)
+
+
 def build(cfg, zero_stage):
     torch.manual_seed(0)
     with torch.device("cuda"):
@@ -50,6 +58,7 @@ def build(cfg, zero_stage):
         fully_shard(layer, mp_policy=policy, reshard_after_forward=reshard)
     fully_shard(model, mp_policy=policy, reshard_after_forward=reshard)
     torch.cuda.empty_cache()
+    progress(f"built and sharded the model (ZeRO-{zero_stage})")
     return model
 
 
@@ -80,6 +89,7 @@ def measure(args, zero_stage, world):
         step()
     step()
     torch.cuda.synchronize()
+    progress("two warm-up steps done")
     torch.cuda.reset_peak_memory_stats()
     times = []
     for _ in range(args.steps):
