@@ -30,9 +30,12 @@ std::string error_stack() {
   return text.empty() ? " (empty HDF5 error stack)" : text;
 }
 
-// HDF5 prints its error stack to stderr by default; we put it into the exception instead.
-void silence_automatic_error_printing() {
-  static const bool done = (H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr), true);
+// Before the library's first use: HDF5 prints its error stack to stderr by default (we put it into the exception
+// instead), and closes whatever is open at exit — which, for a file whose flush failed (a full disk), crashes inside
+// HDF5 (seen with 1.10: a segfault in H5F__close_cb after the run had reported the error). primer closes every file
+// itself, so the exit-time cleanup is not registered.
+void prepare_library() {
+  static const bool done = (H5dont_atexit(), H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr), true);
   (void)done;
 }
 
@@ -98,7 +101,7 @@ std::vector<hsize_t> chunk_dims(const Shape& shape, size_t element_bytes) {
 }  // namespace
 
 Hdf5File Hdf5File::create(const std::string& path, uint64_t alignment) {
-  silence_automatic_error_printing();
+  prepare_library();
   Id fapl(PRIMER_H5(H5Pcreate(H5P_FILE_ACCESS), "'{}'", path), H5Pclose);
   // Format 1.8 or newer: version-2 superblock and object headers, whose metadata carries checksums.
   PRIMER_H5(H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_V18, H5F_LIBVER_LATEST), "'{}'", path);
@@ -110,7 +113,7 @@ Hdf5File Hdf5File::create(const std::string& path, uint64_t alignment) {
 }
 
 Hdf5File Hdf5File::open_read_only(const std::string& path) {
-  silence_automatic_error_printing();
+  prepare_library();
   const hid_t id = PRIMER_H5(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), "opening '{}'", path);
   return Hdf5File(path, id);
 }
@@ -125,8 +128,11 @@ void Hdf5File::close() {
   PRIMER_CHECK(id_ >= 0, "HDF5 file '{}' closed twice", path_);
   const hid_t id = id_;
   id_ = -1;
-  PRIMER_H5(H5Fflush(id, H5F_SCOPE_LOCAL), "flushing '{}'", path_);
-  PRIMER_H5(H5Fclose(id), "closing '{}'", path_);
+  const herr_t flushed = H5Fflush(id, H5F_SCOPE_LOCAL);
+  const std::string flush_errors = flushed < 0 ? error_stack() : "";
+  const herr_t closed = H5Fclose(id);  // after a failed flush too: the file must not stay open in HDF5
+  PRIMER_CHECK(flushed >= 0, "HDF5 could not write '{}' (disk full, or a quota?):{}", path_, flush_errors);
+  PRIMER_H5(closed, "closing '{}'", path_);
 }
 
 template <class T>
