@@ -1,9 +1,26 @@
 #include "layers/attention_mixer.h"
 
+#include <algorithm>
+
 #include "core/autograd/functions.h"
 #include "core/check.h"
 
 namespace primer::layers {
+namespace {
+
+// [B, T1, H, D] followed by [B, T2, H, D] along the tokens.
+Tensor append_rows(const Tensor& cache, const Tensor& rows) {
+  PRIMER_CHECK(cache.size(0) == rows.size(0) && cache.size(2) == rows.size(2) && cache.size(3) == rows.size(3) &&
+                   cache.dtype() == rows.dtype(),
+               "the key/value cache {} does not fit the new tokens' {}", cache.describe(), rows.describe());
+  const int64_t T1 = cache.size(1), T2 = rows.size(1);
+  Tensor out = Tensor::empty({rows.size(0), T1 + T2, rows.size(2), rows.size(3)}, rows.dtype(), rows.device());
+  out.slice(1, 0, T1).copy_from(cache);
+  out.slice(1, T1, T1 + T2).copy_from(rows);
+  return out;
+}
+
+}  // namespace
 
 AttentionMixer::AttentionMixer(const ModelConfig& c, const std::string& prefix, ParameterRegistry& params,
                                int64_t window)
@@ -30,15 +47,34 @@ ag::Var AttentionMixer::project_heads(const ag::Var& x, const std::string& proj,
 }
 
 ag::Var AttentionMixer::forward(const ag::Var& x, const MixerContext& ctx, const MixerState* state_in,
-                                MixerState* /*state_out*/) {
-  PRIMER_CHECK(!state_in || state_in->empty(), "{}: attention keeps no recurrent state (a KV cache is not supported)",
-               prefix_);
+                                MixerState* state_out) {
+  const bool cached = state_in && state_in->keys.defined();
+  PRIMER_CHECK(!state_in || (state_in->conv.empty() && state_in->recurrent.empty()),
+               "{}: state_in holds a recurrent mixer's state, expected a key/value cache", prefix_);
+  PRIMER_CHECK(!ctx.sequence || (!cached && !state_out),
+               "{}: a key/value cache is not supported under sequence parallelism", prefix_);
   const int64_t B = x->value.size(0), T = x->value.size(1);
   ag::Var q = project_heads(x, ".q_proj.weight", ".q_norm.weight", config_.num_attention_heads, ctx, true);
   ag::Var k = project_heads(x, ".k_proj.weight", ".k_norm.weight", config_.num_key_value_heads, ctx, true);
   ag::Var v = project_heads(x, ".v_proj.weight", "", config_.num_key_value_heads, ctx, false);
   ops::AttentionOptions opt;
   opt.window = window_;
+  if (cached) {
+    // The new tokens follow the cached ones: their keys join the cache and the causal mask works on positions.
+    opt.k_offset = state_in->keys_position;
+    opt.q_offset = state_in->keys_position + state_in->keys.size(1);
+    k = ag::constant(append_rows(state_in->keys, k->value));
+    v = ag::constant(append_rows(state_in->values, v->value));
+  }
+  if (state_out) {
+    // A sliding window's next query sees at most the last `window` keys (itself included): older ones are dropped.
+    const int64_t seen = k->value.size(1), kept = window_ > 0 ? std::min(window_, seen) : seen;
+    state_out->conv.clear();
+    state_out->recurrent.clear();
+    state_out->keys = k->value.slice(1, seen - kept, seen).contiguous();
+    state_out->values = v->value.slice(1, seen - kept, seen).contiguous();
+    state_out->keys_position = opt.k_offset + seen - kept;
+  }
   const ag::Var o = ctx.sequence ? ctx.sequence->attention(q, k, v, opt) : ag::attention(q, k, v, opt);
   return ag::linear(ag::reshape(o, {B, T, config_.num_attention_heads * config_.head_dim}),
                     params_.get(prefix_ + ".o_proj.weight").var);

@@ -19,10 +19,11 @@ std::unique_ptr<SequenceMixer> make_teacher_attention(const ModelConfig& c, int6
   return make_mixer(attention, layer, params);
 }
 
-Tensor default_positions(int64_t B, int64_t T, Device device) {
+// first..first+T-1 in every row.
+Tensor default_positions(int64_t B, int64_t T, Device device, int64_t first = 0) {
   std::vector<int32_t> p(size_t(B * T));
   for (int64_t b = 0; b < B; ++b)
-    for (int64_t t = 0; t < T; ++t) p[size_t(b * T + t)] = int32_t(t);
+    for (int64_t t = 0; t < T; ++t) p[size_t(b * T + t)] = int32_t(first + t);
   return Tensor::from_vector(p, {B, T}, DType::I32, device);
 }
 }  // namespace
@@ -86,10 +87,11 @@ std::string DecoderLM::head_name() const {
   return config_.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight";
 }
 
-ag::Var DecoderLM::block(size_t i, const ag::Var& h, const MixerContext& ctx, SequenceMixer& mixer) {
+ag::Var DecoderLM::block(size_t i, const ag::Var& h, const MixerContext& ctx, SequenceMixer& mixer,
+                         const MixerState* state_in, MixerState* state_out) {
   const double eps = config_.rms_norm_eps;
   ag::Var a = ag::rmsnorm(h, weight(layer_name(i, "input_layernorm.weight")), eps);
-  ag::Var x = ag::add(h, mix_sequence(mixer, a, ctx));
+  ag::Var x = ag::add(h, state_out ? mixer.forward(a, ctx, state_in, state_out) : mix_sequence(mixer, a, ctx));
   ag::Var m = ag::rmsnorm(x, weight(layer_name(i, "post_attention_layernorm.weight")), eps);
   ag::Var s = ag::swiglu(ag::linear(m, weight(layer_name(i, "mlp.gate_proj.weight"))),
                          ag::linear(m, weight(layer_name(i, "mlp.up_proj.weight"))));
@@ -136,6 +138,29 @@ ag::Var DecoderLM::stream(const Tensor& ids, const MixerContext& ctx, bool teach
 
 ag::Var DecoderLM::hidden_states(const Tensor& ids, const Tensor& positions) {
   return final_norm(stream(ids, context(ids, positions), false, nullptr));
+}
+
+Tensor DecoderLM::decode(const Tensor& ids, DecodeState& state) {
+  PRIMER_CHECK(!options_.sequence, "decoding does not run under sequence parallelism");
+  if (state.layers.empty()) state.layers.resize(mixers_.size());
+  PRIMER_CHECK(state.layers.size() == mixers_.size(), "decode: the state holds {} layers, the model has {}",
+               state.layers.size(), mixers_.size());
+  ag::NoGrad no_grad;
+  const int64_t B = ids.size(0), T = ids.size(1);
+  const MixerContext ctx = context(ids, default_positions(B, T, ids.device(), state.tokens));
+  ag::Var h = ag::run_unit(options_.hooks, 0, nullptr,
+                           [&](const ag::Var&) { return ag::embedding(weight("model.embed_tokens.weight"), ids); });
+  for (size_t i = 0; i < mixers_.size(); ++i) {
+    MixerState next;
+    h = ag::run_unit(options_.hooks, 1 + i, h,
+                     [&](const ag::Var& x) { return block(i, x, ctx, *mixers_[i], &state.layers[i], &next); });
+    state.layers[i] = std::move(next);
+  }
+  state.tokens += T;
+  const ag::Var last = final_norm(ag::constant(h->value.slice(1, T - 1, T).contiguous()));
+  return in_head_unit(last, [&](const ag::Var& x) {
+           return ag::constant(ops::linear(x->value.reshape({B, config_.hidden_size}), weight(head_name())->value));
+         })->value.to(DType::F32);
 }
 
 DecoderLM::TeacherTargets DecoderLM::teacher_targets(const Tensor& ids, const DistillOptions& opt,

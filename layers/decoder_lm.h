@@ -31,6 +31,13 @@ struct DistillOptions {
   bool layerwise = false;   // plus the mean over layers of the MSE of each decoder layer's output
 };
 
+// What decoding carries from one call to the next: every layer's state after the tokens seen so far (a recurrent
+// mixer's conv and recurrent state, attention's key/value cache), and how many tokens each row has seen.
+struct DecodeState {
+  std::vector<MixerState> layers;
+  int64_t tokens = 0;  // the position of the next token
+};
+
 class DecoderLM {
  public:
   DecoderLM(const ModelConfig& config, ParameterRegistry& params, DecoderOptions options = {});
@@ -42,6 +49,11 @@ class DecoderLM {
   ag::Var loss(const Tensor& ids, const Tensor& targets, double grad_scale, const Tensor& positions = Tensor());
   // f32 logits [B, T, V] without recording (evaluation and parity checks; small inputs only).
   Tensor logits(const Tensor& ids, const Tensor& positions = Tensor());
+
+  // Decoding: runs ids i32 [B, T] after the tokens `state` holds (a fresh state: a prompt, prefilled in one forward;
+  // then one token per call), advances the state and returns the f32 logits [B, V] of each row's last token.
+  // Nothing is recorded. Every row's tokens sit at the same positions; a fused model decodes with its student.
+  Tensor decode(const Tensor& ids, DecodeState& state);
 
   // Fused models: the teacher stream's final-norm hidden states [B, T, D] and (layerwise) each layer's output;
   // no gradients, nothing recorded.
@@ -70,7 +82,9 @@ class DecoderLM {
   std::string head_name() const;  // "lm_head.weight" or the tied embedding
 
  private:
-  ag::Var block(size_t layer, const ag::Var& h, const MixerContext& ctx, SequenceMixer& mixer);
+  // One decoder block; with state_out (decoding), its mixer runs from state_in and leaves its state there.
+  ag::Var block(size_t layer, const ag::Var& h, const MixerContext& ctx, SequenceMixer& mixer,
+                const MixerState* state_in = nullptr, MixerState* state_out = nullptr);
   // fn(x) as a use of the head unit (and of the embedding unit, whose weight a tied head reads).
   ag::Var in_head_unit(const ag::Var& x, const std::function<ag::Var(const ag::Var&)>& fn);
   ag::Var final_norm(const ag::Var& h);

@@ -23,10 +23,15 @@ struct MixerContext {
 // recurrent matrices (f32). Each mixer documents its entries' order and shapes. As Vars on the tape, gradients
 // flow into an initial state (if it requires grad) and out of a final state (if a later use gives it one):
 // what decoding and P2P sequence parallelism need.
+// Attention's state is its key/value cache instead: the keys (after RoPE) and values of the last tokens it saw, all
+// of them for full attention, the last `window` for a sliding window, so a decode step costs what its visible
+// context costs. The cache serves decoding: no gradient flows through it.
 struct MixerState {
   std::vector<ag::Var> conv;       // [B, C, conv_size − 1] per short convolution, in x's dtype
   std::vector<ag::Var> recurrent;  // f32, e.g. [B, H, K, V]
-  bool empty() const { return conv.empty() && recurrent.empty(); }
+  Tensor keys, values;             // attention: [B, T_kept, H_kv, head_dim] in x's dtype
+  int64_t keys_position = 0;       // attention: the position of the first kept key (the tokens dropped before it)
+  bool empty() const { return conv.empty() && recurrent.empty() && !keys.defined(); }
 };
 
 // For a recurrent mixer's forward: true when state_in carries a state, which must then hold `convs` conv and
@@ -41,7 +46,8 @@ class SequenceMixer {
   // x [B, T, D] → y [B, T, D], recorded on the current tape. Recurrent mixers start from `state_in` (null or
   // empty: zeros) and, if `state_out` is non-null, fill it with the state after the last token, so that
   // forward over [x1; x2] equals forward(x1) then forward(x2) from its state (a decode step is T = 1).
-  // Attention keeps no state: it rejects a non-empty state_in and leaves state_out empty.
+  // Attention's state is its KV cache: its tokens' positions must continue the cache's (the mixer context's
+  // positions then give RoPE; a row's cached tokens are at the same positions in every row).
   virtual ag::Var forward(const ag::Var& x, const MixerContext& ctx, const MixerState* state_in = nullptr,
                           MixerState* state_out = nullptr) = 0;
   // Whether the mixer runs sequence parallelism itself through MixerContext::sequence in `mode` (attention always;

@@ -1,5 +1,6 @@
 // The primer command-line tool: `train` (a recipe, or the built-in default run), `tokenize`, the Priming steps
-// (`select-layers`, `prime-init`, `unfuse`, `soup`, `export`, `import`) and `inspect`; `--version`.
+// (`select-layers`, `prime-init`, `unfuse`, `soup`, `export`, `import`), `inspect`, `generate` and `eval`
+// (tools/primer/model_use_commands.h); `--version`.
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -18,6 +19,7 @@
 #include "recipes/trainer.h"
 #include "recipes/unfuse.h"
 #include "tools/primer/build_info.h"
+#include "tools/primer/model_use_commands.h"
 
 int main(int argc, char** argv) {
   // A log redirected to a file or a pipe shows each line as it is printed, and keeps them when the job is killed.
@@ -116,6 +118,8 @@ int main(int argc, char** argv) {
   inspect->add_flag("--verify", inspect_verify, "check every checksum (CRC32C, Fletcher32) and count NaN/inf values");
   inspect->add_flag("--json", inspect_json, "print the report as JSON");
 
+  primer::tools::ModelUseCommands model_use(app);
+
   CLI11_PARSE(app, argc, argv);
   const primer::parallel::World& ranks = primer::parallel::world();
   if (ranks.size > 1 && !(train->parsed() && !recipe.empty())) {
@@ -152,6 +156,7 @@ int main(int argc, char** argv) {
                                          primer::recipes::parse_weights_dtype(import_dtype, "--dtype"));
     if (soup->parsed()) return primer::recipes::run_soup(soup_inputs, soup_weights, soup_out);
     if (inspect->parsed()) return primer::recipes::run_inspect(inspect_path, inspect_verify, inspect_json);
+    if (model_use.parsed()) return model_use.run();
   } catch (const std::exception& e) {  // primer::Error, and whatever a library throws (filesystem, allocation)
     const std::string rank = ranks.size > 1 ? fmt::format("[rank {}] ", ranks.rank) : "";
     std::fprintf(stderr, "%sprimer: error: %s\n", rank.c_str(), e.what());

@@ -1,0 +1,113 @@
+// Decoding from carried state (layers::DecodeState): for every mixer and a hybrid of them, the tokens decoded greedily
+// one step at a time after a prefilled prompt equal the argmax of a full forward recomputed over the whole sequence
+// at every step, with the same logits; attention's key/value cache (full and sliding window) continues a forward
+// exactly, as the recurrent mixers' states do.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "layers/attention_mixer.h"
+#include "layers/decoder_lm.h"
+#include "layers/hybrid_config.h"
+#include "tests/support/mixer_checks.h"
+
+namespace primer {
+namespace {
+
+struct Case {
+  const char* name;
+  const char* pattern;         // "" for a Transformer
+  int64_t sliding_window = 0;  // the model's (Mistral-style) window
+};
+
+const Case kCases[] = {{"Attention", ""},       {"MistralWindow", "", 4}, {"SWA", "*-SWA"},   {"M2", "*-M2"},
+                       {"GDN", "*-GDN"},        {"GKA", "*-GKA"},         {"KZLA", "*-KZLA"}, {"KLA", "*-KLA"},
+                       {"Hybrid", "SWA-M2-GDN-*-GKA-KZLA-KLA"}};
+
+ModelConfig decoding_config(const Case& c) {
+  const std::string pattern = c.pattern;
+  const int64_t layers = pattern.empty() ? 2 : int64_t(std::count(pattern.begin(), pattern.end(), '-') + 1);
+  ModelConfig config = test::tiny_mixer_config(4, 2, layers);
+  config.vocab_size = 32;
+  config.qk_norm = true;
+  config.sliding_window = c.sliding_window;
+  if (!pattern.empty()) config.layer_types = parse_hybrid_pattern(pattern, "test");
+  config.swa.window_size = 3;  // smaller than the 13 tokens decoded
+  config.validate("test");
+  return config;
+}
+
+std::vector<int32_t> argmax_rows(const Tensor& logits) {
+  const std::vector<float> v = logits.contiguous().to_vector<float>();
+  const int64_t V = logits.size(-1);
+  std::vector<int32_t> out;
+  for (int64_t r = 0; r < int64_t(v.size()) / V; ++r)
+    out.push_back(int32_t(std::max_element(v.begin() + r * V, v.begin() + (r + 1) * V) - (v.begin() + r * V)));
+  return out;
+}
+
+class Decoding : public ::testing::TestWithParam<Case> {};
+
+TEST_P(Decoding, GreedyTokensEqualTheArgmaxOfAFullForwardAtEveryStep) {
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const ModelConfig c = decoding_config(GetParam());
+  ParameterRegistry params;
+  layers::DecoderLM model(c, params);
+  params.materialize(Device::cpu(), DType::F64, seed);
+  const int64_t B = 2, prompt = 5, steps = 8;
+  std::vector<int32_t> rows = test::rand_ints({B, prompt}, seed + 1, 0, c.vocab_size).to_vector<int32_t>();
+  layers::DecodeState state;
+  Tensor logits = model.decode(Tensor::from_vector(rows, {B, prompt}, DType::I32), state);
+  for (int64_t t = prompt; t < prompt + steps; ++t) {
+    // The full forward over everything so far, recomputed from scratch.
+    const Tensor full = model.logits(Tensor::from_vector(rows, {B, t}, DType::I32));
+    const Tensor last = full.slice(1, t - 1, t).contiguous().reshape({B, c.vocab_size});
+    test::expect_close(logits, last, 1e-6, 1e-6, "logits after " + std::to_string(t) + " tokens");
+    const std::vector<int32_t> next = argmax_rows(logits);
+    ASSERT_EQ(next, argmax_rows(last)) << "after " << t << " tokens";
+    std::vector<int32_t> longer;
+    for (int64_t b = 0; b < B; ++b) {
+      longer.insert(longer.end(), rows.begin() + b * t, rows.begin() + (b + 1) * t);
+      longer.push_back(next[size_t(b)]);
+    }
+    rows = std::move(longer);
+    logits = model.decode(Tensor::from_vector(next, {B, 1}, DType::I32), state);
+    EXPECT_EQ(state.tokens, t + 1);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryMixer, Decoding, ::testing::ValuesIn(kCases),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+// The attention layer alone: token-by-token decoding from its cache equals the forward, and the cache of a sliding
+// window keeps only the window.
+TEST(AttentionKvCache, DecodingMatchesTheForward) {
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  for (const int64_t window : {int64_t(0), int64_t(3)}) {
+    ModelConfig c = test::tiny_mixer_config(4, 2);
+    c.qk_norm = true;
+    ParameterRegistry params;
+    layers::AttentionMixer mixer(c, "attn", params, window);
+    params.materialize(Device::cpu(), DType::F64, seed);
+    const int64_t B = 2, T = 7;
+    layers::MixerContext ctx;
+    std::vector<int32_t> p;
+    for (int64_t b = 0; b < B; ++b)
+      for (int32_t t = 0; t < T; ++t) p.push_back(t);
+    ctx.positions = Tensor::from_vector(p, {B, T}, DType::I32);
+    ctx.inv_freq = rope_inv_freq_for(c);
+    const Tensor x = test::randn({B, T, c.hidden_size}, seed + 1);
+    test::expect_decoding_matches_forward(mixer, x, {}, ctx, 1e-12);
+
+    layers::MixerState state;
+    ag::NoGrad no_grad;
+    mixer.forward(ag::constant(x), ctx, nullptr, &state);
+    EXPECT_EQ(state.keys.size(1), window ? window : T);
+    EXPECT_EQ(state.keys_position, window ? T - window : 0);
+  }
+}
+
+}  // namespace
+}  // namespace primer
