@@ -1,5 +1,5 @@
 // The primer command-line tool: `train` (a recipe, or the built-in default run), `tokenize`, the Priming steps
-// (`select-layers`, `prime-init`, `unfuse`, `soup`, `export`, `import`) and `inspect`; `--version`.
+// (`select-layers`, `prime-init`, `unfuse`, `soup`, `export`, `import`), `inspect` and `plot`; `--version`.
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -13,6 +13,7 @@
 #include "recipes/hf_transfer.h"
 #include "recipes/inspect.h"
 #include "recipes/layer_selection.h"
+#include "recipes/metrics_plot.h"
 #include "recipes/prime_init.h"
 #include "recipes/soup.h"
 #include "recipes/trainer.h"
@@ -116,6 +117,13 @@ int main(int argc, char** argv) {
   inspect->add_flag("--verify", inspect_verify, "check every checksum (CRC32C, Fletcher32) and count NaN/inf values");
   inspect->add_flag("--json", inspect_json, "print the report as JSON");
 
+  std::vector<std::string> plot_runs;
+  std::string plot_out, plot_x = "step";
+  CLI::App* plot = app.add_subcommand("plot", "draw the training curves of runs (their metrics.jsonl) into one chart");
+  plot->add_option("runs", plot_runs, "run directories (or metrics files)")->required();
+  plot->add_option("--out", plot_out, "the chart: FILE.svg, or FILE.html with the SVG inline")->required();
+  plot->add_option("--x", plot_x, "the x axis: step or tokens")->check(CLI::IsMember({"step", "tokens"}));
+
   CLI11_PARSE(app, argc, argv);
   const primer::parallel::World& ranks = primer::parallel::world();
   if (ranks.size > 1 && !(train->parsed() && !recipe.empty())) {
@@ -152,6 +160,7 @@ int main(int argc, char** argv) {
                                          primer::recipes::parse_weights_dtype(import_dtype, "--dtype"));
     if (soup->parsed()) return primer::recipes::run_soup(soup_inputs, soup_weights, soup_out);
     if (inspect->parsed()) return primer::recipes::run_inspect(inspect_path, inspect_verify, inspect_json);
+    if (plot->parsed()) return primer::recipes::run_plot(plot_runs, plot_out, plot_x);
   } catch (const std::exception& e) {  // primer::Error, and whatever a library throws (filesystem, allocation)
     const std::string rank = ranks.size > 1 ? fmt::format("[rank {}] ", ranks.rank) : "";
     std::fprintf(stderr, "%sprimer: error: %s\n", rank.c_str(), e.what());
