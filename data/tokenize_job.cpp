@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <exception>
 #include <mutex>
@@ -12,6 +13,7 @@
 #include <thread>
 
 #include "core/check.h"
+#include "core/eta.h"
 #include "core/io/mapped_file.h"
 #include "data/text_inputs.h"
 #include "data/token_shards.h"
@@ -285,10 +287,14 @@ class Progress {
     const double secs = std::chrono::duration<double>(now - start_).count();
     const double fraction = total_ > 0 ? double(bytes) / double(total_) : 1.0;
     const int filled = int(fraction * 30);
-    fmt::print(out_, "{}tokenize [{}{}] {:3.0f}%  {:.1f}/{:.1f} MB  {} documents  {} tokens  {:.1f} MB/s{}",
+    const double rate = secs > 0 ? double(bytes) / secs : 0.0;
+    // The rate so far, over the bytes left (the workers keep a steady pace after the first shard).
+    const std::string timing = final ? "in " + format_duration(secs)
+                                     : "ETA " + format_duration(rate > 0 ? double(total_ - bytes) / rate : NAN);
+    fmt::print(out_, "{}tokenize [{}{}] {:3.0f}%  {:.1f}/{:.1f} MB  {} documents  {} tokens  {:.1f} MB/s  {}{}",
                tty_ ? "\r" : "", std::string(size_t(filled), '#'), std::string(size_t(30 - filled), '.'),
-               100 * fraction, double(bytes) / 1e6, double(total_) / 1e6, documents, tokens,
-               secs > 0 ? double(bytes) / 1e6 / secs : 0.0, tty_ && !final ? "" : "\n");
+               100 * fraction, double(bytes) / 1e6, double(total_) / 1e6, documents, tokens, rate / 1e6, timing,
+               tty_ && !final ? "   " : "\n");
     std::fflush(out_);
   }
 
