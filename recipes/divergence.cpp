@@ -22,12 +22,13 @@ DivergencePolicy divergence_policy(const config::Config& cfg) {
 void DivergenceGuard::nonfinite_gradient(int64_t step, const std::string& parameter, double loss) {
   const std::string what =
       parameter.empty()
-          ? fmt::format("step {}: the squared gradient norm overflowed (every gradient is finite; the loss is {})", step,
-                        loss)
-          : fmt::format("step {}: non-finite gradient (NaN or inf), first in '{}'{}; the step's loss is {}", step,
-                        parameter, layer_of(parameter), loss);
-  PRIMER_CHECK(policy_.skip, "{}: the update was not applied and the run stops (nan_policy: stop); resume from the last "
-                      "checkpoint with a lower learning_rate or max_grad_norm, or set nan_policy: skip",
+          ? fmt::format("step {}: the squared gradient norm overflowed (every gradient is finite; the loss is {:.4f})",
+                        step, loss)
+          : fmt::format("step {}: non-finite gradient (NaN or inf), first in '{}'{}; the step's loss is {:.4f}",
+                        step, parameter, layer_of(parameter), loss);
+  PRIMER_CHECK(policy_.skip,
+               "{}: the update was not applied and the run stops (nan_policy: stop); resume from the last checkpoint "
+               "with a lower learning_rate or max_grad_norm, or set nan_policy: skip",
                what);
   ++skipped_;
   PRIMER_CHECK(skipped_ <= policy_.skip_limit,

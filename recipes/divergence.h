@@ -22,7 +22,7 @@ class DivergenceGuard {
   explicit DivergenceGuard(DivergencePolicy policy) : policy_(policy) {}
 
   // Step `step` has a non-finite gradient (every rank agrees), first in `parameter` (model order; empty when only
-  // the squared norm overflowed); `loss` is the step's summed loss. Under skip within the limit: prints that the
+  // the squared norm overflowed); `loss` is the step's mean logged loss. Under skip within the limit: prints that the
   // update is skipped and returns. Otherwise throws a primer::Error naming the step, the parameter and its layer.
   void nonfinite_gradient(int64_t step, const std::string& parameter, double loss);
   int64_t skipped() const { return skipped_; }

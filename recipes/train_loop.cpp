@@ -155,14 +155,16 @@ void TrainLoop::step() {
   }
   s_.fsdp->finish_backward();
   if (inject_nan) inject_nan_gradient();
+  const int64_t logged_count = s_.objective->logged_count(step_targets, micro_batches_total);
   if (gradients_finite_on_every_rank()) {
     ops::add_(loss_sum_, step_loss_);
-    window_count_ += s_.objective->logged_count(step_targets, micro_batches_total);
+    window_count_ += logged_count;
     s_.optimizer->step(s_.schedule.lr(s_.state.step));
     s_.fsdp->after_optimizer_step();
   } else {  // stops the run, or skips the update: the step counts, its data is consumed, nothing is applied
     divergence_.nonfinite_gradient(s_.state.step + 1, first_nonfinite_parameter(),
-                                   sum_over_ranks(s_.ranks.host, {step_loss_.item()})[0]);
+                                   sum_over_ranks(s_.ranks.host, {step_loss_.item()})[0] /
+                                       double(std::max<int64_t>(logged_count, 1)));
   }
   ++s_.state.step;
   ++window_steps_;

@@ -15,7 +15,7 @@ TEST(Divergence, StopNamesTheStepParameterAndLayer) {
                      {"step 7: non-finite gradient (NaN or inf), first in 'model.layers.12.mlp.up_proj.weight' (layer 12)",
                       "the step's loss is nan", "the run stops (nan_policy: stop)"});
   test::expect_error([&] { guard.nonfinite_gradient(8, "", 2.5); },
-                     {"step 8: the squared gradient norm overflowed (every gradient is finite; the loss is 2.5)"});
+                     {"step 8: the squared gradient norm overflowed (every gradient is finite; the loss is 2.5000)"});
   EXPECT_EQ(recipes::layer_of("model.embed_tokens.weight"), "");
 }
 
@@ -26,7 +26,7 @@ TEST(Divergence, SkipSaysSoUntilTheLimit) {
   guard.nonfinite_gradient(5, "model.norm.weight", 1.0);
   const std::string log = testing::internal::GetCapturedStdout();
   EXPECT_NE(log.find("train step      3 | non-finite gradient (NaN or inf), first in 'model.norm.weight'; the step's "
-                     "loss is 1: update skipped (1 of nan_skip_limit 2)"),
+                     "loss is 1.0000: update skipped (1 of nan_skip_limit 2)"),
             std::string::npos)
       << log;
   EXPECT_NE(log.find("update skipped (2 of nan_skip_limit 2)"), std::string::npos) << log;
