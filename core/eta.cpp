@@ -19,7 +19,8 @@ double EtaEstimate::remaining(double items_left) const {
   const size_t mid = sorted.size() / 2;
   std::nth_element(sorted.begin(), sorted.begin() + std::ptrdiff_t(mid), sorted.end());
   double median = sorted[mid];
-  if (sorted.size() % 2 == 0) median = (median + *std::max_element(sorted.begin(), sorted.begin() + std::ptrdiff_t(mid))) / 2;
+  if (sorted.size() % 2 == 0)  // the mean of the two middle ones; nth_element left the lower one below mid
+    median = (median + *std::max_element(sorted.begin(), sorted.begin() + std::ptrdiff_t(mid))) / 2;
   return median * std::max(items_left, 0.0);
 }
 

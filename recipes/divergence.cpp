@@ -35,8 +35,9 @@ void DivergenceGuard::nonfinite_gradient(int64_t step, const std::string& parame
                "{}: {} steps had a non-finite gradient, more than nan_skip_limit {}; the run stops without applying "
                "this update",
                what, skipped_, policy_.skip_limit);
-  fmt::print("train step {:6d} | {}: update skipped ({} of nan_skip_limit {})\n", step, what.substr(what.find(": ") + 2),
-             skipped_, policy_.skip_limit);
+  const std::string without_step = what.substr(what.find(": ") + 2);  // the line names the step already
+  fmt::print("train step {:6d} | {}: update skipped ({} of nan_skip_limit {})\n", step, without_step, skipped_,
+             policy_.skip_limit);
 }
 
 void DivergenceGuard::logged_loss(int64_t step, double loss) {

@@ -26,7 +26,8 @@ int run_export(const std::string& recipe, const std::vector<std::string>& overri
                const std::string& out_dir, DType dtype) {
   const config::Config cfg = config::load_config(recipe, train_schema(), overrides);
   const CheckpointManager checkpoints(cfg.get_string("output_dir"), 0);
-  const std::optional<std::string> dir = checkpoints.resolve(checkpoint == "latest" ? "auto" : checkpoint, "export --checkpoint");
+  const std::optional<std::string> dir =
+      checkpoints.resolve(checkpoint == "latest" ? "auto" : checkpoint, "export --checkpoint");
   PRIMER_CHECK(dir, "export: {} has no complete checkpoint yet (output_dir {})", recipe, cfg.get_string("output_dir"));
   ModelConfig config = model_config_from(cfg);
   config.torch_dtype = dtype;

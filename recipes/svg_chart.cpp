@@ -77,18 +77,19 @@ bool finite_point(const std::pair<double, double>& p, bool log_y) {
   return std::isfinite(p.first) && std::isfinite(p.second) && (!log_y || p.second > 0);
 }
 
-void render_panel(std::string& svg, const ChartPanel& panel, double left, double top) {
+// `all_xs`: every panel's x values, so that the panels share one x range and read side by side.
+void render_panel(std::string& svg, const ChartPanel& panel, const std::vector<double>& all_xs, double left,
+                  double top) {
   // A log axis only where every value can sit on it.
   bool log_y = panel.log_y;
-  std::vector<double> xs, ys;
+  std::vector<double> ys;
   for (const ChartSeries& s : panel.series)
     for (const auto& p : s.points)
       if (std::isfinite(p.first) && std::isfinite(p.second)) {
-        xs.push_back(p.first);
         ys.push_back(p.second);
         log_y &= p.second > 0;
       }
-  Axis x = axis_over(xs, false), y = axis_over(ys, log_y);
+  Axis x = axis_over(all_xs, false), y = axis_over(ys, log_y);
   x.pixel_lo = left + kLeft, x.pixel_hi = left + kPanelWidth - kRight;
   y.pixel_lo = top + kPanelHeight - kBottom, y.pixel_hi = top + kTop;
 
@@ -115,7 +116,7 @@ void render_panel(std::string& svg, const ChartPanel& panel, double left, double
   svg += fmt::format(R"(<text x="{:.1f}" y="{:.1f}" text-anchor="middle">{}</text>)"
                      "\n",
                      (x.pixel_lo + x.pixel_hi) / 2, top + kPanelHeight - 10, escape_xml(panel.x_label));
-  if (xs.empty())
+  if (ys.empty())
     svg += fmt::format(R"(<text x="{:.1f}" y="{:.1f}" text-anchor="middle" fill="#999">no data</text>)"
                        "\n",
                        (x.pixel_lo + x.pixel_hi) / 2, (y.pixel_lo + y.pixel_hi) / 2);
@@ -189,8 +190,13 @@ std::string render_svg_chart(const std::string& title, const std::vector<std::st
                        "\n",
                        x, y - 4, x + 26, kPalette[i % kPaletteSize], x + 32, y, escape_xml(legend[i]));
   }
+  std::vector<double> xs;
+  for (const ChartPanel& panel : panels)
+    for (const ChartSeries& s : panel.series)
+      for (const auto& p : s.points)
+        if (std::isfinite(p.first) && std::isfinite(p.second)) xs.push_back(p.first);
   for (size_t i = 0; i < panels.size(); ++i)
-    render_panel(svg, panels[i], double(i % size_t(kColumns)) * kPanelWidth,
+    render_panel(svg, panels[i], xs, double(i % size_t(kColumns)) * kPanelWidth,
                  panels_top + double(i / size_t(kColumns)) * kPanelHeight);
   svg += "</svg>\n";
   return svg;
