@@ -21,15 +21,19 @@ void append_file(const std::filesystem::path& file, std::vector<uint8_t>& bytes)
 
 ByteCorpus::ByteCorpus(const std::string& path, double heldout_fraction) : path_(path) {
   PRIMER_CHECK(std::filesystem::exists(path), "corpus '{}' does not exist", path);
-  if (std::filesystem::is_directory(path)) {
-    std::vector<std::filesystem::path> files;  // regular files only: symlinked aliases would repeat text
+  const bool directory = std::filesystem::is_directory(path);
+  std::vector<std::filesystem::path> files;  // regular files only: symlinked aliases would repeat text
+  if (directory) {
     for (const auto& e : std::filesystem::directory_iterator(path))
       if (e.is_regular_file() && !e.is_symlink()) files.push_back(e.path());
     std::sort(files.begin(), files.end());
-    for (const auto& f : files) append_file(f, bytes_);
   } else {
-    append_file(path, bytes_);
+    files.push_back(path);
   }
+  for (const auto& f : files) append_file(f, bytes_);
+  // Each file adds one separator: nothing more is nothing to train on (it read as a held-out part too small before).
+  PRIMER_CHECK(bytes_.size() > files.size(), "corpus '{}' is empty ({}): name a file or directory with text in it",
+               path, directory ? fmt::format("{} regular files, none holding a byte", files.size()) : "0 bytes");
   PRIMER_CHECK(heldout_fraction > 0 && heldout_fraction < 1, "held-out fraction {} must be in (0, 1)", heldout_fraction);
   split_ = int64_t(double(bytes_.size()) * (1.0 - heldout_fraction));
 }

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <exception>
 #include <mutex>
@@ -12,10 +13,12 @@
 #include <thread>
 
 #include "core/check.h"
+#include "core/eta.h"
 #include "core/io/mapped_file.h"
 #include "data/text_inputs.h"
 #include "data/token_shards.h"
 #include "data/tokenizer_encoder.h"
+#include "data/unicode.h"
 
 namespace primer::data {
 namespace {
@@ -121,6 +124,7 @@ struct Output {
   std::vector<uint8_t> mask;          // empty: all ones
   std::vector<int64_t> offsets{0};    // CSR over tokens, one entry per document
   std::vector<std::string> problems;  // "file:line: what is wrong", one per malformed record
+  std::vector<std::string> invalid_utf8;  // "file[:line]: ...", one per document tokenized from ill-formed UTF-8
   std::exception_ptr failure;         // an error that is not about one record (e.g. an unreadable file)
 };
 
@@ -150,6 +154,10 @@ class TaskRunner {
       out.problems.push_back(fmt::format("{}: empty text", where));
       return;
     }
+    // Byte-level BPE takes any bytes, so text in another encoding (Latin-1, a binary file) would train silently.
+    if (const size_t bad = unicode::first_invalid_utf8(text); bad != std::string_view::npos)
+      out.invalid_utf8.push_back(fmt::format("{}: not valid UTF-8 (the first ill-formed byte at offset {}, 0x{:02x})",
+                                             where, bad, static_cast<unsigned char>(text[bad])));
     std::vector<int32_t> ids = encoder_.encode(text);
     if (source.append_eos) ids.push_back(source.eos);
     out.tokens.insert(out.tokens.end(), ids.begin(), ids.end());
@@ -285,10 +293,14 @@ class Progress {
     const double secs = std::chrono::duration<double>(now - start_).count();
     const double fraction = total_ > 0 ? double(bytes) / double(total_) : 1.0;
     const int filled = int(fraction * 30);
-    fmt::print(out_, "{}tokenize [{}{}] {:3.0f}%  {:.1f}/{:.1f} MB  {} documents  {} tokens  {:.1f} MB/s{}",
+    const double rate = secs > 0 ? double(bytes) / secs : 0.0;
+    // The rate so far, over the bytes left (the workers keep a steady pace after the first shard).
+    const std::string timing = final ? "in " + format_duration(secs)
+                                     : "ETA " + format_duration(rate > 0 ? double(total_ - bytes) / rate : NAN);
+    fmt::print(out_, "{}tokenize [{}{}] {:3.0f}%  {:.1f}/{:.1f} MB  {} documents  {} tokens  {:.1f} MB/s  {}{}",
                tty_ ? "\r" : "", std::string(size_t(filled), '#'), std::string(size_t(30 - filled), '.'),
-               100 * fraction, double(bytes) / 1e6, double(total_) / 1e6, documents, tokens,
-               secs > 0 ? double(bytes) / 1e6 / secs : 0.0, tty_ && !final ? "" : "\n");
+               100 * fraction, double(bytes) / 1e6, double(total_) / 1e6, documents, tokens, rate / 1e6, timing,
+               tty_ && !final ? "   " : "\n");
     std::fflush(out_);
   }
 
@@ -354,6 +366,11 @@ TokenizeSummary run_tokenize_job(const Config& job, const TextEncoder& encoder, 
       ++summary.skipped;
     }
     writer.count_skipped(task.source, int64_t(out.problems.size()));
+    for (const std::string& problem : out.invalid_utf8) {
+      if (progress_out && summary.invalid_utf8 < max_reports)
+        fmt::print(progress_out, "warning: {}; tokenized byte for byte\n", problem);
+      ++summary.invalid_utf8;
+    }
     for (size_t d = 0; d + 1 < out.offsets.size(); ++d) {
       const size_t begin = size_t(out.offsets[d]), length = size_t(out.offsets[d + 1]) - begin;
       const std::span<const uint8_t> mask =
@@ -369,6 +386,8 @@ TokenizeSummary run_tokenize_job(const Config& job, const TextEncoder& encoder, 
   });
   if (progress_out && summary.skipped > max_reports)
     fmt::print(progress_out, "... and {} more malformed records skipped\n", summary.skipped - max_reports);
+  if (progress_out && summary.invalid_utf8 > max_reports)
+    fmt::print(progress_out, "... and {} more documents not valid UTF-8\n", summary.invalid_utf8 - max_reports);
   const auto finish_start = Clock::now();
   const TokenManifest manifest = writer.finish();
   summary.write_seconds += std::chrono::duration<double>(Clock::now() - finish_start).count();
@@ -391,9 +410,10 @@ int run_tokenize(const std::string& job_path, const std::vector<std::string>& ov
   const TokenizeSummary s = run_tokenize_job(job, encoder, stderr);
   const double mb = double(s.input_bytes) / 1e6;
   fmt::print("tokenized {} documents, {} tokens from {} files ({:.1f} MB) in {:.2f} s ({:.2f} s writing shards): "
-             "{:.2f} MB/s with {} workers, {:.2f} MB per CPU-second; skipped {} malformed records\n",
+             "{:.2f} MB/s with {} workers, {:.2f} MB per CPU-second; skipped {} malformed records; {} documents "
+             "not valid UTF-8\n",
              s.documents, s.tokens, s.files, mb, s.seconds, s.write_seconds, mb / s.seconds, s.workers,
-             mb / s.cpu_seconds, s.skipped);
+             mb / s.cpu_seconds, s.skipped, s.invalid_utf8);
   const TokenManifest m = TokenManifest::read(job.get_string("output_dir"));
   for (const SourceInfo& src : m.sources)
     fmt::print("  source {} ({}): {} files, {} documents, {} tokens, {} skipped\n", src.name, src.format, src.files,

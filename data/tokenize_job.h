@@ -35,6 +35,7 @@ const config::Schema& tokenize_source_schema();
 struct TokenizeSummary {
   int64_t files = 0, input_bytes = 0;
   int64_t documents = 0, tokens = 0, skipped = 0;
+  int64_t invalid_utf8 = 0;  // documents whose text is not valid UTF-8 (tokenized byte for byte, reported)
   int64_t shards = 0, output_bytes = 0;
   int workers = 0;
   double seconds = 0;

@@ -247,7 +247,7 @@ bool nfc(std::string_view text, std::string& out) {
   return changed;
 }
 
-bool is_valid_utf8(std::string_view bytes) {
+size_t first_invalid_utf8(std::string_view bytes) {
   const auto* s = reinterpret_cast<const unsigned char*>(bytes.data());
   const size_t n = bytes.size();
   for (size_t i = 0; i < n;) {
@@ -257,11 +257,13 @@ bool is_valid_utf8(std::string_view bytes) {
       continue;
     }
     const Unit u = decode(s + i, n - i);
-    if (!u.valid) return false;
+    if (!u.valid) return i;
     i += u.length;
   }
-  return true;
+  return std::string_view::npos;
 }
+
+bool is_valid_utf8(std::string_view bytes) { return first_invalid_utf8(bytes) == std::string_view::npos; }
 
 std::string to_valid_utf8(std::string_view bytes) {
   std::string out;

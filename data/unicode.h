@@ -50,6 +50,8 @@ bool nfc(std::string_view text, std::string& out);
 // practice, as Rust's String::from_utf8_lossy and the WHATWG TextDecoder do).
 std::string to_valid_utf8(std::string_view bytes);
 bool is_valid_utf8(std::string_view bytes);
+// The offset of the first ill-formed sequence; npos for valid UTF-8.
+size_t first_invalid_utf8(std::string_view bytes);
 
 void append_utf8(char32_t cp, std::string& out);
 

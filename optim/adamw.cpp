@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <utility>
+#include <vector>
 
 #include "core/check.h"
 #include "core/ops/dispatch.h"
@@ -52,11 +53,10 @@ void AdamW::init_state() {
     }
 }
 
-void AdamW::step(double lr) {
+void AdamW::compute_grad_norm() {
   const std::vector<Parameter*> trainable = params_.trainable();
   PRIMER_CHECK(!trainable.empty(), "AdamW step with no trainable parameters");
   const Device device = trainable.front()->master.device();
-
   // Global squared norm of all gradients, summed on the device.
   grad_sumsq_ = Tensor::zeros({1}, DType::F32, device);
   for (Parameter* p : trainable) {
@@ -64,12 +64,19 @@ void AdamW::step(double lr) {
     ops::add_(grad_sumsq_, ops::sumsq_all(p->var->grad));
   }
   if (reduce_grad_norm_) reduce_grad_norm_(grad_sumsq_);
-  if (config_.check_finite && !std::isfinite(grad_sumsq_.item())) {
-    for (Parameter* p : trainable)
-      PRIMER_CHECK(std::isfinite(ops::sumsq_all(p->var->grad).item()),
-                   "non-finite gradient (NaN or inf) in '{}' at optimizer step {}: update skipped", p->name, steps_ + 1);
-    PRIMER_FAIL("the global gradient norm overflowed at optimizer step {}", steps_ + 1);
-  }
+  norm_current_ = true;
+}
+
+bool AdamW::gradient_norm_finite() {
+  compute_grad_norm();
+  return std::isfinite(grad_sumsq_.item());
+}
+
+void AdamW::step(double lr) {
+  if (!norm_current_) compute_grad_norm();
+  norm_current_ = false;
+  const std::vector<Parameter*> trainable = params_.trainable();
+  const Device device = trainable.front()->master.device();
 
   ++steps_;
   AdamWStep s{};

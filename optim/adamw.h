@@ -14,14 +14,15 @@ struct AdamWConfig {
   double eps = 1e-8;
   double weight_decay = 0.1;  // applied to parameters whose weight_decay flag is set
   double max_grad_norm = 1.0; // <= 0 disables clipping
-  // Read the global gradient norm on the host before updating (one scalar sync per step) and refuse to apply
-  // a non-finite gradient, naming the first parameter whose gradient holds NaN/inf.
-  bool check_finite = false;
 };
 
 class AdamW {
  public:
   AdamW(ParameterRegistry& params, AdamWConfig config);
+  // Computes the global gradient norm of the current gradients (over every shard, see set_grad_norm_reduction) and
+  // reads it on the host (one scalar sync): whether it is finite. A caller that refuses non-finite updates asks
+  // before step(), which then reuses the norm.
+  bool gradient_norm_finite();
   // One update of every trainable parameter with learning rate `lr`; increments the step counter.
   void step(double lr);
   // The global gradient norm (before clipping) of the last step: f32 [1] on the parameters' device.
@@ -52,6 +53,9 @@ class AdamW {
   int64_t steps_ = 0;
   std::map<std::string, Tensor> m_, v_;
   Tensor grad_sumsq_;
+  bool norm_current_ = false;  // grad_sumsq_ holds the current gradients' norm (gradient_norm_finite ran)
+
+  void compute_grad_norm();
 };
 
 }  // namespace primer::optim

@@ -356,12 +356,12 @@ TrainingState CheckpointManager::load(const std::string& dir, const CheckpointCo
   return state;
 }
 
-std::optional<std::string> CheckpointManager::resolve(const std::string& resume_from) const {
-  if (resume_from.empty()) return std::nullopt;
-  if (resume_from == "auto") return newest(true);
-  PRIMER_CHECK(fs::is_directory(resume_from), "resume_from '{}': no such checkpoint directory", resume_from);
-  check_complete(resume_from);
-  return resume_from;
+std::optional<std::string> CheckpointManager::resolve(const std::string& which, const std::string& option) const {
+  if (which.empty()) return std::nullopt;
+  if (which == "auto") return newest(true);
+  PRIMER_CHECK(fs::is_directory(which), "{} '{}': no such checkpoint directory", option, which);
+  check_complete(which);
+  return which;
 }
 
 }  // namespace primer::recipes

@@ -72,7 +72,8 @@ class CheckpointManager {
   TrainingState load(const std::string& dir, ParameterRegistry& params, optim::AdamW& optimizer) const;
   // "" → nothing; "auto" → the newest complete checkpoint whose files pass their CRC32C (a newer one that fails is
   // named on stderr and left in place; nothing if there is none); otherwise the path of a checkpoint to use.
-  std::optional<std::string> resolve(const std::string& resume_from) const;
+  // `option` names where `which` came from in errors ("resume_from_checkpoint", "export --checkpoint").
+  std::optional<std::string> resolve(const std::string& which, const std::string& option) const;
 
   // Removes every checkpoint-<step> directory (complete or not) of output_dir, each hidden before it is deleted.
   void remove_all() const;

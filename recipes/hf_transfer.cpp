@@ -1,5 +1,8 @@
 #include "recipes/hf_transfer.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include "core/check.h"
 #include "layers/decoder_lm.h"
 #include "layers/hf_checkpoint.h"
@@ -23,7 +26,8 @@ int run_export(const std::string& recipe, const std::vector<std::string>& overri
                const std::string& out_dir, DType dtype) {
   const config::Config cfg = config::load_config(recipe, train_schema(), overrides);
   const CheckpointManager checkpoints(cfg.get_string("output_dir"), 0);
-  const std::optional<std::string> dir = checkpoints.resolve(checkpoint == "latest" ? "auto" : checkpoint);
+  const std::optional<std::string> dir =
+      checkpoints.resolve(checkpoint == "latest" ? "auto" : checkpoint, "export --checkpoint");
   PRIMER_CHECK(dir, "export: {} has no complete checkpoint yet (output_dir {})", recipe, cfg.get_string("output_dir"));
   ModelConfig config = model_config_from(cfg);
   config.torch_dtype = dtype;
@@ -48,6 +52,16 @@ int run_import(const std::string& in_dir, const std::string& out_dir, DType dtyp
   layers::DecoderLM model(config, params);
   params.materialize(Device::cpu(), DType::F32, 0);
   layers::load_hf_weights(in_dir, params);  // every tensor present and well-shaped, or an error naming each
+  // A NaN or inf weight makes every loss NaN from the first step: refuse it here, where the tensor can be named.
+  for (Parameter* p : params.all()) {
+    const std::vector<float> values = p->master.to_vector<float>();
+    const auto bad = std::find_if(values.begin(), values.end(), [](float v) { return !std::isfinite(v); });
+    PRIMER_CHECK(bad == values.end(),
+                 "import: {}: tensor '{}' holds {} NaN or inf values (the first at element {}); a model with them "
+                 "cannot train or generate",
+                 in_dir, p->name, std::count_if(bad, values.end(), [](float v) { return !std::isfinite(v); }),
+                 bad - values.begin());
+  }
   layers::export_hf(out_dir, config, params, dtype);
   const int files = copy_model_files(in_dir, out_dir, false);
   std::string mixers;

@@ -1,11 +1,13 @@
 #include "recipes/layer_selection.h"
 
-#include "core/check.h"
-#include "core/io/atomic_file.h"
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 
+#include "core/check.h"
 #include "core/cuda_runtime.h"
+#include "core/eta.h"
+#include "core/io/atomic_file.h"
 #include "layers/attention_mixer.h"
 #include "layers/hf_checkpoint.h"
 #include "recipes/hybrid_patterns.h"
@@ -47,13 +49,18 @@ int run_select_layers(const std::string& recipe, const std::vector<std::string>&
   const config::Config cfg = config::load_config(recipe, train_schema(), overrides);
   PRIMER_CHECK(cfg.has("model_name_or_path"), "{}: select-layers scores a trained model: set model_name_or_path",
                recipe);
+  const int64_t B = cfg.get_int("per_device_train_batch_size"), T = cfg.get_int("cutoff_len");
+  // A window covering the whole row windows nothing: every layer would score 0.
+  PRIMER_CHECK(options.window < T,
+               "select-layers: --window {} is not shorter than cutoff_len {} ({}): no layer would change and every score "
+               "would be 0; pass a --window below {} or raise cutoff_len",
+               options.window, T, cfg.where("cutoff_len"), T);
   const Device device = pick_device(cfg.get_string("device"));
   if (device.is_cuda()) cuda::set_device(device.index);
   const ModelConfig config = model_config_from(cfg);
   PRIMER_CHECK(config.layer_types.empty(), "{}: select-layers scores a Transformer; this model is the hybrid '{}'",
                recipe, format_hybrid_pattern(config.layer_types));
   const MixerKind ssm = parse_mixer_token(options.mixer, "--mixer");
-  const int64_t B = cfg.get_int("per_device_train_batch_size"), T = cfg.get_int("cutoff_len");
   const std::unique_ptr<TrainData> data = make_train_data(cfg, B, T);
 
   ParameterRegistry params;
@@ -66,11 +73,17 @@ int run_select_layers(const std::string& recipe, const std::vector<std::string>&
              data->describe());
 
   double baseline = 0;
+  EtaEstimate layer_times;
+  auto last = std::chrono::steady_clock::now();
   const std::vector<LayerScore> scores = score_layers(
       model, options.window, [&] { return heldout_loss(model, *data, batches, device); }, &baseline,
       [&](const LayerScore& s) {
-        fmt::print("select-layers: layer {:3d} | held-out loss {:.5f} | importance {:+.3e}\n", s.layer, s.metric,
-                   s.importance);
+        const auto now = std::chrono::steady_clock::now();
+        layer_times.add(std::chrono::duration<double>(now - last).count());
+        last = now;
+        fmt::print("select-layers: layer {:3d} | held-out loss {:.5f} | importance {:+.3e} | ETA {}\n", s.layer,
+                   s.metric, s.importance,
+                   format_duration(layer_times.remaining(double(config.num_hidden_layers - s.layer - 1))));
       });
   const std::string csv = options.out_csv.empty() ? cfg.get_string("output_dir") + "/layer_importance.csv"
                                                   : options.out_csv;

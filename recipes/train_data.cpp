@@ -10,6 +10,9 @@
 namespace primer::recipes {
 namespace {
 
+constexpr const char* kHeldoutRemedy =
+    "raise val_size, lower per_device_train_batch_size or cutoff_len, or train on more data";
+
 // Bytes as tokens (vocabulary 256). Window i of the stream is drawn by (seed, i); the cursor counts the windows all
 // ranks consumed, so a resume continues the same stream on any rank count (with the same global batch).
 class ByteData : public TrainData {
@@ -43,6 +46,13 @@ class ByteData : public TrainData {
   std::string describe() const override {
     return fmt::format("{} as bytes ({} training bytes, {} held out)", path_, corpus_.train_bytes(),
                        corpus_.heldout_bytes());
+  }
+  std::string heldout_too_small() const override {
+    const int64_t rows = batch_ * shard_.size;
+    return fmt::format("the held-out part of {} ({} bytes: val_size of its {} bytes) is smaller than one evaluation "
+                       "batch ({} rows of {} tokens over the ranks: {} bytes); {}",
+                       path_, corpus_.heldout_bytes(), corpus_.train_bytes() + corpus_.heldout_bytes(), rows, seq_,
+                       rows * seq_ + 1, kHeldoutRemedy);
   }
 
  private:
@@ -80,7 +90,9 @@ class TokenData : public TrainData {
   TokenData(const config::Config& cfg, int64_t batch, int64_t seq, DataShard shard)
       : corpus_(data::TokenCorpus::open(cfg.get_list("tokenized_path"), true)),
         loader_(corpus_, loader_options(cfg, seq, corpus_.sources(), shard)),
-        batch_(batch) {}
+        batch_(batch),
+        seq_(seq),
+        shard_(shard) {}
 
   void next(data::Batch& out) override { loader_.next(batch_, out); }
   int64_t heldout_batches() const override { return loader_.heldout_batches(batch_); }
@@ -95,11 +107,18 @@ class TokenData : public TrainData {
     for (const std::string& d : corpus_.dirs()) dirs += (dirs.empty() ? "" : ", ") + d;
     return fmt::format("{} (tokenizer {}): {}", dirs, corpus_.tokenizer().name, loader_.describe());
   }
+  std::string heldout_too_small() const override {
+    return fmt::format("the held-out part of the data ({} documents, {} tokens) packs into fewer rows than one "
+                       "evaluation batch ({} rows of {} tokens over the ranks); {}",
+                       loader_.heldout_documents(), loader_.heldout_tokens(), batch_ * shard_.size, seq_,
+                       kHeldoutRemedy);
+  }
 
  private:
   data::TokenCorpus corpus_;
   data::Loader loader_;
-  int64_t batch_;
+  int64_t batch_, seq_;
+  DataShard shard_;
 };
 
 std::vector<double> parse_probabilities(const config::Config& cfg, const std::string& key) {

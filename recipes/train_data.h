@@ -23,6 +23,8 @@ class TrainData {
   virtual void restore(const std::string& cursor, const std::string& where) = 0;
   virtual int64_t vocab_size() const = 0;  // ids lie below this
   virtual std::string describe() const = 0;  // for the log
+  // Why heldout_batches() is 0: the held-out size against one evaluation batch, and what to change.
+  virtual std::string heldout_too_small() const = 0;
 };
 
 // Which slice of every global batch this rank takes: data-parallel rank r of n takes rows [r·B, (r+1)·B) of each

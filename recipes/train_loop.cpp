@@ -8,6 +8,7 @@
 #include "core/check.h"
 #include "core/cuda_runtime.h"
 #include "core/ops/elementwise.h"
+#include "core/ops/reduce.h"
 #include "recipes/fault_injection.h"
 #include "recipes/stop_request.h"
 
@@ -71,7 +72,7 @@ double heldout_loss(layers::DecoderLM& model, const TrainData& source, int64_t b
   ag::NoGrad no_grad;
   data::Batch batch;
   const int64_t n = std::min(batches, source.heldout_batches());
-  PRIMER_CHECK(n > 0, "the held-out part of the data is smaller than one batch (raise val_size or lower the batch)");
+  PRIMER_CHECK(n > 0, "{}", source.heldout_too_small());
   Tensor sum = Tensor::zeros({1}, DType::F32, device);
   int64_t targets = 0;
   for (int64_t i = 0; i < n; ++i) {
@@ -85,7 +86,7 @@ double heldout_loss(layers::DecoderLM& model, const TrainData& source, int64_t b
   return total[0] / total[1];
 }
 
-TrainLoop::TrainLoop(TrainSetup& setup) : s_(setup) {
+TrainLoop::TrainLoop(TrainSetup& setup) : s_(setup), divergence_(divergence_policy(setup.cfg)) {
   metrics_path_ = s_.cfg.has("metrics_file") ? s_.cfg.get_string("metrics_file") : s_.out_dir + "/metrics.jsonl";
   if (s_.ranks.host->rank() == 0) {  // one writer; every number it writes is global
     if (s_.state.step > 0) drop_superseded_metrics(metrics_path_, s_.state.step);
@@ -95,6 +96,7 @@ TrainLoop::TrainLoop(TrainSetup& setup) : s_(setup) {
   flops_per_token_ = s_.model->flops_per_token(s_.seq);
   peak_flops_ = s_.device.is_cuda() ? cuda::peak_bf16_flops() : 0;
   loss_sum_ = Tensor::zeros({1}, DType::F32, s_.device);
+  step_loss_ = Tensor::zeros({1}, DType::F32, s_.device);
 }
 
 void TrainLoop::write_metrics(const json::Value& record) {
@@ -112,6 +114,7 @@ double TrainLoop::evaluate() {
   r["step"] = s_.state.step;
   r["eval_loss"] = loss;
   r["eval_perplexity"] = std::exp(loss);
+  r["tokens"] = s_.state.step * tokens_per_step();
   std::string extra_text;
   const Objective::Extra extra = s_.objective->evaluate_extra(*s_.model, *s_.data, batches, s_.device);
   if (!extra.name.empty()) {
@@ -131,7 +134,9 @@ void TrainLoop::step() {
   s_.ranks.tensors->set_context(context);
   s_.ranks.host->set_context(context);
   s_.fsdp->zero_grads();
+  step_loss_.zero_();
   std::vector<data::Batch> micro_batches(static_cast<size_t>(s_.accumulation));
+  bool inject_nan = false;
   int64_t local_targets = 0;
   for (data::Batch& b : micro_batches) {
     s_.data->next(b);
@@ -145,36 +150,82 @@ void TrainLoop::step() {
     const Objective::MicroBatchLoss loss =
         s_.objective->micro_batch_loss(*s_.model, micro_batches[i], s_.device, step_targets, micro_batches_total);
     ag::backward(loss.objective);
-    ops::add_(loss_sum_, loss.logged);
-    if (i == 0) fault_here_if_asked("step", s_.state.step + 1, s_.ranks.host->rank());
+    ops::add_(step_loss_, loss.logged);
+    if (i == 0) inject_nan = fault_here_if_asked("step", s_.state.step + 1, s_.ranks.host->rank());
   }
   s_.fsdp->finish_backward();
-  window_count_ += s_.objective->logged_count(step_targets, micro_batches_total);
-  s_.optimizer->step(s_.schedule.lr(s_.state.step));
-  s_.fsdp->after_optimizer_step();
+  if (inject_nan) inject_nan_gradient();
+  const int64_t logged_count = s_.objective->logged_count(step_targets, micro_batches_total);
+  if (gradients_finite_on_every_rank()) {
+    ops::add_(loss_sum_, step_loss_);
+    window_count_ += logged_count;
+    s_.optimizer->step(s_.schedule.lr(s_.state.step));
+    s_.fsdp->after_optimizer_step();
+  } else {  // stops the run, or skips the update: the step counts, its data is consumed, nothing is applied
+    divergence_.nonfinite_gradient(s_.state.step + 1, first_nonfinite_parameter(),
+                                   sum_over_ranks(s_.ranks.host, {step_loss_.item()})[0] /
+                                       double(std::max<int64_t>(logged_count, 1)));
+  }
   ++s_.state.step;
   ++window_steps_;
   s_.state.data_cursor = s_.data->cursor();
 }
 
+bool TrainLoop::gradients_finite_on_every_rank() {
+  const bool finite = s_.optimizer->gradient_norm_finite();
+  // Sharded norms are global already; replicated ranks hold equal gradients. The vote keeps every rank's decision
+  // the same even where they are not (a NaN injected on one rank after the reduction).
+  if (s_.ranks.host->size() == 1) return finite;
+  return sum_over_ranks(s_.ranks.host, {finite ? 0.0 : 1.0})[0] == 0;
+}
+
+std::string TrainLoop::first_nonfinite_parameter() {
+  const std::vector<Parameter*> all = s_.params->all();
+  double first = double(all.size());  // registry (model) order, the least over the ranks' shards
+  for (const parallel::ParameterChunk& c : s_.fsdp->chunks(false)) {
+    if (!c.param->trainable) continue;
+    const Tensor grad = s_.fsdp->shards().get(c.group).var->grad.slice(0, c.group_offset, c.group_offset + c.count);
+    if (!std::isfinite(ops::sumsq_all(grad).item()))
+      first = std::min(first, double(std::find(all.begin(), all.end(), c.param) - all.begin()));
+  }
+  first = -max_over_ranks(s_.ranks.host, -first);
+  return first < double(all.size()) ? all[size_t(first)]->name : "";
+}
+
+void TrainLoop::inject_nan_gradient() {
+  const std::vector<parallel::ParameterChunk> chunks = s_.fsdp->chunks(false);
+  for (auto c = chunks.rbegin(); c != chunks.rend(); ++c)
+    if (c->param->trainable) {
+      s_.fsdp->shards().get(c->group).var->grad.slice(0, c->group_offset, c->group_offset + 1).fill_(std::nan(""));
+      fmt::print(stderr, "[rank {}] PRIMER_FAULT: a NaN in the gradient of '{}' at step {}\n", s_.ranks.host->rank(),
+                 c->param->name, s_.state.step + 1);
+      return;
+    }
+}
+
 void TrainLoop::log_window() {
   // Host syncs at log points only. Loss, tokens/s and MFU are global; peak memory is the largest rank's.
-  const int64_t world = s_.ranks.host->size(), data_ranks = s_.shard.size;
-  const double loss = sum_over_ranks(s_.ranks.host, {loss_sum_.item()})[0] / double(std::max<int64_t>(window_count_, 1));
+  const int64_t world = s_.ranks.host->size();
+  // A window whose every step was skipped (nan_policy: skip) has no loss; a skipped last step, no gradient norm.
+  const double loss_sum = sum_over_ranks(s_.ranks.host, {loss_sum_.item()})[0];
+  const double loss = window_count_ > 0 ? loss_sum / double(window_count_) : std::nan("");
   const double secs = max_over_ranks(s_.ranks.host, std::chrono::duration<double>(Clock::now() - window_start_).count());
-  const double tok_s = double(s_.batch * s_.seq * s_.accumulation * window_steps_ * data_ranks) / secs;
+  const double tok_s = double(tokens_per_step() * window_steps_) / secs;
   const double mfu = peak_flops_ > 0 ? tok_s * flops_per_token_ / (peak_flops_ * double(world)) : 0;
   const double peak_gb = max_over_ranks(s_.ranks.host, double(memory_stats(s_.device).peak)) / 1e9;
   const double lr = s_.schedule.lr(s_.state.step - 1);
   const double grad_norm = s_.optimizer->grad_norm();
-  fmt::print("train step {:6d} | loss {:.4f} | lr {:.3e} | grad norm {:.3f} | {:.0f} tok/s | MFU {} | peak mem {:.2f} GB\n",
+  const double elapsed = std::chrono::duration<double>(Clock::now() - run_start_).count();
+  fmt::print("train step {:6d} | loss {:.4f} | lr {:.3e} | grad norm {:.3f} | {:.0f} tok/s | MFU {} | peak mem {:.2f} GB "
+             "| elapsed {}, ETA {}\n",
              s_.state.step, loss, lr, grad_norm, tok_s, peak_flops_ > 0 ? fmt::format("{:.1f}%", 100 * mfu) : "n/a",
-             peak_gb);
+             peak_gb, format_duration(elapsed), format_duration(step_times_.remaining(double(s_.max_steps - s_.state.step))));
+  if (std::isfinite(loss)) divergence_.logged_loss(s_.state.step, loss);
   json::Value r;
   r["step"] = s_.state.step;
-  r["loss"] = loss;
-  r["lr"] = lr;
-  r["grad_norm"] = grad_norm;
+  for (const auto& [key, value] : {std::pair{"loss", loss}, std::pair{"lr", lr}, std::pair{"grad_norm", grad_norm}})
+    if (std::isfinite(value)) r[key] = value;  // JSON has no NaN
+  r["tokens"] = s_.state.step * tokens_per_step();
   r["tokens_per_s"] = tok_s;
   r["mfu"] = mfu;
   r["peak_memory_gb"] = peak_gb;
@@ -185,6 +236,8 @@ void TrainLoop::log_window() {
   window_start_ = Clock::now();
 }
 
+int64_t TrainLoop::tokens_per_step() const { return s_.batch * s_.seq * s_.accumulation * s_.shard.size; }
+
 std::string TrainLoop::save() { return s_.checkpoints->save(s_.state, checkpoint_content(s_)); }
 
 double TrainLoop::run() {
@@ -194,8 +247,11 @@ double TrainLoop::run() {
   const double initial = evaluate();
   reset_peak_memory(s_.device);
   window_start_ = Clock::now();
+  run_start_ = Clock::now();
   while (s_.state.step < s_.max_steps) {
+    const auto step_start = Clock::now();
     step();
+    step_times_.add(std::chrono::duration<double>(Clock::now() - step_start).count());
     const int64_t at = s_.state.step;
     // Every rank stops at the same step: the largest signal number any rank received.
     const int signal = int(max_over_ranks(s_.ranks.host, double(StopRequest::signal())));

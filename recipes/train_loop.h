@@ -5,7 +5,9 @@
 #include <cstdint>
 #include <fstream>
 
+#include "core/eta.h"
 #include "core/io/json.h"
+#include "recipes/divergence.h"
 #include "recipes/train_setup.h"
 
 namespace primer::recipes {
@@ -29,6 +31,13 @@ class TrainLoop {
  private:
   using Clock = std::chrono::steady_clock;
   void log_window();
+  // Divergence: whether every rank's step gradient is finite (one vote); the first parameter (model order, over the
+  // ranks) whose gradient is not; PRIMER_FAULT's nan (recipes/fault_injection.h).
+  bool gradients_finite_on_every_rank();
+  std::string first_nonfinite_parameter();
+  void inject_nan_gradient();
+  // Tokens of one optimizer step over every data-parallel rank (padding included): the x of `primer plot --x tokens`.
+  int64_t tokens_per_step() const;
   void write_metrics(const json::Value& record);
 
   TrainSetup& s_;
@@ -36,9 +45,12 @@ class TrainLoop {
   std::string metrics_path_;
   double flops_per_token_ = 0, peak_flops_ = 0;
   // The logging window: summed logged losses on the device (read at log points only), their count, and time.
-  Tensor loss_sum_;
+  // step_loss_: the current step's, added to the window once its update is applied.
+  Tensor loss_sum_, step_loss_;
   int64_t window_steps_ = 0, window_count_ = 0;
-  Clock::time_point window_start_;
+  Clock::time_point window_start_, run_start_;
+  EtaEstimate step_times_;  // recent optimizer steps' durations: the ETA on the log line
+  DivergenceGuard divergence_;
   int interrupted_by_ = 0;
 };
 

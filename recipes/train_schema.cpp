@@ -124,6 +124,18 @@ config::Schema build_train_schema() {
       .optional();
   s.add_int("max_steps", "Optimizer steps to train").at_least(1).required();
   s.add_float("max_grad_norm", "Clip the global gradient norm to this; 0 disables clipping").at_least(0).defaults(1.0);
+  s.add_enum("nan_policy", {"stop", "skip"},
+             "A step whose gradient holds NaN or inf (checked every step): stop ends the run naming the step and the "
+             "first parameter affected; skip leaves that step's update out (logged), up to nan_skip_limit times")
+      .defaults("stop");
+  s.add_int("nan_skip_limit", "nan_policy skip: steps this process may skip; the next non-finite step ends the run")
+      .at_least(0)
+      .defaults(10);
+  s.add_float("loss_spike_factor",
+              "Warn when a logged training loss exceeds this many times the mean of the previous 20 logged losses "
+              "(from the 6th logged loss on); 0: never")
+      .at_least(0)
+      .defaults(3.0);
   s.add_float("weight_decay", "AdamW decoupled weight decay (parameters flagged for decay only)")
       .at_least(0)
       .defaults(0.0);
@@ -254,6 +266,13 @@ lacks take Hugging Face Trainer names (`save_total_limit`, `eval_steps`) or are 
   reference's key), which removes them first.
 - **Data.** docs/data.md ("Tokenized data and the loader") defines the stream these keys shape: the held-out
   split, the epoch order, packing, targets and loss masks, mixing, and the resume cursor.
+- **Divergence.** Every step checks the global gradient norm. A NaN or inf stops the run (`nan_policy: stop`)
+  naming the step and the first parameter, with its layer, whose gradient holds one; under `nan_policy: skip` that
+  step's update is left out, the log says so and the step's loss is not logged, until more than `nan_skip_limit`
+  steps of the process were skipped. A logged loss above `loss_spike_factor` × the mean of the previous 20 is
+  warned about. `PRIMER_FAULT=<rank>:step:<step>:nan` puts a NaN into one gradient of that rank at that step to
+  try it (recipes/fault_injection.h). Each training line also shows the elapsed time and an ETA (the median of the
+  last 20 steps times the steps left).
 
 )" + config::render_schema_markdown(train_schema());
 }

@@ -88,7 +88,6 @@ optim::AdamWConfig adamw_config(const config::Config& cfg) {
   adam.eps = cfg.get_float("adam_epsilon");
   adam.weight_decay = cfg.get_float("weight_decay");
   adam.max_grad_norm = cfg.get_float("max_grad_norm");
-  adam.check_finite = true;
   return adam;
 }
 
@@ -145,7 +144,8 @@ void resume(TrainSetup& s) {
   s.state.seed = s.seed;
   s.state.resolved_config = s.cfg.resolved_yaml();
   const auto from =
-      s.checkpoints->resolve(s.cfg.has("resume_from_checkpoint") ? s.cfg.get_string("resume_from_checkpoint") : "");
+      s.checkpoints->resolve(s.cfg.has("resume_from_checkpoint") ? s.cfg.get_string("resume_from_checkpoint") : "",
+                            "resume_from_checkpoint");
   if (!from) {
     prepare_fresh_run(*s.checkpoints, s.cfg.get_bool("overwrite_output_dir"), s.cfg.where("overwrite_output_dir"),
                       *s.ranks.host);

@@ -2,7 +2,8 @@
 # The Priming pipeline end to end with the primer CLI: pretrain a Qwen3-architecture teacher, score its layers, turn
 # half of them into SSM layers (Stage 0), align them to the teacher (Stage 1), unfuse, train end to end (Stage 2),
 # and train the same hybrid from random initialisation with Stage 2's token budget for comparison. Prints held-out
-# perplexities of every stage at the end (also in <runs>/summary.md).
+# perplexities of every stage at the end (also in <runs>/summary.md), and draws the Stage 2 and from-scratch training
+# curves into <runs>/curves.svg (`primer plot`).
 #
 #   tools/priming-demo.sh            small: the license texts as bytes, a tiny model, GKA; a few minutes on a CPU
 #   tools/priming-demo.sh full       the kernel docs through the Qwen3 tokenizer, recipes/examples/priming/*.yaml,
@@ -67,7 +68,7 @@ step() { echo "== $*" | tee -a "$log"; }
 # Runs a stage: everything to the log, the progress lines to the console; stops the demo if the stage fails.
 run() {
   set +e
-  "$@" 2>&1 | tee -a "$log" | grep --line-buffered -E "^(train step|eval|held-out|select-layers|prime-init|unfuse|primer: error)"
+  "$@" 2>&1 | tee -a "$log" | grep --line-buffered -E "^(train step|eval|held-out|select-layers|prime-init|unfuse|plot|primer: error)"
   local rc=${PIPESTATUS[0]}
   set -e
   if [ "$rc" -ne 0 ]; then
@@ -96,6 +97,7 @@ else
 fi
 
 summary="$runs/summary.md"
+plotted=()
 {
   echo "Held-out perplexity ($size demo; teacher: $(perplexity "$runs/teacher" '$p') after $teacher_steps steps)"
   echo
@@ -127,5 +129,11 @@ for v in "${variants[@]}"; do
   hybrid_pattern=$(grep -o '"hybrid_override_pattern": *"[^"]*"' "$dir/hybrid/config.json" | sed 's/.*: *"//; s/"$//')
   echo "| $name | \`$hybrid_pattern\` | $(perplexity "$dir/stage1" 1p) | $(perplexity "$dir/stage1" '$p') |" \
        "$(perplexity "$dir/stage2" '$p') | $(perplexity "$dir/scratch" '$p') |" >>"$summary"
+  plotted+=("$dir/stage2" "$dir/scratch")
 done
+if [ ${#plotted[@]} -gt 0 ]; then
+  run "$primer" plot "${plotted[@]}" --out "$runs/curves.svg"
+  echo >>"$summary"
+  echo "Training curves of Stage 2 and the from-scratch runs: curves.svg" >>"$summary"
+fi
 cat "$summary"

@@ -168,12 +168,15 @@ TEST(Checkpoint, LatestSkipsLeftoversAndDirectoriesWithoutManifest) {
 
   EXPECT_EQ(manager.latest(), good);
   EXPECT_FALSE(fs::exists(leftover));  // removed: its owner is gone
-  EXPECT_EQ(manager.resolve("auto"), good);
-  EXPECT_EQ(manager.resolve(""), std::nullopt);
-  EXPECT_EQ(manager.resolve(good), good);
-  EXPECT_NE(error_of([&] { manager.resolve((dir.path / "checkpoint-7").string()); }).find("manifest.json"),
+  EXPECT_EQ(manager.resolve("auto", "resume_from_checkpoint"), good);
+  EXPECT_EQ(manager.resolve("", "resume_from_checkpoint"), std::nullopt);
+  EXPECT_EQ(manager.resolve(good, "resume_from_checkpoint"), good);
+  EXPECT_NE(error_of([&] { manager.resolve((dir.path / "checkpoint-7").string(), "resume_from_checkpoint"); })
+                .find("manifest.json"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { manager.resolve((dir.path / "nowhere").string()); }).find("nowhere"), std::string::npos);
+  EXPECT_NE(error_of([&] { manager.resolve((dir.path / "nowhere").string(), "resume_from_checkpoint"); })
+                .find("resume_from_checkpoint '" + (dir.path / "nowhere").string() + "': no such checkpoint directory"),
+            std::string::npos);
   EXPECT_EQ(CheckpointManager((dir.path / "absent").string(), 0).latest(), std::nullopt);
 }
 
@@ -234,7 +237,7 @@ TEST(Checkpoint, AutoResumeSkipsANewestCheckpointThatFailsItsChecksum) {
     f.put(byte);
   }
   testing::internal::CaptureStderr();
-  const std::optional<std::string> chosen = manager.resolve("auto");
+  const std::optional<std::string> chosen = manager.resolve("auto", "resume_from_checkpoint");
   const std::string warning = testing::internal::GetCapturedStderr();
   EXPECT_EQ(chosen, c.dir);
   EXPECT_NE(warning.find(newest), std::string::npos) << warning;
@@ -384,7 +387,8 @@ TEST(Checkpoint, SaveKilledAtARandomPointKeepsTheLastGoodCheckpoint) {
     for (const auto& e : fs::directory_iterator(dir.path)) {
       const std::string name = e.path().filename().string();
       EXPECT_EQ(name.rfind("checkpoint-", 0), 0u) << "leftover " << name << " not cleaned";
-      EXPECT_NO_THROW(manager.resolve(e.path().string())) << name << " is under a final name but incomplete";
+      EXPECT_NO_THROW(manager.resolve(e.path().string(), "resume_from_checkpoint"))
+          << name << " is under a final name but incomplete";
     }
     ParameterRegistry fresh;
     for (Parameter* p : params.all()) fresh.add(p->name, p->shape, p->init);
@@ -458,7 +462,7 @@ TEST(Checkpoint, ResumeIsBitExact) {
     manager.save({3, seed, "3", "tiny"}, first.params, first.adamw);
   }
   TinyRun second(corpus, seed + 1);  // brand-new everything, even different initial weights
-  const std::optional<std::string> checkpoint = manager.resolve("auto");
+  const std::optional<std::string> checkpoint = manager.resolve("auto", "resume_from_checkpoint");
   ASSERT_TRUE(checkpoint.has_value());
   const TrainingState state = manager.load(*checkpoint, second.params, second.adamw);
   EXPECT_EQ(state.data_cursor, "3");

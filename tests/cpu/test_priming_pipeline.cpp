@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include "core/io/json.h"
 #include "layers/decoder_lm.h"
@@ -152,6 +153,18 @@ TEST(PrimingPipeline, ExportAndImportRoundTrip) {
     const double max_w = test::compare(p->master, Tensor::zeros(p->shape, DType::F32)).max_abs;
     test::expect_close(c.get(p->name).master, p->master, 4e-3, max_w / 256, p->name);
   }
+
+  // export --checkpoint is named as such in its errors (they said "resume_from"); import refuses NaN/inf weights,
+  // naming the tensor (it rewrote them).
+  test::expect_error([&] { recipes::run_export(recipe, {}, root + "/nowhere", root + "/x", DType::F32); },
+                     {"export --checkpoint '" + root + "/nowhere': no such checkpoint directory"});
+  const std::string poisoned = a.all().back()->name;
+  a.get(poisoned).master.slice(0, 0, 1).fill_(std::numeric_limits<double>::infinity());
+  fs::create_directories(root + "/poisoned");
+  layers::export_hf(root + "/poisoned", load_hf_config(root + "/out/config.json"), a, DType::F32);
+  test::expect_error([&] { recipes::run_import(root + "/poisoned", root + "/imported2", DType::BF16); },
+                     {"tensor '" + poisoned + "' holds 1 NaN or inf values (the first at element 0)"});
+  EXPECT_FALSE(fs::exists(root + "/imported2/config.json"));
   fs::remove_all(root);
 }
 

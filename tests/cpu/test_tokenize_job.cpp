@@ -190,6 +190,29 @@ TEST(TokenizeJob, TextJsonlAndChatIntoShardsIndependentOfThreads) {
   EXPECT_EQ(manifests[0], manifests[1]);  // byte-identical shards (same CRC32Cs) with 1 or 3 threads
 }
 
+// Text that is not UTF-8 (Latin-1 here) is tokenized byte for byte, as before, but counted and reported with the
+// file and the first ill-formed byte (it went through silently).
+TEST(TokenizeJob, InvalidUtf8IsCountedAndReported) {
+  test::ScratchDir dir("tokenize-utf8", test::fresh_seed());
+  std::filesystem::create_directories(dir / "texts");
+  std::ofstream(dir / "texts/latin1.txt") << "caf\xe9 cr\xe8me\n";
+  std::ofstream(dir / "texts/utf8.txt") << "caf\xc3\xa9\n";
+  std::ofstream(dir / "job.yaml") << "tokenizer: fake\noutput_dir: " << (dir / "out") << "\nsources:\n  docs: {files: ["
+                                  << (dir / "texts") << "], format: text}\n";
+  std::FILE* log = std::tmpfile();
+  const TokenizeSummary summary =
+      run_tokenize_job(config::load_config(dir / "job.yaml", tokenize_schema()), FakeEncoder(), log);
+  const std::string report = read_all(log);
+  std::fclose(log);
+  EXPECT_EQ(summary.documents, 2);
+  EXPECT_EQ(summary.invalid_utf8, 1);
+  EXPECT_NE(report.find("latin1.txt: not valid UTF-8 (the first ill-formed byte at offset 3, 0xe9); tokenized byte "
+                        "for byte"),
+            std::string::npos)
+      << report;
+  EXPECT_EQ(report.find("utf8.txt: not valid"), std::string::npos) << report;
+}
+
 TEST(TokenizeJob, MalformedRecordStopsTheJobWithFileAndLine) {
   const uint64_t seed = test::fresh_seed();
   Inputs in("tokenize-fail", seed);

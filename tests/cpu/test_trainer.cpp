@@ -8,13 +8,16 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <regex>
 
 #include "core/io/json.h"
 #include "core/process.h"
+#include "recipes/metrics_plot.h"
 #include "recipes/run_directory.h"
 #include "recipes/trainer.h"
 #include "tests/support/test_util.h"
 #include "tests/support/token_data.h"
+#include "tests/support/xml_check.h"
 
 namespace primer {
 namespace {
@@ -167,6 +170,21 @@ TEST(Trainer, IgnoredDatasetsAndAnUnwritableLogAreErrors) {
   std::filesystem::remove_all(root);
 }
 
+// Too little data is named with its sizes and what to change: an empty corpus (it read as "the held-out part is
+// smaller than one batch"), and a held-out part smaller than one evaluation batch.
+TEST(Trainer, EmptyCorpusAndASmallHeldOutPartNameTheSizes) {
+  const std::string root = testing::TempDir() + "/primer-trainer-small-" + std::to_string(test::fresh_seed());
+  std::filesystem::create_directories(root);
+  std::ofstream(root + "/empty.txt").close();
+  const std::string recipe = write_recipe(root, 1, "dataset: " + root + "/empty.txt\n");
+  test::expect_error([&] { recipes::run_train(recipe, {}); }, {"corpus '" + root + "/empty.txt' is empty (0 bytes)"});
+  test::expect_error([&] { recipes::run_train(write_recipe(root, 1), {"val_size=0.001"}); },
+                     {"the held-out part of " PRIMER_SOURCE_DIR "/README.md (", "bytes: val_size of its",
+                      "smaller than one evaluation batch (4 rows of 32 tokens over the ranks: 129 bytes)",
+                      "raise val_size, lower per_device_train_batch_size or cutoff_len"});
+  std::filesystem::remove_all(root);
+}
+
 // Sequence parallelism that cannot be laid out is refused before any work, naming the key: more sequence-parallel
 // ranks than the job has, and (on the ranks it would need, checked by the dist tests) a cutoff_len that does not
 // split into the layout's chunks; zigzag-ring on the contiguous layout contradicts itself.
@@ -236,6 +254,73 @@ TEST(Trainer, UnknownModelConfigKeyIsNamedWithTheNearest) {
                                                        "num_attention_heads: 4, max_position_embeddings: 64, "
                                                        "frobnicate: 1}"}); },
                      {"unknown key 'frobnicate' in model_config (it takes the keys of a Hugging Face config.json"});
+  std::filesystem::remove_all(root);
+}
+
+// A NaN gradient (PRIMER_FAULT's nan, in the last trainable parameter: layer 1's, the only one training) stops the run
+// by default, naming the step, the parameter and its layer, with nothing applied or saved at that step; under
+// nan_policy: skip the step's update is left out and said so, its loss is not logged, and the run carries on — until
+// more steps diverge than nan_skip_limit. (Before, the message said "update skipped" while the run stopped.)
+TEST(Trainer, NonFiniteGradientStopsOrIsSkippedByNanPolicy) {
+  const std::string root = testing::TempDir() + "/primer-trainer-nan-" + std::to_string(test::fresh_seed());
+  const std::string recipe = write_recipe(root, 2);
+  const std::string layer1 = "hybrid_learnable_params=[layers.1.]";
+  ::setenv("PRIMER_FAULT", "0:step:3:nan", 1);
+  test::expect_error([&] { recipes::run_train(recipe, {layer1}); },
+                     {"step 3: non-finite gradient (NaN or inf), first in 'model.layers.1.", "(layer 1)",
+                      "the update was not applied and the run stops (nan_policy: stop)"});
+  EXPECT_FALSE(std::filesystem::exists(root + "/out/checkpoint-3"));
+  EXPECT_EQ(losses(root + "/out/metrics.jsonl").size(), 2u);
+
+  testing::internal::CaptureStdout();
+  const int status = recipes::run_train(recipe, {layer1, "nan_policy=skip", "output_dir=" + root + "/skip"});
+  const std::string log = testing::internal::GetCapturedStdout();
+  EXPECT_EQ(status, 0);
+  EXPECT_NE(log.find("train step      3 | non-finite gradient (NaN or inf), first in 'model.layers.1."), std::string::npos)
+      << log;
+  EXPECT_NE(log.find("update skipped (1 of nan_skip_limit 10)"), std::string::npos) << log;
+  const auto skipped = losses(root + "/skip/metrics.jsonl");
+  EXPECT_EQ(skipped.size(), 5u);
+  EXPECT_EQ(skipped.count(3), 0u) << "the skipped step's loss was logged";
+
+  test::expect_error(
+      [&] { recipes::run_train(recipe, {layer1, "nan_policy=skip", "nan_skip_limit=0", "output_dir=" + root + "/limit"}); },
+      {"step 3: non-finite gradient", "1 steps had a non-finite gradient, more than nan_skip_limit 0"});
+  ::unsetenv("PRIMER_FAULT");
+  std::filesystem::remove_all(root);
+}
+
+// Each training line says how long the run has taken and how long it has left (the median recent step times the
+// steps left).
+TEST(Trainer, StepLinesShowElapsedAndRemainingTime) {
+  const std::string root = testing::TempDir() + "/primer-trainer-eta-" + std::to_string(test::fresh_seed());
+  testing::internal::CaptureStdout();
+  const int status = recipes::run_train(write_recipe(root, 4), {});
+  const std::string log = testing::internal::GetCapturedStdout();
+  EXPECT_EQ(status, 0);
+  const std::regex line(R"(train step +([0-9]+) \|.* \| elapsed [0-9]+s, ETA ([0-9]+)s)");
+  int lines = 0;
+  for (auto it = std::sregex_iterator(log.begin(), log.end(), line); it != std::sregex_iterator(); ++it, ++lines)
+    if ((*it)[1] == "6") EXPECT_EQ((*it)[2], "0") << "the last step has nothing left";
+  EXPECT_EQ(lines, 6) << log;
+  std::filesystem::remove_all(root);
+}
+
+// Two tiny runs drawn on one chart from the metrics.jsonl the loop wrote, against tokens: well-formed SVG, both runs
+// named, one line per run in each of the five panels.
+TEST(Trainer, TwoRunsPlotOnOneChart) {
+  const std::string root = testing::TempDir() + "/primer-trainer-plot-" + std::to_string(test::fresh_seed());
+  const std::string recipe = write_recipe(root, 6);
+  ASSERT_EQ(recipes::run_train(recipe, {"max_steps=3", "output_dir=" + root + "/a"}), 0);
+  ASSERT_EQ(recipes::run_train(recipe, {"max_steps=3", "learning_rate=1e-2", "output_dir=" + root + "/b"}), 0);
+  ASSERT_EQ(recipes::run_plot({root + "/a", root + "/b"}, root + "/curves.svg", "tokens"), 0);
+  std::ifstream in(root + "/curves.svg");
+  const std::string svg((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const test::XmlCheck xml = test::check_xml(svg);
+  ASSERT_EQ(xml.error, "") << svg;
+  EXPECT_EQ(xml.elements.at("polyline"), 10);
+  EXPECT_NE(xml.text.find(root + "/a"), std::string::npos);
+  EXPECT_NE(xml.text.find(root + "/b"), std::string::npos);
   std::filesystem::remove_all(root);
 }
 

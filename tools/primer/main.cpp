@@ -1,5 +1,5 @@
 // The primer command-line tool: `train` (a recipe, or the built-in default run), `tokenize`, the Priming steps
-// (`select-layers`, `prime-init`, `unfuse`, `soup`, `export`, `import`), `inspect`, `generate` and `eval`
+// (`select-layers`, `prime-init`, `unfuse`, `soup`, `export`, `import`), `inspect`, `plot`, `generate` and `eval`
 // (tools/primer/model_use_commands.h); `--version`.
 #include <CLI/CLI.hpp>
 
@@ -14,6 +14,7 @@
 #include "recipes/hf_transfer.h"
 #include "recipes/inspect.h"
 #include "recipes/layer_selection.h"
+#include "recipes/metrics_plot.h"
 #include "recipes/prime_init.h"
 #include "recipes/soup.h"
 #include "recipes/trainer.h"
@@ -119,6 +120,12 @@ int main(int argc, char** argv) {
   inspect->add_flag("--json", inspect_json, "print the report as JSON");
 
   primer::tools::ModelUseCommands model_use(app);
+  std::vector<std::string> plot_runs;
+  std::string plot_out, plot_x = "step";
+  CLI::App* plot = app.add_subcommand("plot", "draw the training curves of runs (their metrics.jsonl) into one chart");
+  plot->add_option("runs", plot_runs, "run directories (or metrics files)")->required();
+  plot->add_option("--out", plot_out, "the chart: FILE.svg, or FILE.html with the SVG inline")->required();
+  plot->add_option("--x", plot_x, "the x axis: step or tokens")->check(CLI::IsMember({"step", "tokens"}));
 
   CLI11_PARSE(app, argc, argv);
   const primer::parallel::World& ranks = primer::parallel::world();
@@ -157,6 +164,7 @@ int main(int argc, char** argv) {
     if (soup->parsed()) return primer::recipes::run_soup(soup_inputs, soup_weights, soup_out);
     if (inspect->parsed()) return primer::recipes::run_inspect(inspect_path, inspect_verify, inspect_json);
     if (model_use.parsed()) return model_use.run();
+    if (plot->parsed()) return primer::recipes::run_plot(plot_runs, plot_out, plot_x);
   } catch (const std::exception& e) {  // primer::Error, and whatever a library throws (filesystem, allocation)
     const std::string rank = ranks.size > 1 ? fmt::format("[rank {}] ", ranks.rank) : "";
     std::fprintf(stderr, "%sprimer: error: %s\n", rank.c_str(), e.what());
