@@ -63,7 +63,7 @@ InferenceModel load_inference_model(const std::string& path, Device device, DTyp
   if (fs::is_regular_file(fs::path(path) / "manifest.json")) {
     checkpoint = path;
   } else if (!checkpoint_layout::checkpoint_dirs(path).empty()) {
-    checkpoint = CheckpointManager(path, 0).resolve("auto");
+    checkpoint = CheckpointManager(path, 0).resolve("auto", "the model path");
     PRIMER_CHECK(checkpoint, "run directory '{}' has no complete checkpoint whose checksums match", path);
   }
   if (!checkpoint) {

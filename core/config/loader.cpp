@@ -113,7 +113,7 @@ class ConfigLoader {
                  describe(root));
     for (auto it = root.begin(); it != root.end(); ++it) {
       if (it->first.Scalar() != kBaseKey) continue;
-      const YAML::Node& base = it->second;
+      const YAML::Node base = it->second;  // a copy: it->second is a member of a temporary
       PRIMER_CHECK(base.IsScalar(), "{}: 'base' expected a file path, got {}", source.line_col(base.Mark()),
                    describe(base));
       auto resolved = (std::filesystem::path(path).parent_path() / base.Scalar()).lexically_normal();

@@ -111,7 +111,8 @@ TEST_F(SafetensorsTest, ShardedRoundTripWithIndex) {
   const auto one_each = io::write_safetensors(dir_, tensors, 1);
   for (size_t k = 0; k + 1 < one_each.size(); ++k) {
     int with_data = 0;
-    for (const auto& e : SafetensorsFile(dir_ + "/" + one_each[k]).entries()) with_data += e.end > e.begin;
+    const SafetensorsFile shard(dir_ + "/" + one_each[k]);  // named: a temporary's entries() would dangle in the loop
+    for (const auto& e : shard.entries()) with_data += e.end > e.begin;
     EXPECT_EQ(with_data, 1) << one_each[k];
   }
   expect_same(SafetensorsCheckpoint(dir_), tensors);
