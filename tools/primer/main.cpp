@@ -127,7 +127,14 @@ int main(int argc, char** argv) {
   plot->add_option("--out", plot_out, "the chart: FILE.svg, or FILE.html with the SVG inline")->required();
   plot->add_option("--x", plot_x, "the x axis: step or tokens")->check(CLI::IsMember({"step", "tokens"}));
 
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::Success& done) {  // --help, --version: printed, exit 0
+    return app.exit(done);
+  } catch (const CLI::ParseError& e) {  // a missing or unknown option ends like every other error
+    std::fprintf(stderr, "primer: error: %s (primer --help, or primer <command> --help, lists the options)\n", e.what());
+    return 2;
+  }
   const primer::parallel::World& ranks = primer::parallel::world();
   if (ranks.size > 1 && !(train->parsed() && !recipe.empty())) {
     if (ranks.rank == 0)
