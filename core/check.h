@@ -18,7 +18,8 @@ class Error : public std::runtime_error {
 }  // namespace primer
 
 #define PRIMER_FAIL(...) ::primer::throw_error(__FILE__, __LINE__, ::fmt::format(__VA_ARGS__))
-#define PRIMER_CHECK(cond, ...)              \
-  do {                                       \
-    if (!(cond)) [[unlikely]] PRIMER_FAIL(__VA_ARGS__); \
+#define PRIMER_CHECK(cond, ...) \
+  do {                          \
+    if (!(cond)) [[unlikely]]   \
+      PRIMER_FAIL(__VA_ARGS__); \
   } while (0)

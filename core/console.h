@@ -21,16 +21,13 @@ void write_info(std::string_view message);     // stdout, rank 0 only
 void write_warning(std::string_view message);  // stderr, every rank, "warning: " after the rank prefix
 void write_error(std::string_view message);    // stderr, every rank, "error: " after the rank prefix
 
-template <class... Args>
-void info(fmt::format_string<Args...> format, Args&&... args) {
+template <class... Args> void info(fmt::format_string<Args...> format, Args&&... args) {
   write_info(fmt::format(format, std::forward<Args>(args)...));
 }
-template <class... Args>
-void warn(fmt::format_string<Args...> format, Args&&... args) {
+template <class... Args> void warn(fmt::format_string<Args...> format, Args&&... args) {
   write_warning(fmt::format(format, std::forward<Args>(args)...));
 }
-template <class... Args>
-void error(fmt::format_string<Args...> format, Args&&... args) {
+template <class... Args> void error(fmt::format_string<Args...> format, Args&&... args) {
   write_error(fmt::format(format, std::forward<Args>(args)...));
 }
 

@@ -11,7 +11,8 @@ namespace primer::cuda {
 #ifdef PRIMER_WITH_CUDA
 
 void fail(cudaError_t err, const char* expr, const char* file, int line) {
-  throw_error(file, line, fmt::format("CUDA error {} ({}) in {}", cudaGetErrorName(err), cudaGetErrorString(err), expr));
+  throw_error(file, line,
+              fmt::format("CUDA error {} ({}) in {}", cudaGetErrorName(err), cudaGetErrorString(err), expr));
 }
 
 void fail_cublas(int status, const char* expr, const char* file, int line) {

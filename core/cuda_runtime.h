@@ -11,12 +11,12 @@
 
 namespace primer::cuda {
 
-bool compiled();       // built with CUDA
-bool available();      // built with CUDA and at least one usable device
+bool compiled();   // built with CUDA
+bool available();  // built with CUDA and at least one usable device
 int device_count();
 void set_device(int index);
 int current_device();
-void synchronize();    // waits for the current device's compute stream
+void synchronize();  // waits for the current device's compute stream
 // Dense bf16 peak of the current GPU for MFU (H100/H200 SXM 989 TFLOP/s, A100 312); 0 when unknown or no GPU.
 double peak_bf16_flops();
 
@@ -34,16 +34,16 @@ cudaStream_t stream();  // the current device's compute stream
 }  // namespace primer::cuda
 
 #ifdef PRIMER_WITH_CUDA
-#define PRIMER_CUDA_CHECK(expr)                                                     \
-  do {                                                                              \
-    cudaError_t primer_err_ = (expr);                                               \
+#define PRIMER_CUDA_CHECK(expr)                                                                   \
+  do {                                                                                            \
+    cudaError_t primer_err_ = (expr);                                                             \
     if (primer_err_ != cudaSuccess) ::primer::cuda::fail(primer_err_, #expr, __FILE__, __LINE__); \
   } while (0)
 // After a kernel launch: catches bad launch configurations immediately.
 #define PRIMER_CUDA_CHECK_LAUNCH() PRIMER_CUDA_CHECK(cudaGetLastError())
-#define PRIMER_CUBLAS_CHECK(expr)                                                   \
-  do {                                                                              \
-    int primer_st_ = static_cast<int>(expr);                                        \
+#define PRIMER_CUBLAS_CHECK(expr)                                                            \
+  do {                                                                                       \
+    int primer_st_ = static_cast<int>(expr);                                                 \
     if (primer_st_ != 0) ::primer::cuda::fail_cublas(primer_st_, #expr, __FILE__, __LINE__); \
   } while (0)
 #endif

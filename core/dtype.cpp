@@ -6,9 +6,12 @@ namespace primer {
 
 size_t dtype_size(DType t) {
   switch (t) {
-    case DType::F32: case DType::I32: return 4;
-    case DType::F64: case DType::I64: return 8;
-    case DType::BF16: case DType::F16: return 2;
+    case DType::F32:
+    case DType::I32: return 4;
+    case DType::F64:
+    case DType::I64: return 8;
+    case DType::BF16:
+    case DType::F16: return 2;
     case DType::U8: return 1;
   }
   return 0;
@@ -45,7 +48,7 @@ uint16_t f16::from_float(float f) {
   const uint32_t mag = x & 0x7fffffffu;
   if (mag >= 0x7f800000u) return uint16_t(sign | 0x7c00u | (mag > 0x7f800000u ? 0x200u : 0u));
   if (mag >= 0x477ff000u) return uint16_t(sign | 0x7c00u);  // rounds to inf
-  if (mag < 0x38800000u) {                                   // subnormal or zero in half
+  if (mag < 0x38800000u) {                                  // subnormal or zero in half
     if (mag < 0x33000000u) return uint16_t(sign);
     const uint32_t e = mag >> 23;
     const uint32_t m = (mag & 0x7fffffu) | 0x800000u;
@@ -70,7 +73,10 @@ float f16::to_float(uint16_t h) {
       x = sign;
     } else {  // normalise the subnormal
       e = 113;
-      while (!(m & 0x400u)) { m <<= 1; --e; }
+      while (!(m & 0x400u)) {
+        m <<= 1;
+        --e;
+      }
       x = sign | (e << 23) | ((m & 0x3ffu) << 13);
     }
   } else if (e == 31) {

@@ -11,8 +11,8 @@ namespace primer {
 class EtaEstimate {
  public:
   explicit EtaEstimate(size_t window = 20) : window_(window) {}
-  void add(double seconds);                      // one more item took this long
-  double remaining(double items_left) const;     // seconds; NaN before the first item
+  void add(double seconds);                   // one more item took this long
+  double remaining(double items_left) const;  // seconds; NaN before the first item
   bool empty() const { return recent_.empty(); }
 
  private:

@@ -48,8 +48,8 @@ Parameter& ParameterRegistry::add(const std::string& name, const Shape& shape, I
   return *params_.back();
 }
 
-Parameter& ParameterRegistry::adopt(const std::string& name, Tensor master, Tensor compute, Tensor grad,
-                                     bool trainable, bool weight_decay, bool keep_f32) {
+Parameter& ParameterRegistry::adopt(const std::string& name, Tensor master, Tensor compute, Tensor grad, bool trainable,
+                                    bool weight_decay, bool keep_f32) {
   PRIMER_CHECK(master.defined() && master.dtype() == DType::F32, "adopted parameter '{}' needs an f32 master, got {}",
                name, master.describe());
   Parameter& p = add(name, master.shape(), InitRule::constant(0.0), weight_decay);

@@ -17,7 +17,14 @@ struct InitRule {
   // LogUniform: log(u), u ~ U(a, b) (an SSM's A_log). SoftplusInverseLogUniform: softplus⁻¹(dt) with
   // dt = exp(U(log a, log b)) clamped below at c (an SSM's dt_bias, so that softplus(dt_bias) = dt).
   // GqaReplication: [H, Hk] with element (h, j) = 1 iff h / a == j (I_Hk ⊗ 1_{a×1}; Adaptive GQA's residual).
-  enum class Kind { Normal, Uniform, Constant, LogUniform, SoftplusInverseLogUniform, GqaReplication } kind = Kind::Normal;
+  enum class Kind {
+    Normal,
+    Uniform,
+    Constant,
+    LogUniform,
+    SoftplusInverseLogUniform,
+    GqaReplication
+  } kind = Kind::Normal;
   double a = 0.0;  // Normal: std; Uniform, LogUniform, SoftplusInverseLogUniform: low; Constant: value
   double b = 0.0;  // high
   double c = 0.0;  // SoftplusInverseLogUniform: floor of dt

@@ -27,14 +27,14 @@ class Tensor {
   static Tensor zeros(const Shape& shape, DType dtype, Device device = Device::cpu());
   static Tensor full(const Shape& shape, double value, DType dtype, Device device = Device::cpu());
   // Copies host values (converted to `dtype`) into a new tensor on `device`.
-  template <class T>
-  static Tensor from_vector(const std::vector<T>& values, const Shape& shape, DType dtype, Device device = Device::cpu());
+  template <class T> static Tensor from_vector(const std::vector<T>& values, const Shape& shape, DType dtype,
+                                               Device device = Device::cpu());
 
   bool defined() const { return storage_ != nullptr; }
   const Shape& shape() const { return shape_; }
   const Shape& strides() const { return strides_; }
   int dim() const { return int(shape_.size()); }
-  int64_t size(int d) const;    // negative d counts from the end
+  int64_t size(int d) const;  // negative d counts from the end
   int64_t stride(int d) const;
   int64_t numel() const { return shape_numel(shape_); }
   size_t nbytes() const { return size_t(numel()) * dtype_size(dtype_); }
@@ -50,8 +50,8 @@ class Tensor {
   template <class T> T* data() const;  // checks dtype; pointer to the first element of this view
 
   // Views.
-  Tensor view(const Shape& shape) const;      // requires contiguous; one dim may be -1
-  Tensor reshape(const Shape& shape) const;   // view when contiguous, else a contiguous copy
+  Tensor view(const Shape& shape) const;     // requires contiguous; one dim may be -1
+  Tensor reshape(const Shape& shape) const;  // view when contiguous, else a contiguous copy
   Tensor slice(int dim, int64_t start, int64_t end) const;
   Tensor select(int dim, int64_t index) const;  // drops `dim`
   Tensor transpose(int d0, int d1) const;
@@ -64,7 +64,8 @@ class Tensor {
   Tensor clone() const;            // always a fresh contiguous copy
   Tensor to(Device device) const;  // self if already there
   Tensor to(DType dtype) const;    // self if already that dtype
-  void copy_from(const Tensor& src) const;  // mutate the data, not the view: const like a pointer  // same shape; any devices, dtypes and strides
+  void copy_from(const Tensor& src)
+      const;  // mutate the data, not the view: const like a pointer  // same shape; any devices, dtypes and strides
   void zero_() const;
   void fill_(double value) const;
 

@@ -5,8 +5,7 @@
 
 namespace primer {
 
-template <class T>
-T* Tensor::data() const {
+template <class T> T* Tensor::data() const {
   PRIMER_CHECK(dtype_of<T>::value == dtype_, "tensor is {} but was read as {}", describe(),
                dtype_name(dtype_of<T>::value));
   return static_cast<T*>(data_ptr());
@@ -21,8 +20,7 @@ Tensor Tensor::from_vector(const std::vector<T>& values, const Shape& shape, DTy
   return host.to(dtype).to(device);
 }
 
-template <class T>
-std::vector<T> Tensor::to_vector() const {
+template <class T> std::vector<T> Tensor::to_vector() const {
   Tensor host = to(Device::cpu()).to(dtype_of<T>::value).contiguous();
   const T* p = host.data<T>();
   return std::vector<T>(p, p + host.numel());

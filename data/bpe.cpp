@@ -22,7 +22,6 @@ uint64_t mix(uint64_t x) {  // splitmix64 finalizer: spreads the pair keys over 
   return x ^ (x >> 31);
 }
 
-
 // The per-thread word cache: piece bytes → ids. An open-addressing table of 32-byte slots (one cache line holds
 // two) that keep short pieces and short results inline, so a hit usually costs one memory access. Bounded: it is
 // cleared when half full. One model at a time per thread; switching models clears it.
@@ -32,8 +31,10 @@ class WordCache {
 
   void reset(uint64_t model) {
     owner_ = model;
-    if (slots_.empty()) slots_.resize(kSlots);
-    else std::fill(slots_.begin(), slots_.end(), Slot{});
+    if (slots_.empty())
+      slots_.resize(kSlots);
+    else
+      std::fill(slots_.begin(), slots_.end(), Slot{});
     used_ = 0;
     keys_.clear();
     ids_.clear();
@@ -184,8 +185,10 @@ size_t BpeModel::merge_by_scan(std::span<int32_t> symbols) const {
     if (*best == kNoMerge) break;
     const auto i = size_t(best - ranks.begin());
     symbols[i] = find_merge(symbols[i], symbols[i + 1])->merged;
-    std::copy(symbols.begin() + std::ptrdiff_t(i + 2), symbols.begin() + std::ptrdiff_t(n), symbols.begin() + std::ptrdiff_t(i + 1));
-    std::copy(ranks.begin() + std::ptrdiff_t(i + 1), ranks.begin() + std::ptrdiff_t(n - 1), ranks.begin() + std::ptrdiff_t(i));
+    std::copy(symbols.begin() + std::ptrdiff_t(i + 2), symbols.begin() + std::ptrdiff_t(n),
+              symbols.begin() + std::ptrdiff_t(i + 1));
+    std::copy(ranks.begin() + std::ptrdiff_t(i + 1), ranks.begin() + std::ptrdiff_t(n - 1),
+              ranks.begin() + std::ptrdiff_t(i));
     --n;
     if (i > 0) ranks[i - 1] = rank_of(symbols[i - 1], symbols[i]);
     if (i + 1 < n) ranks[i] = rank_of(symbols[i], symbols[i + 1]);

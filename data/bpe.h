@@ -26,8 +26,7 @@ class BpeModel {
   };
   // vocab: the model's tokens as raw bytes; byte_ids[b] is the token of the single byte b; merges in rank order.
   // ignore_merges: a piece that is itself a token is that token (Llama-3), without applying merges.
-  BpeModel(Vocab vocab, const std::array<int32_t, 256>& byte_ids, const std::vector<Merge>& merges,
-           bool ignore_merges);
+  BpeModel(Vocab vocab, const std::array<int32_t, 256>& byte_ids, const std::vector<Merge>& merges, bool ignore_merges);
 
   // Appends the ids of `piece` to `out`.
   void encode(std::string_view piece, std::vector<int32_t>& out) const;

@@ -34,7 +34,8 @@ ByteCorpus::ByteCorpus(const std::string& path, double heldout_fraction) : path_
   // Each file adds one separator: nothing more is nothing to train on (it read as a held-out part too small before).
   PRIMER_CHECK(bytes_.size() > files.size(), "corpus '{}' is empty ({}): name a file or directory with text in it",
                path, directory ? fmt::format("{} regular files, none holding a byte", files.size()) : "0 bytes");
-  PRIMER_CHECK(heldout_fraction > 0 && heldout_fraction < 1, "held-out fraction {} must be in (0, 1)", heldout_fraction);
+  PRIMER_CHECK(heldout_fraction > 0 && heldout_fraction < 1, "held-out fraction {} must be in (0, 1)",
+               heldout_fraction);
   split_ = int64_t(double(bytes_.size()) * (1.0 - heldout_fraction));
 }
 

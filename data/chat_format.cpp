@@ -72,9 +72,7 @@ std::vector<Segment> render_segments(std::span<const ChatMessage> messages, cons
     } else if (m.role == "assistant") {
       prompt += "<|im_start|>assistant\n";
       flush_prompt();
-      segments.push_back({assistant_response(m, i > last_query, i + 1 == n) +
-                              "<|im_end|>",
-                          true});
+      segments.push_back({assistant_response(m, i > last_query, i + 1 == n) + "<|im_end|>", true});
       prompt += "\n";
     } else if (m.role == "tool") {
       if (i == 0 || messages[i - 1].role != "tool") prompt += "<|im_start|>user";

@@ -95,8 +95,8 @@ Loader::Loader(const TokenCorpus& corpus, LoaderOptions options) : corpus_(corpu
                corpus_.documents(), o.heldout_fraction);
 
   if (!o.source_weights.empty()) {
-    PRIMER_CHECK(int64_t(o.source_weights.size()) == corpus_.sources(),
-                 "loader: {} source weights for {} sources", o.source_weights.size(), corpus_.sources());
+    PRIMER_CHECK(int64_t(o.source_weights.size()) == corpus_.sources(), "loader: {} source weights for {} sources",
+                 o.source_weights.size(), corpus_.sources());
     double total = 0;
     for (int64_t s = 0; s < corpus_.sources(); ++s) {
       const double p = o.source_weights[size_t(s)];
@@ -142,8 +142,7 @@ uint64_t Loader::fingerprint() const {
   return key_for(corpus_.fingerprint(),
                  fmt::format("seq {} packing {} reset {} drop {} weights {} length {} shuffle {} seed {} heldout {}",
                              o.seq_len, packing_method_name(o.packing), o.reset_at_document_starts,
-                             o.drop_long_documents, weights, o.length_weighted, o.shuffle, o.seed,
-                             o.heldout_fraction));
+                             o.drop_long_documents, weights, o.length_weighted, o.shuffle, o.seed, o.heldout_fraction));
 }
 
 std::vector<int64_t> Loader::epoch_documents(int64_t epoch, const std::vector<int64_t>& consumed,
@@ -199,7 +198,8 @@ Loader::Epoch Loader::build_epoch(int64_t epoch, const std::vector<int64_t>& con
   e.plan = pack(options_.packing, kept, lengths, T);
   // Greedy and best-fit emit rows longest-documents-first; the order must not leak into training.
   const bool sorted_rows = options_.packing == PackingMethod::Greedy || options_.packing == PackingMethod::BestFit;
-  if (options_.shuffle && sorted_rows) e.plan = permute_rows(e.plan, key_for(options_.seed, fmt::format("data.rows/{}", epoch)));
+  if (options_.shuffle && sorted_rows)
+    e.plan = permute_rows(e.plan, key_for(options_.seed, fmt::format("data.rows/{}", epoch)));
   PRIMER_CHECK(e.plan.rows() > 0,
                "loader: epoch {} fills no row of {} tokens ({} training documents, {} tokens, {} dropped as too long)",
                epoch, T, docs.size(), train_tokens_, e.dropped);
@@ -316,9 +316,9 @@ void Loader::emit(const std::vector<std::span<const Piece>>& rows, Batch& out) c
 }
 
 std::string Loader::describe() const {
-  std::string text = fmt::format("{} training documents ({} tokens), {} held out ({} tokens); {} packing into rows of {}",
-                                 train_documents(), train_tokens(), heldout_documents(), heldout_tokens(),
-                                 packing_method_name(options_.packing), options_.seq_len);
+  std::string text = fmt::format(
+      "{} training documents ({} tokens), {} held out ({} tokens); {} packing into rows of {}", train_documents(),
+      train_tokens(), heldout_documents(), heldout_tokens(), packing_method_name(options_.packing), options_.seq_len);
   if (!probabilities_.empty()) {
     text += options_.length_weighted ? "; length-weighted source probabilities" : "; source probabilities";
     for (int64_t s = 0; s < corpus_.sources(); ++s)

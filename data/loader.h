@@ -34,14 +34,14 @@ struct LoaderOptions {
   // target of the previous document's last. true: positions restart at every document (and at the row start),
   // and no target crosses a document start; `segments` tells attention and mixers where to reset.
   bool reset_at_document_starts = false;
-  bool drop_long_documents = false;      // whole-document packings: drop documents longer than a row (else cut)
-  std::vector<double> source_weights;    // empty: each training document once per epoch; else p_i per source
-  bool length_weighted = false;          // with weights: sample sources by ρ_i = p_i·L̄_i / Σ_j p_j·L̄_j
+  bool drop_long_documents = false;    // whole-document packings: drop documents longer than a row (else cut)
+  std::vector<double> source_weights;  // empty: each training document once per epoch; else p_i per source
+  bool length_weighted = false;        // with weights: sample sources by ρ_i = p_i·L̄_i / Σ_j p_j·L̄_j
   bool shuffle = true;
   uint64_t seed = 0;
   double heldout_fraction = 0;
-  int64_t dp_rank = 0, dp_size = 1;      // data parallelism: rank r takes rows [r·b, (r+1)·b) of each global batch
-  int64_t sp_rank = 0, sp_size = 1;      // sequence parallelism: rank r takes its part of every row
+  int64_t dp_rank = 0, dp_size = 1;  // data parallelism: rank r takes rows [r·b, (r+1)·b) of each global batch
+  int64_t sp_rank = 0, sp_size = 1;  // sequence parallelism: rank r takes its part of every row
   SequenceLayout sp_layout = SequenceLayout::ZigZag;
 };
 
@@ -57,9 +57,9 @@ struct Batch {
 // Where the stream stands. `sample` alone orders the stream; the rest lets a restore rebuild the current
 // epoch without replaying the ones before.
 struct LoaderCursor {
-  int64_t sample = 0;       // rows consumed, by all data-parallel ranks together
-  int64_t epoch = 0;        // the epoch that holds row `sample`
-  int64_t epoch_start = 0;  // the global index of that epoch's first row
+  int64_t sample = 0;                    // rows consumed, by all data-parallel ranks together
+  int64_t epoch = 0;                     // the epoch that holds row `sample`
+  int64_t epoch_start = 0;               // the global index of that epoch's first row
   std::vector<int64_t> source_consumed;  // with weights: documents drawn from each source before `epoch`
   uint64_t fingerprint = 0;  // of the data and every option that shapes the stream (not of the parallel layout)
 
@@ -96,7 +96,7 @@ class Loader {
     int64_t index = 0, first_row = 0;
     RowPlan plan;
     std::vector<int64_t> consumed_before, consumed_after;  // source_consumed at this and at the next epoch's start
-    int64_t dropped = 0;                  // documents dropped as too long
+    int64_t dropped = 0;                                   // documents dropped as too long
   };
   Epoch build_epoch(int64_t epoch, const std::vector<int64_t>& consumed) const;
   std::vector<int64_t> epoch_documents(int64_t epoch, const std::vector<int64_t>& consumed,

@@ -32,7 +32,7 @@ struct RowPlan {
   int64_t rows() const { return int64_t(row_start.size()) - 1; }
   std::span<const Piece> row(int64_t r) const {
     return std::span<const Piece>(pieces).subspan(size_t(row_start[size_t(r)]),
-                                                   size_t(row_start[size_t(r + 1)] - row_start[size_t(r)]));
+                                                  size_t(row_start[size_t(r + 1)] - row_start[size_t(r)]));
   }
 };
 

@@ -26,7 +26,7 @@ class Pretokenizer {
 
  private:
   size_t piece_end(std::string_view text, size_t pos) const;  // the end of the piece at pos < text.size()
-  size_t max_digits_;  // \p{N} (1) or \p{N}{1,3}
+  size_t max_digits_;                                         // \p{N} (1) or \p{N}{1,3}
 };
 
 }  // namespace primer::data

@@ -65,8 +65,8 @@ TokenManifest TokenManifest::parse(const std::string& text, const std::string& s
   TokenManifest m;
   m.format_version = int(root.at("format_version").as_int());
   if (m.format_version != kTokenDataFormatVersion)
-    root.at("format_version").fail(fmt::format("this build reads version {}, the file has {}", kTokenDataFormatVersion,
-                                               m.format_version));
+    root.at("format_version")
+        .fail(fmt::format("this build reads version {}, the file has {}", kTokenDataFormatVersion, m.format_version));
   const json::Node tok = root.at("tokenizer");
   m.tokenizer.name = tok.at("name").as_string();
   m.tokenizer.crc32c = uint32_t(tok.at("crc32c").as_int());
@@ -93,8 +93,9 @@ TokenManifest TokenManifest::parse(const std::string& text, const std::string& s
   int64_t source_documents = 0, source_tokens = 0;
   for (const SourceInfo& s : m.sources) source_documents += s.documents, source_tokens += s.tokens;
   if (root.at("documents").as_int() != m.documents() || source_documents != m.documents())
-    root.at("documents").fail(fmt::format("says {}, the shards hold {} and the sources {}", root.at("documents").as_int(),
-                                          m.documents(), source_documents));
+    root.at("documents")
+        .fail(fmt::format("says {}, the shards hold {} and the sources {}", root.at("documents").as_int(),
+                          m.documents(), source_documents));
   if (root.at("tokens").as_int() != m.tokens() || source_tokens != m.tokens())
     root.at("tokens").fail(fmt::format("says {}, the shards hold {} and the sources {}", root.at("tokens").as_int(),
                                        m.tokens(), source_tokens));

@@ -13,10 +13,10 @@ inline constexpr const char* kTokenManifestName = "manifest.json";
 
 // Which tokenizer produced the ids, so that shards of different tokenizers are never mixed silently.
 struct TokenizerIdentity {
-  std::string name;      // as configured (a path or a name); informative
-  uint32_t crc32c = 0;   // of the tokenizer's definition (tokenizer.json bytes): the identity compared
+  std::string name;     // as configured (a path or a name); informative
+  uint32_t crc32c = 0;  // of the tokenizer's definition (tokenizer.json bytes): the identity compared
   int64_t vocab_size = 0;
-  int32_t eos_id = 0;    // appended to pre-training documents; the loader pads with it
+  int32_t eos_id = 0;  // appended to pre-training documents; the loader pads with it
   bool same_as(const TokenizerIdentity& o) const { return crc32c == o.crc32c && vocab_size == o.vocab_size; }
 };
 

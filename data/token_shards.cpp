@@ -25,14 +25,14 @@ std::string parent_dir(const std::string& path) {
 
 // A view of dataset `name` holding `n` elements of T: straight into the map when the layout allows, else a
 // converted copy in `copy`.
-template <class T>
-std::span<const T> dataset_view(const io::Hdf5File& h5, const io::MappedFile& map, const std::string& name, int64_t n,
-                                std::vector<T>& copy, bool& mapped) {
+template <class T> std::span<const T> dataset_view(const io::Hdf5File& h5, const io::MappedFile& map,
+                                                   const std::string& name, int64_t n, std::vector<T>& copy,
+                                                   bool& mapped) {
   if (n == 0) return {};
   if (const auto offset = h5.data_offset<T>(name)) {
     const uint64_t end = *offset + uint64_t(n) * sizeof(T);
-    PRIMER_CHECK(end <= map.size(), "token shard '{}': dataset '{}' claims bytes [{}, {}) of a {}-byte file",
-                 h5.path(), name, *offset, end, map.size());
+    PRIMER_CHECK(end <= map.size(), "token shard '{}': dataset '{}' claims bytes [{}, {}) of a {}-byte file", h5.path(),
+                 name, *offset, end, map.size());
     if (*offset % alignof(T) == 0) return {reinterpret_cast<const T*>(map.data() + *offset), size_t(n)};
   }
   mapped = false;
@@ -66,8 +66,8 @@ void TokenShardWriter::add(std::span<const int32_t> tokens, std::span<const uint
   PRIMER_CHECK(!committed_, "token shard '{}': add() after commit()", path_);
   PRIMER_CHECK(!tokens.empty(), "token shard '{}': document {} is empty", path_, documents());
   PRIMER_CHECK(loss_mask.empty() || loss_mask.size() == tokens.size(),
-               "token shard '{}': document {} has {} tokens but {} loss-mask values", path_, documents(),
-               tokens.size(), loss_mask.size());
+               "token shard '{}': document {} has {} tokens but {} loss-mask values", path_, documents(), tokens.size(),
+               loss_mask.size());
   PRIMER_CHECK(source >= 0, "token shard '{}': negative source id {}", path_, source);
   tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
   if (loss_mask.empty())
@@ -119,8 +119,8 @@ TokenDatasetWriter::TokenDatasetWriter(std::string dir, TokenizerIdentity tokeni
   PRIMER_CHECK(!sources.empty(), "tokenized data '{}' needs at least one source", dir_);
   fs::path final_dir = fs::path(dir_).lexically_normal();
   if (final_dir.filename().empty()) final_dir = final_dir.parent_path();  // "out/" names "out"
-  PRIMER_CHECK(!final_dir.filename().empty() && final_dir.filename() != "..", "output directory '{}' names no directory",
-               dir_);
+  PRIMER_CHECK(!final_dir.filename().empty() && final_dir.filename() != "..",
+               "output directory '{}' names no directory", dir_);
   if (fs::exists(final_dir)) {
     PRIMER_CHECK(fs::is_directory(final_dir) && (fs::is_empty(final_dir) || fs::exists(final_dir / kTokenManifestName)),
                  "output directory '{}' exists and is not tokenized data (no {}); refusing to replace it", dir_,
@@ -139,7 +139,7 @@ TokenDatasetWriter::TokenDatasetWriter(std::string dir, TokenizerIdentity tokeni
 
 TokenDatasetWriter::~TokenDatasetWriter() {
   if (finished_) return;
-  shard_.reset();  // removes its temporary first
+  shard_.reset();           // removes its temporary first
   std::error_code ignored;  // best effort: an error may be unwinding already
   fs::remove_all(staging_, ignored);
 }
@@ -190,8 +190,9 @@ TokenShard TokenShard::open(const std::string& path, const ShardInfo& expected, 
   std::error_code ec;
   const uint64_t bytes = fs::file_size(path, ec);
   PRIMER_CHECK(!ec, "token shard '{}' listed in the manifest cannot be read: {}", path, ec.message());
-  PRIMER_CHECK(bytes == expected.bytes, "token shard '{}' has {} bytes, the manifest records {} (truncated or replaced?)",
-               path, bytes, expected.bytes);
+  PRIMER_CHECK(bytes == expected.bytes,
+               "token shard '{}' has {} bytes, the manifest records {} (truncated or replaced?)", path, bytes,
+               expected.bytes);
   TokenShard s;
   s.path_ = path;
   s.file_ = io::MappedFile(path);
@@ -210,8 +211,10 @@ TokenShard TokenShard::open(const std::string& path, const ShardInfo& expected, 
   expect_attribute(h5, "tokenizer_crc32c", tokenizer.crc32c, "the manifest's tokenizer");
   expect_attribute(h5, "vocab_size", tokenizer.vocab_size, "the manifest's tokenizer");
   const int64_t n = expected.tokens, d = expected.documents;
-  for (const auto& [name, length] : {std::pair<const char*, int64_t>{"/tokens", n}, {"/doc_offsets", d + 1},
-                                     {"/loss_mask", n}, {"/source_ids", d}}) {
+  for (const auto& [name, length] : {std::pair<const char*, int64_t>{"/tokens", n},
+                                     {"/doc_offsets", d + 1},
+                                     {"/loss_mask", n},
+                                     {"/source_ids", d}}) {
     PRIMER_CHECK(h5.contains(name), "token shard '{}' has no dataset '{}'", path, name);
     const Shape shape = h5.shape_of(name);
     PRIMER_CHECK(shape == Shape{length}, "token shard '{}': dataset '{}' has shape {}, expected [{}]", path, name,
@@ -241,8 +244,9 @@ TokenShard TokenShard::open(const std::string& path, const ShardInfo& expected, 
                    "token shard '{}': dataset '/tokens' holds id {} at {}, outside the vocabulary of {}", path,
                    s.tokens_[size_t(i)], i, tokenizer.vocab_size);
     for (int64_t i = 0; i < n; ++i)
-      PRIMER_CHECK(s.loss_mask_[size_t(i)] <= 1, "token shard '{}': dataset '/loss_mask' holds {} at {}, expected 0 or 1",
-                   path, int(s.loss_mask_[size_t(i)]), i);
+      PRIMER_CHECK(s.loss_mask_[size_t(i)] <= 1,
+                   "token shard '{}': dataset '/loss_mask' holds {} at {}, expected 0 or 1", path,
+                   int(s.loss_mask_[size_t(i)]), i);
   }
   return s;
 }

@@ -54,7 +54,8 @@ class TokenShardWriter {
 class TokenDatasetWriter {
  public:
   // sources: name, format and files of each source (counts are filled in here).
-  TokenDatasetWriter(std::string dir, TokenizerIdentity tokenizer, std::vector<SourceInfo> sources, int64_t shard_tokens);
+  TokenDatasetWriter(std::string dir, TokenizerIdentity tokenizer, std::vector<SourceInfo> sources,
+                     int64_t shard_tokens);
   ~TokenDatasetWriter();
   TokenDatasetWriter(const TokenDatasetWriter&) = delete;
   TokenDatasetWriter& operator=(const TokenDatasetWriter&) = delete;

@@ -68,11 +68,13 @@ Schema build_source_schema() {
       .required();
   s.add_string("text_field", "jsonl: the field holding a document's text").defaults("text");
   s.add_string("messages_field", "chat: the field holding the list of {role, content} messages").defaults("messages");
-  s.add_bool("append_eos", "text and jsonl: end each document with eos_token (the reference's pre-training format); "
-                           "chat conversations end as the chat format ends them")
+  s.add_bool("append_eos",
+             "text and jsonl: end each document with eos_token (the reference's pre-training format); "
+             "chat conversations end as the chat format ends them")
       .defaults(true);
-  s.add_string("eos_token", "The token append_eos adds; unset: the tokenizer's EOS (Qwen3's pre-training delimiter is "
-                            "<|endoftext|>, its EOS <|im_end|>)")
+  s.add_string("eos_token",
+               "The token append_eos adds; unset: the tokenizer's EOS (Qwen3's pre-training delimiter is "
+               "<|endoftext|>, its EOS <|im_end|>)")
       .optional();
   s.add_check([](const Config& c) {
     PRIMER_CHECK(c.get_string("format") != "chat" || !c.has("eos_token"),
@@ -100,7 +102,8 @@ std::vector<Source> read_sources(const Config& job, const TextEncoder& encoder) 
     int32_t eos = encoder.identity().eos_id;
     if (c.has("eos_token")) {
       const auto id = encoder.token_id(c.get_string("eos_token"));
-      PRIMER_CHECK(id, "{}: eos_token '{}' is not a token of the tokenizer", c.where("eos_token"), c.get_string("eos_token"));
+      PRIMER_CHECK(id, "{}: eos_token '{}' is not a token of the tokenizer", c.where("eos_token"),
+                   c.get_string("eos_token"));
       eos = *id;
     }
     sources.push_back({name, c.get_string("format"), c.get_string("text_field"), c.get_string("messages_field"),
@@ -121,11 +124,11 @@ struct Task {
 // What a task produced, consumed in task order.
 struct Output {
   std::vector<int32_t> tokens;
-  std::vector<uint8_t> mask;          // empty: all ones
-  std::vector<int64_t> offsets{0};    // CSR over tokens, one entry per document
-  std::vector<std::string> problems;  // "file:line: what is wrong", one per malformed record
+  std::vector<uint8_t> mask;              // empty: all ones
+  std::vector<int64_t> offsets{0};        // CSR over tokens, one entry per document
+  std::vector<std::string> problems;      // "file:line: what is wrong", one per malformed record
   std::vector<std::string> invalid_utf8;  // "file[:line]: ...", one per document tokenized from ill-formed UTF-8
-  std::exception_ptr failure;         // an error that is not about one record (e.g. an unreadable file)
+  std::exception_ptr failure;             // an error that is not about one record (e.g. an unreadable file)
 };
 
 class TaskRunner {
@@ -204,7 +207,8 @@ class TaskRunner {
     if (!messages) return out.problems.push_back(fmt::format("{}: no \"{}\" field", where, source.messages_field));
     if (!messages->is_array() || messages->as_array().empty())
       return out.problems.push_back(fmt::format("{}: \"{}\" is {}, expected a non-empty list of messages", where,
-                                                source.messages_field, messages->is_array() ? "empty" : json::type_name(messages->type())));
+                                                source.messages_field,
+                                                messages->is_array() ? "empty" : json::type_name(messages->type())));
     std::vector<int32_t> ids;
     std::vector<uint8_t> mask;
     try {
@@ -409,11 +413,12 @@ int run_tokenize(const std::string& job_path, const std::vector<std::string>& ov
   std::fflush(stdout);  // before the progress line on stderr
   const TokenizeSummary s = run_tokenize_job(job, encoder, stderr);
   const double mb = double(s.input_bytes) / 1e6;
-  fmt::print("tokenized {} documents, {} tokens from {} files ({:.1f} MB) in {:.2f} s ({:.2f} s writing shards): "
-             "{:.2f} MB/s with {} workers, {:.2f} MB per CPU-second; skipped {} malformed records; {} documents "
-             "not valid UTF-8\n",
-             s.documents, s.tokens, s.files, mb, s.seconds, s.write_seconds, mb / s.seconds, s.workers,
-             mb / s.cpu_seconds, s.skipped, s.invalid_utf8);
+  fmt::print(
+      "tokenized {} documents, {} tokens from {} files ({:.1f} MB) in {:.2f} s ({:.2f} s writing shards): "
+      "{:.2f} MB/s with {} workers, {:.2f} MB per CPU-second; skipped {} malformed records; {} documents "
+      "not valid UTF-8\n",
+      s.documents, s.tokens, s.files, mb, s.seconds, s.write_seconds, mb / s.seconds, s.workers, mb / s.cpu_seconds,
+      s.skipped, s.invalid_utf8);
   const TokenManifest m = TokenManifest::read(job.get_string("output_dir"));
   for (const SourceInfo& src : m.sources)
     fmt::print("  source {} ({}): {} files, {} documents, {} tokens, {} skipped\n", src.name, src.format, src.files,

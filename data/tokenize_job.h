@@ -23,7 +23,8 @@ class TextEncoder {
   virtual std::vector<int32_t> encode(std::string_view text) const = 0;  // special-token text stays plain text
   // A conversation (a JSON array of messages) in the model's chat format: ids and the loss mask (1 on
   // assistant tokens). Throws primer::Error naming what is malformed.
-  virtual void encode_chat(const json::Value& messages, std::vector<int32_t>& ids, std::vector<uint8_t>& mask) const = 0;
+  virtual void encode_chat(const json::Value& messages, std::vector<int32_t>& ids,
+                           std::vector<uint8_t>& mask) const = 0;
   virtual std::optional<int32_t> token_id(std::string_view token) const = 0;  // a vocabulary or added token
   virtual TokenizerIdentity identity() const = 0;
 };

@@ -79,7 +79,8 @@ class AddedTokenMatcher {
   // The first position from `pos` where a token may start (text.size() if none).
   size_t next_start(std::string_view text, size_t pos) const {
     if (single_first_byte_ >= 0) {  // typical: every added token starts with '<'
-      const auto* hit = pos < text.size() ? std::memchr(text.data() + pos, single_first_byte_, text.size() - pos) : nullptr;
+      const auto* hit =
+          pos < text.size() ? std::memchr(text.data() + pos, single_first_byte_, text.size() - pos) : nullptr;
       return hit ? size_t(static_cast<const char*>(hit) - text.data()) : text.size();
     }
     while (pos < text.size() && !first_byte_[static_cast<unsigned char>(text[pos])]) ++pos;
@@ -183,8 +184,10 @@ SplitPattern load_pre_tokenizer(const json::Node& root) {
   const json::Node pre = root.at("pre_tokenizer");
   const std::string type = pre.at("type").as_string();
   if (type != "Sequence")
-    pre.at("type").fail(fmt::format("unsupported pre_tokenizer \"{}\" (primer supports a Sequence of a Split by the "
-                                    "Qwen2 or Llama-3 regex and a ByteLevel)", type));
+    pre.at("type").fail(
+        fmt::format("unsupported pre_tokenizer \"{}\" (primer supports a Sequence of a Split by the "
+                    "Qwen2 or Llama-3 regex and a ByteLevel)",
+                    type));
   const json::Node list = pre.at("pretokenizers");
   if (list.size() != 2) list.fail(fmt::format("expected 2 pre-tokenizers (Split, ByteLevel), got {}", list.size()));
   const json::Node split = list.at(0), byte_level = list.at(1);
@@ -271,18 +274,18 @@ Tokenizer Tokenizer::load(const std::string& path) {
       if (pair.size() != 2) pair.fail("expected a pair of tokens");
       left = pair.at(0).as_string(), right = pair.at(1).as_string();
     }
-    const auto l = vocab_by_string.find(left), r = vocab_by_string.find(right),
-               lr = vocab_by_string.find(left + right);
+    const auto l = vocab_by_string.find(left), r = vocab_by_string.find(right), lr = vocab_by_string.find(left + right);
     if (l == vocab_by_string.end() || r == vocab_by_string.end() || lr == vocab_by_string.end())
       merges.at(i).fail(fmt::format("\"{}\" + \"{}\": {} is not in model.vocab", left, right,
-                                    l == vocab_by_string.end() ? "the left token"
-                                    : r == vocab_by_string.end() ? "the right token" : "the merged token"));
+                                    l == vocab_by_string.end()   ? "the left token"
+                                    : r == vocab_by_string.end() ? "the right token"
+                                                                 : "the merged token"));
     merge_ids.push_back({l->second, r->second, lr->second});
   }
   std::vector<std::string> bytes_of_id(size_t(max_id + 1));
   for (const auto& [bytes, id] : vocab_by_bytes) bytes_of_id[size_t(id)] = bytes;
-  impl->model = std::make_unique<BpeModel>(std::move(vocab_by_bytes), byte_ids, merge_ids,
-                                           model.bool_or("ignore_merges", false));
+  impl->model =
+      std::make_unique<BpeModel>(std::move(vocab_by_bytes), byte_ids, merge_ids, model.bool_or("ignore_merges", false));
 
   // Added tokens: matched in the raw text before anything else.
   if (const auto added = root.find("added_tokens")) {
@@ -292,7 +295,8 @@ Tokenizer Tokenizer::load(const std::string& path) {
                        t.bool_or("lstrip", false), t.bool_or("rstrip", false)};
       if (token.content.empty()) t.at("content").fail("expected a non-empty token");
       if (token.id < 0) t.at("id").fail("expected a non-negative id");
-      if (t.bool_or("single_word", false)) t.at("single_word").fail("unsupported (primer matches added tokens anywhere)");
+      if (t.bool_or("single_word", false))
+        t.at("single_word").fail("unsupported (primer matches added tokens anywhere)");
       max_id = std::max<int64_t>(max_id, token.id);
       impl->added_by_content[token.content] = token.id;
       impl->matcher.add(token.content, int32_t(impl->added.size()));
@@ -343,9 +347,10 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool allow_special
   std::vector<int32_t> ids;
   ids.reserve(text.size() / 3);
   const auto allowed = [&](int32_t index) { return allow_special || !impl_->added[size_t(index)].special; };
-  size_t section = 0;  // start of the text not yet encoded
+  size_t section = 0;       // start of the text not yet encoded
   bool strip_next = false;  // the previous added token strips whitespace on its right
-  for (size_t pos = impl_->matcher.next_start(text, 0); pos < text.size(); pos = impl_->matcher.next_start(text, pos + 1)) {
+  for (size_t pos = impl_->matcher.next_start(text, 0); pos < text.size();
+       pos = impl_->matcher.next_start(text, pos + 1)) {
     const auto [index, length] = impl_->matcher.longest_at(text, pos, allowed);
     if (index < 0) continue;
     const AddedToken& token = impl_->added[size_t(index)];
@@ -391,8 +396,10 @@ int32_t Tokenizer::eos_id() const {
   if (impl_->eos_token) return *token_id(*impl_->eos_token);
   for (const char* fallback : {"<|endoftext|>", "<|end_of_text|>", "</s>"})
     if (const auto id = token_id(fallback)) return *id;
-  PRIMER_FAIL("{}: no end-of-sequence token (no eos_token in tokenizer_config.json, and none of <|endoftext|>, "
-              "<|end_of_text|>, </s>)", impl_->source);
+  PRIMER_FAIL(
+      "{}: no end-of-sequence token (no eos_token in tokenizer_config.json, and none of <|endoftext|>, "
+      "<|end_of_text|>, </s>)",
+      impl_->source);
 }
 
 std::optional<int32_t> Tokenizer::bos_id() const {

@@ -28,12 +28,12 @@ class Tokenizer {
   // as Hugging Face's decoder does). Special tokens are kept; an id outside the vocabulary is an error.
   std::string decode(std::span<const int32_t> ids) const;
 
-  int64_t vocab_size() const;                                // largest id + 1, added tokens included
+  int64_t vocab_size() const;                                     // largest id + 1, added tokens included
   std::optional<int32_t> token_id(std::string_view token) const;  // a vocabulary token (as written in
                                                                   // tokenizer.json, e.g. "Ġthe") or added token
   // tokenizer_config.json's eos_token, else <|endoftext|>, <|end_of_text|> or </s>; errors if none.
   int32_t eos_id() const;
-  std::optional<int32_t> bos_id() const;    // tokenizer_config.json's bos_token, if any (Llama-3; not Qwen3)
+  std::optional<int32_t> bos_id() const;     // tokenizer_config.json's bos_token, if any (Llama-3; not Qwen3)
   const std::string& chat_template() const;  // tokenizer_config.json's chat_template, empty if none
   // Pimpl so that the merge tables and regex machinery stay out of every includer.
   Tokenizer(Tokenizer&&) noexcept;

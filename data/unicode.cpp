@@ -68,8 +68,9 @@ Tables build_tables() {
   for (size_t b = 0; b < t.block_of.size(); ++b) {
     const std::string_view key(reinterpret_cast<const char*>(&flat[b << 8]), 256 * sizeof(uint16_t));
     auto [it, fresh] = seen.emplace(key, uint16_t(t.entries.size() >> 8));
-    if (fresh) t.entries.insert(t.entries.end(), flat.begin() + std::ptrdiff_t(b << 8),
-                                flat.begin() + std::ptrdiff_t((b + 1) << 8));
+    if (fresh)
+      t.entries.insert(t.entries.end(), flat.begin() + std::ptrdiff_t(b << 8),
+                       flat.begin() + std::ptrdiff_t((b + 1) << 8));
     t.block_of[b] = it->second;
   }
   t.properties = {t.block_of.data(), t.entries.data()};
@@ -95,8 +96,8 @@ void decompose(char32_t cp, std::vector<char32_t>& out) {
     return;
   }
   const auto* end = ut::kDecompositions + ut::kDecompositions_size;
-  const auto* it = std::lower_bound(ut::kDecompositions, end, cp,
-                                    [](const ut::Decomposition& d, char32_t c) { return d.cp < c; });
+  const auto* it =
+      std::lower_bound(ut::kDecompositions, end, cp, [](const ut::Decomposition& d, char32_t c) { return d.cp < c; });
   if (it != end && it->cp == cp)
     out.insert(out.end(), ut::kDecompositionData + it->offset, ut::kDecompositionData + it->offset + it->length);
   else
@@ -154,8 +155,10 @@ void normalize_span(std::string_view span, std::vector<char32_t>& buf, std::stri
     buf.resize(kept);
   }
   for (const char32_t c : buf) {
-    if (c >= kRawByte) out.push_back(char(c - kRawByte));
-    else append_utf8(c, out);
+    if (c >= kRawByte)
+      out.push_back(char(c - kRawByte));
+    else
+      append_utf8(c, out);
   }
 }
 
@@ -190,9 +193,12 @@ namespace {
 size_t skip_quick(const unsigned char* s, size_t i, size_t n) {
   while (i < n) {
     uint64_t word;
-    if (i + 8 <= n && (std::memcpy(&word, s + i, 8), (word & 0x8080808080808080ull) == 0)) i += 8;
-    else if (s[i] < 0xcc) ++i;
-    else break;
+    if (i + 8 <= n && (std::memcpy(&word, s + i, 8), (word & 0x8080808080808080ull) == 0))
+      i += 8;
+    else if (s[i] < 0xcc)
+      ++i;
+    else
+      break;
   }
   return i;
 }
@@ -271,8 +277,10 @@ std::string to_valid_utf8(std::string_view bytes) {
   const auto* s = reinterpret_cast<const unsigned char*>(bytes.data());
   for (size_t i = 0; i < bytes.size();) {
     const Unit u = decode(s + i, bytes.size() - i);
-    if (u.valid) out.append(bytes.substr(i, u.length));
-    else out += "\xEF\xBF\xBD";  // U+FFFD
+    if (u.valid)
+      out.append(bytes.substr(i, u.length));
+    else
+      out += "\xEF\xBF\xBD";  // U+FFFD
     i += u.length;
   }
   return out;

@@ -34,9 +34,7 @@ struct Properties {
 };
 const Properties& properties();
 
-inline CharClass char_class(char32_t cp) {
-  return CharClass((properties().get(cp) >> Properties::kClassShift) & 3);
-}
+inline CharClass char_class(char32_t cp) { return CharClass((properties().get(cp) >> Properties::kClassShift) & 3); }
 inline bool needs_nfc_check(char32_t cp) { return properties().get(cp) & Properties::kNfcCheck; }
 
 const char* version();

@@ -24,11 +24,11 @@ struct Composition {
 };
 
 extern const char* const kUnicodeVersion;
-extern const CodeRange kLetters[];   // \p{L}
+extern const CodeRange kLetters[];  // \p{L}
 extern const size_t kLetters_size;
-extern const CodeRange kNumbers[];   // \p{N}
+extern const CodeRange kNumbers[];  // \p{N}
 extern const size_t kNumbers_size;
-extern const CodeRange kSpaces[];    // \s as JavaScript defines it (White_Space less U+0085, plus U+FEFF)
+extern const CodeRange kSpaces[];  // \s as JavaScript defines it (White_Space less U+0085, plus U+FEFF)
 extern const size_t kSpaces_size;
 extern const CombiningRank kCombiningRanks[];  // sorted by code point
 extern const size_t kCombiningRanks_size;

@@ -37,8 +37,8 @@ AttentionMixer::AttentionMixer(const ModelConfig& c, const std::string& prefix, 
   }
 }
 
-ag::Var AttentionMixer::project_heads(const ag::Var& x, const std::string& proj, const std::string& norm,
-                                      int64_t heads, const MixerContext& ctx, bool rotate) {
+ag::Var AttentionMixer::project_heads(const ag::Var& x, const std::string& proj, const std::string& norm, int64_t heads,
+                                      const MixerContext& ctx, bool rotate) {
   const int64_t B = x->value.size(0), T = x->value.size(1);
   ag::Var h = ag::reshape(ag::linear(x, params_.get(prefix_ + proj).var), {B, T, heads, config_.head_dim});
   if (!rotate) return h;

@@ -11,9 +11,10 @@ const MixerSpec& attention_spec() {
       .module = "self_attn",
       .is_ssm = false,
       .summary = "causal softmax attention (GQA, QK-norm, RoPE; the model's sliding_window)",
-      .make = [](const ModelConfig& c, const std::string& prefix, ParameterRegistry& params) {
-        return std::unique_ptr<SequenceMixer>(new AttentionMixer(c, prefix, params, c.sliding_window));
-      },
+      .make =
+          [](const ModelConfig& c, const std::string& prefix, ParameterRegistry& params) {
+            return std::unique_ptr<SequenceMixer>(new AttentionMixer(c, prefix, params, c.sliding_window));
+          },
   };
   return spec;
 }
@@ -29,14 +30,16 @@ const MixerSpec& sliding_window_spec() {
       .recipe_section = "swa",
       .fields = {field(&ModelConfig::swa, "window_size", &SwaConfig::window_size,
                        "Sliding window of SWA layers (required when the pattern has SWA)", 1)},
-      .validate = [](const ModelConfig& c, const std::string& source) {
-        PRIMER_CHECK(c.swa.window_size > 0,
-                     "{}: the hybrid pattern has SWA layers but swa_config.window_size is {}, expected > 0", source,
-                     c.swa.window_size);
-      },
-      .make = [](const ModelConfig& c, const std::string& prefix, ParameterRegistry& params) {
-        return std::unique_ptr<SequenceMixer>(new AttentionMixer(c, prefix, params, c.swa.window_size));
-      },
+      .validate =
+          [](const ModelConfig& c, const std::string& source) {
+            PRIMER_CHECK(c.swa.window_size > 0,
+                         "{}: the hybrid pattern has SWA layers but swa_config.window_size is {}, expected > 0", source,
+                         c.swa.window_size);
+          },
+      .make =
+          [](const ModelConfig& c, const std::string& prefix, ParameterRegistry& params) {
+            return std::unique_ptr<SequenceMixer>(new AttentionMixer(c, prefix, params, c.swa.window_size));
+          },
   };
   return spec;
 }

@@ -78,9 +78,8 @@ ag::Var DecoderLM::in_head_unit(const ag::Var& x, const std::function<ag::Var(co
 }
 
 ag::Var DecoderLM::final_norm(const ag::Var& h) {
-  return in_head_unit(h, [this](const ag::Var& x) {
-    return ag::rmsnorm(x, weight("model.norm.weight"), config_.rms_norm_eps);
-  });
+  return in_head_unit(
+      h, [this](const ag::Var& x) { return ag::rmsnorm(x, weight("model.norm.weight"), config_.rms_norm_eps); });
 }
 
 std::string DecoderLM::head_name() const {
@@ -124,12 +123,11 @@ ag::Var DecoderLM::stream(const Tensor& ids, const MixerContext& ctx, bool teach
     SequenceMixer* mixer = teacher && teachers_[i] ? teachers_[i].get() : mixers_[i].get();
     h = ag::run_unit(options_.hooks, 1 + i, h, [&](const ag::Var& x) {
       if (!options_.recompute) return block(i, x, ctx, *mixer);
-      return ag::checkpoint(
-          "block " + std::to_string(i),
-          [this, i, ctx, mixer](const std::vector<ag::Var>& in) {
-            return std::vector<ag::Var>{block(i, in[0], ctx, *mixer)};
-          },
-          {x})[0];
+      return ag::checkpoint("block " + std::to_string(i),
+                            [this, i, ctx, mixer](const std::vector<ag::Var>& in) {
+                              return std::vector<ag::Var>{block(i, in[0], ctx, *mixer)};
+                            },
+                            {x})[0];
     });
     if (layer_outputs) layer_outputs->push_back(h);
   }
@@ -158,9 +156,12 @@ Tensor DecoderLM::decode(const Tensor& ids, DecodeState& state) {
   }
   state.tokens += T;
   const ag::Var last = final_norm(ag::constant(h->value.slice(1, T - 1, T).contiguous()));
-  return in_head_unit(last, [&](const ag::Var& x) {
-           return ag::constant(ops::linear(x->value.reshape({B, config_.hidden_size}), weight(head_name())->value));
-         })->value.to(DType::F32);
+  return in_head_unit(
+             last,
+             [&](const ag::Var& x) {
+               return ag::constant(ops::linear(x->value.reshape({B, config_.hidden_size}), weight(head_name())->value));
+             })
+      ->value.to(DType::F32);
 }
 
 DecoderLM::TeacherTargets DecoderLM::teacher_targets(const Tensor& ids, const DistillOptions& opt,
@@ -195,8 +196,7 @@ ag::Var DecoderLM::distill_loss(const Tensor& ids, const TeacherTargets& targets
     }
     add(ag::scale(sum, 1.0 / double(student_layers.size())));
   }
-  if (opt.pre_lm_head)
-    add(ag::mse_loss(final_norm(h), targets.final_hidden));
+  if (opt.pre_lm_head) add(ag::mse_loss(final_norm(h), targets.final_hidden));
   return loss;
 }
 
@@ -210,9 +210,12 @@ ag::Var DecoderLM::loss(const Tensor& ids, const Tensor& targets, double grad_sc
 Tensor DecoderLM::logits(const Tensor& ids, const Tensor& positions) {
   ag::NoGrad no_grad;
   const ag::Var h = hidden_states(ids, positions);
-  return in_head_unit(h, [&](const ag::Var& x) {
-           return ag::constant(ops::linear(x->value.to(DType::F32), weight(head_name())->value.to(DType::F32)));
-         })->value;
+  return in_head_unit(
+             h,
+             [&](const ag::Var& x) {
+               return ag::constant(ops::linear(x->value.to(DType::F32), weight(head_name())->value.to(DType::F32)));
+             })
+      ->value;
 }
 
 double DecoderLM::flops_per_token(int64_t seq_len) const {

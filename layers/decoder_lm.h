@@ -79,7 +79,7 @@ class DecoderLM {
   double flops_per_token(int64_t seq_len) const;
   const ModelConfig& config() const { return config_; }
   SequenceMixer& mixer(size_t layer) { return *mixers_.at(layer); }  // the student's
-  std::string head_name() const;  // "lm_head.weight" or the tied embedding
+  std::string head_name() const;                                     // "lm_head.weight" or the tied embedding
 
  private:
   // One decoder block; with state_out (decoding), its mixer runs from state_in and leaves its state there.

@@ -13,15 +13,22 @@ namespace primer::layers {
 namespace {
 
 constexpr const char* kConvs[] = {"q_conv1d", "k_conv1d", "v_conv1d"};
-constexpr double kQkNormEps = 1e-6;  // fla's in-kernel L2 norm: x / sqrt(Σx² + 1e-6)
+constexpr double kQkNormEps = 1e-6;    // fla's in-kernel L2 norm: x / sqrt(Σx² + 1e-6)
 constexpr double kKaczmarzEps = 1e-6;  // β = η/(‖k‖² + ε): the paper's ε
-constexpr int64_t kChunk = 64;       // the chunk length of the gated delta rule kernels (for the FLOP count)
+constexpr int64_t kChunk = 64;         // the chunk length of the gated delta rule kernels (for the FLOP count)
 
 }  // namespace
 
 GdnMixer::GdnMixer(const ModelConfig& c, const std::string& prefix, ParameterRegistry& params, DeltaStep step)
-    : config_(c), step_(step), gdn_(step == DeltaStep::Kaczmarz ? c.kzla : c.gdn), prefix_(prefix), params_(params), q_heads_(c.num_attention_heads),
-      kv_heads_(c.num_key_value_heads), heads_(std::max(q_heads_, kv_heads_)), head_dim_(c.head_dim) {
+    : config_(c),
+      step_(step),
+      gdn_(step == DeltaStep::Kaczmarz ? c.kzla : c.gdn),
+      prefix_(prefix),
+      params_(params),
+      q_heads_(c.num_attention_heads),
+      kv_heads_(c.num_key_value_heads),
+      heads_(std::max(q_heads_, kv_heads_)),
+      head_dim_(c.head_dim) {
   PRIMER_CHECK(heads_ % q_heads_ == 0 && heads_ % kv_heads_ == 0,
                "{}: num_attention_heads {} and num_key_value_heads {} must divide the larger of the two", prefix,
                q_heads_, kv_heads_);
@@ -66,10 +73,10 @@ ag::Var GdnMixer::forward(const ag::Var& input, const MixerContext& ctx, const M
   const ag::Var x = carry.to_rows(input);
   const int64_t H = carry.local_heads(heads_), D = head_dim_;  // the heads the core runs
 
-  const ExpandedHeads heads = expand_qkv(
-      branch(x, "q", q_heads_, 0, carry), branch(x, "k", kv_heads_, 1, carry),
-      branch(x, "v", kv_heads_, 2, carry), H, kQkNormEps, k_expansion_ ? &*k_expansion_ : nullptr,
-      v_expansion_ ? &*v_expansion_ : nullptr, step_ == DeltaStep::Gated);
+  const ExpandedHeads heads =
+      expand_qkv(branch(x, "q", q_heads_, 0, carry), branch(x, "k", kv_heads_, 1, carry),
+                 branch(x, "v", kv_heads_, 2, carry), H, kQkNormEps, k_expansion_ ? &*k_expansion_ : nullptr,
+                 v_expansion_ ? &*v_expansion_ : nullptr, step_ == DeltaStep::Gated);
   const ag::Var &q = heads.q, &k = heads.k, &v = heads.v;
 
   // The gates in A_log's dtype (f32; f64 in references), as the op takes them.
@@ -96,9 +103,11 @@ ag::Var GdnMixer::forward(const ag::Var& input, const MixerContext& ctx, const M
     ChunkSummary summary;
     from_zero = core(v, nullptr, &summary.final_from_zero);
     const Tensor& e = summary.final_from_zero->value;
-    const Tensor zero_values = Tensor::zeros({k->value.size(0), k->value.size(1), H, D}, v->value.dtype(), v->value.device());
-    through_transition = core(ag::constant(zero_values),
-                              ag::constant(identity_states(e.size(0), H, D, e.dtype(), e.device())), &summary.transition);
+    const Tensor zero_values =
+        Tensor::zeros({k->value.size(0), k->value.size(1), H, D}, v->value.dtype(), v->value.device());
+    through_transition =
+        core(ag::constant(zero_values), ag::constant(identity_states(e.size(0), H, D, e.dtype(), e.device())),
+             &summary.transition);
     return summary;
   });
   const ag::Var o = carry.from_heads(from_zero ? ag::add(from_zero, state_readout(through_transition, s0))

@@ -40,9 +40,8 @@ const MixerSpec& gdn_spec() {
       .fields = delta_rule_fields(&ModelConfig::gdn),
       .read_json_extra = read_heads,
       .write_json_extra = write_heads,
-      .make = [](const ModelConfig& c, const std::string& prefix, ParameterRegistry& params) {
-        return std::unique_ptr<SequenceMixer>(new GdnMixer(c, prefix, params));
-      },
+      .make = [](const ModelConfig& c, const std::string& prefix,
+                 ParameterRegistry& params) { return std::unique_ptr<SequenceMixer>(new GdnMixer(c, prefix, params)); },
   };
   return spec;
 }
@@ -59,9 +58,10 @@ const MixerSpec& kzla_spec() {
       .fields = delta_rule_fields(&ModelConfig::kzla),
       .read_json_extra = read_heads,
       .write_json_extra = write_heads,
-      .make = [](const ModelConfig& c, const std::string& prefix, ParameterRegistry& params) {
-        return std::unique_ptr<SequenceMixer>(new GdnMixer(c, prefix, params, DeltaStep::Kaczmarz));
-      },
+      .make =
+          [](const ModelConfig& c, const std::string& prefix, ParameterRegistry& params) {
+            return std::unique_ptr<SequenceMixer>(new GdnMixer(c, prefix, params, DeltaStep::Kaczmarz));
+          },
   };
   return spec;
 }

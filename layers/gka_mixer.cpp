@@ -20,8 +20,14 @@ constexpr int64_t kChunk = 64;       // the chunk length of the solve and readou
 }  // namespace
 
 GkaMixer::GkaMixer(const ModelConfig& c, const std::string& prefix, ParameterRegistry& params)
-    : config_(c), gka_(c.gka), prefix_(prefix), params_(params), q_heads_(c.num_attention_heads),
-      kv_heads_(c.num_key_value_heads), heads_(std::max(q_heads_, kv_heads_)), head_dim_(c.head_dim) {
+    : config_(c),
+      gka_(c.gka),
+      prefix_(prefix),
+      params_(params),
+      q_heads_(c.num_attention_heads),
+      kv_heads_(c.num_key_value_heads),
+      heads_(std::max(q_heads_, kv_heads_)),
+      head_dim_(c.head_dim) {
   PRIMER_CHECK(heads_ % q_heads_ == 0 && heads_ % kv_heads_ == 0,
                "{}: num_attention_heads {} and num_key_value_heads {} must divide the larger of the two", prefix,
                q_heads_, kv_heads_);
@@ -81,9 +87,8 @@ ag::Var GkaMixer::forward(const ag::Var& input, const MixerContext& ctx, const M
   const int64_t H = carry.local_heads(heads_), D = head_dim_;  // the heads the core runs
 
   const ExpandedHeads heads = expand_qkv(
-      branch(x, "q", q_heads_, 0, carry), branch(x, "k", kv_heads_, 1, carry),
-      branch(x, "v", kv_heads_, 2, carry), H, kL2Eps, k_expansion_ ? &*k_expansion_ : nullptr,
-      v_expansion_ ? &*v_expansion_ : nullptr);
+      branch(x, "q", q_heads_, 0, carry), branch(x, "k", kv_heads_, 1, carry), branch(x, "v", kv_heads_, 2, carry), H,
+      kL2Eps, k_expansion_ ? &*k_expansion_ : nullptr, v_expansion_ ? &*v_expansion_ : nullptr);
   const ag::Var& q = heads.q;
   ag::Var k = heads.k, v = heads.v;
   if (gka_.use_beta_gate) {
@@ -111,15 +116,15 @@ ag::Var GkaMixer::forward(const ag::Var& input, const MixerContext& ctx, const M
   // S of k vᵀ under g), summarised through the GLA kernels; the solve, nonlinear in H, then runs once from the true
   // H (where the reference recomputes the whole chunk after a zero-state pass).
   const ag::Var h0 = carry.recurrent_in(0, [&] {
-    return scalar_decay_summary(k, k, gk ? gk : ag::constant(Tensor::zeros(g->value.shape(), g->value.dtype(), g->value.device())));
+    return scalar_decay_summary(
+        k, k, gk ? gk : ag::constant(Tensor::zeros(g->value.shape(), g->value.dtype(), g->value.device())));
   });
   const ag::Var s0 = carry.recurrent_in(1, [&] { return scalar_decay_summary(k, v, g); });
   const ag::Var xhat = ag::chebyshev_solve(q, k, gk, solve, h0, carry.recurrent_out(0));
   // q̃ = q + α (x̂ − q): a convex mix of the query and the regression's answer.
-  const ag::Var qt =
-      gka_.use_alpha_connection
-          ? ag::add(q, ag::mul(carry.to_heads(head_gate(x, "alpha")), ag::add(xhat, ag::scale(q, -1.0))))
-          : xhat;
+  const ag::Var qt = gka_.use_alpha_connection
+                         ? ag::add(q, ag::mul(carry.to_heads(head_gate(x, "alpha")), ag::add(xhat, ag::scale(q, -1.0))))
+                         : xhat;
   const double scale = gka_.gla_rescale ? 1.0 / std::sqrt(double(D)) : 1.0;
   const ag::Var o = carry.from_heads(ag::gla(qt, k, v, g, scale, s0, carry.recurrent_out(1)));
 

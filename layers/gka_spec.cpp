@@ -31,7 +31,8 @@ const MixerSpec& gka_spec() {
               field(gka, "norm_eps", &C::norm_eps, "Epsilon of the output RMSNorm"),
               field(gka, "use_forgetting_gate_kk", &C::use_forgetting_gate_kk,
                     "Decay the key covariance H with the same gate"),
-              field(gka, "use_beta_gate", &C::use_beta_gate, "Scale k and v by σ(b_proj x) + 1e-6 (the Priming paper's β)"),
+              field(gka, "use_beta_gate", &C::use_beta_gate,
+                    "Scale k and v by σ(b_proj x) + 1e-6 (the Priming paper's β)"),
               field(gka, "chunk_size", &C::chunk_size, "Chunk length of the chunked kernels"),
               field(gka, "kv_proj_rank", &C::kv_proj_rank,
                     "Adaptive GQA rank of the K/V expansion; unset: plain GQA repetition", 1),
@@ -42,8 +43,8 @@ const MixerSpec& gka_spec() {
           [](const json::Node& block, ModelConfig& c) {
             check_mixer_heads(block, c);
             if (const auto solver = block.find("solver_type"); solver && solver->as_string() != "chebyshev")
-              solver->fail(fmt::format("is '{}', expected chebyshev (the only solver of the reference)",
-                                       solver->as_string()));
+              solver->fail(
+                  fmt::format("is '{}', expected chebyshev (the only solver of the reference)", solver->as_string()));
           },
       .write_json_extra =
           [](const ModelConfig& c, json::Value& block) {
@@ -51,9 +52,8 @@ const MixerSpec& gka_spec() {
             block["solver_type"] = "chebyshev";
             block["conv_bias"] = false;
           },
-      .make = [](const ModelConfig& c, const std::string& prefix, ParameterRegistry& params) {
-        return std::unique_ptr<SequenceMixer>(new GkaMixer(c, prefix, params));
-      },
+      .make = [](const ModelConfig& c, const std::string& prefix,
+                 ParameterRegistry& params) { return std::unique_ptr<SequenceMixer>(new GkaMixer(c, prefix, params)); },
   };
   return spec;
 }

@@ -36,8 +36,9 @@ std::vector<std::string> load_shared(const std::string& dir, ParameterRegistry& 
   std::vector<std::string> unused;
   for (const std::string& n : ckpt.names())
     if (!used.count(n)) unused.push_back(n);
-  if (!unused.empty()) fmt::print(stderr, "primer: {} tensors of '{}' are not used by the model: {}\n", unused.size(), dir,
-                                  fmt::join(unused, ", "));
+  if (!unused.empty())
+    fmt::print(stderr, "primer: {} tensors of '{}' are not used by the model: {}\n", unused.size(), dir,
+               fmt::join(unused, ", "));
   params.sync_compute_copies();
   return missing;
 }

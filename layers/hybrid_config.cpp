@@ -25,8 +25,10 @@ std::vector<std::string> split_tokens(const std::string& pattern, const std::str
   while (true) {
     const size_t dash = pattern.find('-', start);
     std::string token = pattern.substr(start, dash == std::string::npos ? std::string::npos : dash - start);
-    PRIMER_CHECK(!token.empty(), "{}: hybrid pattern '{}' has an empty token at character {} (tokens are separated by "
-                 "single '-')", source, pattern, start);
+    PRIMER_CHECK(!token.empty(),
+                 "{}: hybrid pattern '{}' has an empty token at character {} (tokens are separated by "
+                 "single '-')",
+                 source, pattern, start);
     tokens.push_back(std::move(token));
     if (dash == std::string::npos) break;
     start = dash + 1;
@@ -57,7 +59,9 @@ std::vector<MixerKind> parse_hybrid_pattern(const std::string& pattern, const st
   return layers;
 }
 
-std::string format_hybrid_pattern(const std::vector<MixerKind>& layers) { return format_hybrid_pattern({layers, false}); }
+std::string format_hybrid_pattern(const std::vector<MixerKind>& layers) {
+  return format_hybrid_pattern({layers, false});
+}
 
 HybridPattern parse_any_hybrid_pattern(const std::string& pattern, const std::string& source) {
   const std::vector<std::string> tokens = split_tokens(pattern, source);
@@ -68,7 +72,8 @@ HybridPattern parse_any_hybrid_pattern(const std::string& pattern, const std::st
     const std::optional<MixerKind> fused = parse_fused_token(token, where);
     PRIMER_CHECK(fused.has_value() == out.fused,
                  "{}: token '{}' mixes fused and plain tokens in '{}' (a Stage 0/1 pattern uses only '*DA' and 'X*' "
-                 "tokens, a standard one only {})", where, token, pattern, mixer_tokens());
+                 "tokens, a standard one only {})",
+                 where, token, pattern, mixer_tokens());
     out.layers.push_back(fused ? *fused : parse_mixer_token(token, where));
   }
   return out;

@@ -12,11 +12,11 @@ namespace primer {
 // One layer's mixer, from the pattern token that names it. Fused Stage-0/1 tokens ("*DA", "GKA*", ...) are
 // parsed by the Priming stages, not here.
 enum class MixerKind {
-  Attention,      // "*"   causal softmax attention (GQA, QK-norm, RoPE)
-  SlidingWindow,  // "SWA" sliding-window attention (window from SwaConfig)
-  Mamba2,         // "M2"
-  GatedDeltaNet,  // "GDN"
-  GatedKalmaNet,  // "GKA"
+  Attention,                // "*"   causal softmax attention (GQA, QK-norm, RoPE)
+  SlidingWindow,            // "SWA" sliding-window attention (window from SwaConfig)
+  Mamba2,                   // "M2"
+  GatedDeltaNet,            // "GDN"
+  GatedKalmaNet,            // "GKA"
   KaczmarzLinearAttention,  // "KZLA" Gated DeltaNet with the Kaczmarz step β = η/(‖k‖² + ε) on raw keys
   KalmanLinearAttention,    // "KLA"  per-element Kalman filters in information form (CPU only so far)
 };
@@ -83,7 +83,7 @@ struct KlaConfig {
   bool use_gate = true;        // output gate silu(g_proj x) after the output RMSNorm
   bool use_short_conv = true;  // short convolutions (and SiLU) on q, k, v
   int64_t conv_size = 4;
-  double min_precision = 1e-4;  // Λᵛ = softplus(lv_proj x) + min_precision
+  double min_precision = 1e-4;       // Λᵛ = softplus(lv_proj x) + min_precision
   double process_noise_init = 0.01;  // p (the OU diffusion σ) at init: p̄ = p²(1 − ā²)/(2a)
   double norm_eps = 1e-5;
   bool operator==(const KlaConfig&) const = default;

@@ -13,8 +13,7 @@ struct HybridFamily {
   const char* base;
   const char* architecture;
 };
-constexpr HybridFamily kHybridFamilies[] = {{"qwen3", "HybridQwen3ForCausalLM"},
-                                            {"llama", "HybridLlamaForCausalLM"}};
+constexpr HybridFamily kHybridFamilies[] = {{"qwen3", "HybridQwen3ForCausalLM"}, {"llama", "HybridLlamaForCausalLM"}};
 constexpr std::string_view kHybridPrefix = "hybrid_";
 
 const HybridFamily* find_hybrid(const std::string& base) {
@@ -44,8 +43,10 @@ json::Value field_json(const MixerOption& value) {
   return std::visit(
       [](const auto& v) -> json::Value {
         using T = std::remove_cvref_t<decltype(v)>;
-        if constexpr (std::is_same_v<T, std::optional<int64_t>>) return v ? json::Value(*v) : json::Value();
-        else return json::Value(v);
+        if constexpr (std::is_same_v<T, std::optional<int64_t>>)
+          return v ? json::Value(*v) : json::Value();
+        else
+          return json::Value(v);
       },
       value);
 }
@@ -62,8 +63,7 @@ std::string hybrid_base_model_type(const std::string& model_type) {
 }
 
 std::string hybrid_model_type(const std::string& base) {
-  PRIMER_CHECK(find_hybrid(base), "hybrid models of model_type '{}' are not supported (expected qwen3 or llama)",
-               base);
+  PRIMER_CHECK(find_hybrid(base), "hybrid models of model_type '{}' are not supported (expected qwen3 or llama)", base);
   return std::string(kHybridPrefix) + base;
 }
 
@@ -78,8 +78,8 @@ void parse_hybrid_fields(const json::Node& root, ModelConfig& c) {
   const HybridPattern pattern =
       parse_any_hybrid_pattern(pattern_node.as_string(), root.source() + ": hybrid_override_pattern");
   if (int64_t(pattern.layers.size()) != c.num_hidden_layers)
-    pattern_node.fail(fmt::format("has {} layers, expected num_hidden_layers = {}", pattern.layers.size(),
-                                  c.num_hidden_layers));
+    pattern_node.fail(
+        fmt::format("has {} layers, expected num_hidden_layers = {}", pattern.layers.size(), c.num_hidden_layers));
   c.layer_types = pattern.layers;
   c.fused = pattern.fused;
 

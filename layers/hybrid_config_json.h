@@ -9,8 +9,8 @@ namespace primer {
 
 // "hybrid_qwen3" → "qwen3" (the decoder family); empty when `model_type` is not a hybrid one.
 std::string hybrid_base_model_type(const std::string& model_type);
-std::string hybrid_model_type(const std::string& base_model_type);     // "qwen3" → "hybrid_qwen3"
-std::string hybrid_architecture(const std::string& base_model_type);   // "qwen3" → "HybridQwen3ForCausalLM"
+std::string hybrid_model_type(const std::string& base_model_type);    // "qwen3" → "hybrid_qwen3"
+std::string hybrid_architecture(const std::string& base_model_type);  // "qwen3" → "HybridQwen3ForCausalLM"
 
 // Reads hybrid_override_pattern (plain or fused) and the options blocks of the kinds the pattern uses into `c`
 // (whose base fields are already parsed). Head counts in a block must match the model's.

@@ -23,8 +23,14 @@ ag::Var constant_like(double value, const ag::Var& like) {
 }  // namespace
 
 KlaMixer::KlaMixer(const ModelConfig& c, const std::string& prefix, ParameterRegistry& params)
-    : config_(c), kla_(c.kla), prefix_(prefix), params_(params), q_heads_(c.num_attention_heads),
-      kv_heads_(c.num_key_value_heads), heads_(std::max(q_heads_, kv_heads_)), head_dim_(c.head_dim) {
+    : config_(c),
+      kla_(c.kla),
+      prefix_(prefix),
+      params_(params),
+      q_heads_(c.num_attention_heads),
+      kv_heads_(c.num_key_value_heads),
+      heads_(std::max(q_heads_, kv_heads_)),
+      head_dim_(c.head_dim) {
   PRIMER_CHECK(heads_ % q_heads_ == 0 && heads_ % kv_heads_ == 0,
                "{}: num_attention_heads {} and num_key_value_heads {} must divide the larger of the two", prefix,
                q_heads_, kv_heads_);
@@ -62,9 +68,8 @@ ag::Var KlaMixer::forward(const ag::Var& x, const MixerContext& ctx, const Mixer
   const int64_t B = x->value.size(0), T = x->value.size(1), H = heads_, D = head_dim_;
   // The filter's precision scan is a Möbius map, not affine in the state: no P2P (the decoder runs KLA by USP).
   const StateCarry carry(ctx, state_in, state_out, kla_.use_short_conv ? 3 : 0, 2, prefix_);
-  const ExpandedHeads heads =
-      expand_qkv(branch(x, "q", q_heads_, 0, carry), branch(x, "k", kv_heads_, 1, carry),
-                 branch(x, "v", kv_heads_, 2, carry), H, kQkNormEps, nullptr, nullptr);
+  const ExpandedHeads heads = expand_qkv(branch(x, "q", q_heads_, 0, carry), branch(x, "k", kv_heads_, 1, carry),
+                                         branch(x, "v", kv_heads_, 2, carry), H, kQkNormEps, nullptr, nullptr);
 
   // The filter computes in the dynamics' dtype (f32; f64 in references): precisions span decades.
   const ag::Var lambda_log = weight("lambda_log");
@@ -81,13 +86,14 @@ ag::Var KlaMixer::forward(const ag::Var& x, const MixerContext& ctx, const Mixer
       ag::add(constant_like(1.0, lambda_log), ag::scale(ag::unary(ops::Unary::Square, a_bar), -1.0));
   // p²/(2a) = exp(2·process_noise_log − lambda_log)/2.
   const ag::Var p2_over_2a = ag::scale(
-      ag::unary(ops::Unary::Exp, ag::add(ag::scale(weight("process_noise_log"), 2.0), ag::scale(lambda_log, -1.0))), 0.5);
+      ag::unary(ops::Unary::Exp, ag::add(ag::scale(weight("process_noise_log"), 2.0), ag::scale(lambda_log, -1.0))),
+      0.5);
   const ag::Var p_bar = ag::mul(p2_over_2a, one_minus_a2);
 
-  const ag::KalmanScanResult y = ag::kalman_scan(
-      ag::cast(heads.q, dt), ag::cast(heads.k, dt), ag::cast(heads.v, dt), precision, a_bar, p_bar,
-      carry.recurrent_in(0, nullptr), carry.recurrent_in(1, nullptr), false, carry.recurrent_out(0),
-      carry.recurrent_out(1));
+  const ag::KalmanScanResult y =
+      ag::kalman_scan(ag::cast(heads.q, dt), ag::cast(heads.k, dt), ag::cast(heads.v, dt), precision, a_bar, p_bar,
+                      carry.recurrent_in(0, nullptr), carry.recurrent_in(1, nullptr), false, carry.recurrent_out(0),
+                      carry.recurrent_out(1));
 
   const ag::Var g_proj = kla_.use_gate ? weight("g_proj.weight") : nullptr;
   return norm_gate_project(ag::cast(y.y, x->value.dtype()), x, weight("o_norm.weight"), g_proj ? &g_proj : nullptr,

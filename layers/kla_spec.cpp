@@ -26,9 +26,8 @@ const MixerSpec& kla_spec() {
           },
       .read_json_extra = [](const json::Node& block, ModelConfig& c) { check_mixer_heads(block, c); },
       .write_json_extra = [](const ModelConfig& c, json::Value& block) { write_mixer_heads(c, block); },
-      .make = [](const ModelConfig& c, const std::string& prefix, ParameterRegistry& params) {
-        return std::unique_ptr<SequenceMixer>(new KlaMixer(c, prefix, params));
-      },
+      .make = [](const ModelConfig& c, const std::string& prefix,
+                 ParameterRegistry& params) { return std::unique_ptr<SequenceMixer>(new KlaMixer(c, prefix, params)); },
   };
   return spec;
 }

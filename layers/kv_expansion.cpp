@@ -32,7 +32,7 @@ ag::Var KvExpansion::forward(const ag::Var& x) {
   const ag::Var low_rank = ag::reshape(ag::linear(hidden, params_.get(b_name_).var), {B, T, heads_, head_dim_});
   if (rep_name_.empty()) return ag::add(low_rank, expand_heads(x, heads_ / kv_heads_));
   // R · X over the head axis: heads last, a linear map [Hk] → [H], heads back in place.
-  const ag::Var heads_last = ag::transpose(x, 2, 3);  // [B, T, D, Hk]
+  const ag::Var heads_last = ag::transpose(x, 2, 3);                         // [B, T, D, Hk]
   const ag::Var mixed = ag::linear(heads_last, params_.get(rep_name_).var);  // [B, T, D, H]
   return ag::add(low_rank, ag::transpose(mixed, 2, 3));
 }

@@ -63,16 +63,15 @@ ag::Var Mamba2Mixer::forward(const ag::Var& input, const MixerContext& ctx, cons
 
   // Token-local work on this rank's tokens: the projections, B/C norms and RoPE at the tokens' global positions.
   // Under A2A the per-head features then move to this rank's heads over the whole sequence (T tokens, H heads).
-  const std::vector<ag::Var> zxbcdt = ag::split(ag::linear(u, weight(".in_proj.weight")), 2,
-                                                {d_inner_, d_xb_, d_xb_, d_inner_, heads_});
+  const std::vector<ag::Var> zxbcdt =
+      ag::split(ag::linear(u, weight(".in_proj.weight")), 2, {d_inner_, d_xb_, d_xb_, d_inner_, heads_});
   const ag::Var xs = carry.to_heads(ag::reshape(zxbcdt[1], {B, T_local, kv_heads_, Dh}));
   const ag::Var bs =
       carry.to_heads(key_or_query(zxbcdt[2], ".B_norm.weight", kv_heads_, carry.positions(), ctx.inv_freq));
   const ag::Var cs = carry.to_heads(key_or_query(zxbcdt[3], ".C_norm.weight", heads_, carry.positions(), ctx.inv_freq));
   const int64_t T = xs->value.size(1), H = carry.local_heads(heads_), Hkv = carry.local_heads(kv_heads_);
-  const ag::Var xbc_in = ag::concat({ag::reshape(xs, {B, T, Hkv * Dh}), ag::reshape(bs, {B, T, Hkv * Dh}),
-                                     ag::reshape(cs, {B, T, H * Dh})},
-                                    2);
+  const ag::Var xbc_in = ag::concat(
+      {ag::reshape(xs, {B, T, Hkv * Dh}), ag::reshape(bs, {B, T, Hkv * Dh}), ag::reshape(cs, {B, T, H * Dh})}, 2);
   // One conv over x | B | C: this rank's rows of each segment.
   const std::vector<int64_t> segments = {d_xb_, d_xb_, d_inner_};
   const ag::Var xbc = short_conv(xbc_in, carry.own_heads(weight(".conv1d.weight"), 0, segments),

@@ -47,9 +47,10 @@ const MixerSpec& mamba2_spec() {
             ssm["ngroups"] = c.num_attention_heads;
             ssm["d_state"] = c.head_dim;
           },
-      .make = [](const ModelConfig& c, const std::string& prefix, ParameterRegistry& params) {
-        return std::unique_ptr<SequenceMixer>(new Mamba2Mixer(c, prefix, params));
-      },
+      .make =
+          [](const ModelConfig& c, const std::string& prefix, ParameterRegistry& params) {
+            return std::unique_ptr<SequenceMixer>(new Mamba2Mixer(c, prefix, params));
+          },
   };
   return spec;
 }

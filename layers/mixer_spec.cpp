@@ -32,8 +32,10 @@ bool lacks_default(const MixerField& field) {
 
 void expect_block_value(const json::Node& block, const char* key, int64_t expected) {
   if (const auto v = block.find(key); v && v->as_int() != expected)
-    v->fail(fmt::format("is {}, but the model has {} (mixer shapes different from the attention's are not "
-                        "supported)", v->as_int(), expected));
+    v->fail(
+        fmt::format("is {}, but the model has {} (mixer shapes different from the attention's are not "
+                    "supported)",
+                    v->as_int(), expected));
 }
 
 void check_mixer_heads(const json::Node& block, const ModelConfig& c) {

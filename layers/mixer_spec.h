@@ -43,9 +43,9 @@ MixerField field(C ModelConfig::*block, const char* key, T C::*member, const cha
 
 struct MixerSpec {
   MixerKind kind;
-  const char* token;   // hybrid pattern token: "GDN"
-  const char* module;  // parameter module: model.layers.<i>.<module>
-  bool is_ssm;         // a recurrent state-space / linear-attention mixer (not softmax attention)
+  const char* token;    // hybrid pattern token: "GDN"
+  const char* module;   // parameter module: model.layers.<i>.<module>
+  bool is_ssm;          // a recurrent state-space / linear-attention mixer (not softmax attention)
   const char* summary;  // one line for help texts
   // config.json options block ("gdn_config") and Stage-0 recipe section ("gdn"); null: the mixer has no options.
   const char* json_block = nullptr;

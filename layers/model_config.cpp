@@ -77,8 +77,10 @@ ModelConfig from_hf_json(const json::Value& config, const std::string& source) {
   const std::string hybrid_base = hybrid_base_model_type(c.model_type);
   if (!hybrid_base.empty()) c.model_type = hybrid_base;
   if (!find_family(c.model_type) || (!hybrid_base.empty() && c.model_type == "mistral"))
-    model_type.fail(fmt::format("unsupported model_type '{}' (expected qwen3, llama, mistral, hybrid_qwen3 or "
-                                "hybrid_llama)", model_type.as_string()));
+    model_type.fail(
+        fmt::format("unsupported model_type '{}' (expected qwen3, llama, mistral, hybrid_qwen3 or "
+                    "hybrid_llama)",
+                    model_type.as_string()));
   if (const auto act = root.find("hidden_act"); act && act->as_string() != "silu")
     act->fail(fmt::format("unsupported activation '{}' (the MLP is SwiGLU: expected silu)", act->as_string()));
   if (root.bool_or("mlp_bias", false)) root.at("mlp_bias").fail("MLP biases are not supported (expected false)");
@@ -183,7 +185,8 @@ void ModelConfig::validate(const std::string& source) const {
                  s.original_max_position_embeddings);
   }
   auto check_token = [&](const char* key, int64_t id) {
-    PRIMER_CHECK(id >= 0 && id < vocab_size, "{}: {} {} is outside the vocabulary [0, {})", source, key, id, vocab_size);
+    PRIMER_CHECK(id >= 0 && id < vocab_size, "{}: {} {} is outside the vocabulary [0, {})", source, key, id,
+                 vocab_size);
   };
   if (bos_token_id) check_token("bos_token_id", *bos_token_id);
   for (const int64_t id : eos_token_ids) check_token("eos_token_id", id);
@@ -229,7 +232,8 @@ json::Value to_hf_json(const ModelConfig& c) {
   j["attention_dropout"] = 0.0;
   j["tie_word_embeddings"] = c.tie_word_embeddings;
   if (c.model_type == "qwen3") j["use_sliding_window"] = false;
-  if (c.model_type != "llama") j["sliding_window"] = c.sliding_window > 0 ? json::Value(c.sliding_window) : json::Value();
+  if (c.model_type != "llama")
+    j["sliding_window"] = c.sliding_window > 0 ? json::Value(c.sliding_window) : json::Value();
   if (c.bos_token_id) j["bos_token_id"] = *c.bos_token_id;
   if (c.eos_token_ids.size() == 1) {
     j["eos_token_id"] = c.eos_token_ids[0];

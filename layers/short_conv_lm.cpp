@@ -31,7 +31,8 @@ ShortConvLM::ShortConvLM(const ShortConvLMConfig& c, ParameterRegistry& params) 
 ag::Var ShortConvLM::block(int64_t i, const ag::Var& h) {
   const double eps = config_.norm_eps;
   ag::Var a = ag::rmsnorm(h, weight(layer_name(i, "input_layernorm.weight")), eps);
-  a = ag::causal_conv1d(a, weight(layer_name(i, "conv.conv1d.weight")), weight(layer_name(i, "conv.conv1d.bias")), true);
+  a = ag::causal_conv1d(a, weight(layer_name(i, "conv.conv1d.weight")), weight(layer_name(i, "conv.conv1d.bias")),
+                        true);
   ag::Var x = ag::add(h, ag::linear(a, weight(layer_name(i, "conv.out_proj.weight"))));
   ag::Var m = ag::rmsnorm(x, weight(layer_name(i, "post_attention_layernorm.weight")), eps);
   ag::Var s = ag::swiglu(ag::linear(m, weight(layer_name(i, "mlp.gate_proj.weight"))),
@@ -44,9 +45,9 @@ ag::Var ShortConvLM::loss(const Tensor& ids, const Tensor& targets, double grad_
   ag::Var h = ag::embedding(embed, ids);  // [B, T, D]
   for (int64_t i = 0; i < config_.layers; ++i) {
     if (config_.recompute) {
-      h = ag::checkpoint("block " + std::to_string(i), [this, i](const std::vector<ag::Var>& in) {
-            return std::vector<ag::Var>{block(i, in[0])};
-          }, {h})[0];
+      h = ag::checkpoint("block " + std::to_string(i),
+                         [this, i](const std::vector<ag::Var>& in) { return std::vector<ag::Var>{block(i, in[0])}; },
+                         {h})[0];
     } else {
       h = block(i, h);
     }

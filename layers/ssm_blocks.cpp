@@ -36,7 +36,8 @@ ChunkSummary scalar_decay_summary(const ag::Var& k, const ag::Var& v, const ag::
   ag::Var final_state;
   ag::gla(k, k, v, g, 1.0, nullptr, &final_state);  // the outputs are not needed, only S_T from zero
   ag::Var log_decay = ag::sum(g, 1);
-  if (log_decay->value.dtype() != final_state->value.dtype()) log_decay = ag::cast(log_decay, final_state->value.dtype());
+  if (log_decay->value.dtype() != final_state->value.dtype())
+    log_decay = ag::cast(log_decay, final_state->value.dtype());
   return {final_state, log_decay};
 }
 

@@ -12,8 +12,10 @@ StateCarry::StateCarry(const MixerContext& ctx, const MixerState* state_in, Mixe
   if (!sp_) return;
   PRIMER_CHECK(!mode(ag::RecurrentSequenceMode::USP),
                "{}: the decoder gathers the sequence for USP and runs the mixer without sequence parallelism", who);
-  PRIMER_CHECK(!state_out, "{}: under sequence parallelism a mixer returns no final state (the last chunk's rank "
-               "holds it)", who);
+  PRIMER_CHECK(!state_out,
+               "{}: under sequence parallelism a mixer returns no final state (the last chunk's rank "
+               "holds it)",
+               who);
   if (mode(ag::RecurrentSequenceMode::A2A)) {
     const int64_t P = sp_->ranks();
     PRIMER_CHECK(heads.q > 0, "{}: does not run A2A sequence parallelism (the decoder runs it by USP)", who);

@@ -37,12 +37,12 @@ class StateCarry {
  public:
   // `convs` short convolutions and `recurrent` recurrent states (the mixer's MixerState layout); `who` names the
   // mixer in errors; `heads` (for A2A) must each be a multiple of the sequence-parallel ranks.
-  StateCarry(const MixerContext& ctx, const MixerState* state_in, MixerState* state_out, size_t convs,
-             size_t recurrent, const std::string& who, const MixerHeads& heads = {});
+  StateCarry(const MixerContext& ctx, const MixerState* state_in, MixerState* state_out, size_t convs, size_t recurrent,
+             const std::string& who, const MixerHeads& heads = {});
 
   bool sequence_parallel() const { return sp_ != nullptr; }
-  ag::Var to_rows(const ag::Var& x) const;    // [B, T_local, ...] → chunk rows (identity without P2P)
-  ag::Var from_rows(const ag::Var& y) const;  // and back
+  ag::Var to_rows(const ag::Var& x) const;                // [B, T_local, ...] → chunk rows (identity without P2P)
+  ag::Var from_rows(const ag::Var& y) const;              // and back
   const Tensor& positions() const { return positions_; }  // the context's positions, in the rows' layout
 
   // A2A (identity otherwise): x [B, T_local, H, ...] → [B, T, H/P, ...], this rank's heads over the whole sequence;

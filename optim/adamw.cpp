@@ -37,10 +37,10 @@ const Tensor& AdamW::second_moment(const std::string& name) const {
 void AdamW::set_state(const std::string& name, Tensor m, Tensor v) {
   const Parameter& p = params_.get(name);
   for (const Tensor* t : {&m, &v})
-    PRIMER_CHECK(t->dtype() == DType::F32 && t->shape() == p.shape && t->is_contiguous() &&
-                     t->device() == p.master.device(),
-                 "AdamW state for '{}' must be contiguous f32{} on {}, got {}", name, shape_str(p.shape),
-                 p.master.device().str(), t->describe());
+    PRIMER_CHECK(
+        t->dtype() == DType::F32 && t->shape() == p.shape && t->is_contiguous() && t->device() == p.master.device(),
+        "AdamW state for '{}' must be contiguous f32{} on {}, got {}", name, shape_str(p.shape),
+        p.master.device().str(), t->describe());
   m_[name] = std::move(m);
   v_[name] = std::move(v);
 }
@@ -103,7 +103,8 @@ void AdamW::step(double lr) {
       adamw_update_cpu(p->master.data<float>(), m.data<float>(), v.data<float>(), g.data<float>(), p->master.numel(), s,
                        grad_sumsq_.data<float>());
     } else {
-      [[maybe_unused]] const bool bf16_copy = p->var->value.dtype() == DType::BF16;  // keep_f32 parameters compute on the master
+      [[maybe_unused]] const bool bf16_copy =
+          p->var->value.dtype() == DType::BF16;  // keep_f32 parameters compute on the master
       PRIMER_ON_CUDA(adamw_update_cuda(p->master.data<float>(), m.data<float>(), v.data<float>(), g.data<float>(),
                                        bf16_copy ? p->var->value.data_ptr() : nullptr, p->master.numel(), s,
                                        grad_sumsq_.data<float>()));

@@ -12,8 +12,8 @@ struct AdamWConfig {
   double beta1 = 0.9;
   double beta2 = 0.95;
   double eps = 1e-8;
-  double weight_decay = 0.1;  // applied to parameters whose weight_decay flag is set
-  double max_grad_norm = 1.0; // <= 0 disables clipping
+  double weight_decay = 0.1;   // applied to parameters whose weight_decay flag is set
+  double max_grad_norm = 1.0;  // <= 0 disables clipping
 };
 
 class AdamW {

@@ -13,7 +13,7 @@ struct Schedule {
   int64_t total_steps = 1;
 
   static Kind parse(const std::string& name);  // "constant_with_warmup", "cosine", "linear"
-  double lr(int64_t step) const;                // step counts from 0
+  double lr(int64_t step) const;               // step counts from 0
 };
 
 }  // namespace primer::optim

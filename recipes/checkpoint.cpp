@@ -49,8 +49,8 @@ void check_parameters_match(const fs::path& dir, const Manifest& m, const std::v
     if (it == model.end())
       problems.push_back(fmt::format("'{}' is in the checkpoint but not in the model", p.name));
     else if (it->second->shape != p.shape)
-      problems.push_back(fmt::format("'{}' has shape {} in the checkpoint, {} in the model", p.name,
-                                     shape_str(p.shape), shape_str(it->second->shape)));
+      problems.push_back(fmt::format("'{}' has shape {} in the checkpoint, {} in the model", p.name, shape_str(p.shape),
+                                     shape_str(it->second->shape)));
   }
   for (const Parameter* p : params)
     if (!in_checkpoint.count(p->name))
@@ -343,8 +343,9 @@ TrainingState CheckpointManager::load(const std::string& dir, const CheckpointCo
         copy(kSecondMoment, c.v);
       }
     }
-    PRIMER_CHECK(covered == hi - lo, "checkpoint '{}' covers {} of the {} elements [{}, {}) of '{}' that this rank holds",
-                 dir, covered, hi - lo, lo, hi, c.param->name);
+    PRIMER_CHECK(covered == hi - lo,
+                 "checkpoint '{}' covers {} of the {} elements [{}, {}) of '{}' that this rank holds", dir, covered,
+                 hi - lo, lo, hi, c.param->name);
   }
   content.optimizer->set_steps(adamw_steps);
 

@@ -84,7 +84,7 @@ void verify_checksum(const fs::path& dir, const ManifestFile& f) {
 }
 
 std::map<std::string, std::vector<StoredChunk>> stored_chunks(const std::vector<io::Hdf5File>& files,
-                                                               const Manifest& m) {
+                                                              const Manifest& m) {
   std::map<std::string, std::vector<StoredChunk>> out;
   for (size_t f = 0; f < files.size(); ++f) {
     if (m.format_version == 1) {

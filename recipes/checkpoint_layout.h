@@ -24,7 +24,7 @@ inline constexpr const char* kDataCursor = "/state/data_cursor";
 inline constexpr const char* kResolvedConfig = "/state/resolved_config";
 inline constexpr const char* kChunkIndex = "/chunks";
 
-std::string rank_file_name(int rank);                           // "rank00000.h5"
+std::string rank_file_name(int rank);                            // "rank00000.h5"
 std::string chunk_key(const std::string& name, int64_t offset);  // "<name>#<offset>", after kParams
 // "checkpoint-<step>" → step; nothing for any other name.
 std::optional<int64_t> checkpoint_step(const std::string& dir_name);
@@ -52,6 +52,6 @@ struct StoredChunk {
 };
 // Every stored run per parameter name, from each file's index (format 1: one whole parameter per dataset).
 std::map<std::string, std::vector<StoredChunk>> stored_chunks(const std::vector<io::Hdf5File>& files,
-                                                               const Manifest& m);
+                                                              const Manifest& m);
 
 }  // namespace primer::recipes::checkpoint_layout

@@ -43,8 +43,8 @@ Manifest parse_manifest(const std::string& text, const std::string& source) {
   Manifest m;
   m.format_version = int(root.at("format_version").as_int());
   PRIMER_CHECK(m.format_version >= 1 && m.format_version <= kCheckpointFormatVersion,
-               "checkpoint manifest '{}' has format_version {}, this build reads versions 1 to {}", source, m.format_version,
-               kCheckpointFormatVersion);
+               "checkpoint manifest '{}' has format_version {}, this build reads versions 1 to {}", source,
+               m.format_version, kCheckpointFormatVersion);
   m.step = root.at("step").as_int();
   m.world_size = int(root.at("world_size").as_int());
   const json::Node files = root.at("files");

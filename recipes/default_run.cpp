@@ -84,8 +84,7 @@ int run_default(const DefaultRunOptions& o) {
     if ((step + 1) % o.log_every == 0 || step + 1 == o.steps) {
       const double loss_value = loss->value.item() / tokens;  // host sync only at log points
       PRIMER_CHECK(std::isfinite(loss_value), "loss became {} at step {}", loss_value, step + 1);
-      const double secs =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - window_start).count();
+      const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - window_start).count();
       const int64_t steps_in_window = (step + 1) % o.log_every == 0 ? o.log_every : (step + 1) % o.log_every;
       const double tok_s = tokens * double(steps_in_window) / secs;
       const double peak_gb = double(memory_stats(device).peak) / 1e9;

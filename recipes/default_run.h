@@ -8,7 +8,7 @@
 namespace primer::recipes {
 
 struct DefaultRunOptions {
-  std::string corpus;       // empty: the first of the built-in candidates that exists
+  std::string corpus;           // empty: the first of the built-in candidates that exists
   std::string device = "auto";  // auto | cpu | cuda
   std::string out_dir = "runs/default";
   int64_t steps = 300;

@@ -24,8 +24,8 @@ void DivergenceGuard::nonfinite_gradient(int64_t step, const std::string& parame
       parameter.empty()
           ? fmt::format("step {}: the squared gradient norm overflowed (every gradient is finite; the loss is {:.4f})",
                         step, loss)
-          : fmt::format("step {}: non-finite gradient (NaN or inf), first in '{}'{}; the step's loss is {:.4f}",
-                        step, parameter, layer_of(parameter), loss);
+          : fmt::format("step {}: non-finite gradient (NaN or inf), first in '{}'{}; the step's loss is {:.4f}", step,
+                        parameter, layer_of(parameter), loss);
   PRIMER_CHECK(policy_.skip,
                "{}: the update was not applied and the run stops (nan_policy: stop); resume from the last checkpoint "
                "with a lower learning_rate or max_grad_norm, or set nan_policy: skip",
@@ -45,9 +45,10 @@ void DivergenceGuard::logged_loss(int64_t step, double loss) {
     const double mean =
         std::accumulate(recent_losses_.begin(), recent_losses_.end(), 0.0) / double(recent_losses_.size());
     if (loss > policy_.spike_factor * mean)
-      fmt::print("train step {:6d} | warning: loss spike: {:.4f} is {:.1f}x the mean {:.4f} of the previous {} logged "
-                 "losses (loss_spike_factor {})\n",
-                 step, loss, loss / mean, mean, recent_losses_.size(), policy_.spike_factor);
+      fmt::print(
+          "train step {:6d} | warning: loss spike: {:.4f} is {:.1f}x the mean {:.4f} of the previous {} logged "
+          "losses (loss_spike_factor {})\n",
+          step, loss, loss / mean, mean, recent_losses_.size(), policy_.spike_factor);
   }
   recent_losses_.push_back(loss);
   if (recent_losses_.size() > kSpikeWindow) recent_losses_.pop_front();

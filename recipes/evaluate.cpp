@@ -44,9 +44,9 @@ json::Value evaluate(const EvalOptions& o) {
   PRIMER_CHECK(data->vocab_size() <= m.config.vocab_size,
                "eval: the data's ids reach {} ({}), beyond the model's vocabulary of {}", data->vocab_size(),
                data->describe(), m.config.vocab_size);
-  const int64_t batches = std::min(o.max_batches > 0  ? o.max_batches
-                                   : o.data.empty()   ? cfg.get_int("eval_batches")
-                                                      : data->heldout_batches(),
+  const int64_t batches = std::min(o.max_batches > 0 ? o.max_batches
+                                   : o.data.empty()  ? cfg.get_int("eval_batches")
+                                                     : data->heldout_batches(),
                                    data->heldout_batches());
   const double loss = heldout_loss(*m.model, *data, batches, device);
   int64_t tokens = 0;

@@ -14,10 +14,10 @@ struct EvalOptions {
   // A text file or directory (bytes as tokens: byte-level models) or tokenized data (`primer tokenize`'s directory);
   // empty: a checkpoint's recipe's data.
   std::string data;
-  double val_size = -1;     // held-out fraction of `data`; < 0: the recipe's (its default without one)
-  int64_t cutoff_len = 0;   // tokens per row; 0: the recipe's
-  int64_t batch_size = 0;   // rows per batch; 0: the recipe's per_device_train_batch_size
-  int64_t max_batches = 0;  // 0: the recipe's eval_batches with its data, every held-out batch with --data
+  double val_size = -1;        // held-out fraction of `data`; < 0: the recipe's (its default without one)
+  int64_t cutoff_len = 0;      // tokens per row; 0: the recipe's
+  int64_t batch_size = 0;      // rows per batch; 0: the recipe's per_device_train_batch_size
+  int64_t max_batches = 0;     // 0: the recipe's eval_batches with its data, every held-out batch with --data
   std::string device = "cpu";  // cpu, cuda or auto
 };
 

@@ -23,8 +23,10 @@ bool fault_here_if_asked(const char* point, int64_t step, int rank) {
   if (want_rank != rank || want_step != step || std::string(want_point) != point) return false;
   if (what == "nan") return true;  // the caller poisons its gradient
   std::fprintf(stderr, "[rank %d] PRIMER_FAULT: %s this rank at %s of step %lld\n", rank,
-               what == "kill" ? "killing" : what == "hang" ? "stopping" : "sending SIGTERM to", point,
-               static_cast<long long>(step));
+               what == "kill"   ? "killing"
+               : what == "hang" ? "stopping"
+                                : "sending SIGTERM to",
+               point, static_cast<long long>(step));
   std::fflush(stderr);
   ::raise(what == "kill" ? SIGKILL : what == "hang" ? SIGSTOP : SIGTERM);
   return false;

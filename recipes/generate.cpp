@@ -49,7 +49,7 @@ class RowText {
     const std::string_view replacement = "\xEF\xBF\xBD";
     while (t.ends_with(replacement)) t.remove_suffix(replacement.size());
     while (!t.empty() && (uint8_t(t.back()) & 0xC0) == 0x80) t.remove_suffix(1);  // inside a character
-    if (!t.empty() && uint8_t(t.back()) >= 0xC0) t.remove_suffix(1);             // a character's first byte
+    if (!t.empty() && uint8_t(t.back()) >= 0xC0) t.remove_suffix(1);              // a character's first byte
     return t;
   }
 

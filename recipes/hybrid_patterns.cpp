@@ -56,8 +56,7 @@ std::vector<double> read_importance_csv(const std::string& path) {
   for (int64_t row = 2; std::getline(in, line); ++row) {
     if (line.empty()) continue;
     const std::vector<std::string> cells = split_csv(line);
-    PRIMER_CHECK(cells.size() == header.size(), "{}:{}: {} cells, expected {}", path, row, cells.size(),
-                 header.size());
+    PRIMER_CHECK(cells.size() == header.size(), "{}:{}: {} cells, expected {}", path, row, cells.size(), header.size());
     PRIMER_CHECK(cells[0] == std::to_string(importance.size()), "{}:{}: layer '{}', expected {} (rows in layer order)",
                  path, row, cells[0], importance.size());
     try {

@@ -57,7 +57,8 @@ config::Config recipe_from_yaml(const std::string& yaml, const std::string& wher
 
 InferenceModel load_inference_model(const std::string& path, Device device, DType compute) {
   PRIMER_CHECK(fs::is_directory(path),
-               "'{}' is not a directory; expected a run directory, a training checkpoint or a Hugging Face model", path);
+               "'{}' is not a directory; expected a run directory, a training checkpoint or a Hugging Face model",
+               path);
   InferenceModel m;
   std::optional<std::string> checkpoint;
   if (fs::is_regular_file(fs::path(path) / "manifest.json")) {

@@ -127,7 +127,8 @@ void render(const std::string& key, const json::Value& v, size_t indent, std::st
     out += pad + key + ":\n";
     for (const json::Value& item : v.as_array()) {
       std::string text = inline_text(item);  // a multi-line item (an HDF5 error stack) stays under its dash
-      for (size_t at = text.find('\n'); at != std::string::npos; at = text.find('\n', at + 1)) text.insert(at + 1, pad + "    ");
+      for (size_t at = text.find('\n'); at != std::string::npos; at = text.find('\n', at + 1))
+        text.insert(at + 1, pad + "    ");
       out += pad + "  - " + text + "\n";
     }
   } else if (v.is_string() && v.as_string().find('\n') != std::string::npos) {

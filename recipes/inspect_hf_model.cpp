@@ -62,8 +62,7 @@ json::Value describe_hf_model(const fs::path& dir, bool verify) {
   Verification v;
   v.count("safetensors files with valid headers and data ranges", int64_t(weights.num_files()));
   for (const std::string& name : weights.names())
-    if (is_floating(weights.entry(name).dtype))
-      v.run([&] { v.count_nonfinite(name, weights.load(name, DType::F32)); });
+    if (is_floating(weights.entry(name).dtype)) v.run([&] { v.count_nonfinite(name, weights.load(name, DType::F32)); });
   r["verify"] = v.to_json();
   return r;
 }

@@ -51,10 +51,11 @@ int run_select_layers(const std::string& recipe, const std::vector<std::string>&
                recipe);
   const int64_t B = cfg.get_int("per_device_train_batch_size"), T = cfg.get_int("cutoff_len");
   // A window covering the whole row windows nothing: every layer would score 0.
-  PRIMER_CHECK(options.window < T,
-               "select-layers: --window {} is not shorter than cutoff_len {} ({}): no layer would change and every score "
-               "would be 0; pass a --window below {} or raise cutoff_len",
-               options.window, T, cfg.where("cutoff_len"), T);
+  PRIMER_CHECK(
+      options.window < T,
+      "select-layers: --window {} is not shorter than cutoff_len {} ({}): no layer would change and every score "
+      "would be 0; pass a --window below {} or raise cutoff_len",
+      options.window, T, cfg.where("cutoff_len"), T);
   const Device device = pick_device(cfg.get_string("device"));
   if (device.is_cuda()) cuda::set_device(device.index);
   const ModelConfig config = model_config_from(cfg);
@@ -85,8 +86,8 @@ int run_select_layers(const std::string& recipe, const std::vector<std::string>&
                    s.metric, s.importance,
                    format_duration(layer_times.remaining(double(config.num_hidden_layers - s.layer - 1))));
       });
-  const std::string csv = options.out_csv.empty() ? cfg.get_string("output_dir") + "/layer_importance.csv"
-                                                  : options.out_csv;
+  const std::string csv =
+      options.out_csv.empty() ? cfg.get_string("output_dir") + "/layer_importance.csv" : options.out_csv;
   std::filesystem::create_directories(std::filesystem::path(csv).parent_path().empty()
                                           ? std::filesystem::path(".")
                                           : std::filesystem::path(csv).parent_path());

@@ -62,7 +62,8 @@ int run_plot(const std::vector<std::string>& run_dirs, const std::string& out, c
   PRIMER_CHECK(html || ends_with(out, ".svg"), "plot: --out '{}': expected a file name ending in .svg or .html", out);
   const std::string svg = plot_runs_svg(run_dirs, x_axis);
   io::write_file_atomic(out, html ? "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"/><title>primer plot</title>"
-                                    "</head><body>\n" + svg + "</body></html>\n"
+                                    "</head><body>\n" +
+                                        svg + "</body></html>\n"
                                   : svg);
   fmt::print("plot: {} run{} against {} → {}\n", run_dirs.size(), run_dirs.size() == 1 ? "" : "s", x_axis, out);
   return 0;

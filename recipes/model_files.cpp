@@ -11,10 +11,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr std::array<const char*, 7> kTokenizerFiles = {"tokenizer.json",          "tokenizer_config.json",
-                                                        "vocab.json",              "merges.txt",
-                                                        "special_tokens_map.json", "added_tokens.json",
-                                                        "generation_config.json"};
+constexpr std::array<const char*, 7> kTokenizerFiles = {
+    "tokenizer.json",    "tokenizer_config.json", "vocab.json", "merges.txt", "special_tokens_map.json",
+    "added_tokens.json", "generation_config.json"};
 
 bool is_weights_or_model_card(const std::string& name) {
   for (const char* ext : {".bin", ".pt", ".pth", ".ckpt"})

@@ -36,7 +36,8 @@ std::vector<int32_t> ModelText::end_ids(bool chat) const {
   if (!tokenizer_) return {};
   std::vector<int32_t> ids{tokenizer_->eos_id()};
   if (chat)
-    if (const auto im_end = tokenizer_->token_id("<|im_end|>"); im_end && *im_end != ids.front()) ids.push_back(*im_end);
+    if (const auto im_end = tokenizer_->token_id("<|im_end|>"); im_end && *im_end != ids.front())
+      ids.push_back(*im_end);
   return ids;
 }
 

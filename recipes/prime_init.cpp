@@ -32,10 +32,10 @@ Tensor master(ParameterRegistry& params, const std::string& name, const Shape& s
 void init_gate(const Tensor& gate, const Tensor& w_o, const Tensor& w_v, int64_t head_dim, int64_t groups,
                bool rowwise) {
   const int64_t rows = gate.size(0), hidden = gate.size(1);
-  PRIMER_CHECK(gate.is_contiguous() && w_o.shape() == Shape({hidden, rows}) &&
-                   w_v.shape() == Shape({rows / groups, hidden}),
-               "init_gate: gate {}, W_O {}, W_V {} do not fit (expected [R, C], [C, R], [R / {}, C])", gate.describe(),
-               w_o.describe(), w_v.describe(), groups);
+  PRIMER_CHECK(
+      gate.is_contiguous() && w_o.shape() == Shape({hidden, rows}) && w_v.shape() == Shape({rows / groups, hidden}),
+      "init_gate: gate {}, W_O {}, W_V {} do not fit (expected [R, C], [C, R], [R / {}, C])", gate.describe(),
+      w_o.describe(), w_v.describe(), groups);
   const float* o = w_o.data<float>();
   const float* v = w_v.data<float>();
   float* g = gate.data<float>();
@@ -63,7 +63,7 @@ struct LayerTransfer {
   }
   void gate(const Tensor& dst, const std::string& what, bool rowwise) {
     init_gate(dst, from("o_proj.weight", o_shape()), from("v_proj.weight", kv_shape()), c.head_dim,
-               c.num_attention_heads / c.num_key_value_heads, rowwise);
+              c.num_attention_heads / c.num_key_value_heads, rowwise);
     copied.push_back(what + " ← 0.5·(W_Oᵀ + " + (rowwise ? "row-wise" : "head-wise") + " W_V)");
   }
 };
@@ -171,11 +171,13 @@ std::vector<std::string> transfer_attention_weights(const ModelConfig& c, Parame
       if (!p->name.starts_with(t.student)) continue;
       const std::string leaf = p->name.substr(t.student.size());
       bool was_copied = false;
-      for (const std::string& what : t.copied) was_copied |= what.starts_with(leaf + " ") || what.starts_with(leaf + "[");
+      for (const std::string& what : t.copied)
+        was_copied |= what.starts_with(leaf + " ") || what.starts_with(leaf + "[");
       if (!was_copied) initialised.push_back(leaf);
     }
-    log.push_back(fmt::format("layer {} {}: copied {}; initialised {}", i, mixer_token(kind), fmt::join(t.copied, ", "),
-                              initialised.empty() ? std::string("nothing") : fmt::format("{}", fmt::join(initialised, ", "))));
+    log.push_back(
+        fmt::format("layer {} {}: copied {}; initialised {}", i, mixer_token(kind), fmt::join(t.copied, ", "),
+                    initialised.empty() ? std::string("nothing") : fmt::format("{}", fmt::join(initialised, ", "))));
   }
   return log;
 }
@@ -203,8 +205,8 @@ int run_prime_init(const std::string& recipe, const std::vector<std::string>& ov
   for (const std::string& name : missing) {
     bool student = false;
     for (int64_t i = 0; i < c.num_hidden_layers; ++i)
-      student |= c.mixer(i) != MixerKind::Attention &&
-                 name.starts_with(layer_prefix(i) + mixer_module(c.mixer(i)) + ".");
+      student |=
+          c.mixer(i) != MixerKind::Attention && name.starts_with(layer_prefix(i) + mixer_module(c.mixer(i)) + ".");
     PRIMER_CHECK(student, "{}: the checkpoint lacks '{}', which the model needs", base, name);
   }
   const std::vector<std::string> log = transfer_attention_weights(c, params, cfg.get_string("gate_init") == "rowwise");

@@ -14,8 +14,7 @@ namespace primer::recipes {
 // model.layers.<i>.self_attn (CPU f32 masters): Q/K/V/O, the gate 0.5·(W_Oᵀ + expanded W_V) (head-wise, or
 // row-wise as the reference code does), QK-norm where the mixer has one. Returns one log line per layer saying
 // what was copied and what keeps its initialisation.
-std::vector<std::string> transfer_attention_weights(const ModelConfig& c, ParameterRegistry& params,
-                                                    bool rowwise_gate);
+std::vector<std::string> transfer_attention_weights(const ModelConfig& c, ParameterRegistry& params, bool rowwise_gate);
 
 // gate [Hq·D, hidden] = 0.5·(W_Oᵀ + W_V expanded to the query heads), W_O [hidden, Hq·D], W_V [Hkv·D, hidden]
 // (CPU f32). Head-wise: row (h, d) takes W_V row (h / groups)·D + d; row-wise: row i takes W_V row i / groups.

@@ -20,11 +20,14 @@ void add_block(config::Schema& s, const MixerSpec& spec) {
           if constexpr (std::is_same_v<T, bool>) s.add_bool(key, f.doc).defaults(value);
           if constexpr (std::is_same_v<T, int64_t>) {
             config::Field& field = s.add_int(key, f.doc).at_least(double(f.minimum));
-            if (lacks_default(f)) field.optional();
-            else field.defaults(value);
+            if (lacks_default(f))
+              field.optional();
+            else
+              field.defaults(value);
           }
           if constexpr (std::is_same_v<T, double>) s.add_float(key, f.doc).above(0).defaults(value);
-          if constexpr (std::is_same_v<T, std::optional<int64_t>>) s.add_int(key, f.doc).at_least(double(f.minimum)).optional();
+          if constexpr (std::is_same_v<T, std::optional<int64_t>>)
+            s.add_int(key, f.doc).at_least(double(f.minimum)).optional();
         },
         f.get(defaults));
   }
@@ -60,7 +63,8 @@ config::Schema build_prime_init_schema() {
   s.add_string("base_model_name_or_path", "Hugging Face checkpoint directory of the source Transformer").required();
   s.add_string("hybrid_override_pattern",
                "Per-layer tokens, '-'-separated: fused (*DA, GKA*, GDN*, ...) or plain (*, GKA, ...; converted "
-               "to fused); mixers: " + mixer_tokens())
+               "to fused); mixers: " +
+                   mixer_tokens())
       .optional();
   s.add_float("hybrid_ratio", "Instead of a pattern: the fraction of layers that become ssm_mixer layers")
       .at_least(0)

@@ -9,11 +9,24 @@ namespace primer::recipes {
 namespace {
 
 // Keys whose change makes the resumed run another run: the data stream, the sequences, the model and what trains.
-const std::set<std::string> kContinuityKeys = {
-    "dataset", "tokenized_path", "cutoff_len", "val_size", "stage", "packing", "packing_method", "neat_packing",
-    "drop_exceed_length_data", "mix_strategy", "interleave_probs", "length_weighted_sampling", "model_name_or_path",
-    "model_config", "config_overrides_json", "hybrid_learnable_params", "hybrid_distill_pre_lm_head",
-    "hybrid_lw_distill_target"};
+const std::set<std::string> kContinuityKeys = {"dataset",
+                                               "tokenized_path",
+                                               "cutoff_len",
+                                               "val_size",
+                                               "stage",
+                                               "packing",
+                                               "packing_method",
+                                               "neat_packing",
+                                               "drop_exceed_length_data",
+                                               "mix_strategy",
+                                               "interleave_probs",
+                                               "length_weighted_sampling",
+                                               "model_name_or_path",
+                                               "model_config",
+                                               "config_overrides_json",
+                                               "hybrid_learnable_params",
+                                               "hybrid_distill_pre_lm_head",
+                                               "hybrid_lw_distill_target"};
 // Keys that say where and how to resume, not what the run is.
 const std::set<std::string> kResumeKeys = {"resume_from_checkpoint", "resume_allow_changes", "output_dir",
                                            "overwrite_output_dir"};
@@ -55,10 +68,11 @@ void check_resume_continuity(const config::Config& now, const std::string& saved
     const bool allowed_here = std::find(allowed.begin(), allowed.end(), f.key) != allowed.end();
     (kContinuityKeys.count(f.key) && !allowed_here ? breaking : reported).push_back(change);
   }
-  PRIMER_CHECK(breaking.empty(),
-               "{}: the recipe no longer describes the run this checkpoint continues:\n  {}\n(a different run belongs in "
-               "another output_dir; to continue anyway, list the keys in resume_allow_changes)",
-               checkpoint, fmt::join(breaking, "\n  "));
+  PRIMER_CHECK(
+      breaking.empty(),
+      "{}: the recipe no longer describes the run this checkpoint continues:\n  {}\n(a different run belongs in "
+      "another output_dir; to continue anyway, list the keys in resume_allow_changes)",
+      checkpoint, fmt::join(breaking, "\n  "));
   if (!reported.empty()) fmt::print("resuming with changed recipe keys: {}\n", fmt::join(reported, "; "));
 }
 

@@ -52,10 +52,11 @@ bool create_exclusive(const std::string& path, const std::string& text) {
 }
 
 [[noreturn]] void fail_in_use(const std::string& path, const Holder& h) {
-  PRIMER_FAIL("output_dir '{}' is in use by another run: process {} on host {} holds '{}'. Wait for it to end, or use "
-              "another output_dir; if that run is gone (it ran on another host, or its pid was reused), remove the "
-              "lock file",
-              fs::path(path).parent_path().string(), h.pid, h.host.empty() ? "?" : h.host, path);
+  PRIMER_FAIL(
+      "output_dir '{}' is in use by another run: process {} on host {} holds '{}'. Wait for it to end, or use "
+      "another output_dir; if that run is gone (it ran on another host, or its pid was reused), remove the "
+      "lock file",
+      fs::path(path).parent_path().string(), h.pid, h.host.empty() ? "?" : h.host, path);
 }
 
 }  // namespace
@@ -96,11 +97,12 @@ void prepare_fresh_run(const CheckpointManager& checkpoints, bool overwrite, con
   if (found.empty()) return;
   std::string names;
   for (const auto& [step, path] : found) names += (names.empty() ? "" : ", ") + path.filename().string();
-  PRIMER_CHECK(overwrite,
-               "output_dir '{}' holds checkpoints of another run ({}) and this run starts fresh (resume_from_checkpoint "
-               "is unset, or none of them can be resumed): resume it with resume_from_checkpoint: auto, choose another "
-               "output_dir, or set overwrite_output_dir: true to remove them",
-               checkpoints.output_dir(), names);
+  PRIMER_CHECK(
+      overwrite,
+      "output_dir '{}' holds checkpoints of another run ({}) and this run starts fresh (resume_from_checkpoint "
+      "is unset, or none of them can be resumed): resume it with resume_from_checkpoint: auto, choose another "
+      "output_dir, or set overwrite_output_dir: true to remove them",
+      checkpoints.output_dir(), names);
   ranks.barrier("fresh run: checkpoints looked for");
   if (ranks.rank() != 0) return;
   console::warn("overwrite_output_dir ({}): removing the checkpoints of the previous run in '{}': {}", where,

@@ -33,8 +33,7 @@ int run_soup(const std::vector<std::string>& inputs, std::vector<double> weights
   for (size_t i = 0; i < inputs.size(); ++i) {
     ModelConfig c = load_hf_config(inputs[i] + "/config.json");
     c.torch_dtype = config.torch_dtype;  // only the weights' storage may differ
-    PRIMER_CHECK(c == config, "soup: {}/config.json describes another model than {}/config.json", inputs[i],
-                 inputs[0]);
+    PRIMER_CHECK(c == config, "soup: {}/config.json describes another model than {}/config.json", inputs[i], inputs[0]);
     ParameterRegistry one;
     layers::DecoderLM same(c, one);
     one.materialize(Device::cpu(), DType::F32, 0);

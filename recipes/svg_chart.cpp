@@ -16,7 +16,7 @@ constexpr int kPaletteSize = int(std::size(kPalette));
 
 constexpr double kWidth = 960, kColumns = 2, kPanelWidth = kWidth / kColumns, kPanelHeight = 300;
 constexpr double kLeft = 70, kRight = 20, kTop = 32, kBottom = 45;  // the plot area inside a panel
-constexpr double kLegendRow = 20, kCharWidth = 7;                  // a legend line; a rough width of a glyph
+constexpr double kLegendRow = 20, kCharWidth = 7;                   // a legend line; a rough width of a glyph
 
 std::string escape_xml(const std::string& text) {
   std::string out;
@@ -174,15 +174,15 @@ std::string render_svg_chart(const std::string& title, const std::vector<std::st
   const double rows = std::ceil(double(panels.size()) / kColumns);
   const double height = panels_top + rows * kPanelHeight + 10;
 
-  std::string svg = fmt::format(
-      R"(<svg xmlns="http://www.w3.org/2000/svg" width="{0}" height="{1}" viewBox="0 0 {0} {1}" )"
-      R"(font-family="sans-serif" font-size="12">)"
-      "\n"
-      R"(<rect width="{0}" height="{1}" fill="white"/>)"
-      "\n"
-      R"(<text x="{2}" y="26" text-anchor="middle" font-size="16" font-weight="bold">{3}</text>)"
-      "\n",
-      kWidth, height, kWidth / 2, escape_xml(title));
+  std::string svg =
+      fmt::format(R"(<svg xmlns="http://www.w3.org/2000/svg" width="{0}" height="{1}" viewBox="0 0 {0} {1}" )"
+                  R"(font-family="sans-serif" font-size="12">)"
+                  "\n"
+                  R"(<rect width="{0}" height="{1}" fill="white"/>)"
+                  "\n"
+                  R"(<text x="{2}" y="26" text-anchor="middle" font-size="16" font-weight="bold">{3}</text>)"
+                  "\n",
+                  kWidth, height, kWidth / 2, escape_xml(title));
   for (size_t i = 0; i < legend.size(); ++i) {
     const auto [x, y] = legend_at[i];
     svg += fmt::format(R"(<line x1="{0:.1f}" y1="{1:.1f}" x2="{2:.1f}" y2="{1:.1f}" stroke="{3}" stroke-width="3"/>)"

@@ -8,13 +8,13 @@
 namespace primer::recipes {
 
 struct ChartSeries {
-  int colour = 0;  // index into the legend (and the palette)
+  int colour = 0;                                 // index into the legend (and the palette)
   std::vector<std::pair<double, double>> points;  // (x, y); non-finite ones are left out
 };
 
 struct ChartPanel {
   std::string title, x_label;
-  bool log_y = false;  // log scale where every y is positive; linear otherwise
+  bool log_y = false;               // log scale where every y is positive; linear otherwise
   std::vector<ChartSeries> series;  // a series with no finite point draws nothing
 };
 

@@ -49,10 +49,11 @@ class ByteData : public TrainData {
   }
   std::string heldout_too_small() const override {
     const int64_t rows = batch_ * shard_.size;
-    return fmt::format("the held-out part of {} ({} bytes: val_size of its {} bytes) is smaller than one evaluation "
-                       "batch ({} rows of {} tokens over the ranks: {} bytes); {}",
-                       path_, corpus_.heldout_bytes(), corpus_.train_bytes() + corpus_.heldout_bytes(), rows, seq_,
-                       rows * seq_ + 1, kHeldoutRemedy);
+    return fmt::format(
+        "the held-out part of {} ({} bytes: val_size of its {} bytes) is smaller than one evaluation "
+        "batch ({} rows of {} tokens over the ranks: {} bytes); {}",
+        path_, corpus_.heldout_bytes(), corpus_.train_bytes() + corpus_.heldout_bytes(), rows, seq_, rows * seq_ + 1,
+        kHeldoutRemedy);
   }
 
  private:
@@ -108,10 +109,10 @@ class TokenData : public TrainData {
     return fmt::format("{} (tokenizer {}): {}", dirs, corpus_.tokenizer().name, loader_.describe());
   }
   std::string heldout_too_small() const override {
-    return fmt::format("the held-out part of the data ({} documents, {} tokens) packs into fewer rows than one "
-                       "evaluation batch ({} rows of {} tokens over the ranks); {}",
-                       loader_.heldout_documents(), loader_.heldout_tokens(), batch_ * shard_.size, seq_,
-                       kHeldoutRemedy);
+    return fmt::format(
+        "the held-out part of the data ({} documents, {} tokens) packs into fewer rows than one "
+        "evaluation batch ({} rows of {} tokens over the ranks); {}",
+        loader_.heldout_documents(), loader_.heldout_tokens(), batch_ * shard_.size, seq_, kHeldoutRemedy);
   }
 
  private:
@@ -157,8 +158,8 @@ data::LoaderOptions loader_options(const config::Config& cfg, int64_t seq, int64
   if (cfg.get_string("mix_strategy") == "interleave_over") {
     o.source_weights = parse_probabilities(cfg, "interleave_probs");
     PRIMER_CHECK(int64_t(o.source_weights.size()) == sources,
-                 "{}: interleave_probs has {} entries, the tokenized data has {} sources", cfg.where("interleave_probs"),
-                 o.source_weights.size(), sources);
+                 "{}: interleave_probs has {} entries, the tokenized data has {} sources",
+                 cfg.where("interleave_probs"), o.source_weights.size(), sources);
     o.length_weighted = cfg.get_bool("length_weighted_sampling");
   }
   return o;
@@ -167,12 +168,13 @@ data::LoaderOptions loader_options(const config::Config& cfg, int64_t seq, int64
 std::unique_ptr<TrainData> make_train_data(const config::Config& cfg, int64_t batch, int64_t seq, DataShard shard) {
   if (cfg.has("tokenized_path")) return std::make_unique<TokenData>(cfg, batch, seq, shard);
   const std::vector<std::string> datasets = cfg.get_list("dataset");
-  PRIMER_CHECK(datasets.size() == 1,
-               "{}: dataset lists {} entries, but byte-level training reads one text file or directory (put the files in "
-               "one directory, or tokenize them into shards with `primer tokenize` and set tokenized_path)",
-               cfg.where("dataset"), datasets.size());
-  return std::make_unique<ByteData>(datasets.at(0), cfg.get_float("val_size"),
-                                    uint64_t(cfg.get_int("seed")), batch, seq, shard);
+  PRIMER_CHECK(
+      datasets.size() == 1,
+      "{}: dataset lists {} entries, but byte-level training reads one text file or directory (put the files in "
+      "one directory, or tokenize them into shards with `primer tokenize` and set tokenized_path)",
+      cfg.where("dataset"), datasets.size());
+  return std::make_unique<ByteData>(datasets.at(0), cfg.get_float("val_size"), uint64_t(cfg.get_int("seed")), batch,
+                                    seq, shard);
 }
 
 }  // namespace primer::recipes

@@ -21,7 +21,7 @@ class TrainData {
   virtual std::string cursor() const = 0;  // opaque; TrainingState::data_cursor
   // Continues from a cursor of the same data (errors name `where`, e.g. the checkpoint).
   virtual void restore(const std::string& cursor, const std::string& where) = 0;
-  virtual int64_t vocab_size() const = 0;  // ids lie below this
+  virtual int64_t vocab_size() const = 0;    // ids lie below this
   virtual std::string describe() const = 0;  // for the log
   // Why heldout_batches() is 0: the held-out size against one evaluation batch, and what to change.
   virtual std::string heldout_too_small() const = 0;

@@ -49,8 +49,7 @@ void drop_superseded_metrics(const std::string& path, int64_t step) {
         kept.push_back(line);
         continue;
       }
-    } catch (const std::exception&) {
-    }
+    } catch (const std::exception&) {}
     dropped = true;
   }
   in.close();
@@ -162,9 +161,9 @@ void TrainLoop::step() {
     s_.optimizer->step(s_.schedule.lr(s_.state.step));
     s_.fsdp->after_optimizer_step();
   } else {  // stops the run, or skips the update: the step counts, its data is consumed, nothing is applied
-    divergence_.nonfinite_gradient(s_.state.step + 1, first_nonfinite_parameter(),
-                                   sum_over_ranks(s_.ranks.host, {step_loss_.item()})[0] /
-                                       double(std::max<int64_t>(logged_count, 1)));
+    divergence_.nonfinite_gradient(
+        s_.state.step + 1, first_nonfinite_parameter(),
+        sum_over_ranks(s_.ranks.host, {step_loss_.item()})[0] / double(std::max<int64_t>(logged_count, 1)));
   }
   ++s_.state.step;
   ++window_steps_;
@@ -209,17 +208,19 @@ void TrainLoop::log_window() {
   // A window whose every step was skipped (nan_policy: skip) has no loss; a skipped last step, no gradient norm.
   const double loss_sum = sum_over_ranks(s_.ranks.host, {loss_sum_.item()})[0];
   const double loss = window_count_ > 0 ? loss_sum / double(window_count_) : std::nan("");
-  const double secs = max_over_ranks(s_.ranks.host, std::chrono::duration<double>(Clock::now() - window_start_).count());
+  const double secs =
+      max_over_ranks(s_.ranks.host, std::chrono::duration<double>(Clock::now() - window_start_).count());
   const double tok_s = double(tokens_per_step() * window_steps_) / secs;
   const double mfu = peak_flops_ > 0 ? tok_s * flops_per_token_ / (peak_flops_ * double(world)) : 0;
   const double peak_gb = max_over_ranks(s_.ranks.host, double(memory_stats(s_.device).peak)) / 1e9;
   const double lr = s_.schedule.lr(s_.state.step - 1);
   const double grad_norm = s_.optimizer->grad_norm();
   const double elapsed = std::chrono::duration<double>(Clock::now() - run_start_).count();
-  fmt::print("train step {:6d} | loss {:.4f} | lr {:.3e} | grad norm {:.3f} | {:.0f} tok/s | MFU {} | peak mem {:.2f} GB "
-             "| elapsed {}, ETA {}\n",
-             s_.state.step, loss, lr, grad_norm, tok_s, peak_flops_ > 0 ? fmt::format("{:.1f}%", 100 * mfu) : "n/a",
-             peak_gb, format_duration(elapsed), format_duration(step_times_.remaining(double(s_.max_steps - s_.state.step))));
+  fmt::print(
+      "train step {:6d} | loss {:.4f} | lr {:.3e} | grad norm {:.3f} | {:.0f} tok/s | MFU {} | peak mem {:.2f} GB "
+      "| elapsed {}, ETA {}\n",
+      s_.state.step, loss, lr, grad_norm, tok_s, peak_flops_ > 0 ? fmt::format("{:.1f}%", 100 * mfu) : "n/a", peak_gb,
+      format_duration(elapsed), format_duration(step_times_.remaining(double(s_.max_steps - s_.state.step))));
   if (std::isfinite(loss)) divergence_.logged_loss(s_.state.step, loss);
   json::Value r;
   r["step"] = s_.state.step;
@@ -259,9 +260,10 @@ double TrainLoop::run() {
     const auto pause = Clock::now();  // evaluation and saving stay out of the throughput window
     if (signal) {
       const std::string saved = save();
-      fmt::print("interrupted by {} at step {}: checkpoint {} committed; `primer train {}` continues from it "
-                 "(resume_from_checkpoint: auto)\n",
-                 signal_name(signal), at, saved, s_.recipe);
+      fmt::print(
+          "interrupted by {} at step {}: checkpoint {} committed; `primer train {}` continues from it "
+          "(resume_from_checkpoint: auto)\n",
+          signal_name(signal), at, saved, s_.recipe);
       interrupted_by_ = signal;
       return std::nan("");
     }

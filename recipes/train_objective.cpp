@@ -7,7 +7,9 @@
 
 namespace primer::recipes {
 
-Tensor ids_of(const data::Batch& b, Device device) { return Tensor::from_vector(b.ids, {b.rows, b.seq}, DType::I32, device); }
+Tensor ids_of(const data::Batch& b, Device device) {
+  return Tensor::from_vector(b.ids, {b.rows, b.seq}, DType::I32, device);
+}
 Tensor targets_of(const data::Batch& b, Device device) {
   return Tensor::from_vector(b.targets, {b.rows, b.seq}, DType::I32, device);
 }
@@ -22,11 +24,10 @@ namespace {
 
 class CrossEntropy final : public Objective {
  public:
-  MicroBatchLoss micro_batch_loss(layers::DecoderLM& model, const data::Batch& b, Device device,
-                                  int64_t step_targets, int64_t) override {
-    const ag::Var loss =
-        model.loss(ids_of(b, device), targets_of(b, device), 1.0 / double(std::max<int64_t>(step_targets, 1)),
-                   positions_of(b, device));
+  MicroBatchLoss micro_batch_loss(layers::DecoderLM& model, const data::Batch& b, Device device, int64_t step_targets,
+                                  int64_t) override {
+    const ag::Var loss = model.loss(ids_of(b, device), targets_of(b, device),
+                                    1.0 / double(std::max<int64_t>(step_targets, 1)), positions_of(b, device));
     return {loss, loss->value.to(DType::F32)};
   }
   int64_t logged_count(int64_t step_targets, int64_t) const override { return step_targets; }

@@ -42,10 +42,12 @@ void check_data_keys(const config::Config& cfg) {
                  cfg.where("val_size"));
   }
   const bool interleave = cfg.get_string("mix_strategy") == "interleave_over";
-  PRIMER_CHECK(interleave == cfg.has("interleave_probs"), "{}: interleave_probs goes with mix_strategy: interleave_over",
+  PRIMER_CHECK(interleave == cfg.has("interleave_probs"),
+               "{}: interleave_probs goes with mix_strategy: interleave_over",
                interleave ? cfg.where("mix_strategy") : cfg.where("interleave_probs"));
   PRIMER_CHECK(!cfg.get_bool("length_weighted_sampling") || interleave,
-               "{}: length_weighted_sampling needs mix_strategy: interleave_over", cfg.where("length_weighted_sampling"));
+               "{}: length_weighted_sampling needs mix_strategy: interleave_over",
+               cfg.where("length_weighted_sampling"));
 }
 
 config::Schema build_train_schema() {
@@ -73,27 +75,31 @@ config::Schema build_train_schema() {
              "hkd: also match every decoder layer's output (MSE averaged over layers); none: end-to-end only")
       .defaults("none");
   // Data.
-  s.add_string_list("dataset", "A text file or directory read as bytes (vocabulary 256); tokenized_path takes precedence")
+  s.add_string_list("dataset",
+                    "A text file or directory read as bytes (vocabulary 256); tokenized_path takes precedence")
       .optional();
   s.add_string_list("tokenized_path",
                     "Tokenized-data directories written by `primer tokenize` (manifest.json + shards); their "
                     "sources are numbered in order")
       .optional();
   s.add_int("cutoff_len", "Tokens per training sequence").at_least(1).defaults(2048);
-  s.add_float("val_size",
-              "Held-out fraction: the end of a byte corpus, or tokenized documents chosen by a fixed hash of their index")
+  s.add_float(
+       "val_size",
+       "Held-out fraction: the end of a byte corpus, or tokenized documents chosen by a fixed hash of their index")
       .at_least(0)
       .below(1)
       .defaults(0.05);
-  s.add_bool("packing", "sft: pack whole samples into cutoff_len rows (packing_method); off: one padded sample per "
-                        "row. pt data is always concatenated (EOS-separated) and cut, the remainder dropped")
+  s.add_bool("packing",
+             "sft: pack whole samples into cutoff_len rows (packing_method); off: one padded sample per "
+             "row. pt data is always concatenated (EOS-separated) and cut, the remainder dropped")
       .defaults(false);
   s.add_enum("packing_method", {"greedy", "best_fit", "random"},
              "sft packing: greedy (each row takes the longest remaining sample that fits), best_fit (best-fit "
              "decreasing) or random (shuffled order, next fit)")
       .defaults("greedy");
-  s.add_bool("neat_packing", "Reset positions and drop cross-sample targets at every document start (needs "
-                             "document-aware attention and mixers, which the model does not have yet)")
+  s.add_bool("neat_packing",
+             "Reset positions and drop cross-sample targets at every document start (needs "
+             "document-aware attention and mixers, which the model does not have yet)")
       .defaults(false);
   s.add_bool("drop_exceed_length_data", "sft: drop samples longer than cutoff_len instead of truncating them")
       .defaults(false);
@@ -166,9 +172,10 @@ config::Schema build_train_schema() {
              "How P2P composes the chunks' states over the ranks: log-depth (a parallel prefix) or serial (chunk after "
              "chunk, as the reference)")
       .defaults("log-depth");
-  s.add_int("zero_stage",
-            "FSDP/ZeRO sharding over the data-parallel ranks: 0 replicated, 1 optimizer state, 2 also gradients, 3 also "
-            "weights (docs/distributed.md)")
+  s.add_int(
+       "zero_stage",
+       "FSDP/ZeRO sharding over the data-parallel ranks: 0 replicated, 1 optimizer state, 2 also gradients, 3 also "
+       "weights (docs/distributed.md)")
       .at_least(0)
       .at_most(3)
       .optional();

@@ -48,7 +48,8 @@ void check_supported(const config::Config& cfg) {
 parallel::SequenceParallelOptions sequence_parallel_options(const config::Config& cfg) {
   parallel::SequenceParallelOptions o;
   const std::string mode = cfg.get_string("sequence_parallel_mode");
-  o.attention = mode == "zigzag-ring" ? parallel::AttentionSequenceMode::Ring : parallel::parse_attention_sequence_mode(mode);
+  o.attention =
+      mode == "zigzag-ring" ? parallel::AttentionSequenceMode::Ring : parallel::parse_attention_sequence_mode(mode);
   o.layout = cfg.has("sequence_parallel_layout") ? parse_sequence_layout(cfg.get_string("sequence_parallel_layout"))
              : mode == "ring"                    ? SequenceLayout::Contiguous
                                                  : SequenceLayout::ZigZag;
@@ -97,10 +98,10 @@ optim::Schedule schedule_of(const config::Config& cfg) {
   schedule.kind = optim::Schedule::parse(cfg.get_string("lr_scheduler_type"));
   schedule.peak_lr = cfg.get_float("learning_rate");
   schedule.total_steps = max_steps;
-  schedule.warmup_steps =
-      cfg.has("warmup_steps")   ? cfg.get_int("warmup_steps")
-      : cfg.has("warmup_ratio") ? int64_t(std::ceil(cfg.get_float("warmup_ratio") * double(max_steps)))
-                                : 0;
+  schedule.warmup_steps = cfg.has("warmup_steps") ? cfg.get_int("warmup_steps")
+                          : cfg.has("warmup_ratio")
+                              ? int64_t(std::ceil(cfg.get_float("warmup_ratio") * double(max_steps)))
+                              : 0;
   return schedule;
 }
 
@@ -119,8 +120,8 @@ std::unique_ptr<Objective> objective_of(const config::Config& cfg, const ModelCo
 // before keeping its shards, so the weights do not depend on the layout.
 void build_model(TrainSetup& s) {
   s.params = std::make_unique<ParameterRegistry>();
-  s.model = std::make_unique<layers::DecoderLM>(s.model_config, *s.params,
-                                                layers::DecoderOptions{!s.cfg.get_bool("disable_gradient_checkpointing")});
+  s.model = std::make_unique<layers::DecoderLM>(
+      s.model_config, *s.params, layers::DecoderOptions{!s.cfg.get_bool("disable_gradient_checkpointing")});
   s.params->materialize(s.device, s.compute, s.seed);
   if (s.cfg.has("model_name_or_path")) layers::load_hf_weights(s.cfg.get_string("model_name_or_path"), *s.params);
   s.params->set_trainable(s.cfg.has("hybrid_learnable_params") ? s.cfg.get_list("hybrid_learnable_params")
@@ -135,7 +136,8 @@ std::unique_ptr<optim::AdamW> make_optimizer(TrainSetup& s) {
   optimizer->init_state();
   if (s.zero_stage != parallel::ZeroStage::Replicated && s.ranks.tensors->size() > 1) {
     parallel::Communicator* comm = s.ranks.tensors;
-    optimizer->set_grad_norm_reduction([comm](const Tensor& sumsq) { comm->all_reduce(sumsq, parallel::ReduceOp::Sum, "grad-norm"); });
+    optimizer->set_grad_norm_reduction(
+        [comm](const Tensor& sumsq) { comm->all_reduce(sumsq, parallel::ReduceOp::Sum, "grad-norm"); });
   }
   return optimizer;
 }
@@ -143,9 +145,8 @@ std::unique_ptr<optim::AdamW> make_optimizer(TrainSetup& s) {
 void resume(TrainSetup& s) {
   s.state.seed = s.seed;
   s.state.resolved_config = s.cfg.resolved_yaml();
-  const auto from =
-      s.checkpoints->resolve(s.cfg.has("resume_from_checkpoint") ? s.cfg.get_string("resume_from_checkpoint") : "",
-                            "resume_from_checkpoint");
+  const auto from = s.checkpoints->resolve(
+      s.cfg.has("resume_from_checkpoint") ? s.cfg.get_string("resume_from_checkpoint") : "", "resume_from_checkpoint");
   if (!from) {
     prepare_fresh_run(*s.checkpoints, s.cfg.get_bool("overwrite_output_dir"), s.cfg.where("overwrite_output_dir"),
                       *s.ranks.host);

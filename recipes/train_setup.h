@@ -49,7 +49,7 @@ struct TrainSetup {
   std::unique_ptr<TrainData> data;  // this rank's slice of every global batch
   std::unique_ptr<ParameterRegistry> params;
   std::unique_ptr<layers::DecoderLM> model;
-  std::unique_ptr<parallel::Fsdp> fsdp;  // the parameters' layout over the ranks; the model's unit hooks
+  std::unique_ptr<parallel::Fsdp> fsdp;     // the parameters' layout over the ranks; the model's unit hooks
   std::unique_ptr<optim::AdamW> optimizer;  // over fsdp->shards()
   optim::Schedule schedule;
   std::unique_ptr<Objective> objective;

@@ -33,10 +33,11 @@ void report_fused_memory(const ModelConfig& c, ParameterRegistry& params, DType 
   }
   const double bytes = compute == DType::BF16 ? 6.0 : 4.0;
   const double fused = double(shared + teacher_only + student_only), separate = fused + double(shared);
-  fmt::print("stage 1 memory: the fused model holds {:.2f}M parameters ({:.2f} GB of weights); a separate teacher and "
-             "student would hold {:.2f}M ({:.2f} GB): {:.2f} GB saved by sharing {:.2f}M weights\n",
-             fused / 1e6, fused * bytes / 1e9, separate / 1e6, separate * bytes / 1e9, double(shared) * bytes / 1e9,
-             double(shared) / 1e6);
+  fmt::print(
+      "stage 1 memory: the fused model holds {:.2f}M parameters ({:.2f} GB of weights); a separate teacher and "
+      "student would hold {:.2f}M ({:.2f} GB): {:.2f} GB saved by sharing {:.2f}M weights\n",
+      fused / 1e6, fused * bytes / 1e9, separate / 1e6, separate * bytes / 1e9, double(shared) * bytes / 1e9,
+      double(shared) / 1e6);
 }
 
 void print_header(const TrainSetup& s) {
@@ -47,10 +48,11 @@ void print_header(const TrainSetup& s) {
              double(s.params->count(true)) / 1e6, dtype_name(s.compute), s.device.str());
   if (c.fused) report_fused_memory(c, *s.params, s.compute);
   const parallel::Fsdp::Footprint f = s.fsdp->footprint();
-  fmt::print("ranks: {} data-parallel ({}), ZeRO stage {}: {:.3f} GB of master weights, {:.3f} GB of compute shards and "
-             "{:.3f} GB of kept gradients per rank\n",
-             ranks, s.ranks.tensors->backend_name(), int(s.zero_stage), double(f.master_bytes) / 1e9,
-             double(f.compute_bytes) / 1e9, double(f.grad_bytes) / 1e9);
+  fmt::print(
+      "ranks: {} data-parallel ({}), ZeRO stage {}: {:.3f} GB of master weights, {:.3f} GB of compute shards and "
+      "{:.3f} GB of kept gradients per rank\n",
+      ranks, s.ranks.tensors->backend_name(), int(s.zero_stage), double(f.master_bytes) / 1e9,
+      double(f.compute_bytes) / 1e9, double(f.grad_bytes) / 1e9);
   fmt::print("data: {}; {} x {} tokens x {} micro-steps per step and rank; {} steps\n", s.data->describe(), s.batch,
              s.seq, s.accumulation, s.max_steps);
 }
@@ -74,8 +76,9 @@ TrainResult train(const config::Config& cfg, const std::string& recipe, RunRanks
   if (ranks.host->rank() == 0) {
     std::error_code ec;
     std::filesystem::create_directories(out_dir, ec);
-    PRIMER_CHECK(!ec && std::filesystem::is_directory(out_dir), "output_dir '{}' ({}): cannot create the run directory{}",
-                 out_dir, cfg.where("output_dir"), ec ? ": " + ec.message() : " (a file of that name is in the way)");
+    PRIMER_CHECK(!ec && std::filesystem::is_directory(out_dir),
+                 "output_dir '{}' ({}): cannot create the run directory{}", out_dir, cfg.where("output_dir"),
+                 ec ? ": " + ec.message() : " (a file of that name is in the way)");
     lock.emplace(out_dir);
   }
   TrainSetup setup = setup_training(cfg, recipe, ranks);

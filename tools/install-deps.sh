@@ -11,6 +11,7 @@ packages=(
   libfmt-dev                        # formatting of logs and errors
   libgtest-dev                      # tests
   libopenblas-dev                   # fast CPU GEMM (CPU training path and CI)
+  clang-format                      # .ci/check-format (the style of .clang-format; Debian 12 ships version 14)
 )
 missing=()
 for p in "${packages[@]}"; do

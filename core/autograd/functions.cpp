@@ -44,7 +44,8 @@ Var scale(const Var& a, double s) {
 
 Var unary(ops::Unary op, const Var& x) {
   Var y = output(ops::unary(op, x->value));
-  if (needs_grad({&x})) record("unary", {y}, [op, x, y] { accumulate_grad(x, ops::unary_backward(op, x->value, y->grad)); });
+  if (needs_grad({&x}))
+    record("unary", {y}, [op, x, y] { accumulate_grad(x, ops::unary_backward(op, x->value, y->grad)); });
   return y;
 }
 
@@ -117,9 +118,8 @@ Var rmsnorm(const Var& x, const Var& w, double eps) {
 Var rope(const Var& x, const Tensor& positions, const Tensor& inv_freq) {
   Var y = output(ops::rope(x->value, positions, inv_freq));
   if (needs_grad({&x}))
-    record("rope", {y}, [x, y, positions, inv_freq] {
-      accumulate_grad(x, ops::rope_backward(y->grad, positions, inv_freq));
-    });
+    record("rope", {y},
+           [x, y, positions, inv_freq] { accumulate_grad(x, ops::rope_backward(y->grad, positions, inv_freq)); });
   return y;
 }
 
@@ -186,7 +186,8 @@ Var mse_loss(const Var& a, const Tensor& target) {
 
 Var softmax(const Var& x) {
   Var y = output(ops::softmax(x->value));
-  if (needs_grad({&x})) record("softmax", {y}, [x, y] { accumulate_grad(x, ops::softmax_backward(y->value, y->grad)); });
+  if (needs_grad({&x}))
+    record("softmax", {y}, [x, y] { accumulate_grad(x, ops::softmax_backward(y->value, y->grad)); });
   return y;
 }
 

@@ -8,8 +8,8 @@ Var gated_delta_rule(const Var& q, const Var& k, const Var& v, const Var& g, con
                      const Var& state_in, Var* state_out) {
   const Tensor s = state_in ? state_in->value : Tensor();
   Tensor st;
-  Var o = constant(ops::gated_delta_rule(q->value, k->value, v->value, g->value, beta->value, scale, s,
-                                         state_out ? &st : nullptr));
+  Var o = constant(
+      ops::gated_delta_rule(q->value, k->value, v->value, g->value, beta->value, scale, s, state_out ? &st : nullptr));
   Var so = state_out ? constant(st) : nullptr;
   if (state_out) *state_out = so;
   if (needs_grad({&q, &k, &v, &g, &beta, &state_in})) {

@@ -14,8 +14,8 @@ KalmanScanResult kalman_scan(const Var& q, const Var& k, const Var& v, const Var
   const DType dt = q->value.dtype();
   const Tensor lam0 = precision_in ? precision_in->value : Tensor::full(state_shape, 1.0, dt, q->value.device());
   const Tensor eta0 = info_mean_in ? info_mean_in->value : Tensor::zeros(state_shape, dt, q->value.device());
-  const ops::KalmanScanOutputs o = ops::kalman_scan(q->value, k->value, v->value, value_precision->value,
-                                                    a_bar->value, p_bar->value, lam0, eta0, with_variance);
+  const ops::KalmanScanOutputs o = ops::kalman_scan(q->value, k->value, v->value, value_precision->value, a_bar->value,
+                                                    p_bar->value, lam0, eta0, with_variance);
   KalmanScanResult r{constant(o.y), with_variance ? constant(o.y_var) : nullptr};
   const Var lam_T = constant(o.precision), eta_T = constant(o.info_mean);
   if (precision_out) *precision_out = lam_T;

@@ -41,9 +41,9 @@ Var concat(const std::vector<Var>& pieces, int dim) {
   for (const Var& p : pieces) {
     Shape expected = first.shape();
     expected[size_t(dim)] = p->value.size(dim);
-    PRIMER_CHECK(p->value.shape() == expected && p->value.dtype() == first.dtype() &&
-                     p->value.device() == first.device(),
-                 "concat: piece {} does not fit {} along dim {}", p->value.describe(), first.describe(), dim);
+    PRIMER_CHECK(
+        p->value.shape() == expected && p->value.dtype() == first.dtype() && p->value.device() == first.device(),
+        "concat: piece {} does not fit {} along dim {}", p->value.describe(), first.describe(), dim);
     shape[size_t(dim)] += p->value.size(dim);
   }
   Var y = constant(Tensor::empty(shape, first.dtype(), first.device()));
@@ -60,7 +60,8 @@ Var concat(const std::vector<Var>& pieces, int dim) {
     record("concat", {y}, [pieces, starts, dim, y] {
       for (size_t i = 0; i < pieces.size(); ++i) {
         const int64_t n = pieces[i]->value.size(dim);
-        if (pieces[i]->requires_grad) accumulate_grad(pieces[i], y->grad.slice(dim, starts[i], starts[i] + n).contiguous());
+        if (pieces[i]->requires_grad)
+          accumulate_grad(pieces[i], y->grad.slice(dim, starts[i], starts[i] + n).contiguous());
       }
     });
   return y;

@@ -25,8 +25,8 @@ Var leaf(const Tensor& value, const std::string& name) {
 
 void accumulate_grad(const Var& v, const Tensor& g) {
   if (!v || !v->requires_grad || !g.defined()) return;
-  PRIMER_CHECK(g.shape() == v->value.shape(), "gradient {} does not match the shape of '{}' {}", g.describe(),
-               v->name, v->value.describe());
+  PRIMER_CHECK(g.shape() == v->value.shape(), "gradient {} does not match the shape of '{}' {}", g.describe(), v->name,
+               v->value.describe());
   if (v->accumulates) {
     ops::add_(grad_accumulator(v), g);
   } else if (!v->grad.defined()) {
@@ -100,7 +100,8 @@ void record_always(const std::string& name, std::function<void()> fn) {
 void backward(const Var& loss, const Tensor& seed) {
   PRIMER_CHECK(loss && loss->requires_grad, "backward() of '{}' which does not depend on any trainable value",
                loss ? loss->name : "<null>");
-  loss->grad = seed.defined() ? seed : Tensor::full(loss->value.shape(), 1.0, loss->value.dtype(), loss->value.device());
+  loss->grad =
+      seed.defined() ? seed : Tensor::full(loss->value.shape(), 1.0, loss->value.dtype(), loss->value.device());
   current_tape().backward();
 }
 

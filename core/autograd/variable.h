@@ -14,10 +14,10 @@ namespace primer::ag {
 
 struct VarNode {
   Tensor value;
-  Tensor grad;                  // undefined until a gradient arrives
+  Tensor grad;  // undefined until a gradient arrives
   bool requires_grad = false;
-  bool accumulates = false;     // parameters: `grad` is a persistent f32 buffer that only ever grows by +=
-  std::string name;             // for error messages and NaN reports
+  bool accumulates = false;  // parameters: `grad` is a persistent f32 buffer that only ever grows by +=
+  std::string name;          // for error messages and NaN reports
 };
 using Var = std::shared_ptr<VarNode>;
 

@@ -275,8 +275,7 @@ class ConfigLoader {
     }
   }
 
-  template <class Fail>
-  static Value convert_map(const YAML::Node& n, Fail fail) {
+  template <class Fail> static Value convert_map(const YAML::Node& n, Fail fail) {
     if (n.IsMap()) return MapValue{to_json(n)};
     if (!n.IsScalar()) return fail(describe(n));
     YAML::Node parsed;

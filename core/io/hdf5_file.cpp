@@ -17,8 +17,8 @@ static_assert(std::is_same_v<hid_t, int64_t>, "Hdf5File stores hid_t as int64_t"
 herr_t append_error(unsigned n, const H5E_error2_t* e, void* out) {
   char minor[160] = "";
   H5Eget_msg(e->min_num, nullptr, minor, sizeof minor);
-  static_cast<std::string*>(out)->append(fmt::format("\n    #{:03} {}(): {} [{}]", n, e->func_name ? e->func_name : "?",
-                                                     e->desc ? e->desc : "", minor));
+  static_cast<std::string*>(out)->append(
+      fmt::format("\n    #{:03} {}(): {} [{}]", n, e->func_name ? e->func_name : "?", e->desc ? e->desc : "", minor));
   return 0;
 }
 
@@ -135,8 +135,7 @@ void Hdf5File::close() {
   PRIMER_H5(closed, "closing '{}'", path_);
 }
 
-template <class T>
-void Hdf5File::write(const std::string& name, const Shape& shape, const T* data, Hdf5Layout layout) {
+template <class T> void Hdf5File::write(const std::string& name, const Shape& shape, const T* data, Hdf5Layout layout) {
   const std::vector<hsize_t> dims(shape.begin(), shape.end());
   const int rank = int(dims.size());
   const hid_t space_id = rank == 0 ? H5Screate(H5S_SCALAR) : H5Screate_simple(rank, dims.data(), nullptr);
@@ -156,16 +155,18 @@ void Hdf5File::write(const std::string& name, const Shape& shape, const T* data,
   }
   Id lcpl(PRIMER_H5(H5Pcreate(H5P_LINK_CREATE), "'{}' dataset '{}'", path_, name), H5Pclose);
   PRIMER_H5(H5Pset_create_intermediate_group(lcpl.get(), 1), "'{}' dataset '{}'", path_, name);
-  Id dataset(PRIMER_H5(H5Dcreate2(id_, name.c_str(), H5Type<T>::file(), space.get(), lcpl.get(), dcpl.get(), H5P_DEFAULT),
-                       "creating dataset '{}' in '{}'", name, path_),
-             H5Dclose);
+  Id dataset(
+      PRIMER_H5(H5Dcreate2(id_, name.c_str(), H5Type<T>::file(), space.get(), lcpl.get(), dcpl.get(), H5P_DEFAULT),
+                "creating dataset '{}' in '{}'", name, path_),
+      H5Dclose);
   if (has_elements)
     PRIMER_H5(H5Dwrite(dataset.get(), H5Type<T>::memory(), H5S_ALL, H5S_ALL, H5P_DEFAULT, data),
               "writing dataset '{}' of '{}'", name, path_);
 }
 
 Shape Hdf5File::shape_of(const std::string& name) const {
-  Id dataset(PRIMER_H5(H5Dopen2(id_, name.c_str(), H5P_DEFAULT), "opening dataset '{}' of '{}'", name, path_), H5Dclose);
+  Id dataset(PRIMER_H5(H5Dopen2(id_, name.c_str(), H5P_DEFAULT), "opening dataset '{}' of '{}'", name, path_),
+             H5Dclose);
   Id space(PRIMER_H5(H5Dget_space(dataset.get()), "dataset '{}' of '{}'", name, path_), H5Sclose);
   const int rank = PRIMER_H5(H5Sget_simple_extent_ndims(space.get()), "dataset '{}' of '{}'", name, path_);
   std::vector<hsize_t> dims(size_t(rank), 0);
@@ -173,21 +174,21 @@ Shape Hdf5File::shape_of(const std::string& name) const {
   return Shape(dims.begin(), dims.end());
 }
 
-template <class T>
-void Hdf5File::read(const std::string& name, const Shape& expected, T* out) const {
+template <class T> void Hdf5File::read(const std::string& name, const Shape& expected, T* out) const {
   const Shape shape = shape_of(name);
   PRIMER_CHECK(shape == expected, "dataset '{}' of '{}' has shape {}, expected {}", name, path_, shape_str(shape),
                shape_str(expected));
   if (shape_numel(shape) == 0) return;
-  Id dataset(PRIMER_H5(H5Dopen2(id_, name.c_str(), H5P_DEFAULT), "opening dataset '{}' of '{}'", name, path_), H5Dclose);
+  Id dataset(PRIMER_H5(H5Dopen2(id_, name.c_str(), H5P_DEFAULT), "opening dataset '{}' of '{}'", name, path_),
+             H5Dclose);
   PRIMER_H5(H5Dread(dataset.get(), H5Type<T>::memory(), H5S_ALL, H5S_ALL, H5P_DEFAULT, out),
             "reading dataset '{}' of '{}' (a failed Fletcher32 check means corrupted bytes)", name, path_);
 }
 
-template <class T>
-std::optional<uint64_t> Hdf5File::data_offset(const std::string& name) const {
+template <class T> std::optional<uint64_t> Hdf5File::data_offset(const std::string& name) const {
   if constexpr (std::endian::native != std::endian::little) return std::nullopt;
-  Id dataset(PRIMER_H5(H5Dopen2(id_, name.c_str(), H5P_DEFAULT), "opening dataset '{}' of '{}'", name, path_), H5Dclose);
+  Id dataset(PRIMER_H5(H5Dopen2(id_, name.c_str(), H5P_DEFAULT), "opening dataset '{}' of '{}'", name, path_),
+             H5Dclose);
   Id type(PRIMER_H5(H5Dget_type(dataset.get()), "dataset '{}' of '{}'", name, path_), H5Tclose);
   if (PRIMER_H5(H5Tequal(type.get(), H5Type<T>::file()), "dataset '{}' of '{}'", name, path_) <= 0) return std::nullopt;
   Id dcpl(PRIMER_H5(H5Dget_create_plist(dataset.get()), "dataset '{}' of '{}'", name, path_), H5Pclose);
@@ -219,19 +220,17 @@ std::string Hdf5File::read_bytes(const std::string& name) const {
   return bytes;
 }
 
-template <class T>
-void Hdf5File::set_attribute(const std::string& object, const std::string& attribute, T value) {
+template <class T> void Hdf5File::set_attribute(const std::string& object, const std::string& attribute, T value) {
   Id space(PRIMER_H5(H5Screate(H5S_SCALAR), "attribute '{}' of '{}'", attribute, path_), H5Sclose);
-  Id attr(PRIMER_H5(H5Acreate_by_name(id_, object.c_str(), attribute.c_str(), H5Type<T>::file(), space.get(), H5P_DEFAULT,
-                                      H5P_DEFAULT, H5P_DEFAULT),
+  Id attr(PRIMER_H5(H5Acreate_by_name(id_, object.c_str(), attribute.c_str(), H5Type<T>::file(), space.get(),
+                                      H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
                     "creating attribute '{}' of '{}' in '{}'", attribute, object, path_),
           H5Aclose);
   PRIMER_H5(H5Awrite(attr.get(), H5Type<T>::memory(), &value), "writing attribute '{}' of '{}' in '{}'", attribute,
             object, path_);
 }
 
-template <class T>
-T Hdf5File::attribute(const std::string& object, const std::string& attribute) const {
+template <class T> T Hdf5File::attribute(const std::string& object, const std::string& attribute) const {
   Id attr(PRIMER_H5(H5Aopen_by_name(id_, object.c_str(), attribute.c_str(), H5P_DEFAULT, H5P_DEFAULT),
                     "opening attribute '{}' of '{}' in '{}'", attribute, object, path_),
           H5Aclose);
@@ -284,9 +283,9 @@ bool Hdf5File::has_attribute(const std::string& object, const std::string& attri
                    "looking up attribute '{}' of '{}' in '{}'", attribute, object, path_) > 0;
 }
 
-#define PRIMER_HDF5_DATASET_TYPE(T)                                                             \
-  template void Hdf5File::write<T>(const std::string&, const Shape&, const T*, Hdf5Layout);     \
-  template void Hdf5File::read<T>(const std::string&, const Shape&, T*) const;                 \
+#define PRIMER_HDF5_DATASET_TYPE(T)                                                         \
+  template void Hdf5File::write<T>(const std::string&, const Shape&, const T*, Hdf5Layout); \
+  template void Hdf5File::read<T>(const std::string&, const Shape&, T*) const;              \
   template std::optional<uint64_t> Hdf5File::data_offset<T>(const std::string&) const;
 PRIMER_HDF5_DATASET_TYPE(float)
 PRIMER_HDF5_DATASET_TYPE(uint8_t)

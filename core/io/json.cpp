@@ -177,7 +177,11 @@ void append_utf8(std::string& out, uint32_t cp) {
 class Parser {
  public:
   Parser(std::string_view text, const std::string& source, int64_t first_line)
-      : begin_(text.data()), p_(text.data()), end_(text.data() + text.size()), source_(source), first_line_(first_line) {}
+      : begin_(text.data()),
+        p_(text.data()),
+        end_(text.data() + text.size()),
+        source_(source),
+        first_line_(first_line) {}
 
   Value document() {
     skip_ws();
@@ -353,7 +357,8 @@ class Parser {
       const uint32_t low = hex4();
       if (low < 0xDC00 || low > 0xDFFF)
         fail_at(at, fmt::format("high surrogate \\u{:04X} followed by \\u{:04X}, expected a low surrogate "
-                                "\\uDC00-\\uDFFF", cp, low));
+                                "\\uDC00-\\uDFFF",
+                                cp, low));
       cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
     }
     append_utf8(out, cp);
@@ -364,7 +369,10 @@ class Parser {
     for (int i = 0; i < 4; ++i, ++p_) {
       if (p_ == end_) fail("expected 4 hex digits after \\u");
       const char c = *p_;
-      const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+      const int d = c >= '0' && c <= '9'   ? c - '0'
+                    : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                    : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                           : -1;
       if (d < 0) fail("expected 4 hex digits after \\u");
       v = v * 16 + uint32_t(d);
     }
@@ -378,10 +386,14 @@ class Parser {
     const unsigned char c = s[0];
     int len = 0;
     unsigned char lo = 0x80, hi = 0xBF;  // range of the second byte
-    if (c >= 0xC2 && c <= 0xDF) len = 2;
-    else if (c >= 0xE0 && c <= 0xEF) len = 3, lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
-    else if (c >= 0xF0 && c <= 0xF4) len = 4, lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
-    else fail("expected valid UTF-8 in a string");
+    if (c >= 0xC2 && c <= 0xDF)
+      len = 2;
+    else if (c >= 0xE0 && c <= 0xEF)
+      len = 3, lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
+    else if (c >= 0xF0 && c <= 0xF4)
+      len = 4, lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
+    else
+      fail("expected valid UTF-8 in a string");
     if (end_ - p_ < len || s[1] < lo || s[1] > hi) fail("expected valid UTF-8 in a string");
     for (int i = 2; i < len; ++i)
       if (s[i] < 0x80 || s[i] > 0xBF) fail("expected valid UTF-8 in a string");
@@ -461,8 +473,10 @@ void dump_string(std::string& out, const std::string& s) {
       case '\b': out += "\\b"; break;
       case '\f': out += "\\f"; break;
       default:
-        if (c < 0x20) out += fmt::format("\\u{:04x}", c);
-        else out += ch;
+        if (c < 0x20)
+          out += fmt::format("\\u{:04x}", c);
+        else
+          out += ch;
     }
   }
   out += '"';

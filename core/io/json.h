@@ -77,8 +77,8 @@ class Value {
   // Checked accessors; a mismatch throws "JSON value: expected <what>, got <type>". Use Node for errors that
   // name the file and key.
   bool as_bool() const;
-  int64_t as_int() const;      // an integer, or a double with an exact integral value
-  double as_double() const;    // any number
+  int64_t as_int() const;    // an integer, or a double with an exact integral value
+  double as_double() const;  // any number
   const std::string& as_string() const;
   const Array& as_array() const;
   Array& as_array();
@@ -123,8 +123,8 @@ class Node {
   bool is_null() const { return value_->is_null(); }
 
   // Members of an object node (errors if this node is not an object).
-  bool has(std::string_view key) const;                 // present (null counts as present)
-  Node at(std::string_view key) const;                  // required: missing → error naming the key
+  bool has(std::string_view key) const;                  // present (null counts as present)
+  Node at(std::string_view key) const;                   // required: missing → error naming the key
   std::optional<Node> find(std::string_view key) const;  // absent or null → nullopt
   // Elements of an array node.
   size_t size() const;  // array length

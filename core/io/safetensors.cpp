@@ -27,9 +27,9 @@ struct StoredDType {
   std::optional<DType> dtype;  // what load() produces; nullopt: not loadable
 };
 constexpr StoredDType kStoredDTypes[] = {
-    {"F64", 8, DType::F64}, {"F32", 4, DType::F32}, {"F16", 2, DType::F16}, {"BF16", 2, DType::BF16},
-    {"I64", 8, DType::I64}, {"I32", 4, DType::I32}, {"U8", 1, DType::U8},   {"BOOL", 1, DType::U8},
-    {"I16", 2, std::nullopt}, {"U16", 2, std::nullopt}, {"U32", 4, std::nullopt}, {"U64", 8, std::nullopt},
+    {"F64", 8, DType::F64},   {"F32", 4, DType::F32},       {"F16", 2, DType::F16},       {"BF16", 2, DType::BF16},
+    {"I64", 8, DType::I64},   {"I32", 4, DType::I32},       {"U8", 1, DType::U8},         {"BOOL", 1, DType::U8},
+    {"I16", 2, std::nullopt}, {"U16", 2, std::nullopt},     {"U32", 4, std::nullopt},     {"U64", 8, std::nullopt},
     {"I8", 1, std::nullopt},  {"F8_E4M3", 1, std::nullopt}, {"F8_E5M2", 1, std::nullopt},
 };
 
@@ -109,8 +109,8 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : file_(path) {
     e.begin = uint64_t(begin);
     e.end = uint64_t(end);
     PRIMER_CHECK(e.end <= data_bytes,
-                 "'{}': tensor '{}' needs data bytes [{}, {}) but the file holds only {} data bytes (truncated?)",
-                 path, name, e.begin, e.end, data_bytes);
+                 "'{}': tensor '{}' needs data bytes [{}, {}) but the file holds only {} data bytes (truncated?)", path,
+                 name, e.begin, e.end, data_bytes);
     const auto expected = byte_size(e.shape, stored->bytes);
     PRIMER_CHECK(expected && *expected == e.end - e.begin,
                  "'{}': tensor '{}' is {} {} ({} bytes) but its data_offsets span {} bytes", path, name, e.dtype,
@@ -150,8 +150,10 @@ std::span<const std::byte> SafetensorsFile::bytes(const std::string& name) const
 Tensor SafetensorsFile::load(const std::string& name, DType dtype, Device device) const {
   const SafetensorsEntry& e = entry(name);
   const std::optional<DType> stored = find_stored_dtype(e.dtype)->dtype;
-  PRIMER_CHECK(stored.has_value(), "'{}': tensor '{}' has dtype {}, which primer cannot load (expected F32, F64, "
-               "BF16, F16, I32, I64, U8 or BOOL)", path(), name, e.dtype);
+  PRIMER_CHECK(stored.has_value(),
+               "'{}': tensor '{}' has dtype {}, which primer cannot load (expected F32, F64, "
+               "BF16, F16, I32, I64, U8 or BOOL)",
+               path(), name, e.dtype);
   Tensor host = Tensor::empty(e.shape, *stored, Device::cpu());
   const std::span<const std::byte> data = bytes(name);
   if (!data.empty()) std::memcpy(host.data_ptr(), data.data(), data.size());  // mapped data may be unaligned
@@ -175,8 +177,8 @@ SafetensorsCheckpoint::SafetensorsCheckpoint(const std::string& dir) : dir_(dir)
         file_node.fail("expected a file name in the checkpoint directory");
       auto [it, added] = file_number.emplace(file, files_.size());
       if (added) files_.push_back(std::make_unique<SafetensorsFile>(join_path(dir, file)));
-      PRIMER_CHECK(files_[it->second]->contains(name), "'{}': weight_map puts tensor '{}' in '{}', which has no such tensor",
-                   index_path, name, file);
+      PRIMER_CHECK(files_[it->second]->contains(name),
+                   "'{}': weight_map puts tensor '{}' in '{}', which has no such tensor", index_path, name, file);
       shard_of_.emplace(name, it->second);
       names_.push_back(name);
     }
@@ -251,11 +253,13 @@ bool is_shard_name(const std::string& file) {
 
 std::vector<std::string> write_safetensors(const std::string& dir,
                                            const std::vector<std::pair<std::string, Tensor>>& tensors,
-                                           uint64_t max_shard_bytes, const std::map<std::string, std::string>& metadata) {
+                                           uint64_t max_shard_bytes,
+                                           const std::map<std::string, std::string>& metadata) {
   PRIMER_CHECK(max_shard_bytes > 0, "write_safetensors('{}'): max_shard_bytes must be positive", dir);
   std::set<std::string> seen;
   for (const auto& [name, t] : tensors) {
-    PRIMER_CHECK(!name.empty() && name != "__metadata__", "write_safetensors('{}'): invalid tensor name '{}'", dir, name);
+    PRIMER_CHECK(!name.empty() && name != "__metadata__", "write_safetensors('{}'): invalid tensor name '{}'", dir,
+                 name);
     PRIMER_CHECK(seen.insert(name).second, "write_safetensors('{}'): tensor '{}' given twice", dir, name);
     PRIMER_CHECK(t.defined(), "write_safetensors('{}'): tensor '{}' is undefined", dir, name);
     safetensors_dtype_name(t.dtype());

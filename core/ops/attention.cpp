@@ -30,8 +30,8 @@ AttentionOptions check_inputs(const char* op, const Tensor& q, const Tensor& k, 
                "{}: 'q' has {} heads and 'k' {}, expected a multiple (GQA)", op, q.size(2), k.size(2));
   PRIMER_CHECK(q.size(3) > 0, "{}: argument 'q' is {}, expected head_dim > 0", op, q.describe());
   if (q.is_cuda())
-    PRIMER_CHECK(q.size(3) == 64 || q.size(3) == 128, "{}: argument 'q' is {}, the CUDA path supports head_dim 64 or 128",
-                 op, q.describe());
+    PRIMER_CHECK(q.size(3) == 64 || q.size(3) == 128,
+                 "{}: argument 'q' is {}, the CUDA path supports head_dim 64 or 128", op, q.describe());
   PRIMER_CHECK(opt.window >= 0, "{}: window is {}, expected >= 0", op, opt.window);
   PRIMER_CHECK(opt.causal || opt.window == 0, "{}: window {} needs causal = true", op, opt.window);
   PRIMER_CHECK(std::isfinite(opt.scale), "{}: scale is {}, expected finite", op, opt.scale);
@@ -45,8 +45,8 @@ DType lse_dtype(const Tensor& q) { return q.dtype() == DType::F64 ? DType::F64 :
 
 #ifdef PRIMER_WITH_CUDA
 cuda_ops::AttentionDims cuda_dims(const Tensor& q, const Tensor& k, const AttentionOptions& o) {
-  return {q.size(0), q.size(1), k.size(1), q.size(2), k.size(2), q.size(3), float(o.scale), o.causal, o.window,
-          o.q_offset, o.k_offset};
+  return {q.size(0),      q.size(1), k.size(1), q.size(2),  k.size(2), q.size(3),
+          float(o.scale), o.causal,  o.window,  o.q_offset, o.k_offset};
 }
 #endif
 
@@ -92,10 +92,9 @@ void attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k, co
     Tensor dq_accum = Tensor::empty(q.shape(), DType::F32, q.device());
     Tensor delta = Tensor::empty(lse.shape(), DType::F32, q.device());
     if (dk_new.numel() > 0 && dq_accum.numel() > 0) {
-      PRIMER_ON_CUDA(cuda_ops::attention_backward(dq_accum.data<float>(), dk_new.data_ptr(), dv_new.data_ptr(),
-                                                  delta.data<float>(), dc.data_ptr(), qc.data_ptr(), kc.data_ptr(),
-                                                  vc.data_ptr(), oc.data_ptr(), lc.data<float>(),
-                                                  cuda_dims(qc, kc, o)));
+      PRIMER_ON_CUDA(cuda_ops::attention_backward(
+          dq_accum.data<float>(), dk_new.data_ptr(), dv_new.data_ptr(), delta.data<float>(), dc.data_ptr(),
+          qc.data_ptr(), kc.data_ptr(), vc.data_ptr(), oc.data_ptr(), lc.data<float>(), cuda_dims(qc, kc, o)));
     } else {
       dq_accum.zero_();
       dk_new.zero_();

@@ -8,7 +8,7 @@
 namespace primer::ops {
 
 struct AttentionOptions {
-  double scale = 0;      // 0 means 1/sqrt(head_dim)
+  double scale = 0;  // 0 means 1/sqrt(head_dim)
   bool causal = true;
   int64_t window = 0;    // sliding window (needs causal): 0 = none; else query at p sees keys in (p - window, p]
   int64_t q_offset = 0;  // global position of query row 0 (sequence parallelism, decoding)

@@ -20,16 +20,14 @@ template <class T> T* ptr(const Tensor& t) { return t.defined() ? t.data<T>() : 
 #ifdef PRIMER_WITH_CUDA
 void solve_cuda(const ChebyshevDims& d, const Tensor& q, const Tensor& k, const Tensor& gk, const Tensor& state_in,
                 const Tensor& x, const Tensor& state_out) {
-  const Tensor ws =
-      Tensor::empty({int64_t(cuda_ops::chebyshev_forward_workspace_floats(d))}, DType::F32, q.device());
+  const Tensor ws = Tensor::empty({int64_t(cuda_ops::chebyshev_forward_workspace_floats(d))}, DType::F32, q.device());
   cuda_ops::chebyshev_solve(d, q.dtype(), q.data_ptr(), k.data_ptr(), ptr<float>(gk), ptr<float>(state_in),
                             x.data_ptr(), ptr<float>(state_out), ws.data<float>());
 }
 
 void backward_cuda(const ChebyshevDims& d, const Tensor& dx, const Tensor& x, const Tensor& k, const Tensor& gk,
                    const Tensor& state_in, const Tensor& dstate_out, const ChebyshevGrads& g) {
-  const Tensor ws =
-      Tensor::empty({int64_t(cuda_ops::chebyshev_backward_workspace_floats(d))}, DType::F32, x.device());
+  const Tensor ws = Tensor::empty({int64_t(cuda_ops::chebyshev_backward_workspace_floats(d))}, DType::F32, x.device());
   cuda_ops::chebyshev_solve_backward(d, x.dtype(), dx.data_ptr(), x.data_ptr(), k.data_ptr(), ptr<float>(gk),
                                      ptr<float>(state_in), ptr<float>(dstate_out), g.dq.data_ptr(), g.dk.data_ptr(),
                                      ptr<float>(g.dgk), ptr<float>(g.dstate_in), ws.data<float>());
@@ -42,8 +40,10 @@ ChebyshevDims chebyshev_check_inputs(const char* op, const Tensor& q, const Tens
                                      const ChebyshevOptions& options, const Tensor& state_in) {
   PRIMER_CHECK(q.defined() && q.dim() == 4, "{}: argument 'q' is {}, expected [B, T, H, D]", op,
                q.defined() ? q.describe() : "undefined");
-  if (q.is_cpu()) expect(q, op, "q", q.device(), {DType::F32, DType::F64});
-  else expect(q, op, "q", q.device(), {DType::BF16, DType::F32});
+  if (q.is_cpu())
+    expect(q, op, "q", q.device(), {DType::F32, DType::F64});
+  else
+    expect(q, op, "q", q.device(), {DType::BF16, DType::F32});
   expect(k, op, "k", q.device(), {q.dtype()});
   expect_shape(k, op, "k", q.shape());
   ChebyshevDims d;
@@ -51,8 +51,8 @@ ChebyshevDims chebyshev_check_inputs(const char* op, const Tensor& q, const Tens
   d.time = q.size(1);
   d.heads = q.size(2);
   d.dim = q.size(3);
-  PRIMER_CHECK(d.batch > 0 && d.time > 0 && d.heads > 0 && d.dim > 0,
-               "{}: argument 'q' is {}, expected every size > 0", op, q.describe());
+  PRIMER_CHECK(d.batch > 0 && d.time > 0 && d.heads > 0 && d.dim > 0, "{}: argument 'q' is {}, expected every size > 0",
+               op, q.describe());
   if (q.is_cuda())
     PRIMER_CHECK(d.dim == 64 || d.dim == 128, "{}: argument 'q' is {}, the CUDA path supports head_dim 64 or 128", op,
                  q.describe());
@@ -92,8 +92,7 @@ Tensor chebyshev_solve(const Tensor& q, const Tensor& k, const Tensor& gk, const
                        const Tensor& state_in, Tensor* state_out) {
   constexpr const char* op = "chebyshev_solve";
   const ChebyshevDims d = chebyshev_check_inputs(op, q, k, gk, options, state_in);
-  const Tensor qc = q.contiguous(), kc = k.contiguous(), gc = contiguous_or_null(gk),
-               sc = contiguous_or_null(state_in);
+  const Tensor qc = q.contiguous(), kc = k.contiguous(), gc = contiguous_or_null(gk), sc = contiguous_or_null(state_in);
   Tensor x = Tensor::empty(q.shape(), q.dtype(), q.device());
   Tensor st = state_out ? Tensor::empty(state_shape(d), state_dtype(q), q.device()) : Tensor();
   if (q.is_cpu()) {
@@ -125,8 +124,7 @@ ChebyshevGrads chebyshev_solve_backward(const Tensor& dx, const Tensor& x, const
     dispatch_cpu_float(q.dtype(), op, [&](auto tag) {
       using T = decltype(tag);
       cpu::chebyshev_solve_backward<T>(d, dxc.data<T>(), xc.data<T>(), kc.data<T>(), ptr<T>(gc), ptr<T>(sc),
-                                       ptr<T>(dsc), g.dq.data<T>(), g.dk.data<T>(), ptr<T>(g.dgk),
-                                       ptr<T>(g.dstate_in));
+                                       ptr<T>(dsc), g.dq.data<T>(), g.dk.data<T>(), ptr<T>(g.dgk), ptr<T>(g.dstate_in));
     });
   } else {
     PRIMER_ON_CUDA(backward_cuda(d, dxc, xc, kc, gc, sc, dsc, g));

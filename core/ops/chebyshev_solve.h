@@ -16,22 +16,22 @@
 namespace primer::ops {
 
 struct ChebyshevOptions {
-  double ridge = 0.02;   // λ_t / ‖H_t‖_F
+  double ridge = 0.02;  // λ_t / ‖H_t‖_F
   int64_t num_iter = 30;
   bool bp_lambda = true;  // backward: differentiate through λ_t = ridge·‖H_t‖_F (else λ_t is held constant)
 };
 
 // q, k [B, T, H, K]; gk [B, T, H] log decay or undefined. CPU: all f32 or all f64. CUDA: q, k bf16 or f32 (f32
 // inputs are rounded to bf16 as tensor-core operands: f32 I/O buys f32 outputs, not f32 precision); gk and
-// state_in f32; K of 64 or 128. A token whose ‖H_t‖_F is 0 (no key yet) gets x = 0. Returns x [B, T, H, K] in q's dtype; if state_out is non-null it receives H_T [B, H, K, K] (f32;
-// f64 for f64 inputs).
+// state_in f32; K of 64 or 128. A token whose ‖H_t‖_F is 0 (no key yet) gets x = 0. Returns x [B, T, H, K] in q's
+// dtype; if state_out is non-null it receives H_T [B, H, K, K] (f32; f64 for f64 inputs).
 Tensor chebyshev_solve(const Tensor& q, const Tensor& k, const Tensor& gk, const ChebyshevOptions& options,
                        const Tensor& state_in, Tensor* state_out);
 
 struct ChebyshevGrads {
-  Tensor dq, dk;    // like q, k
-  Tensor dgk;       // like gk; defined iff gk is
-  Tensor dstate_in; // like state_in; defined iff state_in is
+  Tensor dq, dk;     // like q, k
+  Tensor dgk;        // like gk; defined iff gk is
+  Tensor dstate_in;  // like state_in; defined iff state_in is
 };
 // Gradients of <dx, x> + <dstate_out, H_T> (dstate_out may be undefined: zero); x is the forward's output.
 ChebyshevGrads chebyshev_solve_backward(const Tensor& dx, const Tensor& x, const Tensor& q, const Tensor& k,

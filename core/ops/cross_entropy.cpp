@@ -17,12 +17,14 @@ DType accum_dtype(const Tensor& x) { return x.is_cpu() ? x.dtype() : DType::F32;
 
 void validate(const Tensor& x, const Tensor& W, const Tensor& targets, const Tensor& dW_accum, int64_t chunk_tokens) {
   PRIMER_CHECK(x.defined(), "{}: argument 'x' is undefined", kOp);
-  if (x.is_cpu()) expect(x, kOp, "x", x.device(), {DType::F32, DType::F64});
-  else expect(x, kOp, "x", x.device(), {DType::BF16, DType::F32});
+  if (x.is_cpu())
+    expect(x, kOp, "x", x.device(), {DType::F32, DType::F64});
+  else
+    expect(x, kOp, "x", x.device(), {DType::BF16, DType::F32});
   PRIMER_CHECK(x.dim() == 2, "{}: argument 'x' is {}, expected [N, D]", kOp, x.describe());
   expect(W, kOp, "W", x.device(), {x.dtype()});
-  PRIMER_CHECK(W.dim() == 2 && W.size(1) == x.size(1), "{}: argument 'W' is {}, expected [V, {}]", kOp,
-               W.describe(), x.size(1));
+  PRIMER_CHECK(W.dim() == 2 && W.size(1) == x.size(1), "{}: argument 'W' is {}, expected [V, {}]", kOp, W.describe(),
+               x.size(1));
   expect(targets, kOp, "targets", x.device(), {DType::I32});
   expect_shape(targets, kOp, "targets", {x.size(0)});
   if (dW_accum.defined()) {
@@ -72,8 +74,10 @@ Tensor fused_linear_cross_entropy(const Tensor& x_in, const Tensor& W, const Ten
   }
 
   Tensor loss_sum = Tensor::empty({1}, acc, x.device());
-  if (x.is_cpu()) cpu::sum_losses(acc, row_loss.data_ptr(), n, loss_sum.data_ptr());
-  else PRIMER_ON_CUDA(cuda_ops::sum_losses(row_loss.data<float>(), n, loss_sum.data<float>()));
+  if (x.is_cpu())
+    cpu::sum_losses(acc, row_loss.data_ptr(), n, loss_sum.data_ptr());
+  else
+    PRIMER_ON_CUDA(cuda_ops::sum_losses(row_loss.data<float>(), n, loss_sum.data<float>()));
   return loss_sum;
 }
 

@@ -26,16 +26,17 @@ void expect_shape(const Tensor& t, const char* op, const char* arg, const Shape&
 // The floating dtypes each device computes on: f32/f64 on the CPU (f64 is the reference path), f32/bf16 storage
 // with fp32 math on CUDA.
 inline void expect_float(const Tensor& t, const char* op, const char* arg, Device device) {
-  if (device.is_cpu()) expect(t, op, arg, device, {DType::F32, DType::F64});
-  else expect(t, op, arg, device, {DType::F32, DType::BF16});
+  if (device.is_cpu())
+    expect(t, op, arg, device, {DType::F32, DType::F64});
+  else
+    expect(t, op, arg, device, {DType::F32, DType::BF16});
 }
 
 // Statistics and parameter-gradient accumulators: f64 alongside f64 inputs, f32 otherwise.
 inline DType accum_dtype(DType input) { return input == DType::F64 ? DType::F64 : DType::F32; }
 
 // Calls f(T{}) with T the C++ type of a floating dtype computed on the CPU (f32 or f64).
-template <class F>
-decltype(auto) dispatch_cpu_float(DType dt, const char* op, F&& f) {
+template <class F> decltype(auto) dispatch_cpu_float(DType dt, const char* op, F&& f) {
   switch (dt) {
     case DType::F32: return f(float{});
     case DType::F64: return f(double{});

@@ -83,8 +83,10 @@ Tensor binary_op(Binary op, const char* name, const Tensor& a, const Tensor& b) 
   StridedDesc o = strided_desc(out), da = broadcast_desc(a, shape), db = broadcast_desc(b, shape);
   PRIMER_CHECK(o.ndim <= kMaxDims, "{}: more than {} dims", name, kMaxDims);
   collapse_dims({&o, &da, &db});
-  if (out.is_cpu()) cpu::binary(op, o, da, db);
-  else PRIMER_ON_CUDA(cuda_ops::binary(op, o, da, db));
+  if (out.is_cpu())
+    cpu::binary(op, o, da, db);
+  else
+    PRIMER_ON_CUDA(cuda_ops::binary(op, o, da, db));
   return out;
 }
 
@@ -99,22 +101,28 @@ Tensor scale(const Tensor& a, double s) {
   const Tensor x = a.contiguous();
   Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
   if (out.numel() == 0) return out;
-  if (x.is_cpu()) cpu::scale(out.data_ptr(), x.data_ptr(), x.numel(), x.dtype(), s);
-  else PRIMER_ON_CUDA(cuda_ops::scale(out.data_ptr(), x.data_ptr(), x.numel(), x.dtype(), s));
+  if (x.is_cpu())
+    cpu::scale(out.data_ptr(), x.data_ptr(), x.numel(), x.dtype(), s);
+  else
+    PRIMER_ON_CUDA(cuda_ops::scale(out.data_ptr(), x.data_ptr(), x.numel(), x.dtype(), s));
   return out;
 }
 
 void add_(const Tensor& dst, const Tensor& src, double alpha) {
   expect_float(dst, "add_", "dst", dst.device());
-  if (dst.is_cpu()) expect(src, "add_", "src", dst.device(), {dst.dtype()});
-  else expect_float(src, "add_", "src", dst.device());
+  if (dst.is_cpu())
+    expect(src, "add_", "src", dst.device(), {dst.dtype()});
+  else
+    expect_float(src, "add_", "src", dst.device());
   expect_shape(src, "add_", "src", dst.shape());
   PRIMER_CHECK(dst.is_contiguous(), "add_: argument 'dst' {} must be contiguous (it is updated in place)",
                dst.describe());
   if (dst.numel() == 0) return;
   const Tensor s = src.contiguous();
-  if (dst.is_cpu()) cpu::add_inplace(dst.data_ptr(), dst.dtype(), s.data_ptr(), s.dtype(), dst.numel(), alpha);
-  else PRIMER_ON_CUDA(cuda_ops::add_inplace(dst.data_ptr(), dst.dtype(), s.data_ptr(), s.dtype(), dst.numel(), alpha));
+  if (dst.is_cpu())
+    cpu::add_inplace(dst.data_ptr(), dst.dtype(), s.data_ptr(), s.dtype(), dst.numel(), alpha);
+  else
+    PRIMER_ON_CUDA(cuda_ops::add_inplace(dst.data_ptr(), dst.dtype(), s.data_ptr(), s.dtype(), dst.numel(), alpha));
 }
 
 Tensor unary(Unary op, const Tensor& x) {
@@ -122,8 +130,10 @@ Tensor unary(Unary op, const Tensor& x) {
   const Tensor xc = x.contiguous();
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
   if (y.numel() == 0) return y;
-  if (x.is_cpu()) cpu::unary(op, y.data_ptr(), xc.data_ptr(), y.numel(), y.dtype());
-  else PRIMER_ON_CUDA(cuda_ops::unary(op, y.data_ptr(), xc.data_ptr(), y.numel(), y.dtype()));
+  if (x.is_cpu())
+    cpu::unary(op, y.data_ptr(), xc.data_ptr(), y.numel(), y.dtype());
+  else
+    PRIMER_ON_CUDA(cuda_ops::unary(op, y.data_ptr(), xc.data_ptr(), y.numel(), y.dtype()));
   return y;
 }
 
@@ -134,8 +144,10 @@ Tensor unary_backward(Unary op, const Tensor& x, const Tensor& dy) {
   const Tensor xc = x.contiguous(), dyc = dy.contiguous();
   Tensor dx = Tensor::empty(x.shape(), x.dtype(), x.device());
   if (dx.numel() == 0) return dx;
-  if (x.is_cpu()) cpu::unary_backward(op, dx.data_ptr(), xc.data_ptr(), dyc.data_ptr(), dx.numel(), dx.dtype());
-  else PRIMER_ON_CUDA(cuda_ops::unary_backward(op, dx.data_ptr(), xc.data_ptr(), dyc.data_ptr(), dx.numel(), dx.dtype()));
+  if (x.is_cpu())
+    cpu::unary_backward(op, dx.data_ptr(), xc.data_ptr(), dyc.data_ptr(), dx.numel(), dx.dtype());
+  else
+    PRIMER_ON_CUDA(cuda_ops::unary_backward(op, dx.data_ptr(), xc.data_ptr(), dyc.data_ptr(), dx.numel(), dx.dtype()));
   return dx;
 }
 

@@ -18,8 +18,9 @@ void expect_ids(const Tensor& ids, const char* op, Device device) {
 void check_id_range(const Tensor& ids, int64_t vocab, const char* op) {
   const std::vector<int64_t> v = ids.to_vector<int64_t>();
   for (size_t n = 0; n < v.size(); ++n)
-    PRIMER_CHECK(v[n] >= 0 && v[n] < vocab, "{}: argument 'ids' ({}) holds {} at flat position {}, expected ids in [0, {})",
-                 op, ids.describe(), v[n], n, vocab);
+    PRIMER_CHECK(v[n] >= 0 && v[n] < vocab,
+                 "{}: argument 'ids' ({}) holds {} at flat position {}, expected ids in [0, {})", op, ids.describe(),
+                 v[n], n, vocab);
 }
 
 #ifdef PRIMER_WITH_CUDA
@@ -39,7 +40,8 @@ Tensor embedding(const Tensor& weight, const Tensor& ids) {
                weight.defined() ? weight.describe() : "undefined");
   const bool cpu = weight.is_cpu();
   expect(weight, op, "weight", weight.device(),
-         cpu ? std::initializer_list<DType>{DType::F32, DType::F64} : std::initializer_list<DType>{DType::F32, DType::BF16});
+         cpu ? std::initializer_list<DType>{DType::F32, DType::F64}
+             : std::initializer_list<DType>{DType::F32, DType::BF16});
   expect_ids(ids, op, weight.device());
   const int64_t vocab = weight.size(0), dim = weight.size(1);
   Shape out_shape = ids.shape();
@@ -65,7 +67,8 @@ void embedding_backward(const Tensor& dy, const Tensor& ids, const Tensor& dweig
   PRIMER_CHECK(dy.defined(), "{}: argument 'dy' is undefined", op);
   const bool cpu = dy.is_cpu();
   expect(dy, op, "dy", dy.device(),
-         cpu ? std::initializer_list<DType>{DType::F32, DType::F64} : std::initializer_list<DType>{DType::F32, DType::BF16});
+         cpu ? std::initializer_list<DType>{DType::F32, DType::F64}
+             : std::initializer_list<DType>{DType::F32, DType::BF16});
   expect_ids(ids, op, dy.device());
   expect(dweight_accum, op, "dweight_accum", dy.device(), {dy.dtype() == DType::F64 ? DType::F64 : DType::F32});
   PRIMER_CHECK(dweight_accum.dim() == 2 && dweight_accum.is_contiguous(),

@@ -31,8 +31,8 @@ GatedDeltaDims check_inputs(const char* op, const Tensor& q, const Tensor& k, co
   const GatedDeltaDims d{q.size(0), q.size(1), q.size(2), q.size(3), v.size(3), scale};
   expect_shape(g, op, "g", {d.batch, d.time, d.heads});
   expect_shape(beta, op, "beta", {d.batch, d.time, d.heads});
-  PRIMER_CHECK(d.key_dim > 0 && d.value_dim > 0, "{}: q is {} and v {}, expected non-empty head dims", op,
-               q.describe(), v.describe());
+  PRIMER_CHECK(d.key_dim > 0 && d.value_dim > 0, "{}: q is {} and v {}, expected non-empty head dims", op, q.describe(),
+               v.describe());
   if (q.is_cuda())
     PRIMER_CHECK(d.key_dim == d.value_dim && (d.key_dim == 64 || d.key_dim == 128),
                  "{}: q is {} and v {}; the CUDA path supports head dims K = V in {{64, 128}}", op, q.describe(),
@@ -52,7 +52,9 @@ template <class T> T* mut_ptr(const Tensor& t) { return t.defined() ? t.data<T>(
 
 // The CUDA kernels read and write bf16: f32 q, k, v (and dout) are rounded on the way in, results widened on the
 // way out.
-[[maybe_unused]] Tensor as_bf16(const Tensor& t) { return t.dtype() == DType::BF16 ? t.contiguous() : cast(t, DType::BF16); }
+[[maybe_unused]] Tensor as_bf16(const Tensor& t) {
+  return t.dtype() == DType::BF16 ? t.contiguous() : cast(t, DType::BF16);
+}
 [[maybe_unused]] Tensor like(const Tensor& bf16_result, DType dtype) {
   return dtype == DType::BF16 ? bf16_result : cast(bf16_result, dtype);
 }
@@ -189,11 +191,10 @@ GatedDeltaGrads gated_delta_rule_backward(const Tensor& dout, const Tensor& q, c
   r.dg = Tensor::empty(g.shape(), DType::F64);
   r.dbeta = Tensor::empty(beta.shape(), DType::F64);
   if (state_in.defined()) r.dstate_in = Tensor::empty(state_shape(d), DType::F64);
-  cpu::gated_delta_rule_reference_backward(d, doc.data<double>(), qc.data<double>(), kc.data<double>(),
-                                           vc.data<double>(), gc.data<double>(), bc.data<double>(), ptr<double>(sc),
-                                           ptr<double>(dsc), r.dq.data<double>(), r.dk.data<double>(),
-                                           r.dv.data<double>(), r.dg.data<double>(), r.dbeta.data<double>(),
-                                           mut_ptr<double>(r.dstate_in));
+  cpu::gated_delta_rule_reference_backward(
+      d, doc.data<double>(), qc.data<double>(), kc.data<double>(), vc.data<double>(), gc.data<double>(),
+      bc.data<double>(), ptr<double>(sc), ptr<double>(dsc), r.dq.data<double>(), r.dk.data<double>(),
+      r.dv.data<double>(), r.dg.data<double>(), r.dbeta.data<double>(), mut_ptr<double>(r.dstate_in));
   return r;
 }
 

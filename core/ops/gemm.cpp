@@ -29,8 +29,10 @@ void check_dtypes(const Tensor& A, const Tensor& B, const Tensor& C) {
   }
   expect(A, "gemm", "A", C.device(), {DType::BF16, DType::F32});
   expect(B, "gemm", "B", C.device(), {A.dtype()});
-  if (A.dtype() == DType::BF16) expect(C, "gemm", "C", C.device(), {DType::BF16, DType::F32});
-  else expect(C, "gemm", "C", C.device(), {DType::F32});
+  if (A.dtype() == DType::BF16)
+    expect(C, "gemm", "C", C.device(), {DType::BF16, DType::F32});
+  else
+    expect(C, "gemm", "C", C.device(), {DType::F32});
 }
 
 }  // namespace
@@ -84,12 +86,16 @@ void gemm(const Tensor& A, bool trans_a, const Tensor& B, bool trans_b, const Te
   const GemmArgs g = gemm_args(a, trans_a, b, trans_b, C, alpha, beta);
   if (g.m == 0 || g.n == 0 || g.batch == 0) return;
   if (g.k == 0) {  // an empty sum: C = beta * C
-    if (beta == 0) C.zero_();
-    else PRIMER_CHECK(beta == 1, "gemm: K = 0 with beta {} is not supported (only 0 or 1)", beta);
+    if (beta == 0)
+      C.zero_();
+    else
+      PRIMER_CHECK(beta == 1, "gemm: K = 0 with beta {} is not supported (only 0 or 1)", beta);
     return;
   }
-  if (C.is_cpu()) cpu::gemm(g);
-  else PRIMER_ON_CUDA(cuda_ops::gemm(g));
+  if (C.is_cpu())
+    cpu::gemm(g);
+  else
+    PRIMER_ON_CUDA(cuda_ops::gemm(g));
 }
 
 void set_gemm_autotune([[maybe_unused]] bool enabled) {  // unused in CPU-only builds
@@ -98,8 +104,7 @@ void set_gemm_autotune([[maybe_unused]] bool enabled) {  // unused in CPU-only b
 
 Tensor matmul(const Tensor& A, const Tensor& B, bool trans_a, bool trans_b) {
   PRIMER_CHECK(A.defined() && B.defined(), "matmul: argument '{}' is undefined", A.defined() ? "B" : "A");
-  PRIMER_CHECK(A.dim() >= 2 && B.dim() >= 2, "matmul: A {} and B {} must be at least 2-D", A.describe(),
-               B.describe());
+  PRIMER_CHECK(A.dim() >= 2 && B.dim() >= 2, "matmul: A {} and B {} must be at least 2-D", A.describe(), B.describe());
   Shape shape = A.shape();
   shape[size_t(A.dim() - 2)] = trans_a ? A.size(-1) : A.size(-2);
   shape.back() = trans_b ? B.size(-2) : B.size(-1);

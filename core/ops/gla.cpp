@@ -18,7 +18,8 @@ GlaDims check_gla_inputs(const char* op, const Tensor& q, const Tensor& k, const
   const Device dev = q.device();
   if (q.is_cpu()) {
     expect(q, op, "q", dev, {DType::F32, DType::F64});
-    for (auto [name, t] : {std::pair{"k", &k}, std::pair{"v", &v}, std::pair{"g", &g}}) expect(*t, op, name, dev, {q.dtype()});
+    for (auto [name, t] : {std::pair{"k", &k}, std::pair{"v", &v}, std::pair{"g", &g}})
+      expect(*t, op, name, dev, {q.dtype()});
   } else {
     expect(q, op, "q", dev, {DType::BF16, DType::F32});
     expect(k, op, "k", dev, {q.dtype()});
@@ -77,8 +78,8 @@ void backward_cuda(const GlaDims& d, const Tensor& dout, const Tensor& q, const 
   const Tensor ws = cuda_workspace(cuda_ops::gla_backward_workspace_bytes(d), q.device());
   cuda_ops::gla_backward(d, r.dq.dtype(), operand(dout).data_ptr(), operand(q).data_ptr(), operand(k).data_ptr(),
                          operand(v).data_ptr(), g.data<float>(), float(scale), ptr<float>(s0), ptr<float>(dsT),
-                         r.dq.data_ptr(), r.dk.data_ptr(), r.dv.data_ptr(), r.dg.data<float>(),
-                         ptr<float>(r.dstate_in), ws.data_ptr());
+                         r.dq.data_ptr(), r.dk.data_ptr(), r.dv.data_ptr(), r.dg.data<float>(), ptr<float>(r.dstate_in),
+                         ws.data_ptr());
 }
 #endif
 
@@ -121,8 +122,8 @@ GlaGrads gla_backward(const Tensor& dout_in, const Tensor& q_in, const Tensor& k
   if (q.is_cpu()) {
     dispatch_cpu_float(q.dtype(), op, [&](auto tag) {
       using T = decltype(tag);
-      cpu::gla_backward<T>(d, dout.data<T>(), q.data<T>(), k.data<T>(), v.data<T>(), g.data<T>(), T(scale),
-                           ptr<T>(s0), ptr<T>(dsT), r.dq.data<T>(), r.dk.data<T>(), r.dv.data<T>(), r.dg.data<T>(),
+      cpu::gla_backward<T>(d, dout.data<T>(), q.data<T>(), k.data<T>(), v.data<T>(), g.data<T>(), T(scale), ptr<T>(s0),
+                           ptr<T>(dsT), r.dq.data<T>(), r.dk.data<T>(), r.dv.data<T>(), r.dg.data<T>(),
                            ptr<T>(r.dstate_in));
     });
   } else {

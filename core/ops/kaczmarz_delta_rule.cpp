@@ -12,8 +12,10 @@ namespace {
 
 // β [B, T, H] and ‖k‖² + ε [B, T, H] from k [B, T, H, K] and η [B, T, H] (f64).
 void kaczmarz_step(const Tensor& k, const Tensor& eta, double eps, Tensor& beta, Tensor& norm_eps) {
-  PRIMER_CHECK(k.is_cpu() && k.dtype() == DType::F64 && k.dim() == 4, "reference::kaczmarz_delta_rule: k is {}, expected "
-               "f64 [B, T, H, K] on the CPU", k.describe());
+  PRIMER_CHECK(k.is_cpu() && k.dtype() == DType::F64 && k.dim() == 4,
+               "reference::kaczmarz_delta_rule: k is {}, expected "
+               "f64 [B, T, H, K] on the CPU",
+               k.describe());
   PRIMER_CHECK(eta.is_cpu() && eta.dtype() == DType::F64 && eta.shape() == Shape({k.size(0), k.size(1), k.size(2)}),
                "reference::kaczmarz_delta_rule: eta is {}, expected f64 [{}, {}, {}] on the CPU", eta.describe(),
                k.size(0), k.size(1), k.size(2));
@@ -54,7 +56,8 @@ KaczmarzDeltaGrads kaczmarz_delta_rule_backward(const Tensor& dout, const Tensor
     const double dbeta = gd.dbeta.data<double>()[row];
     r.deta.data<double>()[row] = dbeta / n;
     // β = η / (Σk² + ε): ∂β/∂k_i = −2 β k_i / (Σk² + ε).
-    for (int64_t i = 0; i < K; ++i) r.dk.data<double>()[row * K + i] -= 2 * b * dbeta * kc.data<double>()[row * K + i] / n;
+    for (int64_t i = 0; i < K; ++i)
+      r.dk.data<double>()[row * K + i] -= 2 * b * dbeta * kc.data<double>()[row * K + i] / n;
   }
   return r;
 }

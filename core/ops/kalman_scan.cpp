@@ -14,7 +14,7 @@ struct Dims {
   int64_t B, T, H, N, D;
   int64_t qk(int64_t b, int64_t t, int64_t h) const { return ((b * T + t) * H + h) * N; }
   int64_t vd(int64_t b, int64_t t, int64_t h) const { return ((b * T + t) * H + h) * D; }
-  int64_t dyn(int64_t h, int64_t n) const { return (h * N + n) * D; }              // + d
+  int64_t dyn(int64_t h, int64_t n) const { return (h * N + n) * D; }                         // + d
   int64_t state(int64_t b, int64_t h, int64_t n) const { return ((b * H + h) * N + n) * D; }  // + d
 };
 
@@ -25,8 +25,13 @@ Dims check_inputs(const char* op, const Tensor& q, const Tensor& k, const Tensor
   PRIMER_CHECK(q.is_cpu(), "{}: q is {}; Kalman linear attention runs on the CPU only so far (no CUDA kernels yet)", op,
                q.describe());
   expect(q, op, "q", Device::cpu(), {DType::F32, DType::F64});
-  for (const auto& [t, name] : {std::pair{&q, "q"}, {&k, "k"}, {&v, "v"}, {&lv, "value_precision"},
-                                {&a_bar, "a_bar"}, {&p_bar, "p_bar"}, {&lam0, "precision_in"},
+  for (const auto& [t, name] : {std::pair{&q, "q"},
+                                {&k, "k"},
+                                {&v, "v"},
+                                {&lv, "value_precision"},
+                                {&a_bar, "a_bar"},
+                                {&p_bar, "p_bar"},
+                                {&lam0, "precision_in"},
                                 {&eta0, "info_mean_in"}})
     expect(*t, op, name, Device::cpu(), {q.dtype()});
   const Dims d{q.size(0), q.size(1), q.size(2), q.size(3), v.dim() == 4 ? v.size(3) : 0};
@@ -42,8 +47,10 @@ Dims check_inputs(const char* op, const Tensor& q, const Tensor& k, const Tensor
 
 void check_output_grads(const char* op, const Tensor& dy, const Tensor& dy_var, const Tensor& dlam, const Tensor& deta,
                         const Tensor& v, const Tensor& lam0) {
-  for (const auto& [t, name, shape] : {std::tuple{&dy, "dy", v.shape()}, {&dy_var, "dy_var", v.shape()},
-                                        {&dlam, "dprecision_out", lam0.shape()}, {&deta, "dinfo_mean_out", lam0.shape()}})
+  for (const auto& [t, name, shape] : {std::tuple{&dy, "dy", v.shape()},
+                                       {&dy_var, "dy_var", v.shape()},
+                                       {&dlam, "dprecision_out", lam0.shape()},
+                                       {&deta, "dinfo_mean_out", lam0.shape()}})
     if (t->defined()) {
       expect(*t, op, name, Device::cpu(), {v.dtype()});
       expect_shape(*t, op, name, shape);
@@ -83,8 +90,8 @@ KalmanScanGrads kalman_scan_backward(const Tensor& dy_, const Tensor& dy_var_, c
                dy = dense_or_null(dy_), dy_var = dense_or_null(dy_var_), dlam = dense_or_null(dlam_),
                deta = dense_or_null(deta_);
   const DType dt = q.dtype();
-  KalmanScanGrads g{Tensor::empty(q.shape(), dt), Tensor::empty(k.shape(), dt), Tensor::empty(v.shape(), dt),
-                    Tensor::empty(lv.shape(), dt), Tensor::empty(a.shape(), dt), Tensor::empty(p.shape(), dt),
+  KalmanScanGrads g{Tensor::empty(q.shape(), dt),    Tensor::empty(k.shape(), dt),   Tensor::empty(v.shape(), dt),
+                    Tensor::empty(lv.shape(), dt),   Tensor::empty(a.shape(), dt),   Tensor::empty(p.shape(), dt),
                     Tensor::empty(lam0.shape(), dt), Tensor::empty(lam0.shape(), dt)};
   dispatch_cpu_float(dt, op, [&](auto tag) {
     using T = decltype(tag);
@@ -123,14 +130,14 @@ void run_filter(const Dims& s, const double* k, const double* v, const double* l
 
 }  // namespace
 
-KalmanScanOutputs kalman_scan(const Tensor& q_, const Tensor& k_, const Tensor& v_, const Tensor& lv_,
-                              const Tensor& a_, const Tensor& p_, const Tensor& lam0_, const Tensor& eta0_,
-                              bool with_variance) {
+KalmanScanOutputs kalman_scan(const Tensor& q_, const Tensor& k_, const Tensor& v_, const Tensor& lv_, const Tensor& a_,
+                              const Tensor& p_, const Tensor& lam0_, const Tensor& eta0_, bool with_variance) {
   const Dims s = check_inputs("reference::kalman_scan", q_, k_, v_, lv_, a_, p_, lam0_, eta0_);
   expect_f64("reference::kalman_scan", q_);
   const Tensor q = q_.contiguous(), k = k_.contiguous(), v = v_.contiguous(), lv = lv_.contiguous(),
                a = a_.contiguous(), p = p_.contiguous(), lam0 = lam0_.contiguous(), eta0 = eta0_.contiguous();
-  KalmanScanOutputs out{Tensor::zeros(v.shape(), DType::F64), with_variance ? Tensor::zeros(v.shape(), DType::F64) : Tensor(),
+  KalmanScanOutputs out{Tensor::zeros(v.shape(), DType::F64),
+                        with_variance ? Tensor::zeros(v.shape(), DType::F64) : Tensor(),
                         Tensor::empty(lam0.shape(), DType::F64), Tensor::empty(lam0.shape(), DType::F64)};
   std::vector<double> lam, eta;
   for (int64_t b = 0; b < s.B; ++b)
@@ -163,9 +170,9 @@ KalmanScanGrads kalman_scan_backward(const Tensor& dy_, const Tensor& dy_var_, c
                a = a_.contiguous(), p = p_.contiguous(), lam0 = lam0_.contiguous(), eta0 = eta0_.contiguous();
   const double *dy = at_or_null(dy_), *dy_var = at_or_null(dy_var_), *dlam_out = at_or_null(dlam_out_),
                *deta_out = at_or_null(deta_out_);
-  KalmanScanGrads g{Tensor::zeros(q.shape(), DType::F64),   Tensor::zeros(k.shape(), DType::F64),
-                    Tensor::zeros(v.shape(), DType::F64),   Tensor::zeros(lv.shape(), DType::F64),
-                    Tensor::zeros(a.shape(), DType::F64),   Tensor::zeros(p.shape(), DType::F64),
+  KalmanScanGrads g{Tensor::zeros(q.shape(), DType::F64),    Tensor::zeros(k.shape(), DType::F64),
+                    Tensor::zeros(v.shape(), DType::F64),    Tensor::zeros(lv.shape(), DType::F64),
+                    Tensor::zeros(a.shape(), DType::F64),    Tensor::zeros(p.shape(), DType::F64),
                     Tensor::empty(lam0.shape(), DType::F64), Tensor::empty(lam0.shape(), DType::F64)};
   std::vector<double> lam, eta;
   for (int64_t b = 0; b < s.B; ++b)
@@ -181,8 +188,7 @@ KalmanScanGrads kalman_scan_backward(const Tensor& dy_, const Tensor& dy_var_, c
           for (int64_t t = s.T - 1; t >= 0; --t) {
             const int64_t iq = s.qk(b, t, h) + n, iv = s.vd(b, t, h) + d;
             const double l = lam[size_t(t + 1)], l_prev = lam[size_t(t)], e_prev = eta[size_t(t)];
-            const double mu = eta[size_t(t + 1)] / l, qn = at(q)[iq], kn = at(k)[iq], lvd = at(lv)[iv],
-                         vd = at(v)[iv];
+            const double mu = eta[size_t(t + 1)] / l, qn = at(q)[iq], kn = at(k)[iq], lvd = at(lv)[iv], vd = at(v)[iv];
             const double gy = dy ? dy[iv] : 0, gvar = dy_var ? dy_var[iv] : 0;
             // Readouts y = Σ q η/λ and y_var = Σ q²/λ.
             g.dq.data<double>()[iq] += gy * mu + 2 * qn * gvar / l;

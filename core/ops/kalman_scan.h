@@ -18,16 +18,16 @@
 namespace primer::ops {
 
 struct KalmanScanOutputs {
-  Tensor y;           // [B, T, H, D]
-  Tensor y_var;       // [B, T, H, D]; defined when asked for
-  Tensor precision;   // λ_T [B, H, N, D]
-  Tensor info_mean;   // η_T [B, H, N, D]
+  Tensor y;          // [B, T, H, D]
+  Tensor y_var;      // [B, T, H, D]; defined when asked for
+  Tensor precision;  // λ_T [B, H, N, D]
+  Tensor info_mean;  // η_T [B, H, N, D]
 };
 
 struct KalmanScanGrads {
-  Tensor dq, dk;               // [B, T, H, N]
-  Tensor dv, dvalue_precision; // [B, T, H, D]
-  Tensor da_bar, dp_bar;       // [H, N, D]
+  Tensor dq, dk;                        // [B, T, H, N]
+  Tensor dv, dvalue_precision;          // [B, T, H, D]
+  Tensor da_bar, dp_bar;                // [H, N, D]
   Tensor dprecision_in, dinfo_mean_in;  // [B, H, N, D]
 };
 

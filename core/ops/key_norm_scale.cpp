@@ -34,9 +34,8 @@ void forward_cpu(T* k_hat, T* v_hat, T* r_out, const T* k, const T* v, int64_t r
   }
 }
 
-template <class T>
-void backward_cpu(T* dk, T* dv, const T* dk_hat, const T* dv_hat, const T* k, const T* v, const T* r_in, int64_t rows,
-                  int64_t K, int64_t V) {
+template <class T> void backward_cpu(T* dk, T* dv, const T* dk_hat, const T* dv_hat, const T* k, const T* v,
+                                     const T* r_in, int64_t rows, int64_t K, int64_t V) {
 #pragma omp parallel for schedule(static)
   for (int64_t row = 0; row < rows; ++row) {
     double dot = 0;

@@ -18,8 +18,10 @@ Tensor reduce_dim(const char* op, const Tensor& x, int dim, bool keepdim, bool a
   for (int i = d + 1; i < x.dim(); ++i) inner *= x.shape()[i];
   const int64_t r = x.shape()[d];
   Shape shape = x.shape();
-  if (keepdim) shape[d] = 1;
-  else shape.erase(shape.begin() + d);
+  if (keepdim)
+    shape[d] = 1;
+  else
+    shape.erase(shape.begin() + d);
   Tensor out = Tensor::empty(shape, x.dtype(), x.device());
   if (out.numel() == 0) return out;
   if (r == 0) {
@@ -28,8 +30,10 @@ Tensor reduce_dim(const char* op, const Tensor& x, int dim, bool keepdim, bool a
   }
   const Tensor xc = x.contiguous();
   const double multiplier = average ? 1.0 / double(r) : 1.0;
-  if (x.is_cpu()) cpu::sum_dim(out.data_ptr(), xc.data_ptr(), x.dtype(), outer, r, inner, multiplier);
-  else PRIMER_ON_CUDA(cuda_ops::sum_dim(out.data_ptr(), xc.data_ptr(), x.dtype(), outer, r, inner, multiplier));
+  if (x.is_cpu())
+    cpu::sum_dim(out.data_ptr(), xc.data_ptr(), x.dtype(), outer, r, inner, multiplier);
+  else
+    PRIMER_ON_CUDA(cuda_ops::sum_dim(out.data_ptr(), xc.data_ptr(), x.dtype(), outer, r, inner, multiplier));
   return out;
 }
 
@@ -41,8 +45,10 @@ Tensor reduce_all(const char* op, const Tensor& x, bool squares) {
     return out;
   }
   const Tensor xc = x.contiguous();
-  if (x.is_cpu()) cpu::sum_all(out.data_ptr(), xc.data_ptr(), x.dtype(), x.numel(), squares);
-  else PRIMER_ON_CUDA(cuda_ops::sum_all(out.data_ptr(), xc.data_ptr(), x.dtype(), x.numel(), squares));
+  if (x.is_cpu())
+    cpu::sum_all(out.data_ptr(), xc.data_ptr(), x.dtype(), x.numel(), squares);
+  else
+    PRIMER_ON_CUDA(cuda_ops::sum_all(out.data_ptr(), xc.data_ptr(), x.dtype(), x.numel(), squares));
   return out;
 }
 

@@ -13,8 +13,10 @@ Tensor softmax(const Tensor& x) {
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
   if (y.numel() == 0) return y;
   const int64_t cols = x.size(-1), rows = x.numel() / cols;
-  if (x.is_cpu()) cpu::softmax(y.data_ptr(), xc.data_ptr(), x.dtype(), rows, cols);
-  else PRIMER_ON_CUDA(cuda_ops::softmax(y.data_ptr(), xc.data_ptr(), x.dtype(), rows, cols));
+  if (x.is_cpu())
+    cpu::softmax(y.data_ptr(), xc.data_ptr(), x.dtype(), rows, cols);
+  else
+    PRIMER_ON_CUDA(cuda_ops::softmax(y.data_ptr(), xc.data_ptr(), x.dtype(), rows, cols));
   return y;
 }
 
@@ -27,8 +29,10 @@ Tensor softmax_backward(const Tensor& y, const Tensor& dy) {
   Tensor dx = Tensor::empty(y.shape(), y.dtype(), y.device());
   if (dx.numel() == 0) return dx;
   const int64_t cols = y.size(-1), rows = y.numel() / cols;
-  if (y.is_cpu()) cpu::softmax_backward(dx.data_ptr(), yc.data_ptr(), dyc.data_ptr(), y.dtype(), rows, cols);
-  else PRIMER_ON_CUDA(cuda_ops::softmax_backward(dx.data_ptr(), yc.data_ptr(), dyc.data_ptr(), y.dtype(), rows, cols));
+  if (y.is_cpu())
+    cpu::softmax_backward(dx.data_ptr(), yc.data_ptr(), dyc.data_ptr(), y.dtype(), rows, cols);
+  else
+    PRIMER_ON_CUDA(cuda_ops::softmax_backward(dx.data_ptr(), yc.data_ptr(), dyc.data_ptr(), y.dtype(), rows, cols));
   return dx;
 }
 

@@ -59,8 +59,8 @@ void Communicator::check_tensor(const Tensor& t, const char* role, const OpInfo&
                info.describe(), role, t.describe(), dtype_name(d));
   PRIMER_CHECK(t.is_contiguous(), "rank {}: {}: the {} tensor {} must be contiguous (call contiguous() first)", rank_,
                info.describe(), role, t.describe());
-  PRIMER_CHECK(serves(t.device()), "rank {}: {}: the {} tensor {} is on {}, which the {} backend does not serve",
-               rank_, info.describe(), role, t.describe(), t.device().str(), backend_name());
+  PRIMER_CHECK(serves(t.device()), "rank {}: {}: the {} tensor {} is on {}, which the {} backend does not serve", rank_,
+               info.describe(), role, t.describe(), t.device().str(), backend_name());
 }
 
 void Communicator::check_peer(int peer, const char* role, const OpInfo& info) const {
@@ -133,8 +133,7 @@ Work Communicator::recv_async(const Tensor& tensor, int peer, std::string_view l
   OpInfo info = begin(CollectiveKind::Recv, label);
   check_tensor(tensor, "received", info);
   check_peer(peer, "source", info);
-  PRIMER_CHECK(peer != rank_, "rank {}: {}: a rank cannot receive from itself (use send_recv)", rank_,
-               info.describe());
+  PRIMER_CHECK(peer != rank_, "rank {}: {}: a rank cannot receive from itself (use send_recv)", rank_, info.describe());
   count(info.kind, 0, tensor.nbytes());
   return start_send_recv(nullptr, -1, &tensor, peer, info);
 }
@@ -174,6 +173,8 @@ Work Communicator::all_to_all_async(const Tensor& in, const Tensor& out, std::st
   return start_all_to_all(in, out, info);
 }
 
-Work Communicator::barrier_async(std::string_view label) { return start_barrier(begin(CollectiveKind::Barrier, label)); }
+Work Communicator::barrier_async(std::string_view label) {
+  return start_barrier(begin(CollectiveKind::Barrier, label));
+}
 
 }  // namespace primer::parallel

@@ -49,7 +49,8 @@ std::vector<int64_t> exchange_arrivals(const FaultContext& where, uint64_t seque
     sends.push_back(s);
     MPI_Irecv(&theirs[size_t(peer)], 1, MPI_INT64_T, peer, kArrivalTag, where.monitor, &recvs[size_t(peer)]);
   }
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(grace_seconds(where.timeout_seconds));
+  auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::duration<double>(grace_seconds(where.timeout_seconds));
   int answered = 0;
   while (answered < where.size - 1 && std::chrono::steady_clock::now() < deadline) {
     for (int peer = 0; peer < where.size; ++peer) {
@@ -92,9 +93,10 @@ std::string arrival_summary(const FaultContext& where, uint64_t sequence) {
   }
   std::string s;
   if (!missing.empty())
-    s += fmt::format("\nrank(s) that did not arrive: {} (no answer within {:.0f} s: hung, busy outside "
-                     "communication, or dead)",
-                     join(missing), grace_seconds(where.timeout_seconds));
+    s += fmt::format(
+        "\nrank(s) that did not arrive: {} (no answer within {:.0f} s: hung, busy outside "
+        "communication, or dead)",
+        join(missing), grace_seconds(where.timeout_seconds));
   if (!behind.empty()) s += fmt::format("\nrank(s) stuck in an earlier collective: {}", join(behind));
   s += fmt::format("\nrank(s) waiting in this collective: {}", join(waiting));
   return s;

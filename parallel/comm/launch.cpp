@@ -57,9 +57,10 @@ const World& init_world(int& argc, char**& argv, LaunchOptions options) {
     PRIMER_MPI_CHECK(MPI_Comm_free(&node));
     console::set_rank(g_world.rank, g_world.size);
     if (provided < MPI_THREAD_MULTIPLE)
-      console::warn("MPI provides thread level {} below MPI_THREAD_MULTIPLE: an NCCL timeout will be reported "
-                    "without naming the ranks that did not arrive",
-                    provided);
+      console::warn(
+          "MPI provides thread level {} below MPI_THREAD_MULTIPLE: an NCCL timeout will be reported "
+          "without naming the ranks that did not arrive",
+          provided);
   }
   if (options.silence_stdout_off_rank0) console::silence_stdout_off_rank0();
   return g_world;

@@ -13,7 +13,7 @@ struct World {
   int size = 1;
   int local_rank = 0;  // among the ranks on this node
   int local_size = 1;
-  bool mpi = false;    // MPI initialised (launched by an MPI launcher)
+  bool mpi = false;      // MPI initialised (launched by an MPI launcher)
   std::string launcher;  // "mpirun (Open MPI)", "srun (Slurm)", "MPI (PMI)", or "" for a plain process
 };
 

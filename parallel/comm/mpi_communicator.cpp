@@ -162,8 +162,8 @@ Work MpiCommunicator::start_reduce_scatter(const Tensor& in, const Tensor& shard
 Work MpiCommunicator::start_broadcast(const Tensor& tensor, int root, const OpInfo& info) {
   auto p = std::make_unique<MpiPending>(fault_context(), info, staging_);
   void* buf = p->output(tensor, /*reads_too=*/rank() == root);
-  PRIMER_MPI_CHECK(MPI_Ibcast(buf, mpi::count(tensor.numel(), info), mpi::datatype(tensor.dtype()), root, comm_,
-                              p->new_request()));
+  PRIMER_MPI_CHECK(
+      MPI_Ibcast(buf, mpi::count(tensor.numel(), info), mpi::datatype(tensor.dtype()), root, comm_, p->new_request()));
   return Work(std::move(p));
 }
 

@@ -27,8 +27,7 @@ MPI_Datatype datatype(DType dtype) {
 namespace {
 
 // Each pairwise combination rounds to bf16, as NCCL's bf16 reductions do.
-template <class Combine>
-void reduce_bf16(void* in, void* inout, int* len, Combine combine) {
+template <class Combine> void reduce_bf16(void* in, void* inout, int* len, Combine combine) {
   auto* a = static_cast<const uint16_t*>(in);
   auto* b = static_cast<uint16_t*>(inout);
   for (int i = 0; i < *len; ++i) {

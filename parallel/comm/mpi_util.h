@@ -19,8 +19,8 @@ bool initialized();  // MPI_Init done and MPI_Finalize not yet
 
 }  // namespace primer::parallel::mpi
 
-#define PRIMER_MPI_CHECK(expr)                                                      \
-  do {                                                                              \
-    int primer_mpi_rc_ = (expr);                                                    \
+#define PRIMER_MPI_CHECK(expr)                                                                                   \
+  do {                                                                                                           \
+    int primer_mpi_rc_ = (expr);                                                                                 \
     if (primer_mpi_rc_ != MPI_SUCCESS) ::primer::parallel::mpi::fail(primer_mpi_rc_, #expr, __FILE__, __LINE__); \
   } while (0)

@@ -7,13 +7,13 @@
 #include "parallel/comm/mpi_communicator.h"
 #include "parallel/comm/mpi_util.h"
 
-#define PRIMER_NCCL_CHECK(expr)                                                                                    \
-  do {                                                                                                             \
-    ncclResult_t primer_nccl_rc_ = (expr);                                                                         \
-    if (primer_nccl_rc_ != ncclSuccess)                                                                            \
-      ::primer::throw_error(__FILE__, __LINE__,                                                                    \
-                            ::fmt::format("{} failed: {} ({})", #expr, ncclGetErrorString(primer_nccl_rc_),        \
-                                          ncclGetLastError(nullptr)));                                             \
+#define PRIMER_NCCL_CHECK(expr)                                                                                        \
+  do {                                                                                                                 \
+    ncclResult_t primer_nccl_rc_ = (expr);                                                                             \
+    if (primer_nccl_rc_ != ncclSuccess)                                                                                \
+      ::primer::throw_error(                                                                                           \
+          __FILE__, __LINE__,                                                                                          \
+          ::fmt::format("{} failed: {} ({})", #expr, ncclGetErrorString(primer_nccl_rc_), ncclGetLastError(nullptr))); \
   } while (0)
 
 namespace primer::parallel {
@@ -78,7 +78,10 @@ class NcclPending final : public PendingOp {
   // event_owner keeps `done` alive (the watchdog shares it).
   NcclPending(std::shared_ptr<const void> event_owner, cudaEvent_t done, std::vector<Tensor> tensors,
               bool host_blocking)
-      : event_owner_(std::move(event_owner)), done_(done), tensors_(std::move(tensors)), host_blocking_(host_blocking) {}
+      : event_owner_(std::move(event_owner)),
+        done_(done),
+        tensors_(std::move(tensors)),
+        host_blocking_(host_blocking) {}
   void wait() override {
     PRIMER_CUDA_CHECK(cudaStreamWaitEvent(cuda::stream(), done_, 0));
     while (host_blocking_) {
@@ -249,8 +252,8 @@ Work NcclCommunicator::start_all_reduce(const Tensor& t, ReduceOp op, const OpIn
 
 Work NcclCommunicator::start_all_gather(const Tensor& shard, const Tensor& out, const OpInfo& info) {
   return launch(info, {shard, out}, [&] {
-    PRIMER_NCCL_CHECK(ncclAllGather(shard.data_ptr(), out.data_ptr(), size_t(shard.numel()),
-                                    nccl_type(shard.dtype()), comm_, stream_));
+    PRIMER_NCCL_CHECK(ncclAllGather(shard.data_ptr(), out.data_ptr(), size_t(shard.numel()), nccl_type(shard.dtype()),
+                                    comm_, stream_));
   });
 }
 
@@ -263,8 +266,8 @@ Work NcclCommunicator::start_reduce_scatter(const Tensor& in, const Tensor& shar
 
 Work NcclCommunicator::start_broadcast(const Tensor& t, int root, const OpInfo& info) {
   return launch(info, {t}, [&] {
-    PRIMER_NCCL_CHECK(ncclBroadcast(t.data_ptr(), t.data_ptr(), size_t(t.numel()), nccl_type(t.dtype()), root, comm_,
-                                    stream_));
+    PRIMER_NCCL_CHECK(
+        ncclBroadcast(t.data_ptr(), t.data_ptr(), size_t(t.numel()), nccl_type(t.dtype()), root, comm_, stream_));
   });
 }
 

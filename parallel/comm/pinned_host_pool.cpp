@@ -23,7 +23,8 @@ std::shared_ptr<void> PinnedHostPool::lease(size_t bytes) {
     PRIMER_CUDA_CHECK(cudaMallocHost(&buffer, capacity));
   }
   // The deleter holds the pool, so a buffer outliving its communicator still finds somewhere to go.
-  return std::shared_ptr<void>(buffer, [pool = shared_from_this(), capacity](void* b) { pool->free_.emplace(capacity, b); });
+  return std::shared_ptr<void>(buffer,
+                               [pool = shared_from_this(), capacity](void* b) { pool->free_.emplace(capacity, b); });
 }
 
 std::shared_ptr<void> PinnedHostPool::stage_in(const Tensor& t) {

@@ -121,8 +121,8 @@ Fsdp::Fsdp(ParameterRegistry& params, const std::vector<ag::UnitSpec>& units, Co
       }
       // keep_f32 marks the f32-compute groups of a bf16 model: their compute copy is the master itself.
       const bool keep_f32 = compute == DType::F32 && params.compute_dtype() != DType::F32;
-      shards_.adopt(g.name, g.master_shard, g.compute_shard, g.grad_shard, g.trainable,
-                    g.params.front()->weight_decay, keep_f32);
+      shards_.adopt(g.name, g.master_shard, g.compute_shard, g.grad_shard, g.trainable, g.params.front()->weight_decay,
+                    keep_f32);
       if (stage >= ZeroStage::Gradients && g.trainable) {
         g.full_grad.storage()->release_memory();
         g.grads_resident = false;
@@ -294,7 +294,8 @@ void Fsdp::gather_full_masters() {
         full = Tensor::empty({g.padded}, DType::F32, g.master_shard.device());
         dp_.all_gather(g.master_shard, full, "fsdp-export");
       }
-      for (size_t i = 0; i < g.params.size(); ++i) g.params[i]->master = flat_view(full, g.offsets[i], g.params[i]->shape);
+      for (size_t i = 0; i < g.params.size(); ++i)
+        g.params[i]->master = flat_view(full, g.offsets[i], g.params[i]->shape);
     }
 }
 

@@ -46,8 +46,7 @@ class Fsdp final : public ag::UnitHooks {
   // `units` list every parameter of the materialized registry exactly once, in the order the model uses them.
   // Trainable flags must be final. Takes over the registry's storage: afterwards a parameter's compute value and
   // gradient are views into flat buffers, and its master is undefined from ZeRO-1 on (shards hold it).
-  Fsdp(ParameterRegistry& params, const std::vector<ag::UnitSpec>& units, Communicator& dp,
-       ZeroStage stage);
+  Fsdp(ParameterRegistry& params, const std::vector<ag::UnitSpec>& units, Communicator& dp, ZeroStage stage);
   ~Fsdp() override;
 
   // The optimizer's parameters: one per trainable group, holding this rank's shard (f32 master, compute copy,

@@ -11,10 +11,10 @@ VisibleBlock visible_block(Span q, Span k, const ops::AttentionOptions& o) {
   if (!o.causal) return {q, k};
   // Key j is visible to query p iff j <= p and, with a window w, j > p − w.
   VisibleBlock b{q, k};
-  b.rows.begin = std::max(q.begin, k.begin);                         // some j <= p
+  b.rows.begin = std::max(q.begin, k.begin);                             // some j <= p
   if (o.window > 0) b.rows.end = std::min(q.end, k.end - 1 + o.window);  // some j > p − w
   if (b.rows.empty()) return {};
-  b.keys.end = std::min(k.end, b.rows.end);                                      // j <= the last row
+  b.keys.end = std::min(k.end, b.rows.end);                                         // j <= the last row
   if (o.window > 0) b.keys.begin = std::max(k.begin, b.rows.begin - o.window + 1);  // j > the first row − w
   if (b.keys.empty()) return {};
   return b;

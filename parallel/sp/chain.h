@@ -15,8 +15,8 @@
 namespace primer::parallel {
 
 struct Chain {
-  int slot = 0;            // the local chunk of each rank on this chain
-  bool ascending = true;   // ranks in chain order 0, 1, …, P−1 (else P−1, …, 0)
+  int slot = 0;           // the local chunk of each rank on this chain
+  bool ascending = true;  // ranks in chain order 0, 1, …, P−1 (else P−1, …, 0)
   int ranks = 1;
 
   int position(int rank) const { return ascending ? rank : ranks - 1 - rank; }

@@ -142,8 +142,8 @@ AttentionForward ring_attention(Communicator& sp, SequenceLayout layout, const T
         // The accumulators travel in the accumulation dtype (as ring-flash-attention's fp32 dk/dv buffers):
         // rounding each hop's partial sum to bf16 would cost accuracy the single-process backward does not lose.
         dkv_incoming = Tensor::empty(kv.shape(), acc, kv.device());
-        dkv_transfer = sp.send_recv_async(dkv, int(next_rank(g)), dkv_incoming, int(prev_rank(g)),
-                                          "sp-attention ring dkv");
+        dkv_transfer =
+            sp.send_recv_async(dkv, int(next_rank(g)), dkv_incoming, int(prev_rank(g)), "sp-attention ring dkv");
       } else {
         dkv_incoming = dkv;
       }

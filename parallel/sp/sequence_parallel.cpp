@@ -39,7 +39,9 @@ ag::Var SequenceParallel::incoming_state(const ag::Var& final_from_zero, const a
   return parallel::incoming_state(sp_, options_.layout, options_.state_passing, final_from_zero, transition, initial);
 }
 
-ag::Var SequenceParallel::gather_sequence(const ag::Var& x) { return parallel::gather_sequence(sp_, options_.layout, x); }
+ag::Var SequenceParallel::gather_sequence(const ag::Var& x) {
+  return parallel::gather_sequence(sp_, options_.layout, x);
+}
 ag::Var SequenceParallel::local_part(const ag::Var& y) { return parallel::local_part(sp_, options_.layout, y); }
 Tensor SequenceParallel::gather_positions(const Tensor& positions) {
   return parallel::gather_sequence(sp_, options_.layout, positions);

@@ -43,7 +43,8 @@ class SequenceParallel final : public ag::SequenceExchange {
   Tensor gather_positions(const Tensor& positions) override;
   ag::Var scatter_heads(const ag::Var& x) override;
   ag::Var gather_heads(const ag::Var& y) override;
-  ag::Var attention(const ag::Var& q, const ag::Var& k, const ag::Var& v, const ops::AttentionOptions& options) override;
+  ag::Var attention(const ag::Var& q, const ag::Var& k, const ag::Var& v,
+                    const ops::AttentionOptions& options) override;
 
  private:
   Communicator& sp_;

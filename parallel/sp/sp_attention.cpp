@@ -32,12 +32,10 @@ void check_arguments(const Communicator& sp, SequenceLayout layout, AttentionSeq
   PRIMER_CHECK(q.dim() == 4 && k.dim() == 4, "{}: q {} and k {}, expected [B, T_local, H, Dh]", op, q.describe(),
                k.describe());
   PRIMER_CHECK(k.shape() == v.shape(), "{}: k {} and v {} differ", op, k.describe(), v.describe());
-  PRIMER_CHECK(k.dtype() == q.dtype() && v.dtype() == q.dtype() && k.device() == q.device() &&
-                   v.device() == q.device(),
+  PRIMER_CHECK(k.dtype() == q.dtype() && v.dtype() == q.dtype() && k.device() == q.device() && v.device() == q.device(),
                "{}: q {}, k {}, v {}: expected one dtype and device", op, q.describe(), k.describe(), v.describe());
   PRIMER_CHECK(q.size(0) == k.size(0) && q.size(1) == k.size(1) && q.size(3) == k.size(3),
-               "{}: q {} and k {}: expected the same batch, local length and head_dim", op, q.describe(),
-               k.describe());
+               "{}: q {} and k {}: expected the same batch, local length and head_dim", op, q.describe(), k.describe());
   PRIMER_CHECK(k.size(2) > 0 && q.size(2) % k.size(2) == 0, "{}: q has {} heads and k {}, expected a multiple (GQA)",
                op, q.size(2), k.size(2));
   PRIMER_CHECK(options.q_offset == 0 && options.k_offset == 0,

@@ -35,8 +35,7 @@ namespace {
 // M·S for S [n, H, K, V].
 Tensor apply(TransitionKind kind, const Tensor& M, const Tensor& S) {
   const Shape& s = S.shape();
-  if (kind == TransitionKind::ScalarLog)
-    return ops::mul(S, ops::unary(ops::Unary::Exp, M).reshape({s[0], s[1], 1, 1}));
+  if (kind == TransitionKind::ScalarLog) return ops::mul(S, ops::unary(ops::Unary::Exp, M).reshape({s[0], s[1], 1, 1}));
   return ops::matmul(M.reshape({s[0] * s[1], s[2], s[2]}), S.reshape({s[0] * s[1], s[2], s[3]})).view(s);
 }
 
@@ -122,14 +121,15 @@ ag::Var incoming_state(Communicator& comm, SequenceLayout layout, StatePassing p
   const TransitionKind kind = transition_kind(transition->value, E);
   const std::vector<Chain> chains = chains_of(layout, comm.size());
   const int64_t R = E.size(0), B = R / int64_t(chains.size());
-  PRIMER_CHECK(R % int64_t(chains.size()) == 0, "state passing: {} chunk rows for {} chunks per rank", R, chains.size());
+  PRIMER_CHECK(R % int64_t(chains.size()) == 0, "state passing: {} chunk rows for {} chunks per rank", R,
+               chains.size());
   PRIMER_CHECK(transition->value.dtype() == E.dtype(), "state passing: transition {} and state {} differ in dtype",
                dtype_name(transition->value.dtype()), dtype_name(E.dtype()));
   if (initial)
-    PRIMER_CHECK(initial->value.shape() == Shape({B, E.size(1), E.size(2), E.size(3)}) &&
-                     initial->value.dtype() == E.dtype(),
-                 "state passing: the initial state must be [{}, {}, {}, {}] {}", B, E.size(1), E.size(2), E.size(3),
-                 dtype_name(E.dtype()));
+    PRIMER_CHECK(
+        initial->value.shape() == Shape({B, E.size(1), E.size(2), E.size(3)}) && initial->value.dtype() == E.dtype(),
+        "state passing: the initial state must be [{}, {}, {}, {}] {}", B, E.size(1), E.size(2), E.size(3),
+        dtype_name(E.dtype()));
 
   // Chain c starts from the initial state (c = 0) or from the end of chain c−1, which the rank that ends it (the
   // first rank of chain c) computes locally.
@@ -147,27 +147,28 @@ ag::Var incoming_state(Communicator& comm, SequenceLayout layout, StatePassing p
   }
   ag::Var out = ag::constant(S_in, "incoming state");
   const ag::Var E_var = final_from_zero, M_var = transition, init = initial;
-  ag::record_collective("sp_incoming_state", {out}, [&comm, layout, passing, kind, chains, B, Ms, S_ins, out, E_var, M_var, init]() {
-    const Tensor dS = ag::grad_or_zeros(out);
-    Tensor dE = Tensor::zeros(E_var->value.shape(), dS.dtype(), dS.device());
-    Tensor dM = Tensor::zeros(M_var->value.shape(), dS.dtype(), dS.device());
-    Tensor g_end;  // the gradient of the state leaving chain c, held by the rank that ends it
-    for (size_t c = chains.size(); c-- > 0;) {
-      const int slot = chains[c].slot;
-      const ChainGradients g =
-          chain_prefix_backward(comm, chains[c], passing, kind, Ms[c], S_ins[c], rows(dS, slot, B), g_end);
-      dE.slice(0, slot * B, (slot + 1) * B).copy_from(g.dE);
-      dM.slice(0, slot * B, (slot + 1) * B).copy_from(g.dM);
-      const bool starts_chain = chains[c].position(comm.rank()) == 0;
-      g_end = starts_chain ? g.dstart : Tensor();
-    }
-    ag::accumulate_grad(E_var, dE);
-    ag::accumulate_grad(M_var, dM);
-    if (init) {  // the initial state enters on the first chunk's rank; the others contribute zeros
-      const Tensor d_init = g_end.defined() ? g_end : Tensor::zeros(init->value.shape(), dS.dtype(), dS.device());
-      ag::accumulate_grad(init, d_init);
-    }
-  });
+  ag::record_collective(
+      "sp_incoming_state", {out}, [&comm, layout, passing, kind, chains, B, Ms, S_ins, out, E_var, M_var, init]() {
+        const Tensor dS = ag::grad_or_zeros(out);
+        Tensor dE = Tensor::zeros(E_var->value.shape(), dS.dtype(), dS.device());
+        Tensor dM = Tensor::zeros(M_var->value.shape(), dS.dtype(), dS.device());
+        Tensor g_end;  // the gradient of the state leaving chain c, held by the rank that ends it
+        for (size_t c = chains.size(); c-- > 0;) {
+          const int slot = chains[c].slot;
+          const ChainGradients g =
+              chain_prefix_backward(comm, chains[c], passing, kind, Ms[c], S_ins[c], rows(dS, slot, B), g_end);
+          dE.slice(0, slot * B, (slot + 1) * B).copy_from(g.dE);
+          dM.slice(0, slot * B, (slot + 1) * B).copy_from(g.dM);
+          const bool starts_chain = chains[c].position(comm.rank()) == 0;
+          g_end = starts_chain ? g.dstart : Tensor();
+        }
+        ag::accumulate_grad(E_var, dE);
+        ag::accumulate_grad(M_var, dM);
+        if (init) {  // the initial state enters on the first chunk's rank; the others contribute zeros
+          const Tensor d_init = g_end.defined() ? g_end : Tensor::zeros(init->value.shape(), dS.dtype(), dS.device());
+          ag::accumulate_grad(init, d_init);
+        }
+      });
   return out;
 }
 

@@ -48,7 +48,8 @@ void direct_attention(const Case& c, const Tensor& q, const Tensor& k, const Ten
           if (!vis) continue;
           double dot = 0;
           for (int64_t d = 0; d < c.Dh; ++d)
-            dot += qv[size_t(((b * c.Tq + i) * c.Hq + h) * c.Dh + d)] * kv[size_t(((b * c.Tk + j) * c.Hkv + g) * c.Dh + d)];
+            dot += qv[size_t(((b * c.Tq + i) * c.Hq + h) * c.Dh + d)] *
+                   kv[size_t(((b * c.Tk + j) * c.Hkv + g) * c.Dh + d)];
           s[size_t(j)] = dot * scale;
         }
         double sum = 0;
@@ -109,8 +110,10 @@ TEST(Attention, FullyMaskedRowsGiveZeroOutputAndMinusInfLse) {
       EXPECT_EQ(std::isinf(lv[size_t(h * 5 + i)]), masked) << "head " << h << " row " << i;
       for (int64_t d = 0; d < 4; ++d) {
         const double o = ov[size_t((i * 2 + h) * 4 + d)];
-        if (masked) EXPECT_EQ(o, 0.0);
-        else EXPECT_NE(o, 0.0);
+        if (masked)
+          EXPECT_EQ(o, 0.0);
+        else
+          EXPECT_NE(o, 0.0);
       }
     }
 }
@@ -145,7 +148,8 @@ TEST(Attention, F32BackwardMatchesF64) {
   SCOPED_TRACE("seed " + std::to_string(seed));
   const Case& c = kCases[3];
   const Tensor q = test::randn({c.B, c.Tq, c.Hq, c.Dh}, seed), k = test::randn({c.B, c.Tk, c.Hkv, c.Dh}, seed + 1);
-  const Tensor v = test::randn({c.B, c.Tk, c.Hkv, c.Dh}, seed + 2), dout = test::randn({c.B, c.Tq, c.Hq, c.Dh}, seed + 3);
+  const Tensor v = test::randn({c.B, c.Tk, c.Hkv, c.Dh}, seed + 2),
+               dout = test::randn({c.B, c.Tq, c.Hq, c.Dh}, seed + 3);
   auto grads = [&](DType dt) {
     Tensor lse, dq, dk, dv;
     const Tensor out = ops::attention(q.to(dt), k.to(dt), v.to(dt), c.opt, &lse);
@@ -154,7 +158,8 @@ TEST(Attention, F32BackwardMatchesF64) {
   };
   const auto g64 = grads(DType::F64), g32 = grads(DType::F32);
   // f32 inputs, out and lse (2^-24 relative each) feed double sums: gradients agree to ~1e-6.
-  for (int i = 0; i < 3; ++i) test::expect_close(g32[size_t(i)], g64[size_t(i)], 1e-5, 1e-5, "grad " + std::to_string(i));
+  for (int i = 0; i < 3; ++i)
+    test::expect_close(g32[size_t(i)], g64[size_t(i)], 1e-5, 1e-5, "grad " + std::to_string(i));
 }
 
 TEST(Attention, RejectsBadArguments) {

@@ -92,7 +92,7 @@ TEST(Autograd, ReshapeTransposeAndCastGradientsMatchFiniteDifferences) {
   check.inputs = {test::randn({2, 3, 4}, seed)};
   check.names = {"x"};
   auto graph = [](const ag::Var& x) {
-    ag::Var t = ag::transpose(x, 0, 2);                           // [4, 3, 2]
+    ag::Var t = ag::transpose(x, 0, 2);  // [4, 3, 2]
     ag::Var r = ag::reshape(t, {6, 4});
     return ag::mul(r, ag::scale(r, 0.5));
   };

@@ -83,7 +83,8 @@ TEST(ChatFormat, LossMaskCoversExactlyTheAssistantResponses) {
   EXPECT_EQ(t.ids, tok.encode(data::render_chat(chat)));
 
   // Two assistant turns: both responses (and only they) are masked in.
-  const std::vector<ChatMessage> two{{"user", "a", {}}, {"assistant", "b", {}}, {"user", "c", {}}, {"assistant", "d", {}}};
+  const std::vector<ChatMessage> two{
+      {"user", "a", {}}, {"assistant", "b", {}}, {"user", "c", {}}, {"assistant", "d", {}}};
   const data::ChatTokens u = data::tokenize_chat(tok, two);
   ASSERT_EQ(u.ids.size(), u.loss_mask.size());
   std::string masked;
@@ -91,7 +92,8 @@ TEST(ChatFormat, LossMaskCoversExactlyTheAssistantResponses) {
     if (u.loss_mask[i]) masked += tok.decode(Ids{u.ids[i]});
   EXPECT_EQ(masked, "b<|im_end|><think>\n\n</think>\n\nd<|im_end|>");
   // A generation prompt has nothing to learn.
-  const data::ChatTokens g = data::tokenize_chat(tok, std::vector<ChatMessage>{{"user", "a", {}}}, ChatOptions{true, false});
+  const data::ChatTokens g =
+      data::tokenize_chat(tok, std::vector<ChatMessage>{{"user", "a", {}}}, ChatOptions{true, false});
   EXPECT_TRUE(std::all_of(g.loss_mask.begin(), g.loss_mask.end(), [](uint8_t m) { return m == 0; }));
 }
 
@@ -127,8 +129,8 @@ TEST(ChatFormatReference, Qwen3TemplateAndIdsMatchJavaScript) {
     lines += json::dump(v) + "\n";
   }
   test::tiny::ScratchDir dir("chat-ref");
-  const std::string out = test::run_node("tools/tokenizer/reference_ids.mjs",
-                                         "--chat " + test::quoted(dir.write("chats.jsonl", lines)));
+  const std::string out =
+      test::run_node("tools/tokenizer/reference_ids.mjs", "--chat " + test::quoted(dir.write("chats.jsonl", lines)));
   std::istringstream in(out);
   size_t index = 0;
   for (std::string line; std::getline(in, line); ++index) {

@@ -176,8 +176,8 @@ void reference_gradcheck(const ChebyshevInputs& in, const ChebyshevOptions& o, b
   };
   check.backward = [&](const std::vector<Tensor>& v, const std::vector<Tensor>& g) {
     const Tensor x = ops::reference::chebyshev_solve(v[0], v[1], v[2], o, v[3], nullptr);
-    const ChebyshevGrads gr = ops::reference::chebyshev_solve_backward(g[0], x, v[0], v[1], v[2], o, v[3],
-                                                                       with_state_out ? g[1] : Tensor());
+    const ChebyshevGrads gr =
+        ops::reference::chebyshev_solve_backward(g[0], x, v[0], v[1], v[2], o, v[3], with_state_out ? g[1] : Tensor());
     std::vector<Tensor> out{gr.dq, gr.dk, gr.dgk, gr.dstate_in};
     for (size_t i = 0; i < out.size(); ++i)
       if (!wrt[i]) out[i] = Tensor();
@@ -269,8 +269,7 @@ void expect_chunked_matches_reference(const Case& c, DType dtype, double rel_x, 
 
   Tensor st_ref, st;
   const Tensor x_ref = ops::reference::chebyshev_solve(in.q, in.k, in.gk, o, in.state, &st_ref);
-  const ChebyshevGrads g_ref =
-      ops::reference::chebyshev_solve_backward(dx, x_ref, in.q, in.k, in.gk, o, in.state, dst);
+  const ChebyshevGrads g_ref = ops::reference::chebyshev_solve_backward(dx, x_ref, in.q, in.k, in.gk, o, in.state, dst);
 
   const Tensor q = in.q.to(dtype), k = in.k.to(dtype), gk = to_dtype(in.gk, dtype), s0 = to_dtype(in.state, dtype);
   const Tensor x = ops::chebyshev_solve(q, k, gk, o, s0, &st);
@@ -355,14 +354,20 @@ TEST(ChebyshevSolve, RejectsBadArguments) {
                      {"chebyshev_solve", "ridge is 0"});
   test::expect_error([&] { ops::chebyshev_solve(in.q, in.k, in.gk, options(0.02, -1), in.state, nullptr); },
                      {"chebyshev_solve", "num_iter is -1"});
-  test::expect_error([&] { ops::chebyshev_solve(in.q, in.k.slice(1, 0, 2), in.gk, options(0.02, 5), in.state, nullptr); },
-                     {"chebyshev_solve", "'k'", "[1, 3, 2, 4]"});
-  test::expect_error([&] { ops::chebyshev_solve(in.q, in.k, in.gk.to(DType::F32), options(0.02, 5), in.state, nullptr); },
-                     {"chebyshev_solve", "'gk'", "f64"});
-  test::expect_error([&] { ops::chebyshev_solve(in.q, in.k, in.gk, options(0.02, 5), in.state.slice(2, 0, 2), nullptr); },
-                     {"chebyshev_solve", "'state_in'", "[1, 2, 4, 4]"});
   test::expect_error(
-      [&] { ops::reference::chebyshev_solve(in.q.to(DType::F32), in.k.to(DType::F32), Tensor(), options(0.02, 5), Tensor(), nullptr); },
+      [&] { ops::chebyshev_solve(in.q, in.k.slice(1, 0, 2), in.gk, options(0.02, 5), in.state, nullptr); },
+      {"chebyshev_solve", "'k'", "[1, 3, 2, 4]"});
+  test::expect_error(
+      [&] { ops::chebyshev_solve(in.q, in.k, in.gk.to(DType::F32), options(0.02, 5), in.state, nullptr); },
+      {"chebyshev_solve", "'gk'", "f64"});
+  test::expect_error(
+      [&] { ops::chebyshev_solve(in.q, in.k, in.gk, options(0.02, 5), in.state.slice(2, 0, 2), nullptr); },
+      {"chebyshev_solve", "'state_in'", "[1, 2, 4, 4]"});
+  test::expect_error(
+      [&] {
+        ops::reference::chebyshev_solve(in.q.to(DType::F32), in.k.to(DType::F32), Tensor(), options(0.02, 5), Tensor(),
+                                        nullptr);
+      },
       {"reference::chebyshev_solve", "f64"});
 }
 

@@ -55,7 +55,8 @@ void train_randomly(ParameterRegistry& params, optim::AdamW& adamw, uint64_t see
   params.materialize(Device::cpu(), DType::F32, seed);
   params.set_trainable({"model.embed_tokens", "model.layers"});
   for (int s = 0; s < 2; ++s) {
-    for (Parameter* p : params.trainable()) p->var->grad = test::randn(p->shape, seed + 7 * s + p->name.size(), DType::F32);
+    for (Parameter* p : params.trainable())
+      p->var->grad = test::randn(p->shape, seed + 7 * s + p->name.size(), DType::F32);
     adamw.step(1e-2);
   }
 }
@@ -171,11 +172,13 @@ TEST(Checkpoint, LatestSkipsLeftoversAndDirectoriesWithoutManifest) {
   EXPECT_EQ(manager.resolve("auto", "resume_from_checkpoint"), good);
   EXPECT_EQ(manager.resolve("", "resume_from_checkpoint"), std::nullopt);
   EXPECT_EQ(manager.resolve(good, "resume_from_checkpoint"), good);
-  EXPECT_NE(error_of([&] { manager.resolve((dir.path / "checkpoint-7").string(), "resume_from_checkpoint"); })
-                .find("manifest.json"),
+  EXPECT_NE(error_of([&] {
+              manager.resolve((dir.path / "checkpoint-7").string(), "resume_from_checkpoint");
+            }).find("manifest.json"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { manager.resolve((dir.path / "nowhere").string(), "resume_from_checkpoint"); })
-                .find("resume_from_checkpoint '" + (dir.path / "nowhere").string() + "': no such checkpoint directory"),
+  EXPECT_NE(error_of([&] {
+              manager.resolve((dir.path / "nowhere").string(), "resume_from_checkpoint");
+            }).find("resume_from_checkpoint '" + (dir.path / "nowhere").string() + "': no such checkpoint directory"),
             std::string::npos);
   EXPECT_EQ(CheckpointManager((dir.path / "absent").string(), 0).latest(), std::nullopt);
 }
@@ -272,10 +275,12 @@ TEST(Checkpoint, MismatchedParametersAreNamed) {
   other.materialize(Device::cpu(), DType::F32, seed);
   optim::AdamW adamw(other, {});
   const std::string message = error_of([&] { CheckpointManager(dir.path.string(), 0).load(c.dir, other, adamw); });
-  EXPECT_NE(message.find("'model.layers.0.mlp.up_proj.weight' has shape [8, 24] in the checkpoint, [8, 25] in the model"),
-            std::string::npos)
+  EXPECT_NE(
+      message.find("'model.layers.0.mlp.up_proj.weight' has shape [8, 24] in the checkpoint, [8, 25] in the model"),
+      std::string::npos)
       << message;
-  EXPECT_NE(message.find("'model.extra.weight' is in the model but not in the checkpoint"), std::string::npos) << message;
+  EXPECT_NE(message.find("'model.extra.weight' is in the model but not in the checkpoint"), std::string::npos)
+      << message;
 }
 
 TEST(Hdf5File, Fletcher32DetectsACorruptedChunk) {
@@ -322,7 +327,8 @@ TEST(Checkpoint, SaveKilledAtARandomPointKeepsTheLastGoodCheckpoint) {
   SCOPED_TRACE("seed " + std::to_string(seed));
   ScratchDir dir("crash", seed);
   ParameterRegistry params;
-  for (int i = 0; i < 6; ++i) params.add(fmt::format("model.layers.{}.mlp.down_proj.weight", i), {512, 512}, InitRule::normal(0.02));
+  for (int i = 0; i < 6; ++i)
+    params.add(fmt::format("model.layers.{}.mlp.down_proj.weight", i), {512, 512}, InitRule::normal(0.02));
   optim::AdamW adamw(params, {});
   params.materialize(Device::cpu(), DType::F32, seed);
   for (Parameter* p : params.all()) p->var->grad = test::randn(p->shape, seed + p->name.size(), DType::F32);

@@ -13,8 +13,7 @@ namespace primer {
 namespace {
 
 // What `write` sends to file descriptor `fd`, captured through a temporary file.
-template <class Write>
-std::string captured(int fd, Write&& write) {
+template <class Write> std::string captured(int fd, Write&& write) {
   std::fflush(nullptr);
   char path[] = "/tmp/primer_console_XXXXXX";
   int file = mkstemp(path);

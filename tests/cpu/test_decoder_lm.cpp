@@ -51,7 +51,8 @@ TEST_P(DecoderGradients, EveryParameterMatchesFiniteDifferences) {
   t[7] = -100;
   const Tensor targets = Tensor::from_vector(t, {2, 5}, DType::I32);
 
-  test::run_model_gradcheck(params, [&](double scale) { return model.loss(ids, targets, scale); }, seed);
+  test::run_model_gradcheck(
+      params, [&](double scale) { return model.loss(ids, targets, scale); }, seed);
 }
 
 INSTANTIATE_TEST_SUITE_P(QwenAndLlama, DecoderGradients, ::testing::Values("qwen3", "llama", "mistral"));

@@ -20,9 +20,9 @@ struct Case {
   int64_t sliding_window = 0;  // the model's (Mistral-style) window
 };
 
-const Case kCases[] = {{"Attention", ""},       {"MistralWindow", "", 4}, {"SWA", "*-SWA"},   {"M2", "*-M2"},
-                       {"GDN", "*-GDN"},        {"GKA", "*-GKA"},         {"KZLA", "*-KZLA"}, {"KLA", "*-KLA"},
-                       {"Hybrid", "SWA-M2-GDN-*-GKA-KZLA-KLA"}};
+const Case kCases[] = {{"Attention", ""},  {"MistralWindow", "", 4}, {"SWA", "*-SWA"},
+                       {"M2", "*-M2"},     {"GDN", "*-GDN"},         {"GKA", "*-GKA"},
+                       {"KZLA", "*-KZLA"}, {"KLA", "*-KLA"},         {"Hybrid", "SWA-M2-GDN-*-GKA-KZLA-KLA"}};
 
 ModelConfig decoding_config(const Case& c) {
   const std::string pattern = c.pattern;

@@ -11,9 +11,10 @@ namespace {
 
 TEST(Divergence, StopNamesTheStepParameterAndLayer) {
   recipes::DivergenceGuard guard({});
-  test::expect_error([&] { guard.nonfinite_gradient(7, "model.layers.12.mlp.up_proj.weight", NAN); },
-                     {"step 7: non-finite gradient (NaN or inf), first in 'model.layers.12.mlp.up_proj.weight' (layer 12)",
-                      "the step's loss is nan", "the run stops (nan_policy: stop)"});
+  test::expect_error(
+      [&] { guard.nonfinite_gradient(7, "model.layers.12.mlp.up_proj.weight", NAN); },
+      {"step 7: non-finite gradient (NaN or inf), first in 'model.layers.12.mlp.up_proj.weight' (layer 12)",
+       "the step's loss is nan", "the run stops (nan_policy: stop)"});
   test::expect_error([&] { guard.nonfinite_gradient(8, "", 2.5); },
                      {"step 8: the squared gradient norm overflowed (every gradient is finite; the loss is 2.5000)"});
   EXPECT_EQ(recipes::layer_of("model.embed_tokens.weight"), "");
@@ -40,13 +41,14 @@ TEST(Divergence, LossSpikeIsWarnedAbout) {
   testing::internal::CaptureStdout();
   guard.logged_loss(1, 9.0);  // too early to judge: only the first kSpikeMinHistory losses
   for (int64_t step = 2; step <= 5; ++step) guard.logged_loss(step, 2.0);
-  guard.logged_loss(6, 9.0);  // 9 < 3 × mean(9, 2, 2, 2, 2) = 10.2
+  guard.logged_loss(6, 9.0);   // 9 < 3 × mean(9, 2, 2, 2, 2) = 10.2
   guard.logged_loss(7, 14.0);  // 14 > 3 × mean(9, 2, 2, 2, 2, 9) = 13
   const std::string log = testing::internal::GetCapturedStdout();
   EXPECT_EQ(log.find("train step      6"), std::string::npos) << log;
-  EXPECT_NE(log.find("train step      7 | warning: loss spike: 14.0000 is 3.2x the mean 4.3333 of the previous 6 logged "
-                     "losses (loss_spike_factor 3)"),
-            std::string::npos)
+  EXPECT_NE(
+      log.find("train step      7 | warning: loss spike: 14.0000 is 3.2x the mean 4.3333 of the previous 6 logged "
+               "losses (loss_spike_factor 3)"),
+      std::string::npos)
       << log;
   recipes::DivergenceGuard off({false, 0, 0});
   testing::internal::CaptureStdout();

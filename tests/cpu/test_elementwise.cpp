@@ -36,8 +36,12 @@ struct BroadcastCase {
   Shape a, b, out;
 };
 const std::vector<BroadcastCase> kBroadcastCases = {
-    {{2, 3, 4}, {2, 3, 4}, {2, 3, 4}}, {{2, 3, 4}, {4}, {2, 3, 4}}, {{2, 3, 4}, {3, 1}, {2, 3, 4}},
-    {{1, 3, 1}, {2, 1, 5}, {2, 3, 5}}, {{5}, {1}, {5}},             {{2, 1, 3, 1}, {4, 3, 2}, {2, 4, 3, 2}},
+    {{2, 3, 4}, {2, 3, 4}, {2, 3, 4}},
+    {{2, 3, 4}, {4}, {2, 3, 4}},
+    {{2, 3, 4}, {3, 1}, {2, 3, 4}},
+    {{1, 3, 1}, {2, 1, 5}, {2, 3, 5}},
+    {{5}, {1}, {5}},
+    {{2, 1, 3, 1}, {4, 3, 2}, {2, 4, 3, 2}},
 };
 
 TEST(Elementwise, BinaryBroadcastsLikeNumpy) {
@@ -190,11 +194,14 @@ TEST(Elementwise, SumToShapeSumsBroadcastDims) {
   EXPECT_NE(same.data_ptr(), g.data_ptr()) << "a fresh tensor even when nothing is summed";
   test::expect_close(same, g, 0, 0, "identity sum_to_shape");
   EXPECT_EQ(ops::sum_to_shape(g, {}).shape(), Shape{});
-  EXPECT_NEAR(ops::sum_to_shape(g, {1}).item(), [&] {
-    double s = 0;
-    for (double v : vg) s += v;
-    return s;
-  }(), 1e-12);
+  EXPECT_NEAR(
+      ops::sum_to_shape(g, {1}).item(),
+      [&] {
+        double s = 0;
+        for (double v : vg) s += v;
+        return s;
+      }(),
+      1e-12);
 }
 
 using test::expect_error;
@@ -204,10 +211,17 @@ TEST(Elementwise, BadArgumentsNameTheArgument) {
   expect_error([&] { ops::add(a, Tensor::zeros({4}, DType::F32)); }, {"add", "'b'", "[4]", "broadcast"});
   expect_error([&] { ops::mul(a, Tensor::zeros({2, 3}, DType::F64)); }, {"mul", "'b'", "f64", "expected dtype f32"});
   expect_error([&] { ops::unary(Unary::Exp, Tensor::zeros({2}, DType::BF16)); }, {"unary", "'x'", "bf16", "f32/f64"});
-  expect_error([&] { ops::unary_backward(Unary::Silu, a, Tensor::zeros({3, 2}, DType::F32)); },
-               {"unary_backward", "'dy'", "expected shape [2, 3]"});
+  expect_error(
+      [&] {
+        ops::unary_backward(Unary::Silu, a, Tensor::zeros({3, 2}, DType::F32));
+      },
+      {"unary_backward", "'dy'", "expected shape [2, 3]"});
   expect_error([&] { ops::add_(a, Tensor::zeros({3}, DType::F32)); }, {"add_", "'src'", "expected shape"});
-  expect_error([&] { ops::add_(a.transpose(0, 1), Tensor::zeros({3, 2}, DType::F32)); }, {"add_", "'dst'", "contiguous"});
+  expect_error(
+      [&] {
+        ops::add_(a.transpose(0, 1), Tensor::zeros({3, 2}, DType::F32));
+      },
+      {"add_", "'dst'", "contiguous"});
   expect_error([&] { ops::sum_to_shape(a, {4}); }, {"sum_to_shape", "[4]", "broadcast"});
 }
 

@@ -18,9 +18,9 @@ std::string error_of(const std::function<void()>& f) {
   return "no error";
 }
 
-#define EXPECT_ERROR_MENTIONS(stmt, ...)                                                    \
-  do {                                                                                      \
-    const std::string msg = error_of([&] { (void)(stmt); });                               \
+#define EXPECT_ERROR_MENTIONS(stmt, ...)                                                        \
+  do {                                                                                          \
+    const std::string msg = error_of([&] { (void)(stmt); });                                    \
     for (const char* part : {__VA_ARGS__}) EXPECT_NE(msg.find(part), std::string::npos) << msg; \
   } while (0)
 
@@ -80,8 +80,9 @@ TEST(Embedding, RejectsBadArguments) {
   EXPECT_ERROR_MENTIONS(ops::embedding(Tensor::zeros({10}, DType::F32), Tensor::zeros({3}, DType::I32)), "'weight'");
   const Tensor ids = Tensor::zeros({3}, DType::I32);
   EXPECT_ERROR_MENTIONS(ops::embedding_backward(Tensor::zeros({3, 5}, DType::F32), ids, w), "'dy'", "[3, 4]");
-  EXPECT_ERROR_MENTIONS(ops::embedding_backward(Tensor::zeros({3, 4}, DType::F32), ids, Tensor::zeros({10, 4}, DType::F64)),
-                        "'dweight_accum'", "f32");
+  EXPECT_ERROR_MENTIONS(
+      ops::embedding_backward(Tensor::zeros({3, 4}, DType::F32), ids, Tensor::zeros({10, 4}, DType::F64)),
+      "'dweight_accum'", "f32");
 }
 
 // ---- causal conv1d ----
@@ -119,7 +120,8 @@ TEST(CausalConv1d, ForwardMatchesTheDirectFormula) {
             if (silu) z = z / (1 + std::exp(-z));
             EXPECT_NEAR(yv[size_t((b * T + t) * C + c)], z, 1e-12);
           }
-          for (int j = 0; j < K - 1; ++j) EXPECT_EQ(so[size_t((b * C + c) * (K - 1) + j)], input(b, T - (K - 1) + j, c));
+          for (int j = 0; j < K - 1; ++j)
+            EXPECT_EQ(so[size_t((b * C + c) * (K - 1) + j)], input(b, T - (K - 1) + j, c));
         }
     }
 }
@@ -194,15 +196,16 @@ TEST(CausalConv1d, RejectsBadArguments) {
   const Tensor x = Tensor::zeros({2, 5, 3}, DType::F32), w = Tensor::zeros({3, 4}, DType::F32);
   EXPECT_ERROR_MENTIONS(ops::causal_conv1d(x, Tensor::zeros({4, 4}, DType::F32), {}, false, {}, nullptr), "'w'",
                         "[4, 4]", "C = 3");
-  EXPECT_ERROR_MENTIONS(ops::causal_conv1d(x, Tensor::zeros({3, 9}, DType::F32), {}, false, {}, nullptr), "'w'", "2..8");
+  EXPECT_ERROR_MENTIONS(ops::causal_conv1d(x, Tensor::zeros({3, 9}, DType::F32), {}, false, {}, nullptr), "'w'",
+                        "2..8");
   EXPECT_ERROR_MENTIONS(ops::causal_conv1d(x, w, Tensor::zeros({3}, DType::F64), false, {}, nullptr), "'bias'", "f32");
   EXPECT_ERROR_MENTIONS(ops::causal_conv1d(x, w, {}, false, Tensor::zeros({2, 3, 4}, DType::F32), nullptr),
                         "'state_in'", "[2, 3, 3]");
   EXPECT_ERROR_MENTIONS(ops::causal_conv1d(Tensor::zeros({5, 3}, DType::F32), w, {}, false, {}, nullptr), "'x'",
                         "[B, T, C]");
-  EXPECT_ERROR_MENTIONS(ops::causal_conv1d_backward(x, x, w, {}, false, {}, {}, Tensor::zeros({3, 4}, DType::F64), {},
-                                                    nullptr),
-                        "'dw_accum'", "f32");
+  EXPECT_ERROR_MENTIONS(
+      ops::causal_conv1d_backward(x, x, w, {}, false, {}, {}, Tensor::zeros({3, 4}, DType::F64), {}, nullptr),
+      "'dw_accum'", "f32");
   EXPECT_ERROR_MENTIONS(ops::causal_conv1d_backward(Tensor::zeros({2, 4, 3}, DType::F32), x, w, {}, false, {}, {},
                                                     Tensor::zeros({3, 4}, DType::F32), {}, nullptr),
                         "'dy'", "[2, 5, 3]");

@@ -34,9 +34,11 @@ int scale() {
 }
 
 // Tokens that break naive parsers: structure, escapes, huge or odd numbers, YAML indicators, invalid UTF-8.
-const char* const kSplices[] = {"{", "}", "[", "]", "\"", ":", ",", "\\", "\\u", "\\ud800", "-1", "1e309", "-0",
-                                "99999999999999999999999", "nan", "null", "true", "\n", "  ", "- ", "&a", "*a", "!!",
-                                "%", "#", "\xff", "\xc3", std::string("\0", 1).c_str(), "\t", "'", "0x", "<<: "};
+const char* const kSplices[] = {"{",   "}",    "[",       "]",   "\"",    ":",    ",",
+                                "\\",  "\\u",  "\\ud800", "-1",  "1e309", "-0",   "99999999999999999999999",
+                                "nan", "null", "true",    "\n",  "  ",    "- ",   "&a",
+                                "*a",  "!!",   "%",       "#",   "\xff",  "\xc3", std::string("\0", 1).c_str(),
+                                "\t",  "'",    "0x",      "<<: "};
 
 class Mutator {
  public:
@@ -93,8 +95,8 @@ void fuzz(const std::string& what, const std::string& valid, int iterations,
     } catch (const Error&) {
       ++errors;
     } catch (const std::exception& e) {
-      FAIL() << what << ": mutation " << i << " (PRIMER_TEST_SEED=" << seed << ") escaped as a non-primer exception: "
-             << e.what();
+      FAIL() << what << ": mutation " << i << " (PRIMER_TEST_SEED=" << seed
+             << ") escaped as a non-primer exception: " << e.what();
     }
   }
   EXPECT_GT(errors, 0) << what << ": no mutation was refused; the loop is not reaching the parser";

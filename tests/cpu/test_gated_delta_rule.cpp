@@ -30,7 +30,8 @@ void check_reference_gradients(const GatedDeltaInputs& in, bool with_state, uint
   auto state_of = [&](const std::vector<Tensor>& x) { return with_state ? x[5] : Tensor(); };
   check.forward = [&](const std::vector<Tensor>& x) {
     Tensor st;
-    Tensor o = ops::reference::gated_delta_rule(x[0], x[1], x[2], x[3], x[4], scale, state_of(x), with_state ? &st : nullptr);
+    Tensor o =
+        ops::reference::gated_delta_rule(x[0], x[1], x[2], x[3], x[4], scale, state_of(x), with_state ? &st : nullptr);
     return with_state ? std::vector<Tensor>{o, st} : std::vector<Tensor>{o};
   };
   check.backward = [&](const std::vector<Tensor>& x, const std::vector<Tensor>& dy) {
@@ -104,8 +105,8 @@ void compare_chunked(const ChunkCase& c, DType dtype, double rel_out, double rel
 
   Tensor ref_state, state_out;
   const Tensor ref = ops::reference::gated_delta_rule(in.q, in.k, in.v, in.g, in.beta, scale, state, &ref_state);
-  const Tensor o = ops::gated_delta_rule(as(in.q), as(in.k), as(in.v), as(in.g), as(in.beta), scale, as(state),
-                                         &state_out);
+  const Tensor o =
+      ops::gated_delta_rule(as(in.q), as(in.k), as(in.v), as(in.g), as(in.beta), scale, as(state), &state_out);
   EXPECT_EQ(o.dtype(), dtype);
   EXPECT_EQ(state_out.dtype(), dtype);
   test::expect_close(o, ref, rel_out, 1.0, "o");
@@ -191,15 +192,25 @@ TEST(GatedDeltaRule, ChainingCarriesTheStateAndItsGradient) {
 
 TEST(GatedDeltaRule, RejectsBadArguments) {
   const GatedDeltaInputs in = test::gated_delta_inputs(1, 3, 2, 4, 4, 1);
-  test::expect_error([&] { ops::gated_delta_rule(in.q, in.k, in.v, in.g.reshape({1, 6}), in.beta, 1.0, Tensor(), nullptr); },
-                     {"gated_delta_rule", "'g'"});
-  test::expect_error([&] { ops::gated_delta_rule(in.q, in.k, in.v.to(DType::F32), in.g, in.beta, 1.0, Tensor(), nullptr); },
-                     {"gated_delta_rule", "'v'"});
-  test::expect_error([&] { ops::gated_delta_rule(in.q, in.k, in.v, in.g, in.beta, 1.0, in.state.reshape({2, 4, 4}), nullptr); },
-                     {"gated_delta_rule", "'state_in'"});
-  test::expect_error([&] { ops::reference::gated_delta_rule(in.q.to(DType::F32), in.k.to(DType::F32), in.v.to(DType::F32),
-                                                          in.g.to(DType::F32), in.beta.to(DType::F32), 1.0, Tensor(), nullptr); },
-                     {"reference", "f64"});
+  test::expect_error(
+      [&] {
+        ops::gated_delta_rule(in.q, in.k, in.v, in.g.reshape({1, 6}), in.beta, 1.0, Tensor(), nullptr);
+      },
+      {"gated_delta_rule", "'g'"});
+  test::expect_error(
+      [&] { ops::gated_delta_rule(in.q, in.k, in.v.to(DType::F32), in.g, in.beta, 1.0, Tensor(), nullptr); },
+      {"gated_delta_rule", "'v'"});
+  test::expect_error(
+      [&] {
+        ops::gated_delta_rule(in.q, in.k, in.v, in.g, in.beta, 1.0, in.state.reshape({2, 4, 4}), nullptr);
+      },
+      {"gated_delta_rule", "'state_in'"});
+  test::expect_error(
+      [&] {
+        ops::reference::gated_delta_rule(in.q.to(DType::F32), in.k.to(DType::F32), in.v.to(DType::F32),
+                                         in.g.to(DType::F32), in.beta.to(DType::F32), 1.0, Tensor(), nullptr);
+      },
+      {"reference", "f64"});
 }
 
 }  // namespace

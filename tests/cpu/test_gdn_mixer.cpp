@@ -48,7 +48,8 @@ layers::MixerState random_state(const ModelConfig& c, int64_t B, uint64_t seed) 
   const int64_t H = std::max(c.num_attention_heads, c.num_key_value_heads), D = c.head_dim;
   if (c.gdn.use_short_conv)
     for (int64_t heads : {c.num_attention_heads, c.num_key_value_heads, c.num_key_value_heads})
-      s.conv.push_back(ag::constant(test::randn({B, heads * D, c.gdn.conv_size - 1}, seed + uint64_t(heads) + s.conv.size())));
+      s.conv.push_back(
+          ag::constant(test::randn({B, heads * D, c.gdn.conv_size - 1}, seed + uint64_t(heads) + s.conv.size())));
   s.recurrent.push_back(ag::constant(test::randn({B, H, D, D}, seed + 99, DType::F64, Device::cpu(), 0.5)));
   return s;
 }
@@ -59,13 +60,14 @@ TEST(GdnMixer, RegistersTheReferenceNamesAndShapes) {
   ParameterRegistry params;
   layers::DecoderLM model(c, params);
   const std::string p = "model.layers.1.gdn.";
-  const std::pair<std::string, Shape> expected[] = {
-      {"q_proj.weight", {16, 8}}, {"k_proj.weight", {8, 8}},        {"v_proj.weight", {8, 8}},
-      {"b_proj.weight", {4, 8}},  {"gk_proj.weight", {4, 8}},       {"A_log", {4}},
-      {"dt_bias", {4}},           {"q_conv1d.weight", {16, 1, 3}},  {"q_conv1d.bias", {16}},
-      {"k_conv1d.weight", {8, 1, 3}}, {"k_conv1d.bias", {8}},       {"v_conv1d.weight", {8, 1, 3}},
-      {"v_conv1d.bias", {8}},     {"g_proj.weight", {16, 8}},       {"o_norm.weight", {4}},
-      {"o_proj.weight", {8, 16}}};
+  const std::pair<std::string, Shape> expected[] = {{"q_proj.weight", {16, 8}}, {"k_proj.weight", {8, 8}},
+                                                    {"v_proj.weight", {8, 8}},  {"b_proj.weight", {4, 8}},
+                                                    {"gk_proj.weight", {4, 8}}, {"A_log", {4}},
+                                                    {"dt_bias", {4}},           {"q_conv1d.weight", {16, 1, 3}},
+                                                    {"q_conv1d.bias", {16}},    {"k_conv1d.weight", {8, 1, 3}},
+                                                    {"k_conv1d.bias", {8}},     {"v_conv1d.weight", {8, 1, 3}},
+                                                    {"v_conv1d.bias", {8}},     {"g_proj.weight", {16, 8}},
+                                                    {"o_norm.weight", {4}},     {"o_proj.weight", {8, 16}}};
   int64_t found = 0;
   for (Parameter* q : params.all())
     if (q->name.rfind(p, 0) == 0) ++found;

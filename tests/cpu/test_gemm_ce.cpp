@@ -21,7 +21,8 @@ Tensor reference_gemm(const Tensor& A, bool ta, const Tensor& B, bool tb, const 
       for (int64_t j = 0; j < n; ++j) {
         double s = 0;
         for (int64_t p = 0; p < k; ++p)
-          s += a[size_t(q * m * k + (ta ? p * m + i : i * k + p))] * b[size_t(q * k * n + (tb ? j * k + p : p * n + j))];
+          s +=
+              a[size_t(q * m * k + (ta ? p * m + i : i * k + p))] * b[size_t(q * k * n + (tb ? j * k + p : p * n + j))];
         const size_t o = size_t(q * m * n + i * n + j);
         c[o] = alpha * s + (beta == 0 ? 0 : beta * c0[o]);
       }
@@ -60,7 +61,7 @@ TEST(Gemm, AcceptsStridedViewsAndMatmulAllocates) {
   const uint64_t seed = test::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   const Tensor big = test::randn({9, 20}, seed);
-  const Tensor A = big.slice(1, 3, 14);                  // [9, 11], row stride 20: passed as a leading dim
+  const Tensor A = big.slice(1, 3, 14);                             // [9, 11], row stride 20: passed as a leading dim
   const Tensor B = test::randn({7, 11}, seed + 1).transpose(0, 1);  // [11, 7] with a strided last dim: copied
   const Tensor C = ops::matmul(A, B);
   EXPECT_EQ(C.shape(), (Shape{9, 7}));
@@ -71,10 +72,14 @@ TEST(Gemm, AcceptsStridedViewsAndMatmulAllocates) {
 std::vector<Tensor> gemm_backward(const Tensor& A, bool ta, const Tensor& B, bool tb, const Tensor& dC, double alpha,
                                   double beta) {
   Tensor dA = Tensor::empty(A.shape(), DType::F64), dB = Tensor::empty(B.shape(), DType::F64);
-  if (ta) ops::gemm(B, tb, dC, true, dA, alpha);   // dA = alpha op(B) dC^T
-  else ops::gemm(dC, false, B, !tb, dA, alpha);    // dA = alpha dC op(B)^T
-  if (tb) ops::gemm(dC, true, A, ta, dB, alpha);   // dB = alpha dC^T op(A)
-  else ops::gemm(A, !ta, dC, false, dB, alpha);    // dB = alpha op(A)^T dC
+  if (ta)
+    ops::gemm(B, tb, dC, true, dA, alpha);  // dA = alpha op(B) dC^T
+  else
+    ops::gemm(dC, false, B, !tb, dA, alpha);  // dA = alpha dC op(B)^T
+  if (tb)
+    ops::gemm(dC, true, A, ta, dB, alpha);  // dB = alpha dC^T op(A)
+  else
+    ops::gemm(A, !ta, dC, false, dB, alpha);  // dB = alpha op(A)^T dC
   std::vector<double> dc0 = dC.to_vector<double>();
   for (double& v : dc0) v *= beta;
   return {dA, dB, Tensor::from_vector(dc0, dC.shape(), DType::F64)};
@@ -140,8 +145,8 @@ TEST(FusedCrossEntropy, LossMatchesLogSoftmax) {
   for (DType dt : {DType::F32, DType::F64}) {
     const Tensor x = test::randn({n, d}, seed, dt), W = test::randn({vocab, d}, seed + 1, dt);
     const Tensor targets = targets_with_ignored(n, vocab, seed + 2, ignore);
-    const auto logits = reference_gemm(x, false, W, true, Tensor::zeros({n, vocab}, DType::F64), 1, 0)
-                            .to_vector<double>();
+    const auto logits =
+        reference_gemm(x, false, W, true, Tensor::zeros({n, vocab}, DType::F64), 1, 0).to_vector<double>();
     const auto t = targets.to_vector<int32_t>();
     double expected = 0;
     for (int64_t i = 0; i < n; ++i) {
@@ -168,7 +173,8 @@ TEST(FusedCrossEntropy, GradientsMatchFiniteDifferencesAcrossChunks) {
   c.names = {"x", "W"};
   // chunk_tokens = 3 < N = 7: three chunks, the last holding a single row.
   c.forward = [&](const std::vector<Tensor>& in) {
-    return std::vector<Tensor>{ops::fused_linear_cross_entropy(in[0], in[1], targets, ignore, 1.0, nullptr, Tensor(), 3)};
+    return std::vector<Tensor>{
+        ops::fused_linear_cross_entropy(in[0], in[1], targets, ignore, 1.0, nullptr, Tensor(), 3)};
   };
   c.backward = [&](const std::vector<Tensor>& in, const std::vector<Tensor>& dout) {
     Tensor dx;
@@ -201,10 +207,13 @@ TEST(GemmErrors, NameTheArgument) {
     return std::string("no error");
   };
   EXPECT_NE(message_of([&] { ops::matmul(a, b); }).find("'B'"), std::string::npos);
-  EXPECT_NE(message_of([&] { ops::gemm(a, false, Tensor::zeros({4, 6}, DType::F64), false, Tensor::zeros({3, 5}, DType::F64)); })
-                .find("'C'"),
+  EXPECT_NE(message_of([&] {
+              ops::gemm(a, false, Tensor::zeros({4, 6}, DType::F64), false, Tensor::zeros({3, 5}, DType::F64));
+            }).find("'C'"),
             std::string::npos);
-  EXPECT_NE(message_of([&] { ops::gemm(a, false, Tensor::zeros({4, 6}, DType::F32), false, b); }).find("'B'"),
+  EXPECT_NE(message_of([&] {
+              ops::gemm(a, false, Tensor::zeros({4, 6}, DType::F32), false, b);
+            }).find("'B'"),
             std::string::npos);
   EXPECT_NE(message_of([&] { ops::linear(a, b); }).find("'W'"), std::string::npos);
   const Tensor x = Tensor::zeros({3, 4}, DType::F64), W = Tensor::zeros({7, 4}, DType::F64);

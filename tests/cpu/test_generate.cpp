@@ -19,9 +19,7 @@
 namespace primer {
 namespace {
 
-Tensor logits_of(const std::vector<float>& v) {
-  return Tensor::from_vector(v, {1, int64_t(v.size())}, DType::F32);
-}
+Tensor logits_of(const std::vector<float>& v) { return Tensor::from_vector(v, {1, int64_t(v.size())}, DType::F32); }
 
 std::vector<int32_t> draws(recipes::TokenSampler& s, const Tensor& logits, int n) {
   std::vector<int32_t> out;
@@ -30,7 +28,8 @@ std::vector<int32_t> draws(recipes::TokenSampler& s, const Tensor& logits, int n
 }
 
 TEST(TokenSampler, GreedyTopKAndTopPPickTheMostLikely) {
-  const Tensor logits = Tensor::from_vector(std::vector<float>{0.1f, 2.0f, -1.0f, 2.0f, 0.5f, 3.0f}, {2, 3}, DType::F32);
+  const Tensor logits =
+      Tensor::from_vector(std::vector<float>{0.1f, 2.0f, -1.0f, 2.0f, 0.5f, 3.0f}, {2, 3}, DType::F32);
   recipes::TokenSampler greedy({});
   EXPECT_EQ(greedy.next(logits), (std::vector<int32_t>{1, 2}));  // ties: the first
   recipes::TokenSampler top_k({.temperature = 5, .top_k = 1, .seed = 3});
@@ -43,7 +42,8 @@ TEST(TokenSampler, GreedyTopKAndTopPPickTheMostLikely) {
 
 TEST(TokenSampler, ASeedReproducesItsDrawsWhichFollowTheProbabilities) {
   const Tensor logits = logits_of({0.f, std::log(3.f), -30.f});  // p = 1/4, 3/4, ~0
-  recipes::TokenSampler a({.temperature = 1, .seed = 7}), b({.temperature = 1, .seed = 7}), c({.temperature = 1, .seed = 8});
+  recipes::TokenSampler a({.temperature = 1, .seed = 7}), b({.temperature = 1, .seed = 7}),
+      c({.temperature = 1, .seed = 8});
   const std::vector<int32_t> first = draws(a, logits, 4000);
   EXPECT_EQ(first, draws(b, logits, 4000));
   EXPECT_NE(first, draws(c, logits, 4000));
@@ -135,7 +135,8 @@ std::string write_recipe(const std::string& dir, uint64_t seed) {
                          "  num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 2, head_dim: 8,\n"
                          "  max_position_embeddings: 64, tie_word_embeddings: true,\n"
                          "  model_type: hybrid_qwen3, hybrid_override_pattern: '*-M2'}\n"
-                         "dataset: " PRIMER_SOURCE_DIR "/README.md\n"
+                         "dataset: " PRIMER_SOURCE_DIR
+                         "/README.md\n"
                          "cutoff_len: 32\nper_device_train_batch_size: 4\nlearning_rate: 3.0e-3\nmax_steps: 6\n"
                          "logging_steps: 1\neval_steps: 0\neval_batches: 3\nsave_steps: 6\ndevice: cpu\n"
                       << "seed: " << (seed % 100000) << "\noutput_dir: " << dir << "/out\n";

@@ -74,13 +74,22 @@ TEST(GkaMixer, RegistersTheReferenceNamesAndShapes) {
   ParameterRegistry params;
   layers::DecoderLM model(c, params);
   const std::string p = "model.layers.1.gka.";
-  const std::pair<std::string, Shape> expected[] = {
-      {"q_proj.weight", {16, 8}},       {"k_proj.weight", {8, 8}},         {"v_proj.weight", {8, 8}},
-      {"a_proj.weight", {4, 8}},        {"b_proj.weight", {4, 8}},         {"b_proj.bias", {4}},
-      {"alpha_proj.weight", {4, 8}},    {"alpha_proj.bias", {4}},          {"A_log", {4}},
-      {"dt_bias", {4}},                 {"q_conv1d.weight", {16, 1, 3}},   {"k_conv1d.weight", {8, 1, 3}},
-      {"v_conv1d.weight", {8, 1, 3}},   {"g_proj.weight", {16, 8}},        {"o_norm.weight", {4}},
-      {"o_proj.weight", {8, 16}}};
+  const std::pair<std::string, Shape> expected[] = {{"q_proj.weight", {16, 8}},
+                                                    {"k_proj.weight", {8, 8}},
+                                                    {"v_proj.weight", {8, 8}},
+                                                    {"a_proj.weight", {4, 8}},
+                                                    {"b_proj.weight", {4, 8}},
+                                                    {"b_proj.bias", {4}},
+                                                    {"alpha_proj.weight", {4, 8}},
+                                                    {"alpha_proj.bias", {4}},
+                                                    {"A_log", {4}},
+                                                    {"dt_bias", {4}},
+                                                    {"q_conv1d.weight", {16, 1, 3}},
+                                                    {"k_conv1d.weight", {8, 1, 3}},
+                                                    {"v_conv1d.weight", {8, 1, 3}},
+                                                    {"g_proj.weight", {16, 8}},
+                                                    {"o_norm.weight", {4}},
+                                                    {"o_proj.weight", {8, 16}}};
   int64_t found = 0;
   for (Parameter* q : params.all())
     if (q->name.rfind(p, 0) == 0) ++found;
@@ -109,8 +118,8 @@ TEST(GkaMixer, RegistersTheReferenceNamesAndShapes) {
   off.gka.use_alpha_connection = false;
   ParameterRegistry few;
   layers::GkaMixer mixer(off, "gka", few);
-  for (const char* name : {"b_proj.weight", "b_proj.bias", "alpha_proj.weight", "alpha_proj.bias", "v_conv1d.weight",
-                           "g_proj.weight"})
+  for (const char* name :
+       {"b_proj.weight", "b_proj.bias", "alpha_proj.weight", "alpha_proj.bias", "v_conv1d.weight", "g_proj.weight"})
     EXPECT_FALSE(few.contains(std::string("gka.") + name)) << name;
   EXPECT_TRUE(few.contains("gka.a_proj.weight"));
 }

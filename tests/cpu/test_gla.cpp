@@ -60,7 +60,8 @@ TEST(Gla, ReferenceBackwardMatchesFiniteDifferences) {
       return std::vector<Tensor>{o, st};  // the checked scalar weighs S_T too: dstate_out flows in
     };
     check.backward = [&](const std::vector<Tensor>& x, const std::vector<Tensor>& gout) {
-      const ops::GlaGrads d = ops::reference::gla_backward(gout[0], x[0], x[1], x[2], x[3], scale, state_of(x), gout[1]);
+      const ops::GlaGrads d =
+          ops::reference::gla_backward(gout[0], x[0], x[1], x[2], x[3], scale, state_of(x), gout[1]);
       std::vector<Tensor> r{d.dq, d.dk, d.dv, d.dg};
       if (x.size() > 4) r.push_back(d.dstate_in);
       return r;
@@ -84,8 +85,7 @@ void expect_dg_close(const Tensor& dg, const Tensor& ref, const Tensor& ref_dk, 
 }
 
 // Runs forward and backward of the op (chunked) and the reference on the same values and compares.
-void expect_chunked_matches_reference(const Inputs& in, double scale, double tol_out, double tol_grad,
-                                      double tol_dg) {
+void expect_chunked_matches_reference(const Inputs& in, double scale, double tol_out, double tol_grad, double tol_dg) {
   const Inputs r = to_f64(in);
   Tensor st, rst;
   const Tensor o = ops::gla(in.q, in.k, in.v, in.g, scale, in.state_in, &st);
@@ -93,8 +93,7 @@ void expect_chunked_matches_reference(const Inputs& in, double scale, double tol
   test::expect_close(o, ro, tol_out, 1e30, "o");
   test::expect_close(st, rst, tol_out, 1e30, "state_out");
   const ops::GlaGrads d = ops::gla_backward(in.dout, in.q, in.k, in.v, in.g, scale, in.state_in, in.dstate_out);
-  const ops::GlaGrads rd =
-      ops::reference::gla_backward(r.dout, r.q, r.k, r.v, r.g, scale, r.state_in, r.dstate_out);
+  const ops::GlaGrads rd = ops::reference::gla_backward(r.dout, r.q, r.k, r.v, r.g, scale, r.state_in, r.dstate_out);
   test::expect_close(d.dq, rd.dq, tol_grad, 1e30, "dq");
   test::expect_close(d.dk, rd.dk, tol_grad, 1e30, "dk");
   test::expect_close(d.dv, rd.dv, tol_grad, 1e30, "dv");
@@ -110,8 +109,8 @@ TEST(Gla, ChunkedF64MatchesTheReference) {
     for (bool with_state : {true, false}) {
       SCOPED_TRACE("T " + std::to_string(T) + (with_state ? " with state_in" : ""));
       // Same maths in another order: only f64 rounding (~1e-16 per operation over sums of ≤ 200 terms) differs.
-      expect_chunked_matches_reference(make_inputs(2, T, 3, 8, 12, with_state, seed + uint64_t(T)), 0.35, 1e-12,
-                                       1e-12, 1e-12);
+      expect_chunked_matches_reference(make_inputs(2, T, 3, 8, 12, with_state, seed + uint64_t(T)), 0.35, 1e-12, 1e-12,
+                                       1e-12);
     }
 }
 
@@ -138,8 +137,8 @@ TEST(Gla, TwoCallsCarryingTheStateEqualOneCall) {
   auto part = [&](const Tensor& t, int64_t a, int64_t b) { return t.slice(1, a, b); };
   Tensor st_full, st1, st2;
   const Tensor o_full = ops::gla(in.q, in.k, in.v, in.g, 0.5, in.state_in, &st_full);
-  const Tensor o1 = ops::gla(part(in.q, 0, T1), part(in.k, 0, T1), part(in.v, 0, T1), part(in.g, 0, T1), 0.5,
-                             in.state_in, &st1);
+  const Tensor o1 =
+      ops::gla(part(in.q, 0, T1), part(in.k, 0, T1), part(in.v, 0, T1), part(in.g, 0, T1), 0.5, in.state_in, &st1);
   const Tensor o2 =
       ops::gla(part(in.q, T1, 130), part(in.k, T1, 130), part(in.v, T1, 130), part(in.g, T1, 130), 0.5, st1, &st2);
   test::expect_close(o1, part(o_full, 0, T1), 1e-13, 1e30, "o of the first call");

@@ -39,8 +39,8 @@ ParityResult run_parity(const std::string& dir, Device device, DType compute) {
     targets[size_t(b * T + T - 1)] = -100;
   }
   ag::NoGrad no_grad;
-  const double loss =
-      model.loss(ids, Tensor::from_vector(targets, {B, T}, DType::I32, device), 1.0)->value.item() / double(B * (T - 1));
+  const double loss = model.loss(ids, Tensor::from_vector(targets, {B, T}, DType::I32, device), 1.0)->value.item() /
+                      double(B * (T - 1));
   return {test::compare(logits, ref_logits).rel_l2, std::abs(loss - ref_loss) / std::abs(ref_loss)};
 }
 
@@ -56,10 +56,12 @@ std::vector<std::string> model_dirs() {
 
 TEST(HfParity, Fp32CpuMatchesTransformers) {
   const auto dirs = model_dirs();
-  if (dirs.empty()) GTEST_SKIP() << "PRIMER_HF_PARITY_DIR unset or empty: run tools/hf/parity.sh on a machine with PyTorch";
+  if (dirs.empty())
+    GTEST_SKIP() << "PRIMER_HF_PARITY_DIR unset or empty: run tools/hf/parity.sh on a machine with PyTorch";
   for (const std::string& dir : dirs) {
     const ParityResult r = run_parity(dir, Device::cpu(), DType::F32);
-    std::printf("hf-parity %-40s cpu f32   logits rel L2 %.3e   loss rel %.3e\n", dir.c_str(), r.logits_rel, r.loss_rel);
+    std::printf("hf-parity %-40s cpu f32   logits rel L2 %.3e   loss rel %.3e\n", dir.c_str(), r.logits_rel,
+                r.loss_rel);
     EXPECT_LT(r.logits_rel, 1e-4) << dir;
     EXPECT_LT(r.loss_rel, 1e-4) << dir;
   }
@@ -67,11 +69,13 @@ TEST(HfParity, Fp32CpuMatchesTransformers) {
 
 TEST(HfParity, Bf16CudaTracksTransformers) {
   const auto dirs = model_dirs();
-  if (dirs.empty()) GTEST_SKIP() << "PRIMER_HF_PARITY_DIR unset or empty: run tools/hf/parity.sh on a machine with PyTorch";
+  if (dirs.empty())
+    GTEST_SKIP() << "PRIMER_HF_PARITY_DIR unset or empty: run tools/hf/parity.sh on a machine with PyTorch";
   PRIMER_REQUIRE_CUDA();
   for (const std::string& dir : dirs) {
     const ParityResult r = run_parity(dir, Device::cuda(), DType::BF16);
-    std::printf("hf-parity %-40s cuda bf16 logits rel L2 %.3e   loss rel %.3e\n", dir.c_str(), r.logits_rel, r.loss_rel);
+    std::printf("hf-parity %-40s cuda bf16 logits rel L2 %.3e   loss rel %.3e\n", dir.c_str(), r.logits_rel,
+                r.loss_rel);
     // Reported, with a loose sanity bound: bf16 rounding of weights and activations through 3 blocks.
     EXPECT_LT(r.logits_rel, 5e-2) << dir;
   }

@@ -217,8 +217,7 @@ TEST(HybridConfigJson, ErrorsNameTheKey) {
                      {"gka_config.solver_type", "expected chebyshev"});
   test::expect_error([] { parse_config(with(kHybridQwen3, "*-GKA-GDN-M2\"", "*-GKA-GDN\"")); },
                      {"hybrid_override_pattern", "3 layers", "num_hidden_layers = 4"});
-  test::expect_error([] { parse_config(with(kHybridQwen3, "*-GKA-GDN-M2\"", "*-GKA-SWA-M2\"")); },
-                     {"swa_config"});
+  test::expect_error([] { parse_config(with(kHybridQwen3, "*-GKA-GDN-M2\"", "*-GKA-SWA-M2\"")); }, {"swa_config"});
   test::expect_error([] { parse_config(with(kHybridQwen3, "*-GKA-GDN-M2\"", "*DA-GKA*-GDN-M2\"")); },
                      {"layer 2", "mixes fused and plain"});
   test::expect_error([] { parse_config(with(kHybridQwen3, "\"d_state\": 16", "\"d_state\": 64")); },

@@ -27,13 +27,16 @@ const json::Value& at(const json::Value& v, const std::string& key) {
 // Trains the tiny Qwen3 two steps with a checkpoint after each; output_dir is <root>/out (with its HF export).
 std::string train_tiny_run(const test::ScratchDir& root) {
   const std::string recipe = root / "run.yaml";
-  std::ofstream(recipe) << "model_config: {model_type: qwen3, vocab_size: 256, hidden_size: 32, intermediate_size: 64,\n"
-                           "  num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 2, head_dim: 8,\n"
-                           "  max_position_embeddings: 64, tie_word_embeddings: true}\n"
-                           "dataset: " PRIMER_SOURCE_DIR "/README.md\n"
-                           "cutoff_len: 32\nper_device_train_batch_size: 2\nmax_steps: 2\nsave_steps: 1\n"
-                           "logging_steps: 1\neval_batches: 1\ndevice: cpu\noutput_dir: "
-                        << root / "out" << "\n";
+  std::ofstream(recipe)
+      << "model_config: {model_type: qwen3, vocab_size: 256, hidden_size: 32, intermediate_size: 64,\n"
+         "  num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 2, head_dim: 8,\n"
+         "  max_position_embeddings: 64, tie_word_embeddings: true}\n"
+         "dataset: " PRIMER_SOURCE_DIR
+         "/README.md\n"
+         "cutoff_len: 32\nper_device_train_batch_size: 2\nmax_steps: 2\nsave_steps: 1\n"
+         "logging_steps: 1\neval_batches: 1\ndevice: cpu\noutput_dir: "
+      << root / "out"
+      << "\n";
   EXPECT_EQ(recipes::run_train(recipe, {}), 0);
   return root / "out";
 }

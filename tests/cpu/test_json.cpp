@@ -32,7 +32,7 @@ TEST(Json, ScalarsAndNumbers) {
   EXPECT_TRUE(std::signbit(o.find("e")->as_double()));
   EXPECT_EQ(o.find("z")->type(), json::Type::Int);
   EXPECT_EQ(o.find("f")->type(), json::Type::Double);
-  EXPECT_EQ(o.find("f")->as_int(), 100);  // integral doubles read as integers
+  EXPECT_EQ(o.find("f")->as_int(), 100);                   // integral doubles read as integers
   EXPECT_EQ(json::parse("1e-400", "t").as_double(), 0.0);  // underflow rounds to zero
 }
 
@@ -41,9 +41,9 @@ TEST(Json, StringEscapesAndSurrogates) {
       json::parse(R"(["\"\\\/\b\f\n\r\t", "\u00e9\u20AC", "\ud83d\ude00", "\u0000x", "ĠHello €"])", "t.json");
   const json::Array& a = v.as_array();
   EXPECT_EQ(a[0].as_string(), "\"\\/\b\f\n\r\t");
-  EXPECT_EQ(a[1].as_string(), "\xC3\xA9\xE2\x82\xAC");      // é €
-  EXPECT_EQ(a[2].as_string(), "\xF0\x9F\x98\x80");          // U+1F600 from a surrogate pair
-  EXPECT_EQ(a[3].as_string(), std::string("\0x", 2));       // embedded NUL kept
+  EXPECT_EQ(a[1].as_string(), "\xC3\xA9\xE2\x82\xAC");        // é €
+  EXPECT_EQ(a[2].as_string(), "\xF0\x9F\x98\x80");            // U+1F600 from a surrogate pair
+  EXPECT_EQ(a[3].as_string(), std::string("\0x", 2));         // embedded NUL kept
   EXPECT_EQ(a[4].as_string(), "\xC4\xA0Hello \xE2\x82\xAC");  // raw UTF-8 passes through
   // dump escapes what it must and writes the rest as UTF-8; it parses back to the same strings.
   EXPECT_EQ(json::parse(json::dump(v), "dumped"), v);
@@ -160,7 +160,8 @@ TEST(Json, ParsesTenMegabytesWellUnderASecond) {
     ++entries;
   }
   text += "}, \"merges\": [";
-  for (int64_t i = 0; text.size() < 10'500'000; ++i) text += fmt::format("{}\"a{} b{}\"", i ? ", " : "", i, rng() % 999);
+  for (int64_t i = 0; text.size() < 10'500'000; ++i)
+    text += fmt::format("{}\"a{} b{}\"", i ? ", " : "", i, rng() % 999);
   text += "], \"dropout\": null, \"scale\": 0.125}}";
   const auto t0 = std::chrono::steady_clock::now();
   const json::Value v = json::parse(text, "tokenizer.json");

@@ -66,8 +66,8 @@ TEST(KaczmarzDeltaRuleReference, ProjectsOntoTheKeyConstraint) {
   for (double x : k) n += x * x;
   for (const auto& [eta_used, eps] : {std::pair{1.0, 0.0}, std::pair{eta, kEps}, std::pair{eta, 0.3}}) {
     Tensor st;
-    ops::reference::kaczmarz_delta_rule(in.q, in.k, in.v, in.g, Tensor::full({1, 1, 1}, eta_used, DType::F64), 1.0,
-                                        eps, in.state, &st);
+    ops::reference::kaczmarz_delta_rule(in.q, in.k, in.v, in.g, Tensor::full({1, 1, 1}, eta_used, DType::F64), 1.0, eps,
+                                        in.state, &st);
     const auto S = st.to_vector<double>();
     const double factor = 1 - eta_used * n / (n + eps);
     for (int64_t j = 0; j < V; ++j) {
@@ -103,7 +103,8 @@ TEST(KeyNormScale, BackwardMatchesFiniteDifferencesAndF32TracksF64) {
     return std::vector<Tensor>{d.dk, d.dv};
   };
   test::run_gradcheck(check, seed);
-  const ops::KeyNormScaled wide = ops::key_norm_scale(k, v, kEps), narrow = ops::key_norm_scale(k.to(DType::F32), v.to(DType::F32), kEps);
+  const ops::KeyNormScaled wide = ops::key_norm_scale(k, v, kEps),
+                           narrow = ops::key_norm_scale(k.to(DType::F32), v.to(DType::F32), kEps);
   // One f32 rounding of r and of each product (2^-24 each).
   test::expect_close(narrow.k, wide.k, 1e-7, 1e-6, "k_hat");
   test::expect_close(narrow.v, wide.v, 1e-7, 1e-3, "v_hat");  // the zero key's row scales v by ε^(−1/2) = 1000
@@ -130,7 +131,8 @@ void compare_with_reference(const Case& c, DType dtype, double rel_out, double r
   const Tensor dout = test::randn({B, c.T, H, V}, seed + 11), dstate = test::randn({B, H, K, V}, seed + 12);
 
   Tensor ref_state;
-  const Tensor ref = ops::reference::kaczmarz_delta_rule(in.q, in.k, in.v, in.g, in.eta, scale, kEps, state, &ref_state);
+  const Tensor ref =
+      ops::reference::kaczmarz_delta_rule(in.q, in.k, in.v, in.g, in.eta, scale, kEps, state, &ref_state);
   const ops::KaczmarzDeltaGrads r =
       ops::reference::kaczmarz_delta_rule_backward(dout, in.q, in.k, in.v, in.g, in.eta, scale, kEps, state, dstate);
 

@@ -44,9 +44,8 @@ KalmanInputs kalman_inputs(int64_t B, int64_t T, int64_t H, int64_t N, int64_t D
   in.q = unit_rows(seed + 1);
   in.k = unit_rows(seed + 2);
   in.v = fill({B, T, H, D}, [&](uint64_t i) { return normal01(seed + 3, i); });
-  in.value_precision = fill({B, T, H, D}, [&](uint64_t i) {
-    return precision_scale / (std::log1p(std::exp(normal01(seed + 4, i))) + 1e-4);
-  });
+  in.value_precision = fill(
+      {B, T, H, D}, [&](uint64_t i) { return precision_scale / (std::log1p(std::exp(normal01(seed + 4, i))) + 1e-4); });
   in.a_bar = fill({H, N, D}, [&](uint64_t i) { return std::exp(-1e-3 * std::pow(1e3, uniform01(seed + 5, i))); });
   in.p_bar = fill({H, N, D}, [&](uint64_t i) { return p_lo * std::pow(p_hi / p_lo, uniform01(seed + 6, i)); });
   in.precision = fill({B, H, N, D}, [&](uint64_t i) { return 0.5 * std::pow(4.0, uniform01(seed + 7, i)); });
@@ -68,7 +67,7 @@ void check_gradients(const KalmanInputs& in, bool with_variance, uint64_t seed) 
   check.backward = [&](const std::vector<Tensor>& x, const std::vector<Tensor>& dy) {
     const ops::KalmanScanGrads g = ops::reference::kalman_scan_backward(
         dy[0], with_variance ? dy[3] : Tensor(), dy[1], dy[2], x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7]);
-    return std::vector<Tensor>{g.dq, g.dk, g.dv, g.dvalue_precision, g.da_bar, g.dp_bar, g.dprecision_in,
+    return std::vector<Tensor>{g.dq,           g.dk, g.dv, g.dvalue_precision, g.da_bar, g.dp_bar, g.dprecision_in,
                                g.dinfo_mean_in};
   };
   test::run_gradcheck(check, seed);
@@ -130,9 +129,10 @@ TEST(KalmanScanReference, PrecisionTendsToTheStationaryValueWithoutEvidence) {
   SCOPED_TRACE("seed " + std::to_string(seed));
   KalmanInputs in = kalman_inputs(1, 4000, 1, 2, 3, seed, 1e-2, 0.3);
   in.k = Tensor::zeros(in.k.shape(), DType::F64);
-  for (int64_t i = 0; i < in.a_bar.numel(); ++i) in.a_bar.data<double>()[i] = std::exp(-0.05 - 0.95 * uniform01(seed + 9, uint64_t(i)));
-  const ops::KalmanScanOutputs o = ops::reference::kalman_scan(in.q, in.k, in.v, in.value_precision, in.a_bar,
-                                                               in.p_bar, in.precision, in.info_mean, false);
+  for (int64_t i = 0; i < in.a_bar.numel(); ++i)
+    in.a_bar.data<double>()[i] = std::exp(-0.05 - 0.95 * uniform01(seed + 9, uint64_t(i)));
+  const ops::KalmanScanOutputs o = ops::reference::kalman_scan(in.q, in.k, in.v, in.value_precision, in.a_bar, in.p_bar,
+                                                               in.precision, in.info_mean, false);
   for (int64_t i = 0; i < in.a_bar.numel(); ++i) {
     const double a = in.a_bar.data<double>()[i], p = in.p_bar.data<double>()[i];
     EXPECT_NEAR(o.precision.data<double>()[i], (1 - a * a) / p, 1e-12 * (1 - a * a) / p) << "element " << i;
@@ -169,15 +169,20 @@ void compare_with_reference(const ScanCase& c, DType dtype, double rel_out, doub
   test::expect_close(o.info_mean, r.info_mean, rel_out, 1e30, "info_mean_out");
   const ops::KalmanScanGrads rg =
       ops::reference::kalman_scan_backward(dy, dy_var, dlam, deta, x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7]);
-  const ops::KalmanScanGrads g = ops::kalman_scan_backward(dy.to(dtype), dy_var.to(dtype), dlam.to(dtype),
-                                                           deta.to(dtype), xd[0], xd[1], xd[2], xd[3], xd[4], xd[5],
-                                                           xd[6], xd[7]);
-  const std::pair<const Tensor*, const Tensor*> grads[] = {
-      {&g.dq, &rg.dq}, {&g.dk, &rg.dk}, {&g.dv, &rg.dv}, {&g.dvalue_precision, &rg.dvalue_precision},
-      {&g.da_bar, &rg.da_bar}, {&g.dp_bar, &rg.dp_bar}, {&g.dprecision_in, &rg.dprecision_in},
-      {&g.dinfo_mean_in, &rg.dinfo_mean_in}};
+  const ops::KalmanScanGrads g =
+      ops::kalman_scan_backward(dy.to(dtype), dy_var.to(dtype), dlam.to(dtype), deta.to(dtype), xd[0], xd[1], xd[2],
+                                xd[3], xd[4], xd[5], xd[6], xd[7]);
+  const std::pair<const Tensor*, const Tensor*> grads[] = {{&g.dq, &rg.dq},
+                                                           {&g.dk, &rg.dk},
+                                                           {&g.dv, &rg.dv},
+                                                           {&g.dvalue_precision, &rg.dvalue_precision},
+                                                           {&g.da_bar, &rg.da_bar},
+                                                           {&g.dp_bar, &rg.dp_bar},
+                                                           {&g.dprecision_in, &rg.dprecision_in},
+                                                           {&g.dinfo_mean_in, &rg.dinfo_mean_in}};
   const char* names[] = {"dq", "dk", "dv", "dvalue_precision", "da_bar", "dp_bar", "dprecision_in", "dinfo_mean_in"};
-  for (size_t i = 0; i < std::size(grads); ++i) test::expect_close(*grads[i].first, *grads[i].second, rel_grad, 1e30, names[i]);
+  for (size_t i = 0; i < std::size(grads); ++i)
+    test::expect_close(*grads[i].first, *grads[i].second, rel_grad, 1e30, names[i]);
 }
 
 TEST_P(KalmanScan, F64MatchesTheReference) {
@@ -212,8 +217,8 @@ TEST(KalmanScan, ChainingCarriesTheStateAndItsGradient) {
   const KalmanInputs in = kalman_inputs(B, T1 + T2, H, N, D, seed);
   const Tensor R = test::randn(in.v.shape(), seed + 1), Rv = test::randn(in.v.shape(), seed + 2),
                Rl = test::randn(in.precision.shape(), seed + 3), Re = test::randn(in.precision.shape(), seed + 4);
-  const ops::KalmanScanOutputs full = ops::kalman_scan(in.q, in.k, in.v, in.value_precision, in.a_bar, in.p_bar,
-                                                       in.precision, in.info_mean, true);
+  const ops::KalmanScanOutputs full =
+      ops::kalman_scan(in.q, in.k, in.v, in.value_precision, in.a_bar, in.p_bar, in.precision, in.info_mean, true);
   const ops::KalmanScanGrads fg = ops::kalman_scan_backward(R, Rv, Rl, Re, in.q, in.k, in.v, in.value_precision,
                                                             in.a_bar, in.p_bar, in.precision, in.info_mean);
   const Tensor per_token[] = {in.q, in.k, in.v, in.value_precision};
@@ -242,7 +247,8 @@ TEST(KalmanScan, ChainingCarriesTheStateAndItsGradient) {
   const char* names[] = {"dq", "dk", "dv", "dvalue_precision"};
   for (size_t i = 0; i < 4; ++i) {
     test::expect_close(x1[i]->grad, fgrads[i].slice(1, 0, T1), 1e-11, 1e-9, std::string(names[i]) + ", first part");
-    test::expect_close(x2[i]->grad, fgrads[i].slice(1, T1, T1 + T2), 1e-11, 1e-9, std::string(names[i]) + ", second part");
+    test::expect_close(x2[i]->grad, fgrads[i].slice(1, T1, T1 + T2), 1e-11, 1e-9,
+                       std::string(names[i]) + ", second part");
   }
   test::expect_close(a->grad, fg.da_bar, 1e-11, 1e-8, "da_bar (both calls)");
   test::expect_close(p->grad, fg.dp_bar, 1e-11, 1e-8, "dp_bar (both calls)");

@@ -60,9 +60,9 @@ TEST(KzlaMixer, RegistersGdnNamesUnderKzla) {
   c.validate("test");
   ParameterRegistry params;
   layers::DecoderLM model(c, params);
-  for (const char* name : {"q_proj.weight", "k_proj.weight", "v_proj.weight", "b_proj.weight", "gk_proj.weight",
-                           "A_log", "dt_bias", "q_conv1d.weight", "q_conv1d.bias", "g_proj.weight", "o_norm.weight",
-                           "o_proj.weight"})
+  for (const char* name :
+       {"q_proj.weight", "k_proj.weight", "v_proj.weight", "b_proj.weight", "gk_proj.weight", "A_log", "dt_bias",
+        "q_conv1d.weight", "q_conv1d.bias", "g_proj.weight", "o_norm.weight", "o_proj.weight"})
     EXPECT_TRUE(params.contains(std::string("model.layers.1.kzla.") + name)) << name;
   EXPECT_TRUE(is_ssm(MixerKind::KaczmarzLinearAttention));
   EXPECT_STREQ(mixer_module(MixerKind::KaczmarzLinearAttention), "kzla");
@@ -82,7 +82,8 @@ TEST(KzlaMixer, UsesTheRawKeyNorms) {
   pg.materialize(Device::cpu(), DType::F64, seed);
   const Tensor x = test::randn({2, 6, c.hidden_size}, seed + 1);
   ag::NoGrad no_grad;
-  const test::Diff d = test::compare(k_layer.forward(ag::constant(x), {})->value, g_layer.forward(ag::constant(x), {})->value);
+  const test::Diff d =
+      test::compare(k_layer.forward(ag::constant(x), {})->value, g_layer.forward(ag::constant(x), {})->value);
   EXPECT_GT(d.max_abs, 1e-3) << "KZLA equals GDN on the same weights: are the keys normalised?";
 }
 

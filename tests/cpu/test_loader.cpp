@@ -153,8 +153,8 @@ TEST(Loader, WholeDocumentPackingsNeverSplitADocument) {
   const uint64_t seed = test::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   Fixture f("loader-bins", seed, make_docs(seed, {120}, {1}, {80}, false), 1);  // some longer than a row
-  for (const PackingMethod method : {PackingMethod::Greedy, PackingMethod::BestFit, PackingMethod::Random,
-                                     PackingMethod::None}) {
+  for (const PackingMethod method :
+       {PackingMethod::Greedy, PackingMethod::BestFit, PackingMethod::Random, PackingMethod::None}) {
     for (const bool drop : {false, true}) {
       SCOPED_TRACE(fmt::format("{} drop {}", packing_method_name(method), drop));
       LoaderOptions o;
@@ -305,8 +305,10 @@ TEST(Loader, MixingFrequenciesMatchTheWeightsAndTheLengthWeightedFormula) {
 }
 
 TEST(Loader, SequenceParallelPartsTileEachRow) {
-  EXPECT_EQ(sequence_part(16, 4, 0, SequenceLayout::ZigZag), (std::vector<std::pair<int64_t, int64_t>>{{0, 2}, {14, 16}}));
-  EXPECT_EQ(sequence_part(16, 4, 2, SequenceLayout::ZigZag), (std::vector<std::pair<int64_t, int64_t>>{{4, 6}, {10, 12}}));
+  EXPECT_EQ(sequence_part(16, 4, 0, SequenceLayout::ZigZag),
+            (std::vector<std::pair<int64_t, int64_t>>{{0, 2}, {14, 16}}));
+  EXPECT_EQ(sequence_part(16, 4, 2, SequenceLayout::ZigZag),
+            (std::vector<std::pair<int64_t, int64_t>>{{4, 6}, {10, 12}}));
   EXPECT_EQ(sequence_part(16, 4, 3, SequenceLayout::Contiguous), (std::vector<std::pair<int64_t, int64_t>>{{12, 16}}));
   test::expect_error([] { sequence_part(12, 4, 0, SequenceLayout::ZigZag); }, {"does not split into 8"});
 
@@ -344,7 +346,7 @@ TEST(Loader, SequenceParallelPartsTileEachRow) {
                 ++covered[size_t(t)];
                 const size_t i = size_t(row * 48 + t);
                 EXPECT_EQ(b.ids[size_t(k)], w.ids[i]);
-                EXPECT_EQ(b.targets[size_t(k)], w.targets[i]);  // pre-shifted targets travel with their token
+                EXPECT_EQ(b.targets[size_t(k)], w.targets[i]);      // pre-shifted targets travel with their token
                 EXPECT_EQ(b.positions[size_t(k)], w.positions[i]);  // global positions
                 EXPECT_EQ(b.segments[size_t(k)], w.segments[i]);
               }
@@ -388,7 +390,8 @@ TEST(Loader, ResumeFromACursorReproducesTheStream) {
         Loader resumed(f.corpus, o);
         resumed.restore(saved);
         const std::vector<Batch> rest = run(resumed, N - k, rows);
-        for (int64_t i = 0; i < N - k; ++i) expect_same(rest[size_t(i)], expected[size_t(k + i)], fmt::format("k {} step {}", k, k + i));
+        for (int64_t i = 0; i < N - k; ++i)
+          expect_same(rest[size_t(i)], expected[size_t(k + i)], fmt::format("k {} step {}", k, k + i));
       }
     }
   }

@@ -41,10 +41,16 @@ TEST(Mamba2Mixer, ParameterNamesAndShapesFollowTheReference) {
   c.hidden_size = 4096, c.num_attention_heads = 32, c.head_dim = 128;
   ParameterRegistry params;
   layers::Mamba2Mixer mixer(c, kPrefix, params);
-  const std::vector<std::pair<std::string, Shape>> expected = {
-      {".in_proj.weight", {10272, 4096}}, {".conv1d.weight", {6144, 1, 4}}, {".conv1d.bias", {6144}},
-      {".dt_bias", {32}}, {".A_log", {32}}, {".D", {32}}, {".norm.weight", {4096}},
-      {".out_proj.weight", {4096, 4096}}, {".B_norm.weight", {128}}, {".C_norm.weight", {128}}};
+  const std::vector<std::pair<std::string, Shape>> expected = {{".in_proj.weight", {10272, 4096}},
+                                                               {".conv1d.weight", {6144, 1, 4}},
+                                                               {".conv1d.bias", {6144}},
+                                                               {".dt_bias", {32}},
+                                                               {".A_log", {32}},
+                                                               {".D", {32}},
+                                                               {".norm.weight", {4096}},
+                                                               {".out_proj.weight", {4096, 4096}},
+                                                               {".B_norm.weight", {128}},
+                                                               {".C_norm.weight", {128}}};
   ASSERT_EQ(params.all().size(), expected.size());
   for (const auto& [name, shape] : expected) {
     SCOPED_TRACE(name);

@@ -30,14 +30,18 @@ std::string read_text(const std::string& path) {
 // Records as the train loop writes them: evaluations before and after, a training record per step.
 std::string run_log(int steps, bool evaluations) {
   std::string out;
-  if (evaluations) out += R"({"step": 0, "eval_loss": 5.5, "eval_perplexity": 244.7, "tokens": 0})" "\n";
-  for (int s = 1; s <= steps; ++s)
-    out += fmt::format(R"({{"step": {}, "loss": {}, "lr": 0.001, "grad_norm": {}, "tokens": {}, "tokens_per_s": 900.0, "mfu": 0, "peak_memory_gb": 0.1}})"
-                       "\n",
-                       s, 5.5 / s, 2.0 / s, 256 * s);
   if (evaluations)
-    out += fmt::format(R"({{"step": {}, "eval_loss": 2.0, "eval_perplexity": 7.39, "tokens": {}}})" "\n", steps,
-                       256 * steps);
+    out += R"({"step": 0, "eval_loss": 5.5, "eval_perplexity": 244.7, "tokens": 0})"
+           "\n";
+  for (int s = 1; s <= steps; ++s)
+    out += fmt::format(
+        R"({{"step": {}, "loss": {}, "lr": 0.001, "grad_norm": {}, "tokens": {}, "tokens_per_s": 900.0, "mfu": 0, "peak_memory_gb": 0.1}})"
+        "\n",
+        s, 5.5 / s, 2.0 / s, 256 * s);
+  if (evaluations)
+    out += fmt::format(R"({{"step": {}, "eval_loss": 2.0, "eval_perplexity": 7.39, "tokens": {}}})"
+                       "\n",
+                       steps, 256 * steps);
   return out;
 }
 
@@ -70,10 +74,22 @@ TEST(MetricsPlot, TwoRunsMakeWellFormedSvgWithOneLinePerSeries) {
 TEST(MetricsPlot, RecordsSupersededByAResumeAreDropped) {
   test::ScratchDir dir("plot-resume", test::fresh_seed());
   write_log(dir / "run",
-            R"({"step": 0, "eval_loss": 3.0})" "\n"
-            R"({"step": 1, "loss": 9.0})" "\n" R"({"step": 2, "loss": 8.0})" "\n" R"({"step": 3, "loss": 7.0})" "\n"
-            R"({"step": 2, "eval_loss": 2.5})" "\n" R"({"step": 3, "loss": 6.0})" "\n"
-            R"({"step": 3, "eval_loss": 2.0})" "\n" R"({"step": 3, "eval_loss": 1.5})" "\n"
+            R"({"step": 0, "eval_loss": 3.0})"
+            "\n"
+            R"({"step": 1, "loss": 9.0})"
+            "\n"
+            R"({"step": 2, "loss": 8.0})"
+            "\n"
+            R"({"step": 3, "loss": 7.0})"
+            "\n"
+            R"({"step": 2, "eval_loss": 2.5})"
+            "\n"
+            R"({"step": 3, "loss": 6.0})"
+            "\n"
+            R"({"step": 3, "eval_loss": 2.0})"
+            "\n"
+            R"({"step": 3, "eval_loss": 1.5})"
+            "\n"
             R"({"step": 4, "loss": 5.)");  // torn by a kill
   const recipes::RunMetrics m = recipes::read_run_metrics(dir / "run");
   using Points = std::vector<std::pair<double, double>>;
@@ -94,7 +110,8 @@ TEST(MetricsPlot, BadInputIsNamed) {
   test::expect_error([&] { recipes::plot_runs_svg({dir / "bad-line"}, "step"); }, {"bad-line/metrics.jsonl:2"});
   test::expect_error([&] { recipes::plot_runs_svg({dir / "no-step"}, "step"); }, {"metrics.jsonl:1", "integer 'step'"});
   test::expect_error([&] { recipes::plot_runs_svg({dir / "old"}, "tokens"); }, {"no token counts", "--x step"});
-  test::expect_error([&] { recipes::run_plot({dir / "old"}, dir / "chart.png", "step"); }, {"chart.png", ".svg or .html"});
+  test::expect_error([&] { recipes::run_plot({dir / "old"}, dir / "chart.png", "step"); },
+                     {"chart.png", ".svg or .html"});
   EXPECT_FALSE(std::filesystem::exists(dir / "chart.png"));
 }
 

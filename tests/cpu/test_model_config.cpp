@@ -192,7 +192,7 @@ TEST(ModelConfig, Llama3ScaledInverseFrequencies) {
   const double smooth = (8192 / (2 * std::numbers::pi / inv4) - 1) / 3;
   EXPECT_NEAR(smooth, 0.28128, 1e-5);
   EXPECT_EQ(scaled[4], float(inv4 * ((1 - smooth) / 8 + smooth)));  // one rounding of the double result
-  EXPECT_NEAR(scaled[4], 5.2484e-4, 1e-8);  // the hand value, to its 5 digits
+  EXPECT_NEAR(scaled[4], 5.2484e-4, 1e-8);                          // the hand value, to its 5 digits
   // With a 4-token original context every wavelength (>= 6.28) is above both thresholds: all divided.
   c.rope_scaling.original_max_position_embeddings = 4;
   const std::vector<float> all_low = rope_inv_freq_for(c).to_vector<float>();

@@ -82,7 +82,8 @@ TEST(AdamW, MatchesTheTextbookUpdateWithClipping) {
       }
       const auto got = q->master.to_vector<double>();
       // f32 master arithmetic against f64: a few ulps of |p| per step.
-      for (size_t i = 0; i < pp.size(); ++i) EXPECT_NEAR(got[i], pp[i], 1e-5 * (1 + std::abs(pp[i]))) << q->name << "[" << i << "]";
+      for (size_t i = 0; i < pp.size(); ++i)
+        EXPECT_NEAR(got[i], pp[i], 1e-5 * (1 + std::abs(pp[i]))) << q->name << "[" << i << "]";
     }
   }
 }

@@ -56,7 +56,8 @@ TEST(HybridPatterns, ImportanceCsvErrorsNameFileAndLine) {
 TEST(PrimeInit, GateIsHalfTheSumOfOutputTransposeAndExpandedValues) {
   const uint64_t seed = test::fresh_seed();
   const int64_t hidden = 3, D = 2, Hq = 4, Hkv = 2, groups = Hq / Hkv;
-  const Tensor w_o = test::randn({hidden, Hq * D}, seed, DType::F32), w_v = test::randn({Hkv * D, hidden}, seed + 1, DType::F32);
+  const Tensor w_o = test::randn({hidden, Hq * D}, seed, DType::F32),
+               w_v = test::randn({Hkv * D, hidden}, seed + 1, DType::F32);
   const auto o = w_o.to_vector<double>(), v = w_v.to_vector<double>();
   for (const bool rowwise : {false, true}) {
     const Tensor gate = Tensor::empty({Hq * D, hidden}, DType::F32);
@@ -68,7 +69,8 @@ TEST(PrimeInit, GateIsHalfTheSumOfOutputTransposeAndExpandedValues) {
           const int64_t row = h * D + d;
           // Head-wise: query head h reads kv head h / groups, same dim d. Row-wise: W_V row `row / groups`.
           const int64_t v_row = rowwise ? row / groups : (h / groups) * D + d;
-          EXPECT_FLOAT_EQ(g[size_t(row * hidden + c)], 0.5 * (o[size_t(c * Hq * D + row)] + v[size_t(v_row * hidden + c)]))
+          EXPECT_FLOAT_EQ(g[size_t(row * hidden + c)],
+                          0.5 * (o[size_t(c * Hq * D + row)] + v[size_t(v_row * hidden + c)]))
               << (rowwise ? "row-wise" : "head-wise") << " row " << row;
         }
   }
@@ -160,7 +162,9 @@ TEST(PrimeInit, Mamba2InProjRowsComeFromTheAttention) {
   ASSERT_EQ(recipes::run_prime_init(yaml, {}), 0);
   Loaded fused(out);
   EXPECT_EQ(format_hybrid_pattern(HybridPattern{fused.config.layer_types, true}), "*DA-M2*-*DA-*DA");
-  auto teacher = [&](const char* leaf) { return base.params.get(std::string("model.layers.1.self_attn.") + leaf).master; };
+  auto teacher = [&](const char* leaf) {
+    return base.params.get(std::string("model.layers.1.self_attn.") + leaf).master;
+  };
   const Tensor in_proj = fused.get("model.layers.1.mamba.in_proj.weight");
   const int64_t d_inner = 16, d_xb = 8;  // Hq·D, Hkv·D
   test::expect_close(in_proj.slice(0, d_inner, d_inner + d_xb), teacher("v_proj.weight"), 0, 0, "x ← W_V");
@@ -175,7 +179,9 @@ TEST(PrimeInit, Mamba2InProjRowsComeFromTheAttention) {
   test::expect_close(fused.get("model.layers.1.mamba.C_norm.weight"), teacher("q_norm.weight"), 0, 0, "C_norm");
   // The dt rows and the dynamics keep the reference's random initialisation.
   EXPECT_GT(test::compare(in_proj.slice(0, 2 * d_inner + 2 * d_xb, 2 * d_inner + 2 * d_xb + 4),
-                          Tensor::zeros({4, 8}, DType::F32)).max_abs, 0);
+                          Tensor::zeros({4, 8}, DType::F32))
+                .max_abs,
+            0);
   fs::remove_all(out);
   fs::remove(yaml);
 }
@@ -321,7 +327,8 @@ TEST(Soup, AveragesCheckpointsElementwise) {
   soup.materialize(Device::cpu(), DType::F32, 0);
   layers::load_hf_weights(out, soup);
   for (Parameter* p : soup.all()) {
-    const auto x = a.params.get(p->name).master.to_vector<double>(), y = b.params.get(p->name).master.to_vector<double>();
+    const auto x = a.params.get(p->name).master.to_vector<double>(),
+               y = b.params.get(p->name).master.to_vector<double>();
     const auto s = p->master.to_vector<double>();
     for (size_t i = 0; i < s.size(); ++i) EXPECT_NEAR(s[i], 0.25 * x[i] + 0.75 * y[i], 1e-6) << p->name;
   }
@@ -343,8 +350,11 @@ TEST(Soup, OutputThatIsAnInputIsRefused) {
   const std::string link = b.dir + "-link";
   fs::create_directory_symlink(b.dir, link);
   for (const std::string& out : {b.dir, link, fs::relative(b.dir).string(), b.dir + "/./"})
-    test::expect_error([&] { recipes::run_soup({a.dir, b.dir}, {}, out); },
-                       {"soup: --out '" + out + "' is the input checkpoint '" + b.dir + "'"});
+    test::expect_error(
+        [&] {
+          recipes::run_soup({a.dir, b.dir}, {}, out);
+        },
+        {"soup: --out '" + out + "' is the input checkpoint '" + b.dir + "'"});
   EXPECT_EQ(bytes(b.dir + "/model.safetensors"), weights) << "the refused soup wrote into its input";
   fs::remove(link);
 }

@@ -1,7 +1,7 @@
 // The Priming pipeline end to end on the CPU, through the same entry points as the CLI: a small Qwen3 teacher is
-// trained, its layers are scored (layer selection), Stage 0 turns the less important half into GDN (fused), Stage 1 (stage: hkd) trains only the students to match the
-// teacher (the distillation loss falls, every non-student weight stays bit for bit), unfuse drops the teacher, and
-// Stage 2 trains the standalone hybrid on cross-entropy.
+// trained, its layers are scored (layer selection), Stage 0 turns the less important half into GDN (fused), Stage 1
+// (stage: hkd) trains only the students to match the teacher (the distillation loss falls, every non-student weight
+// stays bit for bit), unfuse drops the teacher, and Stage 2 trains the standalone hybrid on cross-entropy.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -36,10 +36,13 @@ std::vector<double> series(const std::string& metrics, const std::string& key) {
 }
 
 std::string common_keys(const std::string& out_dir, int64_t steps) {
-  return "dataset: " PRIMER_SOURCE_DIR "/README.md\ncutoff_len: 32\nper_device_train_batch_size: 4\n"
+  return "dataset: " PRIMER_SOURCE_DIR
+         "/README.md\ncutoff_len: 32\nper_device_train_batch_size: 4\n"
          "learning_rate: 3.0e-3\nlr_scheduler_type: constant_with_warmup\nwarmup_steps: 2\nmax_steps: " +
-         std::to_string(steps) + "\nlogging_steps: 5\neval_steps: 0\neval_batches: 2\nsave_steps: 0\ndevice: cpu\n"
-                                 "output_dir: " + out_dir + "\n";
+         std::to_string(steps) +
+         "\nlogging_steps: 5\neval_steps: 0\neval_batches: 2\nsave_steps: 0\ndevice: cpu\n"
+         "output_dir: " +
+         out_dir + "\n";
 }
 
 ParameterRegistry load(const std::string& dir, std::unique_ptr<layers::DecoderLM>& model) {
@@ -75,27 +78,28 @@ TEST(PrimingPipeline, TeacherThenStage0Stage1UnfuseStage2) {
   recipes::SelectLayersOptions select;
   select.window = 4;
   select.mixer = "GDN";
-  ASSERT_EQ(recipes::run_select_layers(write("select.yaml", "model_name_or_path: " + root + "/teacher\n" +
-                                                                common_keys(root + "/select", 1)),
-                                       {}, select),
+  ASSERT_EQ(recipes::run_select_layers(
+                write("select.yaml", "model_name_or_path: " + root + "/teacher\n" + common_keys(root + "/select", 1)),
+                {}, select),
             0);
   const std::vector<double> importance = recipes::read_importance_csv(root + "/select/layer_importance.csv");
   ASSERT_EQ(importance.size(), 2u);
-  ASSERT_EQ(recipes::run_prime_init(write("stage0.yaml", "base_model_name_or_path: " + root + "/teacher\n" +
-                                                             "output_dir: " + root + "/stage0\nhybrid_ratio: 0.5\n"
-                                                             "ssm_mixer: GDN\nimportance_scores: " + root +
-                                                             "/select/layer_importance.csv\ndtype: fp32\n"),
-                                    {}),
+  ASSERT_EQ(recipes::run_prime_init(
+                write("stage0.yaml", "base_model_name_or_path: " + root + "/teacher\n" + "output_dir: " + root +
+                                         "/stage0\nhybrid_ratio: 0.5\n"
+                                         "ssm_mixer: GDN\nimportance_scores: " +
+                                         root + "/select/layer_importance.csv\ndtype: fp32\n"),
+                {}),
             0);
   const std::string expected = importance[1] < importance[0] ? "*-GDN" : "GDN-*";
   EXPECT_EQ(format_hybrid_pattern(load_hf_config(root + "/stage0/config.json").layer_types), expected);
 
   // Stage 1: only the GDN parameters train, on the end-to-end MSE.
-  ASSERT_EQ(recipes::run_train(write("stage1.yaml", "model_name_or_path: " + root + "/stage0\nstage: hkd\n" +
-                                                        "hybrid_learnable_params: gdn\n" +
-                                                        common_keys(root + "/stage1", 30)),
-                               {}),
-            0);
+  ASSERT_EQ(
+      recipes::run_train(write("stage1.yaml", "model_name_or_path: " + root + "/stage0\nstage: hkd\n" +
+                                                  "hybrid_learnable_params: gdn\n" + common_keys(root + "/stage1", 30)),
+                         {}),
+      0);
   const std::vector<double> mse = series(root + "/stage1/metrics.jsonl", "eval_distill_mse");
   ASSERT_EQ(mse.size(), 2u);
   EXPECT_LT(mse[1], 0.7 * mse[0]) << "held-out distillation MSE " << mse[0] << " → " << mse[1];
@@ -105,18 +109,20 @@ TEST(PrimingPipeline, TeacherThenStage0Stage1UnfuseStage2) {
   for (Parameter* p : p1.all()) {
     const bool student = p->name.find(".gdn.") != std::string::npos;
     const double diff = test::compare(p->master, p0.get(p->name).master).max_abs;
-    if (student) moved += diff > 0;
-    else EXPECT_EQ(diff, 0) << p->name << " is not a student parameter but changed in Stage 1";
+    if (student)
+      moved += diff > 0;
+    else
+      EXPECT_EQ(diff, 0) << p->name << " is not a student parameter but changed in Stage 1";
   }
   EXPECT_GT(moved, 5);
 
   // Unfuse, then Stage 2 on cross-entropy with every parameter trainable.
   ASSERT_EQ(recipes::run_unfuse(root + "/stage1", root + "/hybrid"), 0);
   EXPECT_EQ(format_hybrid_pattern(load_hf_config(root + "/hybrid/config.json").layer_types), expected);
-  ASSERT_EQ(recipes::run_train(write("stage2.yaml", "model_name_or_path: " + root + "/hybrid\n" +
-                                                        common_keys(root + "/stage2", 40)),
-                               {}),
-            0);
+  ASSERT_EQ(
+      recipes::run_train(
+          write("stage2.yaml", "model_name_or_path: " + root + "/hybrid\n" + common_keys(root + "/stage2", 40)), {}),
+      0);
   const std::vector<double> ppl = series(root + "/stage2/metrics.jsonl", "eval_perplexity");
   ASSERT_EQ(ppl.size(), 2u);
   EXPECT_LT(ppl[1], ppl[0]);
@@ -131,11 +137,12 @@ TEST(PrimingPipeline, ExportAndImportRoundTrip) {
   const std::string root = testing::TempDir() + "/primer-export-" + std::to_string(seed);
   fs::create_directories(root);
   const std::string recipe = root + "/run.yaml";
-  std::ofstream(recipe) << "model_config: {model_type: hybrid_qwen3, vocab_size: 256, hidden_size: 32,"
-                           " intermediate_size: 64, num_hidden_layers: 4, num_attention_heads: 4, num_key_value_heads: 2,"
-                           " head_dim: 8, max_position_embeddings: 64, tie_word_embeddings: true, torch_dtype: float32,"
-                           " hybrid_override_pattern: '*-GKA-GDN-M2'}\n"
-                        << common_keys(root + "/out", 4);
+  std::ofstream(recipe)
+      << "model_config: {model_type: hybrid_qwen3, vocab_size: 256, hidden_size: 32,"
+         " intermediate_size: 64, num_hidden_layers: 4, num_attention_heads: 4, num_key_value_heads: 2,"
+         " head_dim: 8, max_position_embeddings: 64, tie_word_embeddings: true, torch_dtype: float32,"
+         " hybrid_override_pattern: '*-GKA-GDN-M2'}\n"
+      << common_keys(root + "/out", 4);
   ASSERT_EQ(recipes::run_train(recipe, {"save_steps=4"}), 0);
   ASSERT_EQ(recipes::run_export(recipe, {}, "latest", root + "/exported", DType::F32), 0);
   std::unique_ptr<layers::DecoderLM> trained, exported;

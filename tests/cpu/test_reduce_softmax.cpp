@@ -80,7 +80,8 @@ TEST(Reduce, Gradients) {
       // dx = dy broadcast back over the reduced dim (/ its size for the mean).
       check.backward = [=](const std::vector<Tensor>& in, const std::vector<Tensor>& g) {
         const double k = average ? 1.0 / double(in[0].size(dim)) : 1.0;
-        const Tensor spread = ops::add(Tensor::zeros(in[0].shape(), DType::F64), g[0].unsqueeze(dim < 0 ? dim + 3 : dim));
+        const Tensor spread =
+            ops::add(Tensor::zeros(in[0].shape(), DType::F64), g[0].unsqueeze(dim < 0 ? dim + 3 : dim));
         return std::vector<Tensor>{ops::scale(spread, k)};
       };
       check.tolerance = kGradTol;
@@ -125,7 +126,11 @@ TEST(ReduceSoftmax, BadArgumentsNameTheArgument) {
   expect_error([&] { ops::sum(x, 2); }, {"sum", "dim 2", "'x'", "f32[2, 3]"});
   expect_error([&] { ops::sum_all(Tensor::zeros({2}, DType::I32)); }, {"sum_all", "'x'", "i32", "f32/f64"});
   expect_error([&] { ops::softmax(Tensor::zeros({2}, DType::BF16)); }, {"softmax", "'x'", "bf16"});
-  expect_error([&] { ops::softmax_backward(x, Tensor::zeros({2, 3}, DType::F64)); }, {"softmax_backward", "'dy'", "f64"});
+  expect_error(
+      [&] {
+        ops::softmax_backward(x, Tensor::zeros({2, 3}, DType::F64));
+      },
+      {"softmax_backward", "'dy'", "f64"});
   expect_error([&] { ops::softmax_backward(x, Tensor::zeros({3, 2}, DType::F32)); }, {"'dy'", "expected shape [2, 3]"});
 }
 

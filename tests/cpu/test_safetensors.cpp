@@ -27,7 +27,9 @@ class SafetensorsTest : public ::testing::Test {
  protected:
   void SetUp() override {
     seed_ = test::fresh_seed();
-    dir_ = (fs::temp_directory_path() / fmt::format("primer_st_{}_{}", ::testing::UnitTest::GetInstance()->current_test_info()->name(), seed_)).string();
+    dir_ = (fs::temp_directory_path() /
+            fmt::format("primer_st_{}_{}", ::testing::UnitTest::GetInstance()->current_test_info()->name(), seed_))
+               .string();
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
@@ -172,7 +174,8 @@ TEST_F(SafetensorsTest, CorruptHeadersAreRejectedWithTheTensorNamed) {
   expect_error([&] { SafetensorsFile f(path); }, {"'w' is F32 [2, 3] (24 bytes)", "span 16 bytes"});
   write_raw(path,
             R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
-                "b": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}})", 16);
+                "b": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}})",
+            16);
   expect_error([&] { SafetensorsFile f(path); }, {"'a' [0, 8) and 'b' [4, 12) overlap"});
   write_raw(path, R"({"w": {"dtype": "Q4", "shape": [2], "data_offsets": [0, 2]}})", 16);
   expect_error([&] { SafetensorsFile f(path); }, {"key \"w.dtype\"", "unknown safetensors dtype 'Q4'"});
@@ -186,13 +189,15 @@ TEST_F(SafetensorsTest, CorruptHeadersAreRejectedWithTheTensorNamed) {
 
 TEST_F(SafetensorsTest, MissingTensorsAndFilesNameTheDirectory) {
   expect_error([&] { SafetensorsCheckpoint c(dir_); }, {dir_, "no safetensors checkpoint"});
-  io::write_safetensors(dir_, {{"a", test::randn({3}, seed_, DType::F32)}, {"b", test::randn({3}, seed_ + 1, DType::F32)}}, 12);
+  io::write_safetensors(
+      dir_, {{"a", test::randn({3}, seed_, DType::F32)}, {"b", test::randn({3}, seed_ + 1, DType::F32)}}, 12);
   const SafetensorsCheckpoint ckpt(dir_);
   expect_error([&] { ckpt.load("c", DType::F32); }, {dir_, "no tensor named 'c'"});
   // An index pointing at a shard that lacks the tensor.
   io::write_file_atomic(dir_ + "/model.safetensors.index.json",
                         R"({"weight_map": {"a": "model-00002-of-00002.safetensors"}})");
-  expect_error([&] { SafetensorsCheckpoint c(dir_); }, {"weight_map puts tensor 'a' in 'model-00002-of-00002.safetensors'"});
+  expect_error([&] { SafetensorsCheckpoint c(dir_); },
+               {"weight_map puts tensor 'a' in 'model-00002-of-00002.safetensors'"});
   io::write_file_atomic(dir_ + "/model.safetensors.index.json", R"({"weight_map": {"a": "../x.safetensors"}})");
   expect_error([&] { SafetensorsCheckpoint c(dir_); }, {"key \"weight_map.a\"", "expected a file name"});
 }

@@ -29,7 +29,8 @@ TEST(ShortConvLM, AllParameterGradientsMatchFiniteDifferences) {
   t[3] = -100;  // an ignored target
   const Tensor targets = Tensor::from_vector(t, {2, 5}, DType::I32);
 
-  test::run_model_gradcheck(params, [&](double scale) { return model.loss(ids, targets, scale); }, seed);
+  test::run_model_gradcheck(
+      params, [&](double scale) { return model.loss(ids, targets, scale); }, seed);
 }
 
 TEST(ShortConvLM, RecomputationGivesIdenticalGradients) {

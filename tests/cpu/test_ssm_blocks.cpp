@@ -46,7 +46,8 @@ TEST(SsmBlocks, ExpandHeadsRepeatsEachKvHeadInPlace) {
   for (int64_t bt = 0; bt < 6; ++bt)
     for (int64_t h = 0; h < 6; ++h)
       for (int64_t d = 0; d < 4; ++d) EXPECT_EQ(yv[size_t((bt * 6 + h) * 4 + d)], xv[size_t((bt * 2 + h / 3) * 4 + d)]);
-  gradcheck_ag({x}, {"x"}, [](const auto& v) { return layers::expand_heads(v[0], 3); }, seed);
+  gradcheck_ag(
+      {x}, {"x"}, [](const auto& v) { return layers::expand_heads(v[0], 3); }, seed);
 }
 
 TEST(SsmBlocks, L2NormalizeHasEpsInsideTheRoot) {
@@ -61,26 +62,32 @@ TEST(SsmBlocks, L2NormalizeHasEpsInsideTheRoot) {
     for (size_t d = 0; d < 8; ++d) ss += xv[r * 8 + d] * xv[r * 8 + d];
     for (size_t d = 0; d < 8; ++d) EXPECT_NEAR(yv[r * 8 + d], xv[r * 8 + d] / std::sqrt(ss + eps), 1e-14);
   }
-  gradcheck_ag({x}, {"x"}, [eps](const auto& v) { return layers::l2_normalize(v[0], eps); }, seed);
+  gradcheck_ag(
+      {x}, {"x"}, [eps](const auto& v) { return layers::l2_normalize(v[0], eps); }, seed);
 }
 
 TEST(SsmBlocks, DecayIsMinusExpALogTimesSoftplus) {
   const uint64_t seed = test::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
-  const Tensor a = test::randn({2, 3, 4}, seed), A_log = test::randn({4}, seed + 1), dt_bias = test::randn({4}, seed + 2);
-  const auto g = layers::ssm_decay(ag::constant(a), ag::constant(A_log), ag::constant(dt_bias))->value.to_vector<double>();
+  const Tensor a = test::randn({2, 3, 4}, seed), A_log = test::randn({4}, seed + 1),
+               dt_bias = test::randn({4}, seed + 2);
+  const auto g =
+      layers::ssm_decay(ag::constant(a), ag::constant(A_log), ag::constant(dt_bias))->value.to_vector<double>();
   const auto av = a.to_vector<double>(), lv = A_log.to_vector<double>(), bv = dt_bias.to_vector<double>();
   for (size_t i = 0; i < av.size(); ++i)
     EXPECT_NEAR(g[i], -std::exp(lv[i % 4]) * std::log1p(std::exp(av[i] + bv[i % 4])), 1e-13);
-  gradcheck_ag({a, A_log, dt_bias}, {"a", "A_log", "dt_bias"},
-               [](const auto& v) { return layers::ssm_decay(v[0], v[1], v[2]); }, seed);
+  gradcheck_ag(
+      {a, A_log, dt_bias}, {"a", "A_log", "dt_bias"}, [](const auto& v) { return layers::ssm_decay(v[0], v[1], v[2]); },
+      seed);
 }
 
 TEST(SsmBlocks, GatedRmsNormNormalisesThenGates) {
   const uint64_t seed = test::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
-  const Tensor o = test::randn({2, 3, 2, 4}, seed), w = test::randn({4}, seed + 1), z = test::randn({2, 3, 2, 4}, seed + 2);
-  const auto y = layers::gated_rmsnorm(ag::constant(o), ag::constant(w), ag::constant(z), 1e-5)->value.to_vector<double>();
+  const Tensor o = test::randn({2, 3, 2, 4}, seed), w = test::randn({4}, seed + 1),
+               z = test::randn({2, 3, 2, 4}, seed + 2);
+  const auto y =
+      layers::gated_rmsnorm(ag::constant(o), ag::constant(w), ag::constant(z), 1e-5)->value.to_vector<double>();
   const auto ov = o.to_vector<double>(), wv = w.to_vector<double>(), zv = z.to_vector<double>();
   for (size_t r = 0; r < 12; ++r) {
     double ms = 0;
@@ -90,8 +97,8 @@ TEST(SsmBlocks, GatedRmsNormNormalisesThenGates) {
       EXPECT_NEAR(y[r * 4 + d], ov[r * 4 + d] / std::sqrt(ms + 1e-5) * wv[d] * zz / (1 + std::exp(-zz)), 1e-13);
     }
   }
-  gradcheck_ag({o, w, z}, {"o", "w", "gate"}, [](const auto& v) { return layers::gated_rmsnorm(v[0], v[1], v[2], 1e-5); },
-               seed);
+  gradcheck_ag(
+      {o, w, z}, {"o", "w", "gate"}, [](const auto& v) { return layers::gated_rmsnorm(v[0], v[1], v[2], 1e-5); }, seed);
 }
 
 }  // namespace

@@ -37,7 +37,8 @@ TEST(Tensor, CastsRoundTripWithinDtypePrecision) {
     const auto a = back.to_vector<float>(), b = x.to_vector<float>();
     // f16 subnormals (|x| < 2^-14) have an absolute spacing of 2^-24: half of it bounds their rounding error.
     const double floor = dt == DType::F16 ? std::ldexp(1.0, -25) : 0.0;
-    for (size_t i = 0; i < a.size(); ++i) EXPECT_LE(std::abs(a[i] - b[i]), unit * std::abs(b[i]) + floor) << dtype_name(dt);
+    for (size_t i = 0; i < a.size(); ++i)
+      EXPECT_LE(std::abs(a[i] - b[i]), unit * std::abs(b[i]) + floor) << dtype_name(dt);
   }
   // Round to nearest even at the bf16 halfway point: 1 + 2^-8 lies exactly between 1 and 1 + 2^-7.
   EXPECT_EQ(float(bf16(1.0f + 1.0f / 256)), 1.0f);

@@ -42,7 +42,8 @@ void expect_same_documents(const data::TokenCorpus& corpus, const std::vector<Sy
   for (size_t i = 0; i < docs.size(); ++i) {
     const data::DocumentView view = corpus.document(int64_t(i));
     ASSERT_EQ(std::vector<int32_t>(view.tokens.begin(), view.tokens.end()), docs[i].tokens) << "document " << i;
-    const std::vector<uint8_t> mask = docs[i].mask.empty() ? std::vector<uint8_t>(docs[i].tokens.size(), 1) : docs[i].mask;
+    const std::vector<uint8_t> mask =
+        docs[i].mask.empty() ? std::vector<uint8_t>(docs[i].tokens.size(), 1) : docs[i].mask;
     ASSERT_EQ(std::vector<uint8_t>(view.loss_mask.begin(), view.loss_mask.end()), mask) << "document " << i;
     ASSERT_EQ(view.source, docs[i].source) << "document " << i;
   }
@@ -145,15 +146,19 @@ TEST(TokenShards, AnInterruptedDatasetWriterLeavesTheOldOutputAndNoShard) {
 
   // A finished writer replaces the old output entirely (no stale shard survives).
   test::write_token_data(dir / "out", std::vector<SyntheticDoc>(docs.begin(), docs.begin() + 3), 1, 1 << 20);
-  EXPECT_EQ(std::distance(fs::directory_iterator(dir.path / "out"), fs::directory_iterator()), 2);  // manifest + 1 shard
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir.path / "out"), fs::directory_iterator()),
+            2);  // manifest + 1 shard
   EXPECT_TRUE(hidden_entries(dir.path).empty());
 }
 
 TEST(TokenShards, RefusesToReplaceADirectoryThatIsNotTokenizedData) {
   ScratchDir dir("dataset-refuse", test::fresh_seed());
   std::ofstream(dir / "precious.txt") << "keep me";
-  test::expect_error([&] { data::TokenDatasetWriter(dir.path.string(), test::synthetic_tokenizer(), {{"s0", "text", 1}}, 10); },
-                     {"exists and is not tokenized data", "refusing"});
+  test::expect_error(
+      [&] {
+        data::TokenDatasetWriter(dir.path.string(), test::synthetic_tokenizer(), {{"s0", "text", 1}}, 10);
+      },
+      {"exists and is not tokenized data", "refusing"});
   EXPECT_TRUE(fs::exists(dir / "precious.txt"));
 }
 
@@ -176,15 +181,18 @@ TEST(TokenShards, CorruptionAndTruncationAreDetected) {
   std::string corrupted = bytes;
   corrupted[at + seed % needle.size()] ^= char(1 << (seed % 8));
   std::ofstream(shard, std::ios::binary | std::ios::trunc) << corrupted;
-  test::expect_error([&] { data::TokenCorpus::open({dir / "out"}, true); }, {"shard-00000.h5", "is corrupted", "CRC32C"});
+  test::expect_error([&] { data::TokenCorpus::open({dir / "out"}, true); },
+                     {"shard-00000.h5", "is corrupted", "CRC32C"});
 
   std::ofstream(shard, std::ios::binary | std::ios::trunc) << bytes.substr(0, bytes.size() - 100);
-  test::expect_error([&] { data::TokenCorpus::open({dir / "out"}, false); },
-                     {"shard-00000.h5", fmt::format("has {} bytes, the manifest records {}", bytes.size() - 100, bytes.size())});
+  test::expect_error(
+      [&] { data::TokenCorpus::open({dir / "out"}, false); },
+      {"shard-00000.h5", fmt::format("has {} bytes, the manifest records {}", bytes.size() - 100, bytes.size())});
 
   fs::remove(shard);
   test::expect_error([&] { data::TokenCorpus::open({dir / "out"}, false); }, {"shard-00000.h5", "cannot be read"});
-  test::expect_error([&] { data::TokenCorpus::open({dir / "nothing"}, false); }, {"no manifest.json", "primer tokenize"});
+  test::expect_error([&] { data::TokenCorpus::open({dir / "nothing"}, false); },
+                     {"no manifest.json", "primer tokenize"});
 }
 
 // A shard written by hand (as another tool might), described by a manifest entry with its true size and CRC.
@@ -193,7 +201,8 @@ struct HandWritten {
   std::string path;
 };
 HandWritten write_by_hand(const std::string& path, const std::vector<int32_t>& tokens,
-                          const std::vector<int64_t>& offsets, const std::vector<int32_t>& sources, io::Hdf5Layout layout) {
+                          const std::vector<int64_t>& offsets, const std::vector<int32_t>& sources,
+                          io::Hdf5Layout layout) {
   const data::TokenizerIdentity tok = test::synthetic_tokenizer(1000);
   const std::vector<uint8_t> mask(tokens.size(), 1);
   {
@@ -204,8 +213,11 @@ HandWritten write_by_hand(const std::string& path, const std::vector<int32_t>& t
     h5.write("/source_ids", {int64_t(sources.size())}, sources.data(), layout);
     h5.set_string_attribute("/", "format", "primer-token-shard");
     for (const auto& [name, value] : {std::pair<const char*, int64_t>{"format_version", data::kTokenDataFormatVersion},
-                                      {"documents", int64_t(sources.size())}, {"tokens", int64_t(tokens.size())},
-                                      {"tokenizer_crc32c", tok.crc32c}, {"vocab_size", tok.vocab_size}, {"eos_id", tok.eos_id}})
+                                      {"documents", int64_t(sources.size())},
+                                      {"tokens", int64_t(tokens.size())},
+                                      {"tokenizer_crc32c", tok.crc32c},
+                                      {"vocab_size", tok.vocab_size},
+                                      {"eos_id", tok.eos_id}})
       h5.set_attribute<int64_t>("/", name, value);
     h5.close();
   }

@@ -75,9 +75,9 @@ std::string read_all(std::FILE* f) {
 // conversations and 1 malformed one.
 struct Inputs {
   ScratchDir dir;
-  std::vector<std::string> texts;             // the non-empty text files' contents, in path order
-  std::vector<std::string> jsonl;             // the good records' texts, in order
-  std::map<int, std::string> malformed;       // data.jsonl line → expected fragment of the report
+  std::vector<std::string> texts;        // the non-empty text files' contents, in path order
+  std::vector<std::string> jsonl;        // the good records' texts, in order
+  std::map<int, std::string> malformed;  // data.jsonl line → expected fragment of the report
   Inputs(const std::string& name, uint64_t seed) : dir(name, seed) {
     std::mt19937_64 rng(seed);
     auto random_text = [&](size_t n) {
@@ -97,15 +97,21 @@ struct Inputs {
       if (text.find_first_not_of(" \n") != std::string::npos) texts.push_back(text);
     }
     std::ofstream out(dir / "data.jsonl");
-    malformed = {{4, "data.jsonl:4:10: expected"}, {9, "data.jsonl:9: no \"text\" field"},
+    malformed = {{4, "data.jsonl:4:10: expected"},
+                 {9, "data.jsonl:9: no \"text\" field"},
                  {17, "data.jsonl:17: \"text\" is integer, expected a string"},
                  {30, "data.jsonl:30: expected a JSON object, got array"}};
     for (int line = 1, good = 0; good < 40 || line <= 30; ++line) {
-      if (line == 4) out << "{\"text\": oops}\n";
-      else if (line == 9) out << "{\"body\": \"x\"}\n";
-      else if (line == 17) out << "{\"text\": 17}\n";
-      else if (line == 30) out << "[1, 2]\n";
-      else if (line == 12) out << "\n";  // blank lines are not records
+      if (line == 4)
+        out << "{\"text\": oops}\n";
+      else if (line == 9)
+        out << "{\"body\": \"x\"}\n";
+      else if (line == 17)
+        out << "{\"text\": 17}\n";
+      else if (line == 30)
+        out << "[1, 2]\n";
+      else if (line == 12)
+        out << "\n";  // blank lines are not records
       else {
         jsonl.push_back(random_text(1 + rng() % 80) + " \"quoted\" ünïcode");
         json::Value record;
@@ -116,14 +122,20 @@ struct Inputs {
     }
     std::ofstream chat(dir / "chat.jsonl");
     for (int i = 0; i < 7; ++i) {
-      if (i == 3) chat << R"({"messages": [{"role": "user"}]})" << "\n";
-      else chat << R"({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello )" << i << R"("}]})" << "\n";
+      if (i == 3)
+        chat << R"({"messages": [{"role": "user"}]})"
+             << "\n";
+      else
+        chat << R"({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello )" << i
+             << R"("}]})"
+             << "\n";
     }
   }
 
   std::string job(const std::string& output, const std::string& extra, const std::string& sources = "") const {
     const std::string path = dir / "job.yaml";
-    std::ofstream(path) << "tokenizer: fake\noutput_dir: " << output << "\n" << extra << "\nsources:\n"
+    std::ofstream(path) << "tokenizer: fake\noutput_dir: " << output << "\n"
+                        << extra << "\nsources:\n"
                         << (sources.empty() ? fmt::format("  docs: {{files: [{}], format: text}}\n"
                                                           "  records: {{files: ['{}'], format: jsonl}}\n"
                                                           "  conversations: {{files: [{}], format: chat}}\n",
@@ -151,7 +163,8 @@ TEST(TokenizeJob, TextJsonlAndChatIntoShardsIndependentOfThreads) {
     std::fclose(log);
     EXPECT_EQ(summary.skipped, 6);  // the blank text file, 4 JSONL lines, 1 conversation
     EXPECT_NE(report.find("texts/sub/05.txt: empty text"), std::string::npos) << report;
-    for (const auto& [line, fragment] : in.malformed) EXPECT_NE(report.find(fragment), std::string::npos) << fragment << "\n" << report;
+    for (const auto& [line, fragment] : in.malformed)
+      EXPECT_NE(report.find(fragment), std::string::npos) << fragment << "\n" << report;
     EXPECT_NE(report.find("chat.jsonl:4: a message needs"), std::string::npos) << report;
     EXPECT_EQ(summary.documents, int64_t(in.texts.size() + in.jsonl.size() + 6));
     EXPECT_GT(summary.shards, 3);
@@ -217,9 +230,10 @@ TEST(TokenizeJob, MalformedRecordStopsTheJobWithFileAndLine) {
   const uint64_t seed = test::fresh_seed();
   Inputs in("tokenize-fail", seed);
   const std::string out = in.dir / "out";
-  const auto job = config::load_config(
-      in.job(out, "workers: 2\nchunk_bytes: 100", fmt::format("  records: {{files: [{}], format: jsonl}}\n", in.dir / "data.jsonl")),
-      tokenize_schema());
+  const auto job =
+      config::load_config(in.job(out, "workers: 2\nchunk_bytes: 100",
+                                 fmt::format("  records: {{files: [{}], format: jsonl}}\n", in.dir / "data.jsonl")),
+                          tokenize_schema());
   test::expect_error([&] { run_tokenize_job(job, FakeEncoder(), nullptr); },
                      {"data.jsonl:4:10: expected", "on_error is fail"});
   EXPECT_FALSE(fs::exists(out));
@@ -248,18 +262,23 @@ TEST(TokenizeJob, ConfigErrorsPointAtTheKey) {
   };
   test::expect_error([&] { run_with("", fmt::format("  docs: {{files: [{}], fromat: text}}\n", in.dir / "texts")); },
                      {"job.yaml:", "sources.docs", "unknown key 'fromat'", "did you mean 'format'"});
-  test::expect_error([&] { run_with("", "  docs: {format: text}\n"); }, {"sources.docs", "missing required key 'files'"});
+  test::expect_error([&] { run_with("", "  docs: {format: text}\n"); },
+                     {"sources.docs", "missing required key 'files'"});
   test::expect_error([&] { run_with("", fmt::format("  docs: {{files: ['{}'], format: text}}\n", in.dir / "*.md")); },
                      {"sources.docs", "*.md' matches no file"});
-  test::expect_error([&] { run_with("", fmt::format("  c: {{files: [{}], format: chat, eos_token: x}}\n", in.dir / "chat.jsonl")); },
-                     {"eos_token does not apply to chat sources"});
-  test::expect_error([&] { run_with("", fmt::format("  docs: {{files: [{}], format: text, eos_token: '<x>'}}\n", in.dir / "texts")); },
-                     {"eos_token '<x>' is not a token"});
+  test::expect_error(
+      [&] { run_with("", fmt::format("  c: {{files: [{}], format: chat, eos_token: x}}\n", in.dir / "chat.jsonl")); },
+      {"eos_token does not apply to chat sources"});
+  test::expect_error(
+      [&] { run_with("", fmt::format("  docs: {{files: [{}], format: text, eos_token: '<x>'}}\n", in.dir / "texts")); },
+      {"eos_token '<x>' is not a token"});
   test::expect_error([&] { run_with("", "  docs: [a, b]\n"); }, {"sources.docs", "expected a mapping of source keys"});
-  test::expect_error([&] { run_with("worker: 2", fmt::format("  docs: {{files: [{}], format: text}}\n", in.dir / "texts")); },
-                     {"job.yaml:", "unknown key 'worker'", "did you mean 'workers'"});
-  test::expect_error([&] { run_with("on_error: ignore", fmt::format("  docs: {{files: [{}], format: text}}\n", in.dir / "texts")); },
-                     {"on_error", "one of fail, skip"});
+  test::expect_error(
+      [&] { run_with("worker: 2", fmt::format("  docs: {{files: [{}], format: text}}\n", in.dir / "texts")); },
+      {"job.yaml:", "unknown key 'worker'", "did you mean 'workers'"});
+  test::expect_error(
+      [&] { run_with("on_error: ignore", fmt::format("  docs: {{files: [{}], format: text}}\n", in.dir / "texts")); },
+      {"on_error", "one of fail, skip"});
 }
 
 // The job over a real byte-level BPE tokenizer (the hand-made one of the tokenizer tests): documents end in the
@@ -272,10 +291,12 @@ TEST(TokenizeJob, RunsWithTheBpeTokenizerAndTheChatFormat) {
   const std::string text = "hello world <|im_end|> aab hello";
   std::ofstream(dir / "a.txt") << text;
   std::ofstream(dir / "chat.jsonl") << R"({"messages": [{"role": "user", "content": "hello"}, )"
-                                    << R"({"role": "assistant", "content": "world", "reasoning_content": "aa"}]})" << "\n";
+                                    << R"({"role": "assistant", "content": "world", "reasoning_content": "aa"}]})"
+                                    << "\n";
   std::ofstream(dir / "job.yaml") << "tokenizer: " << tok_dir.path.string() << "\noutput_dir: " << dir / "out"
                                   << "\nsources:\n  docs: {files: [" << dir / "a.txt"
-                                  << "], format: text, eos_token: '<|endoftext|>'}\n  chat: {files: [" << dir / "chat.jsonl"
+                                  << "], format: text, eos_token: '<|endoftext|>'}\n  chat: {files: ["
+                                  << dir / "chat.jsonl"
                                   << "], format: chat}\n";
   const TokenizerEncoder encoder(tok_dir.path.string());
   run_tokenize_job(config::load_config(dir / "job.yaml", tokenize_schema()), encoder, nullptr);
@@ -317,9 +338,11 @@ TEST(TokenizeJob, WorkersRunConcurrently) {
   for (int i = 0; i < 8; ++i) std::ofstream(dir / fmt::format("{}.txt", i)) << "text " << i;
   double seconds[2];
   for (const int workers : {1, 4}) {
-    std::ofstream(dir / "job.yaml") << "tokenizer: fake\noutput_dir: " << dir / "out" << "\nworkers: " << workers
-                                    << "\nsources:\n  docs: {files: ['" << dir / "*.txt" << "'], format: text}\n";
-    const auto summary = run_tokenize_job(config::load_config(dir / "job.yaml", tokenize_schema()), SlowEncoder(), nullptr);
+    std::ofstream(dir / "job.yaml") << "tokenizer: fake\noutput_dir: " << dir / "out"
+                                    << "\nworkers: " << workers << "\nsources:\n  docs: {files: ['" << dir / "*.txt"
+                                    << "'], format: text}\n";
+    const auto summary =
+        run_tokenize_job(config::load_config(dir / "job.yaml", tokenize_schema()), SlowEncoder(), nullptr);
     EXPECT_EQ(summary.documents, 8);
     seconds[workers == 1 ? 0 : 1] = summary.seconds;
   }

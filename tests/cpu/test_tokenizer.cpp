@@ -58,10 +58,10 @@ TEST(TokenizerTiny, MergesLowestRankFirstLeftmostOnTies) {
   EXPECT_EQ(tok.encode("hello world"), (Ids{kHello, kSpaceWorld}));
   // "world" has no Ġ: o+r (rank 5) then l+d (rank 7); "Ġw"+"or" never applies.
   EXPECT_EQ(tok.encode("world"), (Ids{'w', kOr, kLd}));
-  EXPECT_EQ(tok.encode("aaa"), (Ids{kAa, 'a'}));         // a+a at 0 and 1 tie: the leftmost wins
+  EXPECT_EQ(tok.encode("aaa"), (Ids{kAa, 'a'}));  // a+a at 0 and 1 tie: the leftmost wins
   EXPECT_EQ(tok.encode("aaaa"), (Ids{kAa, kAa}));
-  EXPECT_EQ(tok.encode("abc"), (Ids{'a', kBc}));         // b+c (rank 10) before a+b (rank 11)
-  EXPECT_EQ(tok.encode("xyz"), (Ids{'x', 'y', 'z'}));    // a token no merge reaches stays split
+  EXPECT_EQ(tok.encode("abc"), (Ids{'a', kBc}));       // b+c (rank 10) before a+b (rank 11)
+  EXPECT_EQ(tok.encode("xyz"), (Ids{'x', 'y', 'z'}));  // a token no merge reaches stays split
   EXPECT_EQ(tok.encode("hello\n\nhello"), (Ids{kHello, '\n', '\n', kHello}));
   EXPECT_EQ(tok.vocab_size(), kThinkEnd + 1);
   EXPECT_EQ(tok.token_id("Ġworld"), kSpaceWorld);
@@ -166,7 +166,7 @@ TEST(TokenizerTiny, Llama3DigitsIgnoreMergesAndStringMerges) {
   llama3.llama3 = true;
   const Tokenizer tok = load(dir, llama3);
   EXPECT_EQ(tok.encode("12345"), byte_ids("12345"));  // same ids; the pieces differ (checked below)
-  EXPECT_EQ(tok.encode("xyz"), (Ids{kXyz}));           // ignore_merges: a whole piece in the vocabulary wins
+  EXPECT_EQ(tok.encode("xyz"), (Ids{kXyz}));          // ignore_merges: a whole piece in the vocabulary wins
   EXPECT_EQ(tok.encode("hello world"), (Ids{kHello, kSpaceWorld}));  // "left right" merges load as pairs
 }
 
@@ -189,7 +189,9 @@ TEST(TokenizerTiny, LoadErrorsNameFileAndKey) {
       },
       {file, "pre_tokenizer.pretokenizers[0].pattern.Regex", "Qwen2"});
   test::expect_error(
-      [&] { load_with([](json::Value& d) { d["model"]["merges"].as_array().push_back(json::Array{"q", "zz"}); }); },
+      [&] { load_with([](json::Value& d) {
+              d["model"]["merges"].as_array().push_back(json::Array{"q", "zz"});
+            }); },
       {file, "model.merges[12]", "right token"});
   test::expect_error([&] { load_with([](json::Value& d) { d["model"]["vocab"].as_object().erase("Ġ"); }); },
                      {file, "model.vocab", "0x20"});
@@ -252,8 +254,8 @@ TEST(Pretokenizer, PiecesMatchTheRegex) {
   EXPECT_EQ(pieces(P::Qwen2, "a \u3000b"), (V{"a", " ", "\u3000b"}));
   EXPECT_EQ(pieces(P::Qwen2, "  !x"), (V{" ", " !", "x"}));
   EXPECT_EQ(pieces(P::Qwen2, "x\n \n"), (V{"x", "\n \n"}));
-  EXPECT_EQ(pieces(P::Qwen2, "\ufefftext"), (V{"\ufefftext"}));    // U+FEFF is \s in JavaScript
-  EXPECT_EQ(pieces(P::Qwen2, "a\u0085b"), (V{"a", "\u0085b"}));   // U+0085 is not
+  EXPECT_EQ(pieces(P::Qwen2, "\ufefftext"), (V{"\ufefftext"}));  // U+FEFF is \s in JavaScript
+  EXPECT_EQ(pieces(P::Qwen2, "a\u0085b"), (V{"a", "\u0085b"}));  // U+0085 is not
   EXPECT_EQ(data::recognize_split_pattern(R"(\s+)"), std::nullopt);
 }
 
@@ -270,8 +272,8 @@ TEST(Unicode, WellFormedUtf8AndMaximalSubparts) {
   };
   EXPECT_TRUE(unit("\xf4\x8f\xbf\xbf").valid);  // U+10FFFF
   EXPECT_EQ(unit("\xf4\x8f\xbf\xbf").cp, U'\U0010FFFF');
-  for (const char* bad : {"\xc0\x80", "\xc1\xbf", "\xe0\x80\x80", "\xed\xa0\x80", "\xf0\x80\x80\x80", "\xf4\x90\x80\x80",
-                          "\xf5\x80\x80\x80", "\x80", "\xbf", "\xfe", "\xff"})
+  for (const char* bad : {"\xc0\x80", "\xc1\xbf", "\xe0\x80\x80", "\xed\xa0\x80", "\xf0\x80\x80\x80",
+                          "\xf4\x90\x80\x80", "\xf5\x80\x80\x80", "\x80", "\xbf", "\xfe", "\xff"})
     EXPECT_FALSE(unit(bad).valid) << bad;
   EXPECT_EQ(unit("\xe2\x82").length, 2);  // truncated: the maximal subpart
   EXPECT_EQ(unit("\xe2\x82X").length, 2);
@@ -288,16 +290,16 @@ TEST(Unicode, NfcCases) {
     return data::unicode::nfc(s, out) ? out : s;
   };
   EXPECT_EQ(nfc("plain ascii"), "plain ascii");
-  EXPECT_EQ(nfc("\u1100\u1161\u11a8"), "\uac01");    // conjoining jamo → syllable
-  EXPECT_EQ(nfc("\uac00\u11a8"), "\uac01");          // LV syllable + T
-  EXPECT_EQ(nfc("a\u0301\u0323"), "\u1ea1\u0301");   // reordered, then composed with the lower class first
-  EXPECT_EQ(nfc("\u0958"), "\u0915\u093c");          // excluded from composition
-  EXPECT_EQ(nfc("\u212b"), "\u00c5");                // singleton
-  EXPECT_EQ(nfc("\u0344"), "\u0308\u0301");          // non-starter decomposition
-  EXPECT_EQ(nfc("\u0301a"), "\u0301a");              // a leading mark composes with nothing
+  EXPECT_EQ(nfc("\u1100\u1161\u11a8"), "\uac01");   // conjoining jamo → syllable
+  EXPECT_EQ(nfc("\uac00\u11a8"), "\uac01");         // LV syllable + T
+  EXPECT_EQ(nfc("a\u0301\u0323"), "\u1ea1\u0301");  // reordered, then composed with the lower class first
+  EXPECT_EQ(nfc("\u0958"), "\u0915\u093c");         // excluded from composition
+  EXPECT_EQ(nfc("\u212b"), "\u00c5");               // singleton
+  EXPECT_EQ(nfc("\u0344"), "\u0308\u0301");         // non-starter decomposition
+  EXPECT_EQ(nfc("\u0301a"), "\u0301a");             // a leading mark composes with nothing
   EXPECT_EQ(nfc("e\u0301\u0301"), "\u00e9\u0301");
   EXPECT_EQ(nfc("q\u0307\u0323"), "q\u0323\u0307");
-  EXPECT_EQ(nfc("x\xff\u0301"), "x\xff\u0301");        // an ill-formed byte blocks composition
+  EXPECT_EQ(nfc("x\xff\u0301"), "x\xff\u0301");            // an ill-formed byte blocks composition
   EXPECT_EQ(nfc("a\U00011099\U000110BA"), "a\U0001109A");  // a 4-byte starter (Kaithi) composes too
   // Unicode 16: U+16121 = U+1611E U+1611E, so a composite can recompose with what precedes it.
   EXPECT_EQ(nfc("\U0001611E\U00016121"), "\U00016121\U0001611E");
@@ -391,9 +393,8 @@ void expect_ids_match_reference(const std::string& model) {
   int64_t docs = 0, bytes = 0, tokens = 0, mismatches = 0;
   for (const bool lines : {false, true}) {
     const auto files = corpus_files(!lines);
-    const auto reference =
-        json_lines(test::run_node("tools/tokenizer/reference_ids.mjs",
-                                  "--model " + model + (lines ? " --lines " : " ") + file_list(files)));
+    const auto reference = json_lines(test::run_node(
+        "tools/tokenizer/reference_ids.mjs", "--model " + model + (lines ? " --lines " : " ") + file_list(files)));
     size_t r = 0;
     for (const auto& file : files) {
       for (const auto& doc : documents(read_file(file), lines)) {
@@ -416,9 +417,10 @@ void expect_ids_match_reference(const std::string& model) {
     }
     EXPECT_EQ(r, reference.size()) << "the reference gave more documents";
   }
-  std::printf("[ reference ] %s: %lld documents, %lld bytes, %lld tokens compared with the JavaScript reference, "
-              "%lld mismatches\n", model.c_str(), (long long)docs, (long long)bytes, (long long)tokens,
-              (long long)mismatches);
+  std::printf(
+      "[ reference ] %s: %lld documents, %lld bytes, %lld tokens compared with the JavaScript reference, "
+      "%lld mismatches\n",
+      model.c_str(), (long long)docs, (long long)bytes, (long long)tokens, (long long)mismatches);
   EXPECT_EQ(mismatches, 0);
 }
 
@@ -438,9 +440,12 @@ TEST(TokenizerReference, Qwen3DecodeMatchesJavaScript) {
     ids.resize(1 + rng() % 12);
     for (auto& id : ids) {
       const auto kind = rng() % 10;
-      if (kind < 5) id = int32_t(rng() % uint64_t(added_first));
-      else if (kind < 9) id = *tok.token_id(byte_token(int(0x80 + rng() % 0x80)));
-      else id = added_first + int32_t(rng() % uint64_t(tok.vocab_size() - added_first));
+      if (kind < 5)
+        id = int32_t(rng() % uint64_t(added_first));
+      else if (kind < 9)
+        id = *tok.token_id(byte_token(int(0x80 + rng() % 0x80)));
+      else
+        id = added_first + int32_t(rng() % uint64_t(tok.vocab_size() - added_first));
     }
     std::string line;
     for (const int32_t id : ids) line += (line.empty() ? "[" : ",") + std::to_string(id);
@@ -494,8 +499,8 @@ TEST(TokenizerReference, NfcMatchesJavaScript) {
     text += '\n';
   }
   ScratchDir dir("nfc");
-  const auto reference = json_lines(test::run_node(
-      "tools/tokenizer/reference_ids.mjs", "--nfc --lines " + test::quoted(dir.write("nfc.txt", text))));
+  const auto reference = json_lines(
+      test::run_node("tools/tokenizer/reference_ids.mjs", "--nfc --lines " + test::quoted(dir.write("nfc.txt", text))));
   const auto docs = documents(text, true);
   ASSERT_EQ(reference.size(), docs.size());
   int64_t mismatches = 0;

@@ -44,7 +44,8 @@ std::map<int64_t, double> losses(const std::string& metrics) {
   std::ifstream in(metrics);
   for (std::string line; std::getline(in, line);) {
     const json::Value v = json::parse(line, metrics);
-    if (v.as_object().contains("loss")) out[v.as_object().find("step")->as_int()] = v.as_object().find("loss")->as_double();
+    if (v.as_object().contains("loss"))
+      out[v.as_object().find("step")->as_int()] = v.as_object().find("loss")->as_double();
   }
   return out;
 }
@@ -100,9 +101,11 @@ TEST(Trainer, ResumedRunOnTokenizedDataReproducesTheUninterruptedLosses) {
   }
   test::write_token_data(root + "/tokens", docs, 2, 1000, test::synthetic_tokenizer(256));
   expect_resume_reproduces_losses(
-      root, write_recipe(root, seed,
-                         "tokenized_path: " + root + "/tokens\nstage: sft\npacking: true\nval_size: 0.2\n"
-                         "mix_strategy: interleave_over\ninterleave_probs: 0.4,0.6\nlength_weighted_sampling: true\n"));
+      root,
+      write_recipe(root, seed,
+                   "tokenized_path: " + root +
+                       "/tokens\nstage: sft\npacking: true\nval_size: 0.2\n"
+                       "mix_strategy: interleave_over\ninterleave_probs: 0.4,0.6\nlength_weighted_sampling: true\n"));
 }
 
 TEST(Trainer, RecipeErrorsNameTheFileAndKey) {
@@ -159,8 +162,8 @@ TEST(Trainer, SigtermCommitsACheckpointAndResumeContinues) {
 // to exit 0 before: the second dataset was never read; metrics went nowhere).
 TEST(Trainer, IgnoredDatasetsAndAnUnwritableLogAreErrors) {
   const std::string root = testing::TempDir() + "/primer-trainer-io-" + std::to_string(test::fresh_seed());
-  const std::string recipe = write_recipe(root, 1,
-                                          "dataset: [" PRIMER_SOURCE_DIR "/README.md, " PRIMER_SOURCE_DIR "/missing.txt]\n");
+  const std::string recipe =
+      write_recipe(root, 1, "dataset: [" PRIMER_SOURCE_DIR "/README.md, " PRIMER_SOURCE_DIR "/missing.txt]\n");
   test::expect_error([&] { recipes::run_train(recipe, {}); }, {"dataset lists 2 entries"});
   if (std::filesystem::exists("/dev/full")) {
     const std::string good = write_recipe(root, 1);
@@ -249,11 +252,14 @@ TEST(Trainer, UnknownModelConfigKeyIsNamedWithTheNearest) {
                                     "max_position_embeddings: 64, rope_scalling: {rope_type: llama3, factor: 8}}"});
       },
       {"--set model_config=", "unknown key 'rope_scalling' in model_config; did you mean 'rope_scaling'?"});
-  test::expect_error([&] { recipes::run_train(recipe, {"model_config={model_type: qwen3, vocab_size: 256, "
-                                                       "hidden_size: 32, intermediate_size: 64, num_hidden_layers: 2, "
-                                                       "num_attention_heads: 4, max_position_embeddings: 64, "
-                                                       "frobnicate: 1}"}); },
-                     {"unknown key 'frobnicate' in model_config (it takes the keys of a Hugging Face config.json"});
+  test::expect_error(
+      [&] {
+        recipes::run_train(recipe, {"model_config={model_type: qwen3, vocab_size: 256, "
+                                    "hidden_size: 32, intermediate_size: 64, num_hidden_layers: 2, "
+                                    "num_attention_heads: 4, max_position_embeddings: 64, "
+                                    "frobnicate: 1}"});
+      },
+      {"unknown key 'frobnicate' in model_config (it takes the keys of a Hugging Face config.json"});
   std::filesystem::remove_all(root);
 }
 
@@ -276,7 +282,8 @@ TEST(Trainer, NonFiniteGradientStopsOrIsSkippedByNanPolicy) {
   const int status = recipes::run_train(recipe, {layer1, "nan_policy=skip", "output_dir=" + root + "/skip"});
   const std::string log = testing::internal::GetCapturedStdout();
   EXPECT_EQ(status, 0);
-  EXPECT_NE(log.find("train step      3 | non-finite gradient (NaN or inf), first in 'model.layers.1."), std::string::npos)
+  EXPECT_NE(log.find("train step      3 | non-finite gradient (NaN or inf), first in 'model.layers.1."),
+            std::string::npos)
       << log;
   EXPECT_NE(log.find("update skipped (1 of nan_skip_limit 10)"), std::string::npos) << log;
   const auto skipped = losses(root + "/skip/metrics.jsonl");
@@ -284,7 +291,9 @@ TEST(Trainer, NonFiniteGradientStopsOrIsSkippedByNanPolicy) {
   EXPECT_EQ(skipped.count(3), 0u) << "the skipped step's loss was logged";
 
   test::expect_error(
-      [&] { recipes::run_train(recipe, {layer1, "nan_policy=skip", "nan_skip_limit=0", "output_dir=" + root + "/limit"}); },
+      [&] {
+        recipes::run_train(recipe, {layer1, "nan_policy=skip", "nan_skip_limit=0", "output_dir=" + root + "/limit"});
+      },
       {"step 3: non-finite gradient", "1 steps had a non-finite gradient, more than nan_skip_limit 0"});
   ::unsetenv("PRIMER_FAULT");
   std::filesystem::remove_all(root);

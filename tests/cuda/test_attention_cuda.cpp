@@ -18,7 +18,7 @@ struct Case {
 };
 
 const Case kCases[] = {
-    {1, 63, 8, 8, 64, {0, true, 0, 62, 0}},     // one decoded token over a cache (a single key would make dq = dk = 0)
+    {1, 63, 8, 8, 64, {0, true, 0, 62, 0}},  // one decoded token over a cache (a single key would make dq = dk = 0)
     {63, 63, 8, 2, 128, {}},
     {63, 128, 8, 2, 64, {0, true, 0, 65, 0}},    // query chunk right after a key chunk (sequence parallelism)
     {128, 128, 8, 8, 128, {0, false, 0, 0, 0}},  // non-causal
@@ -36,7 +36,9 @@ std::string describe(const Case& c) {
 
 // Outputs are allocated inside the op: poisoning a same-sized block just before and releasing it makes the
 // stream-ordered pool hand that NaN-filled memory to the op, so an element a kernel forgets to write shows up.
-void poison_next_allocation(const Shape& shape, DType dtype) { test::poison(Tensor::empty(shape, dtype, Device::cuda())); }
+void poison_next_allocation(const Shape& shape, DType dtype) {
+  test::poison(Tensor::empty(shape, dtype, Device::cuda()));
+}
 
 TEST(AttentionCuda, ForwardAndBackwardMatchTheF64Reference) {
   PRIMER_REQUIRE_CUDA();

@@ -21,7 +21,9 @@ struct Case {
 
 // Outputs are allocated inside the op: poisoning a same-sized block just before and releasing it makes the
 // stream-ordered pool hand that NaN-filled memory to the op, so an element a kernel forgets to write shows up.
-void poison_next_allocation(const Shape& shape, DType dtype) { test::poison(Tensor::empty(shape, dtype, Device::cuda())); }
+void poison_next_allocation(const Shape& shape, DType dtype) {
+  test::poison(Tensor::empty(shape, dtype, Device::cuda()));
+}
 
 double norm(const Tensor& t) {
   double s = 0;
@@ -95,11 +97,11 @@ void expect_matches_reference(int64_t D, DType dtype, const Case& c, uint64_t se
 }
 
 const Case kCases[] = {
-    {2, 200, 2, 30, true, true, true},   // several chunks, a ragged last one, everything on
-    {1, 64, 3, 5, false, false, false},  // exactly one chunk, no decay, no state, λ held
-    {2, 100, 1, 1, true, false, true},   // one update
-    {1, 5, 2, 10, true, true, true},     // a single short chunk
-    {1, 130, 2, 0, true, true, true},    // no solve: x = q, only dstate_out reaches the state
+    {2, 200, 2, 30, true, true, true},       // several chunks, a ragged last one, everything on
+    {1, 64, 3, 5, false, false, false},      // exactly one chunk, no decay, no state, λ held
+    {2, 100, 1, 1, true, false, true},       // one update
+    {1, 5, 2, 10, true, true, true},         // a single short chunk
+    {1, 130, 2, 0, true, true, true},        // no solve: x = q, only dstate_out reaches the state
     {2, 150, 2, 20, true, true, true, 0.5},  // well conditioned: no amplification of the dk dots
 };
 

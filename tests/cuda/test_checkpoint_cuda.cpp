@@ -47,7 +47,8 @@ TEST(CheckpointCuda, RoundTripOfGpuParametersIsBitExact) {
     EXPECT_TRUE(q.master.is_cuda());
     EXPECT_EQ(q.master.to_vector<float>(), p->master.to_vector<float>());
     EXPECT_EQ(q.var->value.to_vector<float>(), p->var->value.to_vector<float>());  // bf16 copies refreshed
-    EXPECT_EQ(loaded_adamw.first_moment(p->name).to_vector<float>(), saved_adamw.first_moment(p->name).to_vector<float>());
+    EXPECT_EQ(loaded_adamw.first_moment(p->name).to_vector<float>(),
+              saved_adamw.first_moment(p->name).to_vector<float>());
     EXPECT_EQ(loaded_adamw.second_moment(p->name).to_vector<float>(),
               saved_adamw.second_moment(p->name).to_vector<float>());
   }

@@ -27,7 +27,10 @@ struct View {
 const View kViews[] = {
     {"transpose", [](const Tensor& t) { return t.transpose(0, 2); }},
     {"slice", [](const Tensor& t) { return t.slice(1, 1, 5); }},
-    {"permute", [](const Tensor& t) { return t.permute({1, 2, 0}); }},
+    {"permute",
+     [](const Tensor& t) {
+       return t.permute({1, 2, 0});
+     }},
     {"slice+transpose", [](const Tensor& t) { return t.slice(2, 1, 6).transpose(0, 1); }},
     {"select", [](const Tensor& t) { return t.select(1, 3); }},
 };
@@ -57,7 +60,8 @@ TEST(CopyCuda, StridedCopyConvertsEveryDtypePair) {
         expect_equal(out.to(Device::cpu()), expected, "copy " + what);
         expect_equal(dv.to(dst_dt).to(Device::cpu()), expected, "cast " + what);
       }
-      expect_equal(dv.contiguous().to(Device::cpu()), hv.contiguous(), fmt::format("contiguous {} {}", dtype_name(src_dt), v.name));
+      expect_equal(dv.contiguous().to(Device::cpu()), hv.contiguous(),
+                   fmt::format("contiguous {} {}", dtype_name(src_dt), v.name));
     }
   }
 }
@@ -90,7 +94,8 @@ TEST(CopyCuda, HostDeviceRoundTrips) {
     Tensor dev = Tensor::empty(hv.shape(), DType::F32, Device::cuda());
     test::poison(dev);
     dev.copy_from(hv);
-    expect_equal(dev.to(Device::cpu()), hv.to(DType::F32), fmt::format("host view -> device f32 from {}", dtype_name(dt)));
+    expect_equal(dev.to(Device::cpu()), hv.to(DType::F32),
+                 fmt::format("host view -> device f32 from {}", dtype_name(dt)));
     Tensor back = Tensor::empty({hv.size(1), hv.size(0)}, dt);
     test::poison(back);
     back.transpose(0, 1).copy_from(dev);

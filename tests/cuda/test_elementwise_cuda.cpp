@@ -13,7 +13,9 @@ const DType kDtypes[] = {DType::F32, DType::BF16};
 const Unary kUnaryOps[] = {Unary::Silu, Unary::Sigmoid, Unary::Softplus, Unary::Exp, Unary::Square};
 const std::vector<Shape> kShapes = {{1}, {7}, {3, 5}, {37, 129}, {1, 1001}, {4099, 33}, {3, 333, 257}};
 
-std::string label(const char* op, DType dt, const Shape& s) { return fmt::format("{} {} {}", op, dtype_name(dt), shape_str(s)); }
+std::string label(const char* op, DType dt, const Shape& s) {
+  return fmt::format("{} {} {}", op, dtype_name(dt), shape_str(s));
+}
 
 // A dense tensor whose first element sits one element past an aligned address.
 Tensor misaligned(const Shape& shape, uint64_t seed, DType dt) {
@@ -25,10 +27,17 @@ TEST(ElementwiseCuda, BinaryOpsBroadcastLikeCpu) {
   const uint64_t seed = test::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   const std::vector<std::pair<Shape, Shape>> cases = {
-      {{37, 129}, {37, 129}}, {{37, 129}, {129}},   {{2, 37, 1}, {37, 131}}, {{4099, 33}, {4099, 1}},
-      {{1, 7}, {5, 1}},       {{1001}, {1}},       {{3, 1, 5, 8}, {4, 1, 8}},
+      {{37, 129}, {37, 129}},
+      {{37, 129}, {129}},
+      {{2, 37, 1}, {37, 131}},
+      {{4099, 33}, {4099, 1}},
+      {{1, 7}, {5, 1}},
+      {{1001}, {1}},
+      {{3, 1, 5, 8}, {4, 1, 8}},
       // Last dim a multiple of the pack width: vector loads of a row, a repeated value, or (outer product) scalar.
-      {{33, 256}, {256}},     {{5, 40}, {5, 1}},   {{64, 1}, {1, 48}}};
+      {{33, 256}, {256}},
+      {{5, 40}, {5, 1}},
+      {{64, 1}, {1, 48}}};
   for (DType dt : kDtypes) {
     for (const auto& [sa, sb] : cases) {
       const Tensor a = test::random_on_cuda(sa, seed, dt), b = test::random_on_cuda(sb, seed + 1, dt);
@@ -40,7 +49,8 @@ TEST(ElementwiseCuda, BinaryOpsBroadcastLikeCpu) {
     // Views: a transposed operand goes through the strided kernel, a shifted dense one through the scalar path.
     const Tensor t = test::random_on_cuda({129, 37}, seed + 2, dt).transpose(0, 1);
     const Tensor m = misaligned({37, 129}, seed + 3, dt);
-    test::expect_parity(ops::mul(t, m), ops::mul(test::cpu_f64(t), test::cpu_f64(m)), label("mul views", dt, {37, 129}));
+    test::expect_parity(ops::mul(t, m), ops::mul(test::cpu_f64(t), test::cpu_f64(m)),
+                        label("mul views", dt, {37, 129}));
   }
 }
 
@@ -60,7 +70,8 @@ TEST(ElementwiseCuda, UnaryForwardAndBackwardMatchCpu) {
       test::expect_parity(ops::scale(x, -0.37), ops::scale(rx, -0.37), label("scale", dt, s));
     }
     const Tensor xm = misaligned({1001}, seed + 2, dt);
-    test::expect_parity(ops::unary(Unary::Silu, xm), ops::unary(Unary::Silu, test::cpu_f64(xm)), label("silu shifted", dt, {1001}));
+    test::expect_parity(ops::unary(Unary::Silu, xm), ops::unary(Unary::Silu, test::cpu_f64(xm)),
+                        label("silu shifted", dt, {1001}));
   }
 }
 
@@ -75,7 +86,8 @@ TEST(ElementwiseCuda, AddInPlaceAccumulatesAcrossDtypes) {
         const Tensor ref = test::cpu_f64(dst);
         ops::add_(ref, test::cpu_f64(src), 0.3);
         ops::add_(dst, src, 0.3);
-        test::expect_parity(dst, ref, fmt::format("add_ {} += {} {}", dtype_name(dst_dt), dtype_name(src_dt), shape_str(s)));
+        test::expect_parity(dst, ref,
+                            fmt::format("add_ {} += {} {}", dtype_name(dst_dt), dtype_name(src_dt), shape_str(s)));
       }
     }
   }

@@ -141,9 +141,9 @@ TEST(CausalConv1dCuda, BackwardMatchesCpuAndIsDeterministic) {
         const Tensor dx = ops::causal_conv1d_backward(dy, x, w, bias, silu, state, dstate_out, dw, db, &dstate);
         const Tensor dw_ref = reference(dw_init), db_ref = reference(db_init);
         Tensor dstate_ref;
-        const Tensor dx_ref = ops::causal_conv1d_backward(reference(dy), reference(x), reference(w), reference(bias),
-                                                          silu, reference(state), reference(dstate_out), dw_ref, db_ref,
-                                                          &dstate_ref);
+        const Tensor dx_ref =
+            ops::causal_conv1d_backward(reference(dy), reference(x), reference(w), reference(bias), silu,
+                                        reference(state), reference(dstate_out), dw_ref, db_ref, &dstate_ref);
         test::expect_close(dx, dx_ref, output_tol(dt), output_abs_tol(dt), "dx");
         test::expect_close(dstate, dstate_ref, output_tol(dt), output_abs_tol(dt), "dstate_in");
         test::expect_close(dw, dw_ref, 1e-4, 1e-2, "dw_accum");

@@ -159,27 +159,23 @@ TEST(GatedDeltaRuleCuda, ValueBlocksAgree) {
   const Tensor dout = gpu(test::randn({B, T, H, D}, seed + 1), DType::BF16);
   const Tensor ds = gpu(test::randn({B, H, D, D}, seed + 2), DType::F32);
   const ops::GatedDeltaDims d{B, T, H, D, D, 1.0 / std::sqrt(double(D))};
-  const Tensor ws = Tensor::empty({int64_t(ops::cuda_ops::gated_delta_rule_workspace_bytes(d, true))}, DType::U8,
-                                  Device::cuda());
+  const Tensor ws =
+      Tensor::empty({int64_t(ops::cuda_ops::gated_delta_rule_workspace_bytes(d, true))}, DType::U8, Device::cuda());
   auto run = [&](int value_block) {
-    std::vector<Tensor> out{Tensor::empty(v.shape(), DType::BF16, Device::cuda()),
-                            Tensor::empty(s0.shape(), DType::F32, Device::cuda()),
-                            Tensor::empty(q.shape(), DType::BF16, Device::cuda()),
-                            Tensor::empty(k.shape(), DType::BF16, Device::cuda()),
-                            Tensor::empty(v.shape(), DType::BF16, Device::cuda()),
-                            Tensor::empty(g.shape(), DType::F32, Device::cuda()),
-                            Tensor::empty(g.shape(), DType::F32, Device::cuda()),
-                            Tensor::empty(s0.shape(), DType::F32, Device::cuda())};
+    std::vector<Tensor> out{
+        Tensor::empty(v.shape(), DType::BF16, Device::cuda()), Tensor::empty(s0.shape(), DType::F32, Device::cuda()),
+        Tensor::empty(q.shape(), DType::BF16, Device::cuda()), Tensor::empty(k.shape(), DType::BF16, Device::cuda()),
+        Tensor::empty(v.shape(), DType::BF16, Device::cuda()), Tensor::empty(g.shape(), DType::F32, Device::cuda()),
+        Tensor::empty(g.shape(), DType::F32, Device::cuda()),  Tensor::empty(s0.shape(), DType::F32, Device::cuda())};
     for (const Tensor& t : out) test::poison(t);
     const ops::cuda_ops::GatedDeltaConfig config{value_block};
     ops::cuda_ops::gated_delta_rule_forward(d, q.data_ptr(), k.data_ptr(), v.data_ptr(), g.data<float>(),
                                             beta.data<float>(), s0.data<float>(), out[0].data_ptr(),
                                             out[1].data<float>(), ws.data_ptr(), config);
-    ops::cuda_ops::gated_delta_rule_backward(d, dout.data_ptr(), q.data_ptr(), k.data_ptr(), v.data_ptr(),
-                                             g.data<float>(), beta.data<float>(), s0.data<float>(), ds.data<float>(),
-                                             out[2].data_ptr(), out[3].data_ptr(), out[4].data_ptr(),
-                                             out[5].data<float>(), out[6].data<float>(), out[7].data<float>(),
-                                             ws.data_ptr(), config);
+    ops::cuda_ops::gated_delta_rule_backward(
+        d, dout.data_ptr(), q.data_ptr(), k.data_ptr(), v.data_ptr(), g.data<float>(), beta.data<float>(),
+        s0.data<float>(), ds.data<float>(), out[2].data_ptr(), out[3].data_ptr(), out[4].data_ptr(),
+        out[5].data<float>(), out[6].data<float>(), out[7].data<float>(), ws.data_ptr(), config);
     std::vector<Tensor> host;
     for (const Tensor& t : out) host.push_back(t.to(Device::cpu()).to(DType::F64));
     return host;
@@ -232,8 +228,8 @@ TEST(GatedDeltaRuleCuda, ChainingCarriesTheState) {
   expect_ratio(o1, ref.slice(1, 0, T1), kOutTol, "o (1st)");
   expect_ratio(o2, ref.slice(1, T1, T1 + T2), kOutTol, "o (2nd)");
   expect_ratio(s2, ref_state, kOutTol, "state");
-  const std::pair<const char*, double> names[] = {{"dq", kGradTol}, {"dk", kGradTol}, {"dv", kGradTol},
-                                                  {"dg", kGateTol}, {"dbeta", kGateTol}};
+  const std::pair<const char*, double> names[] = {
+      {"dq", kGradTol}, {"dk", kGradTol}, {"dv", kGradTol}, {"dg", kGateTol}, {"dbeta", kGateTol}};
   const Tensor* parts1[] = {&g1.dq, &g1.dk, &g1.dv, &g1.dg, &g1.dbeta};
   const Tensor* parts2[] = {&g2.dq, &g2.dk, &g2.dv, &g2.dg, &g2.dbeta};
   const Tensor* whole[] = {&r.dq, &r.dk, &r.dv, &r.dg, &r.dbeta};
@@ -344,7 +340,8 @@ TEST_P(KaczmarzDeltaRuleCuda, MatchesTheF64Reference) {
   ag::Var st;
   const ag::Var o = ag::kaczmarz_delta_rule(x[0], x[1], x[2], x[3], x[4], scale, eps, s0, &st);
   Tensor ref_state;
-  const Tensor ref = ops::reference::kaczmarz_delta_rule(rx[0], rx[1], rx[2], rx[3], rx[4], scale, eps, rstate, &ref_state);
+  const Tensor ref =
+      ops::reference::kaczmarz_delta_rule(rx[0], rx[1], rx[2], rx[3], rx[4], scale, eps, rstate, &ref_state);
   EXPECT_EQ(o->value.dtype(), c.dtype);
   expect_ratio(o->value, ref, kOutTol, "o");
   expect_ratio(st->value, ref_state, kOutTol, "state_out");
@@ -379,8 +376,8 @@ TEST(KeyNormScaleCuda, MatchesTheF64Cpu) {
     const ops::KeyNormScaled s = ops::key_norm_scale(k, v, 1e-6);
     const ops::KeyNormScaleGrads g = ops::key_norm_scale_backward(dk, dv, k, v, s.r);
     const ops::KeyNormScaled rs = ops::key_norm_scale(test::cpu_f64(k), test::cpu_f64(v), 1e-6);
-    const ops::KeyNormScaleGrads rg = ops::key_norm_scale_backward(test::cpu_f64(dk), test::cpu_f64(dv), test::cpu_f64(k),
-                                                                   test::cpu_f64(v), rs.r);
+    const ops::KeyNormScaleGrads rg =
+        ops::key_norm_scale_backward(test::cpu_f64(dk), test::cpu_f64(dv), test::cpu_f64(k), test::cpu_f64(v), rs.r);
     expect_ratio(s.k, rs.k, tol, "k_hat");
     expect_ratio(s.v, rs.v, tol, "v_hat");
     expect_ratio(s.r, rs.r, 1e-6, "r");

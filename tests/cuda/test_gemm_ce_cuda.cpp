@@ -43,7 +43,8 @@ TEST(GemmCuda, MatchesCpuForEveryTransposeDtypeAndShape) {
   SCOPED_TRACE("seed " + std::to_string(seed));
   const Device gpu = Device::cuda();
   const GemmCase cases[] = {{0, 77, 130, 96}, {0, 1, 257, 33}, {0, 300, 5, 129}, {0, 128, 256, 64}, {3, 45, 70, 31}};
-  const std::pair<DType, DType> types[] = {{DType::BF16, DType::BF16}, {DType::BF16, DType::F32}, {DType::F32, DType::F32}};
+  const std::pair<DType, DType> types[] = {
+      {DType::BF16, DType::BF16}, {DType::BF16, DType::F32}, {DType::F32, DType::F32}};
   int salt = 0;
   for (const GemmCase& g : cases)
     for (auto [in_type, out_type] : types)
@@ -52,8 +53,10 @@ TEST(GemmCuda, MatchesCpuForEveryTransposeDtypeAndShape) {
         SCOPED_TRACE(fmt::format("batch {} m {} n {} k {} in {} out {} trans_a {} trans_b {}", g.batch, g.m, g.n, g.k,
                                  dtype_name(in_type), dtype_name(out_type), ta, tb));
         ++salt;
-        const Tensor A = test::randn(with_batch(g.batch, ta ? Shape{g.k, g.m} : Shape{g.m, g.k}), seed + 3 * salt, in_type, gpu);
-        const Tensor B = test::randn(with_batch(g.batch, tb ? Shape{g.n, g.k} : Shape{g.k, g.n}), seed + 3 * salt + 1, in_type, gpu);
+        const Tensor A =
+            test::randn(with_batch(g.batch, ta ? Shape{g.k, g.m} : Shape{g.m, g.k}), seed + 3 * salt, in_type, gpu);
+        const Tensor B =
+            test::randn(with_batch(g.batch, tb ? Shape{g.n, g.k} : Shape{g.k, g.n}), seed + 3 * salt + 1, in_type, gpu);
         const Tensor C = Tensor::empty(with_batch(g.batch, {g.m, g.n}), out_type, gpu);
         test::poison(C);
         ops::gemm(A, ta, B, tb, C);
@@ -69,7 +72,8 @@ TEST(GemmCuda, AccumulatesIntoF32WithBetaOne) {
   SCOPED_TRACE("seed " + std::to_string(seed));
   const Device gpu = Device::cuda();
   // The weight-gradient pattern: dW[out, in] (f32) += dy^T @ x with bf16 dy [T, out], x [T, in].
-  const Tensor dy = test::randn({203, 77}, seed, DType::BF16, gpu), x = test::randn({203, 130}, seed + 1, DType::BF16, gpu);
+  const Tensor dy = test::randn({203, 77}, seed, DType::BF16, gpu),
+               x = test::randn({203, 130}, seed + 1, DType::BF16, gpu);
   const Tensor dW = test::randn({77, 130}, seed + 2, DType::F32, gpu);
   const Tensor expected = cpu_f64(dW);
   ops::gemm(dy, true, x, false, dW, 1.0, 1.0);
@@ -83,7 +87,8 @@ TEST(GemmCuda, AutotuningNeverTouchesTheCallersOutput) {
   SCOPED_TRACE("seed " + std::to_string(seed));
   const Device gpu = Device::cuda();
   // A layout no other test uses, so this call creates (and tunes) its plan: beta = 1 must accumulate exactly once.
-  const Tensor A = test::randn({2, 61, 83}, seed, DType::BF16, gpu), B = test::randn({2, 83, 59}, seed + 1, DType::BF16, gpu);
+  const Tensor A = test::randn({2, 61, 83}, seed, DType::BF16, gpu),
+               B = test::randn({2, 83, 59}, seed + 1, DType::BF16, gpu);
   const Tensor C = test::randn({2, 61, 59}, seed + 2, DType::F32, gpu);
   const Tensor expected = cpu_f64(C);
   ops::set_gemm_autotune(true);
@@ -118,7 +123,8 @@ TEST(LinearCuda, ForwardAndBackwardMatchCpu) {
   const uint64_t seed = test::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   const Device gpu = Device::cuda();
-  const Tensor x = test::randn({3, 41, 96}, seed, DType::BF16, gpu), W = test::randn({130, 96}, seed + 1, DType::BF16, gpu);
+  const Tensor x = test::randn({3, 41, 96}, seed, DType::BF16, gpu),
+               W = test::randn({130, 96}, seed + 1, DType::BF16, gpu);
   const Tensor dy = test::randn({3, 41, 130}, seed + 2, DType::BF16, gpu);
   const Tensor dW = test::randn({130, 96}, seed + 3, DType::F32, gpu);
   const Tensor dW_ref = cpu_f64(dW);
@@ -147,7 +153,9 @@ TEST(FusedCrossEntropyCuda, MatchesCpuOnTheSameInputs) {
     int64_t n, d, vocab, chunk;
     DType dtype;
   };
-  const Case cases[] = {{37, 64, 1000, 16, DType::BF16}, {37, 64, 1000, 16, DType::F32}, {5, 64, 151936, 4096, DType::BF16},
+  const Case cases[] = {{37, 64, 1000, 16, DType::BF16},
+                        {37, 64, 1000, 16, DType::F32},
+                        {5, 64, 151936, 4096, DType::BF16},
                         {9, 72, 1001, 4, DType::BF16}};
   const int64_t ignore = -100;
   for (const Case& c : cases) {

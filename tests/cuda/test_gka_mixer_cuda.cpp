@@ -31,13 +31,17 @@ LayerRun run_layer(const ModelConfig& c, Device device, DType dtype, const Tenso
   layers::GkaMixer mixer(c, "model.layers.0.gka", params);
   params.materialize(device, dtype, seed);
   if (dtype == DType::F64)
-    for (Parameter* p : params.all()) p->var->value = (p->keep_f32 ? p->master : p->master.to(DType::BF16)).to(DType::F64);
+    for (Parameter* p : params.all())
+      p->var->value = (p->keep_f32 ? p->master : p->master.to(DType::BF16)).to(DType::F64);
   const ag::Var x = ag::leaf(x_in.to(dtype).to(device));
   layers::MixerState state;
   const ag::Var y = mixer.forward(x, {}, nullptr, &state);
   ag::backward(y, dy_in.to(dtype).to(device));
-  LayerRun r{test::cpu_f64(y->value), test::cpu_f64(state.recurrent[0]->value),
-             test::cpu_f64(state.recurrent[1]->value), test::cpu_f64(x->grad), {}};
+  LayerRun r{test::cpu_f64(y->value),
+             test::cpu_f64(state.recurrent[0]->value),
+             test::cpu_f64(state.recurrent[1]->value),
+             test::cpu_f64(x->grad),
+             {}};
   for (Parameter* p : params.all()) r.grads.push_back(test::cpu_f64(p->var->grad));
   return r;
 }

@@ -22,7 +22,7 @@ struct Case {
 };
 
 const Case kCases[] = {
-    {1, 64, 64, false, 0.125}, {5, 128, 128, true, 1.0},     {64, 64, 128, true, 0.125},
+    {1, 64, 64, false, 0.125},  {5, 128, 128, true, 1.0},      {64, 64, 128, true, 0.125},
     {100, 128, 64, false, 1.0}, {200, 128, 128, true, 0.0884}, {1000, 64, 64, true, 1.0},
 };
 
@@ -32,7 +32,9 @@ std::string describe(const Case& c, DType dtype) {
 
 // Outputs are allocated inside the op: poisoning a same-sized block just before and releasing it makes the
 // stream-ordered pool hand that NaN-filled memory to the op, so an element a kernel forgets to write shows up.
-void poison_next_allocation(const Shape& shape, DType dtype) { test::poison(Tensor::empty(shape, dtype, Device::cuda())); }
+void poison_next_allocation(const Shape& shape, DType dtype) {
+  test::poison(Tensor::empty(shape, dtype, Device::cuda()));
+}
 
 double max_abs(const Tensor& t) {
   double m = 0;
@@ -51,8 +53,8 @@ void expect_match(const Tensor& gpu, const Tensor& ref, double rel, double elem,
 
 // dg in relative L2, except where it vanishes analytically (a single token from a zero state); there the kernel's
 // q·dq − k·dk + ∂/∂G_L cancels up to the bf16 operands' rounding, bounded relative to the mean row size Σ_i |k_i dk_i|.
-void expect_dg_match(const Tensor& dg, const Tensor& ref, const Tensor& ref_dk, const Tensor& k, double rel, double elem,
-                     const std::string& what) {
+void expect_dg_match(const Tensor& dg, const Tensor& ref, const Tensor& ref_dk, const Tensor& k, double rel,
+                     double elem, const std::string& what) {
   if (max_abs(ref) > 0) return expect_match(dg, ref, rel, elem, what);
   const auto dk = ref_dk.to_vector<double>(), kv = test::cpu_f64(k).to_vector<double>();
   double terms = 0;
@@ -120,7 +122,8 @@ TEST(GlaCuda, TwoCallsCarryingTheStateEqualOneCall) {
   auto input = [&](int64_t width, uint64_t s, double std) {
     return test::random_on_cuda({1, T, H, width}, s, DType::BF16, std);
   };
-  const Tensor q = input(K, seed + 1, 1.0), k = input(K, seed + 2, 1.0 / std::sqrt(double(K))), v = input(V, seed + 3, 1.0);
+  const Tensor q = input(K, seed + 1, 1.0), k = input(K, seed + 2, 1.0 / std::sqrt(double(K))),
+               v = input(V, seed + 3, 1.0);
   const Tensor g = test::rand_uniform({1, T, H}, seed + 4, -0.2, 0.0, DType::F32).to(Device::cuda());
   auto part = [](const Tensor& t, int64_t a, int64_t b) { return t.slice(1, a, b).contiguous(); };
   Tensor st_full, st1, st2;

@@ -83,7 +83,8 @@ TEST(Mamba2Cuda, Bf16LayerMatchesTheF64Layer) {
   expect_match(g.x->grad, r.x->grad, kRel, kElem, "dx");
   expect_match(g.conv0->grad, r.conv0->grad, kRel, kElem, "d conv state in");
   expect_match(g.ssm0->grad, r.ssm0->grad, kRel, kElem, "d ssm state in");
-  for (Parameter* p : cpu_params.all()) expect_match(gpu_params.get(p->name).var->grad, p->var->grad, kRel, kElem, p->name);
+  for (Parameter* p : cpu_params.all())
+    expect_match(gpu_params.get(p->name).var->grad, p->var->grad, kRel, kElem, p->name);
 }
 
 }  // namespace

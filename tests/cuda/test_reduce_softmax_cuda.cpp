@@ -18,11 +18,17 @@ TEST(ReduceCuda, SumAndMeanOverADimMatchCpu) {
   const uint64_t seed = test::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   // (shape, dim): last-dim rows with and without row splitting, middle dims with and without chunking, one row.
-  const std::vector<std::pair<Shape, int>> cases = {{{300, 50}, -1}, {{7, 100003}, 1}, {{3, 1000, 67}, 1},
-                                                    {{20011, 5}, 0}, {{1, 129}, 1},     {{2, 3, 4097}, 0},
-                                                    {{129, 1}, 0},   {{5, 1, 9}, 1},
+  const std::vector<std::pair<Shape, int>> cases = {{{300, 50}, -1},
+                                                    {{7, 100003}, 1},
+                                                    {{3, 1000, 67}, 1},
+                                                    {{20011, 5}, 0},
+                                                    {{1, 129}, 1},
+                                                    {{2, 3, 4097}, 0},
+                                                    {{129, 1}, 0},
+                                                    {{5, 1, 9}, 1},
                                                     // inner a multiple of the pack width: vector column loads
-                                                    {{6, 555, 136}, 1}, {{4099, 264}, 0}};
+                                                    {{6, 555, 136}, 1},
+                                                    {{4099, 264}, 0}};
   for (DType dt : kDtypes) {
     for (const auto& [shape, dim] : cases) {
       const Tensor x = test::random_on_cuda(shape, seed, dt);
@@ -85,7 +91,8 @@ TEST(SoftmaxCuda, ForwardAndBackwardMatchCpu) {
     }
   }
   // Masked logits (-inf) get probability 0; a transposed input is read through its view.
-  const Tensor masked = Tensor::from_vector(std::vector<float>{0, -INFINITY, 1, -INFINITY}, {1, 4}, DType::F32, Device::cuda());
+  const Tensor masked =
+      Tensor::from_vector(std::vector<float>{0, -INFINITY, 1, -INFINITY}, {1, 4}, DType::F32, Device::cuda());
   const auto p = ops::softmax(masked).to_vector<float>();
   EXPECT_EQ(p[1], 0.f);
   EXPECT_NEAR(p[0] + p[2], 1.f, 1e-6f);

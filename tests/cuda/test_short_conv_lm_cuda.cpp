@@ -45,8 +45,10 @@ TEST(ShortConvLMCuda, F32StepMatchesCpu) {
   const StepResult gpu = one_step(Device::cuda(), DType::F32, seed);
   // f32 everywhere (TF32 off): differences come from summation order only.
   EXPECT_NEAR(gpu.loss, cpu.loss, 1e-5 * cpu.loss);
-  for (size_t i = 0; i < cpu.grads.size(); ++i) test::expect_close(gpu.grads[i], cpu.grads[i], 1e-4, 1e-5, "grad " + std::to_string(i));
-  for (size_t i = 0; i < cpu.masters.size(); ++i) test::expect_close(gpu.masters[i], cpu.masters[i], 1e-5, 1e-4, "master " + std::to_string(i));
+  for (size_t i = 0; i < cpu.grads.size(); ++i)
+    test::expect_close(gpu.grads[i], cpu.grads[i], 1e-4, 1e-5, "grad " + std::to_string(i));
+  for (size_t i = 0; i < cpu.masters.size(); ++i)
+    test::expect_close(gpu.masters[i], cpu.masters[i], 1e-5, 1e-4, "master " + std::to_string(i));
 }
 
 TEST(ShortConvLMCuda, Bf16StepTracksF32) {
@@ -57,7 +59,8 @@ TEST(ShortConvLMCuda, Bf16StepTracksF32) {
   const StepResult gpu = one_step(Device::cuda(), DType::BF16, seed);
   // bf16 weights and activations (8-bit mantissa) through 2 blocks: ~1% on the loss and gradients.
   EXPECT_NEAR(gpu.loss, ref.loss, 1e-2 * ref.loss);
-  for (size_t i = 0; i < ref.grads.size(); ++i) test::expect_close(gpu.grads[i], ref.grads[i], 5e-2, 1e-2, "grad " + std::to_string(i));
+  for (size_t i = 0; i < ref.grads.size(); ++i)
+    test::expect_close(gpu.grads[i], ref.grads[i], 5e-2, 1e-2, "grad " + std::to_string(i));
 }
 
 }  // namespace

@@ -21,7 +21,9 @@ class DistCollectives : public ::testing::TestWithParam<Device::Kind> {
   void SetUp() override {
     if (GetParam() == Device::Kind::CUDA && !cuda::available()) GTEST_SKIP() << "no GPU";
   }
-  Device device() const { return GetParam() == Device::Kind::CUDA ? Device::cuda(cuda::current_device()) : Device::cpu(); }
+  Device device() const {
+    return GetParam() == Device::Kind::CUDA ? Device::cuda(cuda::current_device()) : Device::cpu();
+  }
   Communicator& communicator() const {
     return GetParam() == Device::Kind::CUDA ? test::gpu_world_comm() : test::world_comm();
   }
@@ -122,7 +124,8 @@ TEST_P(DistCollectives, ReduceScatterThenAllGatherIsAllReduce) {
   Communicator& comm = communicator();
   const int64_t n = 4;
   std::vector<double> full = values(comm.rank(), 0, n * comm.size());
-  Tensor shard = Tensor::empty({n}, DType::F64, device()), gathered = Tensor::empty({n * comm.size()}, DType::F64, device());
+  Tensor shard = Tensor::empty({n}, DType::F64, device()),
+         gathered = Tensor::empty({n * comm.size()}, DType::F64, device());
   comm.reduce_scatter(make(full, DType::F64), shard);
   comm.all_gather(shard, gathered);
   Tensor reduced = make(full, DType::F64);
@@ -208,7 +211,8 @@ TEST_P(DistCollectives, AsyncOperationsOverlap) {
   Communicator& comm = communicator();
   const int64_t n = 64;
   Tensor reduced = make(values(comm.rank(), 0, n), DType::F64);
-  Tensor shard = make(values(comm.rank(), 1, n), DType::F32), gathered = Tensor::empty({comm.size() * n}, DType::F32, device());
+  Tensor shard = make(values(comm.rank(), 1, n), DType::F32),
+         gathered = Tensor::empty({comm.size() * n}, DType::F32, device());
   int next = (comm.rank() + 1) % comm.size(), prev = (comm.rank() + comm.size() - 1) % comm.size();
   Tensor sent = make(values(comm.rank(), 2, n), DType::BF16), received = Tensor::empty({n}, DType::BF16, device());
   // Three operations in flight at once, waited for in the reverse order of their start.
@@ -237,11 +241,13 @@ TEST_P(DistCollectives, ByteCountersFollowTheRingConvention) {
   Communicator& comm = communicator();
   const uint64_t p = uint64_t(comm.size());
   comm.reset_traffic();
-  Tensor shard = Tensor::zeros({10}, DType::F32, device()), out = Tensor::zeros({comm.size() * 10}, DType::F32, device());
+  Tensor shard = Tensor::zeros({10}, DType::F32, device()),
+         out = Tensor::zeros({comm.size() * 10}, DType::F32, device());
   comm.all_gather(shard, out);
   comm.reduce_scatter(out, shard);
   comm.all_reduce(out);
-  Tensor bf = Tensor::zeros({comm.size() * 6}, DType::BF16, device()), bf_out = Tensor::zeros({comm.size() * 6}, DType::BF16, device());
+  Tensor bf = Tensor::zeros({comm.size() * 6}, DType::BF16, device()),
+         bf_out = Tensor::zeros({comm.size() * 6}, DType::BF16, device());
   comm.all_to_all(bf, bf_out);
   int next = (comm.rank() + 1) % comm.size(), prev = (comm.rank() + comm.size() - 1) % comm.size();
   Tensor halo = Tensor::zeros({3}, DType::F64, device()), halo_in = Tensor::zeros({3}, DType::F64, device());

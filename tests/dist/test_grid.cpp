@@ -64,8 +64,8 @@ TEST(DistGrid, IndivisibleWorldIsRejected) {
     ADD_FAILURE() << "no error";
   } catch (const Error& e) {
     std::string message = e.what();
-    EXPECT_NE(message.find(fmt::format("{} ranks cannot form a dp × sp grid with sequence_parallel_size {}",
-                                       world.size(), sp)),
+    EXPECT_NE(message.find(
+                  fmt::format("{} ranks cannot form a dp × sp grid with sequence_parallel_size {}", world.size(), sp)),
               std::string::npos)
         << message;
   }

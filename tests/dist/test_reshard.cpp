@@ -44,7 +44,8 @@ TEST(DistReshard, SaveOnThisWorld) {
   TinyRun run = reshard_run(3);
   run.zero_stage = stage_for(world);
   train_on_world(run, fmt::format("{}/saved-by-{}", dir, world));
-  if (world_comm().rank() == 0) EXPECT_TRUE(fs::exists(fmt::format("{}/saved-by-{}/checkpoint-3/manifest.json", dir, world)));
+  if (world_comm().rank() == 0)
+    EXPECT_TRUE(fs::exists(fmt::format("{}/saved-by-{}/checkpoint-3/manifest.json", dir, world)));
 }
 
 TEST(DistReshard, ResumeOnThisWorld) {
@@ -58,7 +59,8 @@ TEST(DistReshard, ResumeOnThisWorld) {
   if (world_comm().rank() == 0) {
     fs::remove_all(out);
     fs::create_directories(out);
-    fs::copy(fmt::format("{}/saved-by-{}/checkpoint-3", dir, saved_by), out + "/checkpoint-3", fs::copy_options::recursive);
+    fs::copy(fmt::format("{}/saved-by-{}/checkpoint-3", dir, saved_by), out + "/checkpoint-3",
+             fs::copy_options::recursive);
   }
   world_comm().barrier("checkpoint copied");
   TinyRun run = reshard_run(6);

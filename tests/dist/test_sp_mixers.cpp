@@ -113,7 +113,7 @@ struct MixerRun {
 
 // Forward and backward of the mixer on x (whole or this rank's part) from `initial`, with output gradient dy.
 MixerRun run(layers::SequenceMixer& mixer, ParameterRegistry& params, const Tensor& x, const Tensor& dy,
-        const layers::MixerContext& ctx, const layers::MixerState& initial) {
+             const layers::MixerContext& ctx, const layers::MixerState& initial) {
   for (Parameter* p : params.all()) p->var->grad = Tensor();
   const ag::Var xv = ag::leaf(x);
   layers::MixerState state;
@@ -186,8 +186,8 @@ TEST_P(DistSpMixers, EveryModeAndLayoutEqualsOneRank) {
       ctx.positions = part_of(whole.positions, P, comm.rank(), layout);
       ctx.inv_freq = whole.inv_freq;
       ctx.whole_positions = sp.gather_positions(ctx.positions);
-      const MixerRun mine = run(*mixer, params, part_of(x, P, comm.rank(), layout), part_of(dy, P, comm.rank(), layout),
-                           ctx, initial);
+      const MixerRun mine =
+          run(*mixer, params, part_of(x, P, comm.rank(), layout), part_of(dy, P, comm.rank(), layout), ctx, initial);
       test::expect_close(mine.y, part_of(reference.y, P, comm.rank(), layout), 1e-10, 1e-12, "output");
       test::expect_close(mine.dx, part_of(reference.dx, P, comm.rank(), layout), 1e-10, 1e-12, "dx");
       ASSERT_EQ(mine.state_grads.size(), reference.state_grads.size());
@@ -225,8 +225,8 @@ TEST(DistSpMixersA2A, HeadsThatDoNotSplitOverTheRanksAreRefused) {
   for (const MixerKind kind : {MixerKind::Mamba2, MixerKind::GatedDeltaNet, MixerKind::GatedKalmaNet}) {
     ModelConfig c = test::tiny_mixer_config(3, 1, 1);
     c.layer_types = {kind};
-    test::expect_error([&] { forward(c); }, {"model.layers.0", "A2A", "num_attention_heads 3",
-                                             "num_key_value_heads 1", "sequence_parallel_size " + std::to_string(P)});
+    test::expect_error([&] { forward(c); }, {"model.layers.0", "A2A", "num_attention_heads 3", "num_key_value_heads 1",
+                                             "sequence_parallel_size " + std::to_string(P)});
   }
   ModelConfig agqa = test::tiny_mixer_config(4 * P, 2 * P, 1);
   agqa.layer_types = {MixerKind::GatedDeltaNet};
@@ -239,9 +239,9 @@ INSTANTIATE_TEST_SUITE_P(Mixers, DistSpMixers, ::testing::ValuesIn(kMixers),
 
 // The same on the GPU in bf16 through the CUDA kernels (NCCL with a GPU per rank, MPI staging where ranks share
 // one): every mode of kModes in both layouts — P2P (log-depth and serial), USP and A2A (where the heads split) for
-// the recurrent mixers; ring, all-gather and Ulysses (where the heads split) for attention. Both the SP run and one GPU rank
-// are measured against the f64 truth on the CPU (same bf16-rounded weights and inputs): SP must be as accurate as one
-// rank, within twice its error plus 1e-2 — tensor by tensor where one rank is accurate (relative error < 1e-2), and
+// the recurrent mixers; ring, all-gather and Ulysses (where the heads split) for attention. Both the SP run and one GPU
+// rank are measured against the f64 truth on the CPU (same bf16-rounded weights and inputs): SP must be as accurate as
+// one rank, within twice its error plus 1e-2 — tensor by tensor where one rank is accurate (relative error < 1e-2), and
 // over all parameter gradients together. A tensor whose one-rank bf16 gradient is itself off by more than that is a
 // sum over every token with cancellation (measured on an H100: GKA's b_proj.bias and alpha_proj.bias gradients,
 // 2–60% off f64 on one rank), and under SP that sum is split into per-rank partials rounded to bf16, a second
@@ -269,7 +269,8 @@ TEST_P(DistSpMixersGpu, AsAccurateAsOneRankInBf16) {
   params64.materialize(cpu, DType::F64, seed);
   for (Parameter* p : params64.all()) p->var->value.copy_from(params.get(p->name).var->value);
   const int64_t B = 2, T = 96, D = c.hidden_size;
-  const Tensor x = test::randn({B, T, D}, seed + 1, DType::BF16, gpu), dy = test::randn({B, T, D}, seed + 2, DType::BF16, gpu);
+  const Tensor x = test::randn({B, T, D}, seed + 1, DType::BF16, gpu),
+               dy = test::randn({B, T, D}, seed + 2, DType::BF16, gpu);
   layers::MixerContext whole, whole64;
   whole64.positions = positions(B, T, 3);
   whole64.inv_freq = Tensor::full({c.head_dim / 2}, 0.05, DType::F32);
@@ -313,7 +314,8 @@ TEST_P(DistSpMixersGpu, AsAccurateAsOneRankInBf16) {
       for (size_t i = 0; i < all.size(); ++i) {
         const Tensor sp_grad = summed_over_ranks(comm, mine.param_grads[i]);
         check(sp_grad, reference.param_grads[i], truth.param_grads[i], all[i]->name);
-        const std::vector<double> a = sp_grad.to_vector<double>(), b = reference.param_grads[i].to(Device::cpu()).to(DType::F64).to_vector<double>(),
+        const std::vector<double> a = sp_grad.to_vector<double>(),
+                                  b = reference.param_grads[i].to(Device::cpu()).to(DType::F64).to_vector<double>(),
                                   t = truth.param_grads[i].to_vector<double>();
         for (size_t j = 0; j < t.size(); ++j) {
           sp_err2 += (a[j] - t[j]) * (a[j] - t[j]);
@@ -324,8 +326,8 @@ TEST_P(DistSpMixersGpu, AsAccurateAsOneRankInBf16) {
       EXPECT_LE(std::sqrt(sp_err2 / truth2), 2 * std::sqrt(one_err2 / truth2) + 1e-2) << "all parameter gradients";
       if (comm.rank() == 0)
         std::printf("%s %s on %d ranks (%s): relative L2 error against f64 %.3g (one rank: %.3g), %s\n",
-                    GetParam().name, case_name.c_str(), P, test::gpu_world_comm().backend_name().c_str(), worst_sp, worst_one,
-                    worst_name.c_str());
+                    GetParam().name, case_name.c_str(), P, test::gpu_world_comm().backend_name().c_str(), worst_sp,
+                    worst_one, worst_name.c_str());
     }
 }
 

@@ -35,11 +35,13 @@ TEST(DistTrain, EveryZeroStageOnATransformerEqualsOneProcess) {
     run.zero_stage = stage;
     const std::string out = fmt::format("{}/zero{}", dir, stage);
     train_on_world(run, out);
-    expect_same_training(reference, out, {kLossTolerance, kWeightTolerance}, fmt::format("ZeRO-{} on {} ranks", stage, world_comm().size()));
+    expect_same_training(reference, out, {kLossTolerance, kWeightTolerance},
+                         fmt::format("ZeRO-{} on {} ranks", stage, world_comm().size()));
     // `primer export` of the run's sharded checkpoint writes the weights the run itself exported, exactly.
     if (world_comm().rank() == 0) {
       ASSERT_EQ(recipes::run_export(out + ".yaml", {}, "latest", out + "-export", DType::F32), 0);
-      EXPECT_EQ(weight_difference(out + "-export", out).max_abs, 0.0) << "export of the ZeRO-" << stage << " checkpoint";
+      EXPECT_EQ(weight_difference(out + "-export", out).max_abs, 0.0)
+          << "export of the ZeRO-" << stage << " checkpoint";
     }
     world_comm().barrier("export checked");
   }
@@ -58,7 +60,8 @@ TEST(DistTrain, HybridWithGkaGdnMamba2EqualsOneProcess) {
     run.zero_stage = stage;
     const std::string out = fmt::format("{}/zero{}", dir, stage);
     train_on_world(run, out);
-    expect_same_training(reference, out, {kLossTolerance, kWeightTolerance}, fmt::format("hybrid, ZeRO-{} on {} ranks", stage, world_comm().size()));
+    expect_same_training(reference, out, {kLossTolerance, kWeightTolerance},
+                         fmt::format("hybrid, ZeRO-{} on {} ranks", stage, world_comm().size()));
   }
 }
 
@@ -90,7 +93,8 @@ TEST(DistTrain, Stage1OnAFusedModelEqualsOneProcess) {
     run.zero_stage = stage;
     const std::string out = fmt::format("{}/zero{}", dir, stage);
     train_on_world(run, out);
-    expect_same_training(reference, out, {kLossTolerance, kWeightTolerance}, fmt::format("Stage 1, ZeRO-{} on {} ranks", stage, world_comm().size()));
+    expect_same_training(reference, out, {kLossTolerance, kWeightTolerance},
+                         fmt::format("Stage 1, ZeRO-{} on {} ranks", stage, world_comm().size()));
   }
 }
 

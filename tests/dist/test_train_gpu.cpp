@@ -31,9 +31,9 @@ TEST(DistTrainGpu, EveryZeroStageEqualsOneProcessInBf16) {
     run.zero_stage = stage;
     const std::string out = fmt::format("{}/zero{}", dir, stage);
     train_on_world(run, out);
-    expect_same_training(reference, out, {kLossTolerance, kWeightTolerance},
-                         fmt::format("GPU, ZeRO-{} on {} rank(s) ({})", stage, world_comm().size(),
-                                     gpu_world_comm().backend_name()));
+    expect_same_training(
+        reference, out, {kLossTolerance, kWeightTolerance},
+        fmt::format("GPU, ZeRO-{} on {} rank(s) ({})", stage, world_comm().size(), gpu_world_comm().backend_name()));
   }
 }
 

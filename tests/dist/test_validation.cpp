@@ -11,8 +11,7 @@ namespace {
 using test::world_comm;
 
 // Runs `call`, expecting a primer::Error whose message contains every fragment.
-template <class Call>
-void expect_error(Call&& call, std::initializer_list<std::string> fragments) {
+template <class Call> void expect_error(Call&& call, std::initializer_list<std::string> fragments) {
   try {
     call();
     ADD_FAILURE() << "no error";
@@ -27,13 +26,17 @@ TEST(DistValidation, UnevenSizesAreRejected) {
   comm.set_context("step 3");
   std::string rank = fmt::format("rank {}", comm.rank());
   Tensor shard = Tensor::zeros({4}, DType::F32);
-  expect_error([&] { comm.all_gather(shard, Tensor::zeros({4 * comm.size() + 1}, DType::F32), "params"); },
-               {rank, "all_gather", "'params'", "(step 3)", "f32[" + std::to_string(4 * comm.size() + 1) + "]", "need"});
+  expect_error(
+      [&] { comm.all_gather(shard, Tensor::zeros({4 * comm.size() + 1}, DType::F32), "params"); },
+      {rank, "all_gather", "'params'", "(step 3)", "f32[" + std::to_string(4 * comm.size() + 1) + "]", "need"});
   expect_error([&] { comm.reduce_scatter(Tensor::zeros({4 * comm.size() + 1}, DType::F32), shard); },
                {rank, "reduce_scatter", "pad the input"});
   if (comm.size() > 1)
-    expect_error([&] { comm.all_to_all(Tensor::zeros({comm.size() + 1}, DType::F32), Tensor::zeros({comm.size() + 1}, DType::F32)); },
-                 {rank, "all_to_all", "not a multiple"});
+    expect_error(
+        [&] {
+          comm.all_to_all(Tensor::zeros({comm.size() + 1}, DType::F32), Tensor::zeros({comm.size() + 1}, DType::F32));
+        },
+        {rank, "all_to_all", "not a multiple"});
   expect_error([&] { comm.all_gather(shard, Tensor::zeros({4 * comm.size()}, DType::F64)); },
                {"all_gather", "dtype and device"});
   comm.set_context("");

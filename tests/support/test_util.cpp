@@ -36,9 +36,7 @@ Tensor rand_ints(const Shape& shape, uint64_t seed, int64_t lo, int64_t hi, DTyp
   return Tensor::from_vector(v, shape, dtype, device);
 }
 
-void poison(const Tensor& t) {
-  t.fill_(is_floating(t.dtype()) ? std::numeric_limits<double>::quiet_NaN() : -12345.0);
-}
+void poison(const Tensor& t) { t.fill_(is_floating(t.dtype()) ? std::numeric_limits<double>::quiet_NaN() : -12345.0); }
 
 int64_t dead_pid() {
   const pid_t child = ::fork();

@@ -32,25 +32,29 @@ json::Value tokenizer_json(const Options& options) {
   json::Array merges;
   for (const auto& m : kMerges) {
     vocab.set(std::string(m.left) + m.right, m.id);
-    if (options.llama3) merges.emplace_back(std::string(m.left) + " " + m.right);
-    else merges.emplace_back(json::Array{m.left, m.right});
+    if (options.llama3)
+      merges.emplace_back(std::string(m.left) + " " + m.right);
+    else
+      merges.emplace_back(json::Array{m.left, m.right});
   }
   vocab.set("xyz", kXyz);
   json::Value doc;
   doc["version"] = "1.0";
   json::Array added;
-  for (const auto& [content, id, special] : {std::tuple{"<|endoftext|>", kEndOfText, true},
-                                             std::tuple{"<|im_start|>", kImStart, true},
-                                             std::tuple{"<|im_end|>", kImEnd, true}, std::tuple{"<think>", kThink, false},
-                                             std::tuple{"<|end|>", kEnd, true}, std::tuple{"</think>", kThinkEnd, false}}) {
+  for (const auto& [content, id, special] :
+       {std::tuple{"<|endoftext|>", kEndOfText, true}, std::tuple{"<|im_start|>", kImStart, true},
+        std::tuple{"<|im_end|>", kImEnd, true}, std::tuple{"<think>", kThink, false}, std::tuple{"<|end|>", kEnd, true},
+        std::tuple{"</think>", kThinkEnd, false}}) {
     json::Value t;
     t["id"] = id, t["content"] = content, t["single_word"] = false, t["lstrip"] = false, t["rstrip"] = false;
     t["normalized"] = false, t["special"] = special;
     added.push_back(t);
   }
   doc["added_tokens"] = added;
-  if (options.nfc) doc["normalizer"]["type"] = "NFC";
-  else doc["normalizer"] = nullptr;
+  if (options.nfc)
+    doc["normalizer"]["type"] = "NFC";
+  else
+    doc["normalizer"] = nullptr;
   const std::string digits = options.llama3 ? R"(\p{N}{1,3})" : R"(\p{N})";
   json::Value split, byte_level;
   split["type"] = "Split";

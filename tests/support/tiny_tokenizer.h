@@ -17,8 +17,8 @@ struct Merge {
 };
 // "Ġ" is the byte-level space.
 constexpr Merge kMerges[] = {
-    {"h", "e", 256}, {"l", "l", 257},   {"he", "ll", 258}, {"hell", "o", 259}, {"Ġ", "w", 260},  {"o", "r", 261},
-    {"Ġw", "or", 262}, {"l", "d", 263}, {"Ġwor", "ld", 264}, {"a", "a", 265}, {"b", "c", 266}, {"a", "b", 267},
+    {"h", "e", 256},   {"l", "l", 257}, {"he", "ll", 258},   {"hell", "o", 259}, {"Ġ", "w", 260}, {"o", "r", 261},
+    {"Ġw", "or", 262}, {"l", "d", 263}, {"Ġwor", "ld", 264}, {"a", "a", 265},    {"b", "c", 266}, {"a", "b", 267},
 };
 constexpr int32_t kHello = 259, kSpaceWorld = 264, kOr = 261, kLd = 263, kAa = 265, kBc = 266;
 constexpr int32_t kXyz = 268;  // a vocabulary token that no merge produces (for ignore_merges)

@@ -19,6 +19,7 @@ data::TokenizerIdentity synthetic_tokenizer(int64_t vocab = int64_t(1) << 24);
 
 // Writes `docs` (sources named s0, s1, ...) into `dir` with shards of about `shard_tokens` tokens.
 data::TokenManifest write_token_data(const std::string& dir, const std::vector<SyntheticDoc>& docs, int sources,
-                                     int64_t shard_tokens, const data::TokenizerIdentity& tokenizer = synthetic_tokenizer());
+                                     int64_t shard_tokens,
+                                     const data::TokenizerIdentity& tokenizer = synthetic_tokenizer());
 
 }  // namespace primer::test

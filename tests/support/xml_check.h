@@ -7,9 +7,9 @@
 namespace primer::test {
 
 struct XmlCheck {
-  std::string error;                     // empty when well formed; else what and where (byte offset)
-  std::map<std::string, int> elements;   // element name → how many
-  std::string text;                      // the character data, entities as written
+  std::string error;                    // empty when well formed; else what and where (byte offset)
+  std::map<std::string, int> elements;  // element name → how many
+  std::string text;                     // the character data, entities as written
 };
 
 // `text` from its first '<'; a leading <!DOCTYPE ...> is allowed (HTML).

@@ -52,9 +52,11 @@ int main() {
       ops::attention_backward(dout, q, k, v, out, lse, opt, &dq, &dk, &dv);
     });
     const std::string shape_s = "B=" + std::to_string(B) + " T=" + std::to_string(T);
-    for (auto [pass, ms, flops] : {std::tuple{"fwd", fwd_ms, fwd_flops}, std::tuple{"fwd+bwd", train_ms, 3.5 * fwd_flops}}) {
+    for (auto [pass, ms, flops] :
+         {std::tuple{"fwd", fwd_ms, fwd_flops}, std::tuple{"fwd+bwd", train_ms, 3.5 * fwd_flops}}) {
       rows.push_back({{pass, shape_s, fixed(ms, 3), fixed(flops / (ms * 1e-3) / 1e12, 1)}});
-      csv.push_back("csv," + std::string(pass) + "," + std::to_string(B) + "," + std::to_string(T) + "," + fixed(ms, 4));
+      csv.push_back("csv," + std::string(pass) + "," + std::to_string(B) + "," + std::to_string(T) + "," +
+                    fixed(ms, 4));
     }
   }
   bench::print_table({"pass", "shape", "ms", "TFLOP/s"}, rows);

@@ -47,7 +47,8 @@ int main() {
     const std::string shape = "B=4 T=4096 C=" + std::to_string(C) + " K=4 bf16";
     const Tensor x = randn({B, T, C}, DType::BF16, 1), dy = randn({B, T, C}, DType::BF16, 2);
     const Tensor w = randn({C, K}, DType::BF16, 3), bias = randn({C}, DType::BF16, 4);
-    const Tensor dw = Tensor::zeros({C, K}, DType::F32, Device::cuda()), db = Tensor::zeros({C}, DType::F32, Device::cuda());
+    const Tensor dw = Tensor::zeros({C, K}, DType::F32, Device::cuda()),
+                 db = Tensor::zeros({C}, DType::F32, Device::cuda());
     const double act_bytes = double(B * T * C) * 2;
     const double fwd = bench::median_ms([&] { (void)ops::causal_conv1d(x, w, bias, true, {}, nullptr); });
     rows.push_back(row("conv1d fwd (x read, y written)", shape, fwd, 2 * act_bytes, copy_gbps));
@@ -67,8 +68,8 @@ int main() {
   const double efwd = bench::median_ms([&] { (void)ops::embedding(table, ids); });
   rows.push_back(row("embedding fwd (rows read, out written)", shape, efwd, 2.0 * N * D * 2, copy_gbps));
   const double ebwd = bench::median_ms([&] { ops::embedding_backward(dy, ids, dtable); });
-  rows.push_back(row("embedding bwd (dy read, f32 rows read+written)", shape + " unique=" + std::to_string(unique), ebwd,
-                     double(N) * D * 2 + 2.0 * double(unique) * D * 4, copy_gbps));
+  rows.push_back(row("embedding bwd (dy read, f32 rows read+written)", shape + " unique=" + std::to_string(unique),
+                     ebwd, double(N) * D * 2 + 2.0 * double(unique) * D * 4, copy_gbps));
 
   bench::print_table({"op", "shape", "ms", "GB/s", "% of copy"}, rows);
   return 0;

@@ -44,23 +44,27 @@ int main() {
     cuda::synchronize();
     const double extra_gib = double(memory_stats(gpu).peak - before) / double(1 << 30);
     const double ms = bench::median_ms(step, 3, 10);
-    rows.push_back({{std::to_string(chunk), fmt::format("{:.2f}", ms), fmt::format("{:.0f}", flops / (ms * 1e-3) / 1e12),
-                     fmt::format("{:.2f}", extra_gib), fmt::format("{:.2f}", logits_gib)}});
+    rows.push_back(
+        {{std::to_string(chunk), fmt::format("{:.2f}", ms), fmt::format("{:.0f}", flops / (ms * 1e-3) / 1e12),
+          fmt::format("{:.2f}", extra_gib), fmt::format("{:.2f}", logits_gib)}});
   }
   // The three GEMMs alone (same shapes as one chunk of 4096, times the chunk count): the floor the fusion sits on.
   {
     const int64_t chunk = 4096;
-    const Tensor logits = Tensor::empty({chunk, vocab}, DType::F32, gpu), g = Tensor::empty({chunk, vocab}, DType::BF16, gpu);
+    const Tensor logits = Tensor::empty({chunk, vocab}, DType::F32, gpu),
+                 g = Tensor::empty({chunk, vocab}, DType::BF16, gpu);
     const Tensor dxc = Tensor::empty({chunk, d}, DType::BF16, gpu);
     fill_normal(g, 4, 0.0, 1e-4);
     const Tensor xc = x.slice(0, 0, chunk);
-    const double ms = bench::median_ms([&] {
-      for (int64_t c = 0; c < n / chunk; ++c) {
-        ops::gemm(xc, false, W, true, logits);
-        ops::gemm(g, false, W, false, dxc);
-        ops::gemm(g, true, xc, false, dW, 1.0, 1.0);
-      }
-    }, 3, 10);
+    const double ms = bench::median_ms(
+        [&] {
+          for (int64_t c = 0; c < n / chunk; ++c) {
+            ops::gemm(xc, false, W, true, logits);
+            ops::gemm(g, false, W, false, dxc);
+            ops::gemm(g, true, xc, false, dW, 1.0, 1.0);
+          }
+        },
+        3, 10);
     rows.push_back({{"GEMMs only (4096)", fmt::format("{:.2f}", ms), fmt::format("{:.0f}", flops / (ms * 1e-3) / 1e12),
                      "-", fmt::format("{:.2f}", logits_gib)}});
   }

@@ -3,7 +3,8 @@
 // stage asked. One process (NCCL at world size 1), one GPU per rank (NCCL), or ranks sharing a GPU (MPI with host
 // staging). Prints step time, tokens/s per GPU, MFU and the largest rank's peak memory, next to the ZeRO paper's
 // model-state formula; tools/bench/fsdp2_peer.py measures PyTorch FSDP2 on the same shapes.
-// Usage: [mpirun -np N] bench_fsdp [--shape 0.6b|1.7b|4b|8b] [--layers L] [--pattern '*-GDN'] [--modes unsharded,0,1,2,3]
+// Usage: [mpirun -np N] bench_fsdp [--shape 0.6b|1.7b|4b|8b] [--layers L] [--pattern '*-GDN'] [--modes
+// unsharded,0,1,2,3]
 //          [--batch B] [--seq T] [--steps S] [--sp P] [--ssm-mode p2p|usp|a2a] [--state-passing log-depth|serial]
 //          [--attention zigzag-ring|ring|all-gather|ulysses] [--device cuda|cpu]
 // --batch is per data-parallel rank; the pattern repeats to the layer count ('*-GDN' is a 50% GDN hybrid); with
@@ -50,19 +51,34 @@ Options parse(int argc, char** argv) {
   Options o;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string key = argv[i], value = argv[i + 1];
-    if (key == "--modes") o.modes = split_list(value);
-    else if (key == "--shape") o.shape = value;
-    else if (key == "--layers") o.layers = std::atoll(value.c_str());
-    else if (key == "--pattern") o.pattern = value;
-    else if (key == "--batch") o.batch = std::atoll(value.c_str());
-    else if (key == "--seq") o.seq = std::atoll(value.c_str());
-    else if (key == "--steps") o.steps = std::atoll(value.c_str());
-    else if (key == "--sp") o.sp = std::atoi(value.c_str());
-    else if (key == "--ssm-mode") o.ssm_mode = value;
-    else if (key == "--state-passing") o.state_passing = value;
-    else if (key == "--attention") o.attention = value;
-    else if (key == "--device") o.device = value;
-    else { std::fprintf(stderr, "bench_fsdp: unknown option %s\n", key.c_str()); std::exit(2); }
+    if (key == "--modes")
+      o.modes = split_list(value);
+    else if (key == "--shape")
+      o.shape = value;
+    else if (key == "--layers")
+      o.layers = std::atoll(value.c_str());
+    else if (key == "--pattern")
+      o.pattern = value;
+    else if (key == "--batch")
+      o.batch = std::atoll(value.c_str());
+    else if (key == "--seq")
+      o.seq = std::atoll(value.c_str());
+    else if (key == "--steps")
+      o.steps = std::atoll(value.c_str());
+    else if (key == "--sp")
+      o.sp = std::atoi(value.c_str());
+    else if (key == "--ssm-mode")
+      o.ssm_mode = value;
+    else if (key == "--state-passing")
+      o.state_passing = value;
+    else if (key == "--attention")
+      o.attention = value;
+    else if (key == "--device")
+      o.device = value;
+    else {
+      std::fprintf(stderr, "bench_fsdp: unknown option %s\n", key.c_str());
+      std::exit(2);
+    }
   }
   return o;
 }
@@ -163,9 +179,8 @@ bench::Row measure(const std::string& mode, const Options& o, Device device, par
   const double tok_s_per_gpu = double(o.batch * T_local) / (ms * 1e-3);
   const double mfu = device.is_cuda() ? tok_s_per_gpu * model.flops_per_token(o.seq) / cuda::peak_bf16_flops() : 0;
   const std::string run = (unsharded ? "no FSDP (one registry)" : "ZeRO-" + mode) + sp_label(o);
-  const std::string model_name =
-      "Qwen3-" + o.shape + (o.pattern.empty() ? "" : " '" + o.pattern + "'") +
-      (o.layers > 0 ? fmt::format(" ({} layers)", config.num_hidden_layers) : "");
+  const std::string model_name = "Qwen3-" + o.shape + (o.pattern.empty() ? "" : " '" + o.pattern + "'") +
+                                 (o.layers > 0 ? fmt::format(" ({} layers)", config.num_hidden_layers) : "");
   return {{run, model_name, fmt::format("{} ({})", comm.size(), comm.backend_name()),
            fmt::format("{}x{}", o.batch, o.seq), fmt::format("{:.1f}", ms), fmt::format("{:.1f}K", tok_s_per_gpu / 1e3),
            device.is_cuda() ? fmt::format("{:.1f}%", 100 * mfu) : "-", fmt::format("{:.2f} GB", peak / 1e9)}};
@@ -179,9 +194,8 @@ void print_formula(int world) {
   std::vector<bench::Row> rows;
   auto gb = [](double bytes) { return fmt::format("{:.1f}", bytes / 1e9); };
   const double n = world;
-  for (const auto& [name, psi] :
-       {std::pair{"Qwen3-0.6B", 0.6e9}, std::pair{"Qwen3-1.7B", 1.7e9}, std::pair{"Qwen3-4B", 4.0e9},
-        std::pair{"Qwen3-8B", 8.2e9}, std::pair{"32B", 32e9}})
+  for (const auto& [name, psi] : {std::pair{"Qwen3-0.6B", 0.6e9}, std::pair{"Qwen3-1.7B", 1.7e9},
+                                  std::pair{"Qwen3-4B", 4.0e9}, std::pair{"Qwen3-8B", 8.2e9}, std::pair{"32B", 32e9}})
     rows.push_back({{name, gb(18 * psi), gb(6 * psi + 16 * psi / n), gb(2 * psi + 16 * psi / n), gb(18 * psi / n)}});
   bench::print_table({"model", "ZeRO-0", "ZeRO-1", "ZeRO-2", "ZeRO-3"}, rows);
 }
@@ -213,9 +227,9 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
     rows.push_back(measure(mode, o, device, *comm, *host));
   }
-  bench::print_table({"run", "model", "GPUs", "B x T per data rank", "step ms", "tokens/s per GPU", "MFU",
-                      "peak memory (max rank)"},
-                     rows);
+  bench::print_table(
+      {"run", "model", "GPUs", "B x T per data rank", "step ms", "tokens/s per GPU", "MFU", "peak memory (max rank)"},
+      rows);
   print_formula(comm->size());
   return 0;
 }

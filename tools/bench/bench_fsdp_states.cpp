@@ -52,9 +52,10 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[i], "--layers") == 0) layers = std::atoll(argv[i + 1]);
   const auto comm = parallel::make_world_communicator(Device::cpu(), {.timeout_seconds = 600});
   const double n = comm->size();
-  std::printf("# bench_fsdp_states — Qwen3-0.6B shape (%lld layers), bf16 compute copies, f32 masters, gradients and "
-              "AdamW moments, %d rank(s) — %s\n",
-              static_cast<long long>(layers), comm->size(), bench::today().c_str());
+  std::printf(
+      "# bench_fsdp_states — Qwen3-0.6B shape (%lld layers), bf16 compute copies, f32 masters, gradients and "
+      "AdamW moments, %d rank(s) — %s\n",
+      static_cast<long long>(layers), comm->size(), bench::today().c_str());
   std::vector<bench::Row> rows;
   for (int stage = 0; stage <= 3; ++stage) {
     const auto [held, psi] = measure(stage, layers, *comm);
@@ -62,7 +63,8 @@ int main(int argc, char** argv) {
     const double formula[] = {18 * psi, 6 * psi + 16 * psi / n, 2 * psi + 16 * psi / n, 18 * psi / n};
     char ratio[32];
     std::snprintf(ratio, sizeof ratio, "%.3f", held / formula[stage]);
-    rows.push_back({{"ZeRO-" + std::to_string(stage), std::to_string(comm->size()), gb(held), gb(formula[stage]), ratio}});
+    rows.push_back(
+        {{"ZeRO-" + std::to_string(stage), std::to_string(comm->size()), gb(held), gb(formula[stage]), ratio}});
   }
   bench::print_table({"stage", "ranks", "measured GB (largest rank)", "formula GB", "measured / formula"}, rows);
   return 0;

@@ -65,25 +65,25 @@ void bench_core(const CoreInputs& in, std::vector<bench::Row>& rows) {
   const double io_fwd = n * (2.0 * (2 * in.K + 2 * in.V) + 2 * 4.0);      // q, k, v, o bf16; g, β f32
   const double io_bwd = n * (2.0 * (2 * in.K + 2 * in.V) * 2 + 4 * 4.0);  // + dout, dq, dk, dv; dg, dβ
   Tensor state;
-  const double fwd_ms = bench::median_ms(
-      [&] { ops::gated_delta_rule(in.q, in.k, in.v, in.g, in.beta, in.scale, Tensor(), &state); });
+  const double fwd_ms =
+      bench::median_ms([&] { ops::gated_delta_rule(in.q, in.k, in.v, in.g, in.beta, in.scale, Tensor(), &state); });
   const double train_ms = bench::median_ms([&] {
     ops::gated_delta_rule(in.q, in.k, in.v, in.g, in.beta, in.scale, Tensor(), &state);
     ops::gated_delta_rule_backward(in.dout, in.q, in.k, in.v, in.g, in.beta, in.scale, Tensor(), Tensor());
   });
   const std::string shape = "B=4 T=4096 H=16 K=V=128";
   for (auto [pass, ms, flops, bytes] : {std::tuple{"core fwd", fwd_ms, fwd_flops, io_fwd},
-                                       std::tuple{"core fwd+bwd", train_ms, fwd_flops + bwd_flops, io_fwd + io_bwd}})
-    rows.push_back({{pass, shape, fixed(ms, 3), fixed(flops / (ms * 1e-3) / 1e12, 1),
-                     fixed(bytes / (ms * 1e-3) / 1e9, 0)}});
+                                        std::tuple{"core fwd+bwd", train_ms, fwd_flops + bwd_flops, io_fwd + io_bwd}})
+    rows.push_back(
+        {{pass, shape, fixed(ms, 3), fixed(flops / (ms * 1e-3) / 1e12, 1), fixed(bytes / (ms * 1e-3) / 1e9, 0)}});
 }
 
 #ifdef PRIMER_WITH_CUDA
 // Every kernel of the core on its own (after one full run has filled the scratch it reads), per value block.
 void bench_kernels(const CoreInputs& in) {
   const ops::GatedDeltaDims d{in.B, in.T, in.H, in.K, in.V, in.scale};
-  const Tensor ws = Tensor::empty({int64_t(ops::cuda_ops::gated_delta_rule_workspace_bytes(d, true))}, DType::U8,
-                                  Device::cuda());
+  const Tensor ws =
+      Tensor::empty({int64_t(ops::cuda_ops::gated_delta_rule_workspace_bytes(d, true))}, DType::U8, Device::cuda());
   const Tensor o = Tensor::empty(in.v.shape(), DType::BF16, Device::cuda());
   const Tensor dq = Tensor::empty(in.q.shape(), DType::BF16, Device::cuda());
   const Tensor dk = Tensor::empty(in.k.shape(), DType::BF16, Device::cuda());
@@ -101,7 +101,9 @@ void bench_kernels(const CoreInputs& in) {
         d, in.dout.data_ptr(), in.q.data_ptr(), in.k.data_ptr(), in.v.data_ptr(), in.g.data<float>(),
         in.beta.data<float>(), nullptr, nullptr, dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), dg.data<float>(),
         db.data<float>(), nullptr, ws.data_ptr(), config);
-    const double fwd_ms = bench::median_ms([&] { for (const auto& kernel : fwd) kernel.launch(); });
+    const double fwd_ms = bench::median_ms([&] {
+      for (const auto& kernel : fwd) kernel.launch();
+    });
     const double train_ms = bench::median_ms([&] {
       for (const auto& kernel : fwd) kernel.launch();
       for (const auto& kernel : bwd) kernel.launch();

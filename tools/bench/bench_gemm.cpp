@@ -65,7 +65,7 @@ int main() {
 
   // Qwen3-0.6B: hidden 1024, 16 query heads and 8 KV heads of 128, FFN 3072, vocabulary 151936. [out, in] weights.
   const std::pair<std::string, std::pair<int64_t, int64_t>> layers[] = {
-      {"q_proj", {2048, 1024}}, {"k/v_proj", {1024, 1024}}, {"o_proj", {1024, 2048}},
+      {"q_proj", {2048, 1024}},       {"k/v_proj", {1024, 1024}},  {"o_proj", {1024, 2048}},
       {"gate/up_proj", {3072, 1024}}, {"down_proj", {1024, 3072}}, {"lm_head", {151936, 1024}}};
   std::vector<bench::Row> rows;
   for (const auto& [name, dims] : layers) {
@@ -82,13 +82,14 @@ int main() {
       const double first_ms = bench::median_ms([&] { ops::cuda_ops::gemm_with_algorithm(g, 0); });
       const auto [best_ms, count] = best_candidate(p);
       const int64_t m = p.C.size(0), n = p.C.size(1), k = p.trans_a ? p.A.size(0) : p.A.size(1);
-      rows.push_back({{p.name, fmt::format("{}x{}x{}", m, n, k), fmt::format("{:.3f}", first_ms), fmt::format("{:.3f}", ms),
-                       fmt::format("{:.0f}", tflops(p.flops(), ms)), fmt::format("{:.0f}%", 100 * tflops(p.flops(), ms) / ceiling),
-                       fmt::format("{:.3f}", best_ms), std::to_string(count), fmt::format("{:.2f}", ms / best_ms)}});
+      rows.push_back(
+          {{p.name, fmt::format("{}x{}x{}", m, n, k), fmt::format("{:.3f}", first_ms), fmt::format("{:.3f}", ms),
+            fmt::format("{:.0f}", tflops(p.flops(), ms)), fmt::format("{:.0f}%", 100 * tflops(p.flops(), ms) / ceiling),
+            fmt::format("{:.3f}", best_ms), std::to_string(count), fmt::format("{:.2f}", ms / best_ms)}});
     }
   }
-  bench::print_table({"GEMM (T=16384)", "MxNxK", "heuristic #0 ms", "ours (tuned) ms", "TFLOP/s", "% ceiling", "best-of-heuristics ms",
-                      "candidates", "ours/best"},
+  bench::print_table({"GEMM (T=16384)", "MxNxK", "heuristic #0 ms", "ours (tuned) ms", "TFLOP/s", "% ceiling",
+                      "best-of-heuristics ms", "candidates", "ours/best"},
                      rows);
   return 0;
 }

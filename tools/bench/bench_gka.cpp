@@ -86,15 +86,39 @@ void kernel_breakdown(const Tensor& q, const Tensor& k, const Tensor& gk, const 
   const Tensor W = Tensor::empty({BH * N * kC}, DType::F32, Device::cuda());
   const Tensor u = Tensor::empty({BH * N * kC}, DType::F32, Device::cuda());
   const Tensor hdot = Tensor::empty({BH * N * tiles}, DType::F32, Device::cuda());
-  const Tensor x = Tensor::empty(q.shape(), q.dtype(), Device::cuda()), dq = Tensor::empty(q.shape(), q.dtype(), Device::cuda());
-  const Tensor dk = Tensor::empty(q.shape(), q.dtype(), Device::cuda()), dgk = Tensor::empty(gk.shape(), DType::F32, Device::cuda());
+  const Tensor x = Tensor::empty(q.shape(), q.dtype(), Device::cuda()),
+               dq = Tensor::empty(q.shape(), q.dtype(), Device::cuda());
+  const Tensor dk = Tensor::empty(q.shape(), q.dtype(), Device::cuda()),
+               dgk = Tensor::empty(gk.shape(), DType::F32, Device::cuda());
   namespace cheb = ops::cuda_ops::cheb;
   const std::pair<const char*, std::function<void()>> kernels[] = {
-      {"  kernel: chunk-start states", [&] { cheb::launch_chunk_states(d, q.dtype(), k.data_ptr(), gk.data<float>(), nullptr, states.data<float>(), nullptr); }},
-      {"  kernel: iteration (forward)", [&] { cheb::launch_iterate(d, q.dtype(), q.data_ptr(), k.data_ptr(), gk.data<float>(), states.data<float>(), x.data_ptr(), nullptr, nullptr, nullptr); }},
-      {"  kernel: adjoint iteration + W, u", [&] { cheb::launch_iterate(d, q.dtype(), dx.data_ptr(), k.data_ptr(), gk.data<float>(), states.data<float>(), dq.data_ptr(), x.data_ptr(), W.data<float>(), u.data<float>()); }},
-      {"  kernel: state-gradient scan", [&] { cheb::launch_state_gradients(d, q.dtype(), dq.data_ptr(), x.data_ptr(), k.data_ptr(), gk.data<float>(), W.data<float>(), states.data<float>(), nullptr, dstates.data<float>(), hdot.data<float>(), nullptr); }},
-      {"  kernel: dk, dgk", [&] { cheb::launch_key_gradients(d, q.dtype(), dq.data_ptr(), x.data_ptr(), k.data_ptr(), gk.data<float>(), states.data<float>(), dstates.data<float>(), W.data<float>(), u.data<float>(), hdot.data<float>(), dk.data_ptr(), dgk.data<float>()); }},
+      {"  kernel: chunk-start states",
+       [&] {
+         cheb::launch_chunk_states(d, q.dtype(), k.data_ptr(), gk.data<float>(), nullptr, states.data<float>(),
+                                   nullptr);
+       }},
+      {"  kernel: iteration (forward)",
+       [&] {
+         cheb::launch_iterate(d, q.dtype(), q.data_ptr(), k.data_ptr(), gk.data<float>(), states.data<float>(),
+                              x.data_ptr(), nullptr, nullptr, nullptr);
+       }},
+      {"  kernel: adjoint iteration + W, u",
+       [&] {
+         cheb::launch_iterate(d, q.dtype(), dx.data_ptr(), k.data_ptr(), gk.data<float>(), states.data<float>(),
+                              dq.data_ptr(), x.data_ptr(), W.data<float>(), u.data<float>());
+       }},
+      {"  kernel: state-gradient scan",
+       [&] {
+         cheb::launch_state_gradients(d, q.dtype(), dq.data_ptr(), x.data_ptr(), k.data_ptr(), gk.data<float>(),
+                                      W.data<float>(), states.data<float>(), nullptr, dstates.data<float>(),
+                                      hdot.data<float>(), nullptr);
+       }},
+      {"  kernel: dk, dgk",
+       [&] {
+         cheb::launch_key_gradients(d, q.dtype(), dq.data_ptr(), x.data_ptr(), k.data_ptr(), gk.data<float>(),
+                                    states.data<float>(), dstates.data<float>(), W.data<float>(), u.data<float>(),
+                                    hdot.data<float>(), dk.data_ptr(), dgk.data<float>());
+       }},
   };
   for (const auto& [name, fn] : kernels) {
     fn();  // inputs of the later kernels

@@ -32,8 +32,10 @@ constexpr int64_t kB = 4, kT = 4096, kH = 16, kD = 128, kC = 64;
 
 Tensor random_gpu(const Shape& shape, uint64_t key, DType dtype = DType::BF16, double lo = 0, double hi = 0) {
   Tensor t = Tensor::empty(shape, dtype, Device::cuda());
-  if (lo < hi) fill_uniform(t, key, lo, hi);
-  else fill_normal(t, key, 0.0, 1.0);
+  if (lo < hi)
+    fill_uniform(t, key, lo, hi);
+  else
+    fill_normal(t, key, 0.0, 1.0);
   return t;
 }
 
@@ -83,8 +85,8 @@ int main() {
   Tensor states = Tensor::empty({2 * kB * kH * (kT / kC) * kD * kD}, DType::BF16, Device::cuda());
   const ops::cuda_ops::GlaScanJob jobs[2] = {
       {k.data_ptr(), v.data_ptr(), nullptr, states.data_ptr(), nullptr, false},
-      {q.data_ptr(), dout.data_ptr(), nullptr,
-       static_cast<char*>(states.data_ptr()) + states.nbytes() / 2, nullptr, true}};
+      {q.data_ptr(), dout.data_ptr(), nullptr, static_cast<char*>(states.data_ptr()) + states.nbytes() / 2, nullptr,
+       true}};
   const double scan1_ms = bench::median_ms([&] { ops::cuda_ops::gla_state_scans(d, g.data<float>(), 1.0f, jobs, 1); });
   const double scan2_ms = bench::median_ms([&] { ops::cuda_ops::gla_state_scans(d, g.data<float>(), 1.0f, jobs, 2); });
 

@@ -48,19 +48,34 @@ Options parse(int argc, char** argv) {
   Options o;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string key = argv[i], value = argv[i + 1];
-    if (key == "--mixers") o.mixers = split_list(value);
-    else if (key == "--modes") o.modes = split_list(value);
-    else if (key == "--batch") o.batch = std::atoll(value.c_str());
-    else if (key == "--seq") o.seq = std::atoll(value.c_str());
-    else if (key == "--hidden") o.hidden = std::atoll(value.c_str());
-    else if (key == "--heads") o.heads = std::atoll(value.c_str());
-    else if (key == "--kv-heads") o.kv_heads = std::atoll(value.c_str());
-    else if (key == "--head-dim") o.head_dim = std::atoll(value.c_str());
-    else if (key == "--layout") o.layout = value;
-    else if (key == "--device") o.device = value;
-    else if (key == "--iters") o.iters = std::atoi(value.c_str());
-    else if (key == "--formula-ranks") o.formula_ranks = std::atoi(value.c_str());
-    else { std::fprintf(stderr, "bench_sp: unknown option %s\n", key.c_str()); std::exit(2); }
+    if (key == "--mixers")
+      o.mixers = split_list(value);
+    else if (key == "--modes")
+      o.modes = split_list(value);
+    else if (key == "--batch")
+      o.batch = std::atoll(value.c_str());
+    else if (key == "--seq")
+      o.seq = std::atoll(value.c_str());
+    else if (key == "--hidden")
+      o.hidden = std::atoll(value.c_str());
+    else if (key == "--heads")
+      o.heads = std::atoll(value.c_str());
+    else if (key == "--kv-heads")
+      o.kv_heads = std::atoll(value.c_str());
+    else if (key == "--head-dim")
+      o.head_dim = std::atoll(value.c_str());
+    else if (key == "--layout")
+      o.layout = value;
+    else if (key == "--device")
+      o.device = value;
+    else if (key == "--iters")
+      o.iters = std::atoi(value.c_str());
+    else if (key == "--formula-ranks")
+      o.formula_ranks = std::atoi(value.c_str());
+    else {
+      std::fprintf(stderr, "bench_sp: unknown option %s\n", key.c_str());
+      std::exit(2);
+    }
   }
   return o;
 }
@@ -98,10 +113,13 @@ double formula_bytes(const std::string& mode, const ModelConfig& c, MixerKind ki
     const double Hq = double(c.num_attention_heads), Hkv = double(c.num_key_value_heads), Dh = double(c.head_dim);
     const double H = std::max(Hq, Hkv), b = double(elem);
     double in = 0;
-    if (kind == MixerKind::Mamba2) in = (2 * Hkv * Dh + Hq * Dh + Hq) * b;
+    if (kind == MixerKind::Mamba2)
+      in = (2 * Hkv * Dh + Hq * Dh + Hq) * b;
     else if (kind == MixerKind::GatedKalmaNet)
-      in = (Hq + 2 * Hkv) * Dh * b + H * 4 + H * b * ((c.gka.use_beta_gate ? 1 : 0) + (c.gka.use_alpha_connection ? 1 : 0));
-    else in = (Hq + 2 * Hkv) * Dh * b + 2 * H * 4;
+      in = (Hq + 2 * Hkv) * Dh * b + H * 4 +
+           H * b * ((c.gka.use_beta_gate ? 1 : 0) + (c.gka.use_alpha_connection ? 1 : 0));
+    else
+      in = (Hq + 2 * Hkv) * Dh * b + 2 * H * 4;
     return 2.0 * (P - 1) / P * B * T_local * (in + H * Dh * b);
   }
   // P2P: the halo (conv_size − 1 rows of the conv inputs) out and its gradient back, per chunk with a successor
@@ -129,14 +147,14 @@ double formula_bytes(const std::string& mode, const ModelConfig& c, MixerKind ki
       state = 2 * H * K * K * 4;  // H and S
       transition = 2 * H * 4;
       break;
-    default:
-      return 0;
+    default: return 0;
   }
   double bytes = 0;
   // Halos: every chunk but the sequence's last sends forward; every chunk but the first sends its gradient back;
   // the zig-zag middle stays on the last rank.
   for (int64_t slot = 0; slot < chunks; ++slot) {
-    const int64_t c_index = chunk_index(rank, slot, P, chunks == 1 ? SequenceLayout::Contiguous : SequenceLayout::ZigZag);
+    const int64_t c_index =
+        chunk_index(rank, slot, P, chunks == 1 ? SequenceLayout::Contiguous : SequenceLayout::ZigZag);
     const int64_t last = P * chunks - 1;
     const bool middle = chunks == 2 && rank == P - 1;
     if (c_index < last && !(middle && slot == 0)) bytes += B * (taps - 1) * conv_channels * double(elem);
@@ -203,9 +221,9 @@ bench::Row measure(const Options& o, const std::string& mixer_token, const std::
   step();
   const double sent = double(comm.traffic().total_sent());
   const double ms = bench::median_ms_on(device, step, device.is_cuda() ? 2 : 0, o.iters);
-  Tensor worst = Tensor::from_vector(std::vector<double>{ms, sent, formula_bytes(mode, c, kind, o, P, sp.chunks(),
-                                                                                  comm.rank(), dtype_size(dtype))},
-                                     {3}, DType::F64);
+  Tensor worst = Tensor::from_vector(
+      std::vector<double>{ms, sent, formula_bytes(mode, c, kind, o, P, sp.chunks(), comm.rank(), dtype_size(dtype))},
+      {3}, DType::F64);
   host.all_reduce(worst, parallel::ReduceOp::Max, "bench");
   const std::vector<double> w = worst.to_vector<double>();
   auto mb = [](double bytes) { return fmt::format("{:.3f}", bytes / 1e6); };
@@ -226,7 +244,8 @@ void print_formula(const Options& o) {
       double worst = 0;
       for (int r = 0; r < P; ++r)
         worst = std::max(worst, formula_bytes(mode, config_for(o, kind), kind, o, P, chunks, r, 2));
-      rows.push_back({{m, mode, std::to_string(P), fmt::format("{}x{}", o.batch, o.seq), fmt::format("{:.3f}", worst / 1e6)}});
+      rows.push_back(
+          {{m, mode, std::to_string(P), fmt::format("{}x{}", o.batch, o.seq), fmt::format("{:.3f}", worst / 1e6)}});
     }
   std::printf("# bench_sp formula — one layer fwd+bwd, hidden %lld, %lld/%lld heads of %lld, bf16, %s layout\n",
               static_cast<long long>(o.hidden), static_cast<long long>(o.heads), static_cast<long long>(o.kv_heads),

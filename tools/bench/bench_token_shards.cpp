@@ -30,14 +30,16 @@ int main(int argc, char** argv) {
     const auto view = corpus.document(d);
     tokens.insert(tokens.end(), view.tokens.begin(), view.tokens.end());
   }
-  std::printf("%s: %lld documents, %lld tokens (%.1f MB as i32); %s, %s\n\n", dir.c_str(), (long long)corpus.documents(),
-              (long long)tokens.size(), double(tokens.size()) * 4 / 1e6, bench::today().c_str(), "CPU");
+  std::printf("%s: %lld documents, %lld tokens (%.1f MB as i32); %s, %s\n\n", dir.c_str(),
+              (long long)corpus.documents(), (long long)tokens.size(), double(tokens.size()) * 4 / 1e6,
+              bench::today().c_str(), "CPU");
 
   std::vector<bench::Row> rows;
   const std::string path = (std::filesystem::temp_directory_path() / "primer-bench-tokens.h5").string();
-  for (const auto& [layout, name] : {std::pair{io::Hdf5Layout::Contiguous, "contiguous (mapped)"},
-                                     std::pair{io::Hdf5Layout::Checked, "chunked + Fletcher32"},
-                                     std::pair{io::Hdf5Layout::Compressed, "chunked + shuffle + deflate(1) + Fletcher32"}}) {
+  for (const auto& [layout, name] :
+       {std::pair{io::Hdf5Layout::Contiguous, "contiguous (mapped)"},
+        std::pair{io::Hdf5Layout::Checked, "chunked + Fletcher32"},
+        std::pair{io::Hdf5Layout::Compressed, "chunked + shuffle + deflate(1) + Fletcher32"}}) {
     auto t0 = Clock::now();
     {
       io::Hdf5File h5 = io::Hdf5File::create(path, 64);

@@ -82,8 +82,10 @@ bench::Row row(const std::string& what, double bytes, const Timing& t) {
 int main(int argc, char** argv) {
   const std::string dir = argc > 1 ? argv[1] : "data-cache/qwen3-tokenizer";
   if (!fs::exists(dir + "/tokenizer.json")) {
-    std::printf("bench_tokenizer: no %s/tokenizer.json (run tools/fetch-qwen3-tokenizer.sh from the repository "
-                "root): skipped\n", dir.c_str());
+    std::printf(
+        "bench_tokenizer: no %s/tokenizer.json (run tools/fetch-qwen3-tokenizer.sh from the repository "
+        "root): skipped\n",
+        dir.c_str());
     return 0;
   }
   std::vector<std::string> files(argv + std::min(argc, 2), argv + argc);
@@ -98,9 +100,11 @@ int main(int argc, char** argv) {
   std::optional<data::Tokenizer> loaded;
   const Timing load_time = time_of([&] { loaded.emplace(data::Tokenizer::load(dir)); });
   const data::Tokenizer& tok = *loaded;
-  std::printf("# bench_tokenizer on %s (1 thread), %s\n# %s loaded in %.2f s (CPU), Unicode %s tables; corpus: %zu "
-              "files, %.1f MB\n\n", cpu_name().c_str(), bench::today().c_str(), dir.c_str(), load_time.cpu,
-              data::unicode::version(), files.size(), bytes / 1e6);
+  std::printf(
+      "# bench_tokenizer on %s (1 thread), %s\n# %s loaded in %.2f s (CPU), Unicode %s tables; corpus: %zu "
+      "files, %.1f MB\n\n",
+      cpu_name().c_str(), bench::today().c_str(), dir.c_str(), load_time.cpu, data::unicode::version(), files.size(),
+      bytes / 1e6);
 
   std::vector<std::vector<int32_t>> ids(docs.size());
   const auto encode_all = [&] {

@@ -44,7 +44,8 @@ bench::Row measure(bool recompute, int64_t B, int64_t T) {
   std::snprintf(b, sizeof b, "%.1fK", tok_s / 1e3);
   std::snprintf(c, sizeof c, "%.1f%%", 100 * mfu);
   std::snprintf(d, sizeof d, "%.1f GB", double(memory_stats(Device::cuda()).peak) / 1e9);
-  return {{recompute ? "primer (recompute blocks)" : "primer (keep activations)", std::to_string(B) + "x" + std::to_string(T), a, b, c, d}};
+  return {{recompute ? "primer (recompute blocks)" : "primer (keep activations)",
+           std::to_string(B) + "x" + std::to_string(T), a, b, c, d}};
 }
 
 }  // namespace

@@ -57,10 +57,9 @@ std::string hdf5_line() {
 }  // namespace
 
 std::string build_info() {
-  return fmt::format(
-      "primer {} (commit {})\nbuild: {}, {}\nCUDA: {}\nBLAS: {}\nNCCL: {}\nMPI: {}\nHDF5: {}", PRIMER_VERSION,
-      PRIMER_GIT_COMMIT, PRIMER_BUILD_TYPE, PRIMER_CXX_COMPILER, cuda_line(), blas_line(), nccl_line(), mpi_line(),
-      hdf5_line());
+  return fmt::format("primer {} (commit {})\nbuild: {}, {}\nCUDA: {}\nBLAS: {}\nNCCL: {}\nMPI: {}\nHDF5: {}",
+                     PRIMER_VERSION, PRIMER_GIT_COMMIT, PRIMER_BUILD_TYPE, PRIMER_CXX_COMPILER, cuda_line(),
+                     blas_line(), nccl_line(), mpi_line(), hdf5_line());
 }
 
 }  // namespace primer::tools

@@ -35,11 +35,13 @@ int main(int argc, char** argv) {
   primer::recipes::DefaultRunOptions run;
   std::string recipe;
   std::vector<std::string> overrides;
-  CLI::App* train = app.add_subcommand("train", "train a model from a YAML recipe (with none: the built-in default run)");
+  CLI::App* train =
+      app.add_subcommand("train", "train a model from a YAML recipe (with none: the built-in default run)");
   train->add_option("recipe", recipe, "recipe YAML (docs/recipes.md lists every key)");
   train->add_option("--set", overrides, "override a recipe key: --set learning_rate=1e-4 (repeatable)");
   // Options of the built-in default run (ignored with a recipe, whose keys --set overrides).
-  train->add_option("--corpus", run.corpus, "text file to train on (file or directory; default: the license texts every Debian ships)");
+  train->add_option("--corpus", run.corpus,
+                    "text file to train on (file or directory; default: the license texts every Debian ships)");
   train->add_option("--device", run.device, "auto, cpu or cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   train->add_option("--out", run.out_dir, "run directory (metrics.jsonl)");
   train->add_option("--steps", run.steps, "optimizer steps")->check(CLI::PositiveNumber);
@@ -54,8 +56,8 @@ int main(int argc, char** argv) {
 
   std::string job;
   std::vector<std::string> job_overrides;
-  CLI::App* tokenize =
-      app.add_subcommand("tokenize", "tokenize text, JSONL and chat files into HDF5 shards (docs/data.md lists the keys)");
+  CLI::App* tokenize = app.add_subcommand(
+      "tokenize", "tokenize text, JSONL and chat files into HDF5 shards (docs/data.md lists the keys)");
   tokenize->add_option("config", job, "tokenize job YAML")->required();
   tokenize->add_option("--set", job_overrides, "override a job key: --set workers=4 (repeatable)");
 
@@ -85,10 +87,12 @@ int main(int argc, char** argv) {
   primer::recipes::SelectLayersOptions select;
   CLI::App* select_layers = app.add_subcommand(
       "select-layers", "score each attention layer by the held-out loss with only it windowed (layer selection)");
-  select_layers->add_option("recipe", select_recipe, "a train recipe naming the model and its held-out data")->required();
+  select_layers->add_option("recipe", select_recipe, "a train recipe naming the model and its held-out data")
+      ->required();
   select_layers->add_option("--set", select_overrides, "override a recipe key (repeatable)");
   select_layers->add_option("--window", select.window, "sliding window of the trial layer")->check(CLI::PositiveNumber);
-  select_layers->add_option("--ratio", select.ratio, "hybrid ratio of the printed patterns")->check(CLI::Range(0.0, 1.0));
+  select_layers->add_option("--ratio", select.ratio, "hybrid ratio of the printed patterns")
+      ->check(CLI::Range(0.0, 1.0));
   select_layers->add_option("--mixer", select.mixer,
                             "mixer token of the printed patterns (" +
                                 primer::mixer_tokens([](const primer::MixerSpec& m) { return m.is_ssm; }) + ")");
@@ -132,15 +136,17 @@ int main(int argc, char** argv) {
   } catch (const CLI::Success& done) {  // --help, --version: printed, exit 0
     return app.exit(done);
   } catch (const CLI::ParseError& e) {  // a missing or unknown option ends like every other error
-    std::fprintf(stderr, "primer: error: %s (primer --help, or primer <command> --help, lists the options)\n", e.what());
+    std::fprintf(stderr, "primer: error: %s (primer --help, or primer <command> --help, lists the options)\n",
+                 e.what());
     return 2;
   }
   const primer::parallel::World& ranks = primer::parallel::world();
   if (ranks.size > 1 && !(train->parsed() && !recipe.empty())) {
     if (ranks.rank == 0)
-      primer::console::error("primer {}: runs on one process, and was launched on {} ranks (by {}); under mpirun or "
-                             "srun, run `primer train RECIPE`",
-                             app.get_subcommands().front()->get_name(), ranks.size, ranks.launcher);
+      primer::console::error(
+          "primer {}: runs on one process, and was launched on {} ranks (by {}); under mpirun or "
+          "srun, run `primer train RECIPE`",
+          app.get_subcommands().front()->get_name(), ranks.size, ranks.launcher);
     return 2;
   }
   try {

@@ -25,14 +25,17 @@ ModelUseCommands::ModelUseCommands(CLI::App& app) {
   recipes::EvalOptions& e = evaluation_;
   eval_ = app.add_subcommand("eval", "held-out loss and perplexity of a trained model (docs/using.md)");
   eval_->add_option("model", e.model, "run directory, training checkpoint or Hugging Face model directory")->required();
-  eval_->add_option("--data", e.data,
-                    "text file or directory (bytes as tokens) or tokenized data; default: a checkpoint's recipe's data");
+  eval_->add_option(
+      "--data", e.data,
+      "text file or directory (bytes as tokens) or tokenized data; default: a checkpoint's recipe's data");
   eval_->add_option("--val-size", e.val_size, "held-out fraction of the data (default: the recipe's)")
       ->check(CLI::Range(0.0, 1.0));
   eval_->add_option("--cutoff-len", e.cutoff_len, "tokens per row (default: the recipe's)")->check(CLI::PositiveNumber);
   eval_->add_option("--batch-size", e.batch_size, "rows per batch (default: the recipe's)")->check(CLI::PositiveNumber);
-  eval_->add_option("--max-batches", e.max_batches, "held-out batches at most (default: the recipe's eval_batches; "
-                                                    "with --data, all)")
+  eval_
+      ->add_option("--max-batches", e.max_batches,
+                   "held-out batches at most (default: the recipe's eval_batches; "
+                   "with --data, all)")
       ->check(CLI::PositiveNumber);
   eval_->add_option("--device", e.device, "cpu, cuda or auto")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   eval_->add_flag("--json", eval_json_, "print the result as JSON");

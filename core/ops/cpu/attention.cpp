@@ -27,8 +27,8 @@ bool visible(const AttentionOptions& opt, int64_t i, int64_t j) {
 }
 
 // Scaled scores of query row `qi` (Dh values) against every key of one kv head; masked keys get -inf.
-template <class T>
-void row_scores(std::vector<double>& s, const T* qi, const T* k, const Dims& d, int64_t i, const AttentionOptions& opt) {
+template <class T> void row_scores(std::vector<double>& s, const T* qi, const T* k, const Dims& d, int64_t i,
+                                   const AttentionOptions& opt) {
   const int64_t k_row = d.Hkv * d.Dh;
   for (int64_t j = 0; j < d.Tk; ++j) {
     if (!visible(opt, i, j)) {
@@ -75,9 +75,8 @@ void forward(T* out, T* lse, const T* q, const T* k, const T* v, const Dims& d, 
 // With P = exp(S - lse): dV = P^T dO, dP = dO V^T, dS = P * (dP - D) with D_i = rowsum(dO_i * O_i),
 // dQ = scale * dS K, dK = scale * dS^T Q. One iteration owns a kv head and all its query heads, so the GQA sums
 // of dK/dV have a single writer.
-template <class T>
-void backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k, const T* v, const T* out, const T* lse,
-              const Dims& d, const AttentionOptions& opt) {
+template <class T> void backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k, const T* v, const T* out,
+                                 const T* lse, const Dims& d, const AttentionOptions& opt) {
   const int64_t q_row = d.Hq * d.Dh, k_row = d.Hkv * d.Dh;
 #pragma omp parallel for schedule(dynamic)
   for (int64_t bg = 0; bg < d.B * d.Hkv; ++bg) {

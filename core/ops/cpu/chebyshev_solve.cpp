@@ -20,19 +20,22 @@ struct Head {
   int64_t state() const { return (b * d.heads + h) * d.dim * d.dim; }
 };
 
-template <class T>
-T dot(const T* a, const T* b, int64_t n) {
+template <class T> T dot(const T* a, const T* b, int64_t n) {
   T s = 0;
   for (int64_t i = 0; i < n; ++i) s += a[i] * b[i];
   return s;
 }
 
-template <class T>
-class Chunk {
+template <class T> class Chunk {
  public:
   Chunk(const Head& head, int64_t n, const T* k, const T* gk, const T* H0)
-      : head_(head), D_(head.d.dim), start_(n * ChebyshevDims::kChunk),
-        len_(std::min(ChebyshevDims::kChunk, head.d.time - start_)), H0_(H0), K_(gather(k)), G_(size_t(len_)),
+      : head_(head),
+        D_(head.d.dim),
+        start_(n * ChebyshevDims::kChunk),
+        len_(std::min(ChebyshevDims::kChunk, head.d.time - start_)),
+        H0_(H0),
+        K_(gather(k)),
+        G_(size_t(len_)),
         F_(size_t(len_)) {
     T cum = 0;
     for (int64_t c = 0; c < len_; ++c) G_[size_t(c)] = cum += gk ? gk[head.gate(start_ + c)] : T(0);
@@ -93,7 +96,8 @@ class Chunk {
       for (int64_t e = 0; e < len_ * D_; ++e) {
         const int64_t c = e / D_;
         const T residual = Y[size_t(e)] + lambda[size_t(c)] * X[size_t(e)] - R[size_t(e)];
-        next[size_t(e)] = X[size_t(e)] - step[size_t(c)] * omega * residual + (omega - 1) * (X[size_t(e)] - prev[size_t(e)]);
+        next[size_t(e)] =
+            X[size_t(e)] - step[size_t(c)] * omega * residual + (omega - 1) * (X[size_t(e)] - prev[size_t(e)]);
       }
       prev.swap(X);
       X.swap(next);
@@ -143,11 +147,12 @@ class Chunk {
   std::vector<T> K_, G_, F_;
 };
 
-template <class T>
-void load_state(const Head& head, const T* src, T* dst) {
+template <class T> void load_state(const Head& head, const T* src, T* dst) {
   const int64_t DD = head.d.dim * head.d.dim;
-  if (src) std::copy_n(src + head.state(), DD, dst);
-  else std::fill_n(dst, DD, T(0));
+  if (src)
+    std::copy_n(src + head.state(), DD, dst);
+  else
+    std::fill_n(dst, DD, T(0));
 }
 
 // One chunk of the backward, given s = dq (the adjoint solve), x and the state gradient `adj` arriving from after
@@ -162,9 +167,8 @@ void load_state(const Head& head, const T* src, T* dst) {
 // The gate: with D_t the direct gradient wrt H_t (dH_t, plus adj at t = L), dL/dG_t = ⟨D_t, H_t⟩ − k_tᵀH̄_tk_t
 // = −s_t·(H_t x_t) − ½ w_t F_t² + [t = L]⟨adj, H_L⟩ − ½ k_t·dk_t, and dgk_t = Σ_{i≥t} dL/dG_i (G_i sums gk_t..).
 // Finally adj ← ζ_L adj + Σ_t ζ_t dH_t = ζ_L adj − Σ_t ζ_t s_t x_tᵀ − ½ζ_0²W_0 H_0 − ½ Σ_j ζ_j W_j k_j k_jᵀ.
-template <class T>
-void chunk_backward(const ChebyshevDims& d, const Chunk<T>& ch, const std::vector<T>& S, const std::vector<T>& X,
-                    const T* H_end, std::vector<T>& adj, T* dk, T* dgk) {
+template <class T> void chunk_backward(const ChebyshevDims& d, const Chunk<T>& ch, const std::vector<T>& S,
+                                       const std::vector<T>& X, const T* H_end, std::vector<T>& adj, T* dk, T* dgk) {
   const int64_t D = d.dim, len = ch.len(), L = len - 1;
   const T ridge = T(d.ridge);
   std::vector<T> w(static_cast<size_t>(len)), W(static_cast<size_t>(len)), local(static_cast<size_t>(len), T(0)), HX;
@@ -231,9 +235,8 @@ void chunk_backward(const ChebyshevDims& d, const Chunk<T>& ch, const std::vecto
 
 }  // namespace
 
-template <class T>
-void chebyshev_solve(const ChebyshevDims& d, const T* q, const T* k, const T* gk, const T* state_in, T* x,
-                     T* state_out) {
+template <class T> void chebyshev_solve(const ChebyshevDims& d, const T* q, const T* k, const T* gk, const T* state_in,
+                                        T* x, T* state_out) {
   const int64_t DD = d.dim * d.dim;
 #pragma omp parallel for schedule(dynamic)
   for (int64_t bh = 0; bh < d.heads_total(); ++bh) {
@@ -255,9 +258,9 @@ void chebyshev_solve(const ChebyshevDims& d, const T* q, const T* k, const T* gk
   }
 }
 
-template <class T>
-void chebyshev_solve_backward(const ChebyshevDims& d, const T* dx, const T* x, const T* k, const T* gk,
-                              const T* state_in, const T* dstate_out, T* dq, T* dk, T* dgk, T* dstate_in) {
+template <class T> void chebyshev_solve_backward(const ChebyshevDims& d, const T* dx, const T* x, const T* k,
+                                                 const T* gk, const T* state_in, const T* dstate_out, T* dq, T* dk,
+                                                 T* dgk, T* dstate_in) {
   const int64_t DD = d.dim * d.dim, N = d.chunks();
 #pragma omp parallel for schedule(dynamic)
   for (int64_t bh = 0; bh < d.heads_total(); ++bh) {
@@ -286,13 +289,12 @@ void chebyshev_solve_backward(const ChebyshevDims& d, const T* dx, const T* x, c
 
 template void chebyshev_solve<float>(const ChebyshevDims&, const float*, const float*, const float*, const float*,
                                      float*, float*);
-template void chebyshev_solve<double>(const ChebyshevDims&, const double*, const double*, const double*,
-                                      const double*, double*, double*);
+template void chebyshev_solve<double>(const ChebyshevDims&, const double*, const double*, const double*, const double*,
+                                      double*, double*);
 template void chebyshev_solve_backward<float>(const ChebyshevDims&, const float*, const float*, const float*,
-                                              const float*, const float*, const float*, float*, float*, float*,
-                                              float*);
+                                              const float*, const float*, const float*, float*, float*, float*, float*);
 template void chebyshev_solve_backward<double>(const ChebyshevDims&, const double*, const double*, const double*,
-                                               const double*, const double*, const double*, double*, double*,
-                                               double*, double*);
+                                               const double*, const double*, const double*, double*, double*, double*,
+                                               double*);
 
 }  // namespace primer::ops::cpu

@@ -8,14 +8,13 @@
 namespace primer::ops::cpu {
 
 // gk, state_in, state_out may be null.
-template <class T>
-void chebyshev_solve(const ChebyshevDims& d, const T* q, const T* k, const T* gk, const T* state_in, T* x,
-                     T* state_out);
+template <class T> void chebyshev_solve(const ChebyshevDims& d, const T* q, const T* k, const T* gk, const T* state_in,
+                                        T* x, T* state_out);
 
 // gk, state_in, dstate_out may be null; dgk (iff gk) and dstate_in (iff state_in) may be null. All outputs are
 // overwritten.
-template <class T>
-void chebyshev_solve_backward(const ChebyshevDims& d, const T* dx, const T* x, const T* k, const T* gk,
-                              const T* state_in, const T* dstate_out, T* dq, T* dk, T* dgk, T* dstate_in);
+template <class T> void chebyshev_solve_backward(const ChebyshevDims& d, const T* dx, const T* x, const T* k,
+                                                 const T* gk, const T* state_in, const T* dstate_out, T* dq, T* dk,
+                                                 T* dgk, T* dstate_in);
 
 }  // namespace primer::ops::cpu

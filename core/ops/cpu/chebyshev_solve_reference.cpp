@@ -15,8 +15,8 @@ struct HeadIndex {
   const ChebyshevDims& d;
   int64_t b, h;
   int64_t token(int64_t t) const { return ((b * d.time + t) * d.heads + h) * d.dim; }  // into [B, T, H, D]
-  int64_t gate(int64_t t) const { return (b * d.time + t) * d.heads + h; }            // into [B, T, H]
-  int64_t state() const { return (b * d.heads + h) * d.dim * d.dim; }                 // into [B, H, D, D]
+  int64_t gate(int64_t t) const { return (b * d.time + t) * d.heads + h; }             // into [B, T, H]
+  int64_t state() const { return (b * d.heads + h) * d.dim * d.dim; }                  // into [B, H, D, D]
 };
 
 double frobenius(const Matrix& H) {
@@ -39,7 +39,8 @@ void chebyshev(const Matrix& H, const ChebyshevDims& d, double F, const double* 
     for (int64_t i = 0; i < D; ++i) {
       double Ax = lambda * cur[size_t(i)];
       for (int64_t j = 0; j < D; ++j) Ax += H[size_t(i * D + j)] * cur[size_t(j)];
-      next[size_t(i)] = cur[size_t(i)] - step * omega * (Ax - rhs[i]) + (omega - 1.0) * (cur[size_t(i)] - prev[size_t(i)]);
+      next[size_t(i)] =
+          cur[size_t(i)] - step * omega * (Ax - rhs[i]) + (omega - 1.0) * (cur[size_t(i)] - prev[size_t(i)]);
     }
     prev.swap(cur);
     cur.swap(next);

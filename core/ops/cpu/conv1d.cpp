@@ -28,9 +28,8 @@ template <class T> T sigmoid(T z) { return T(1) / (T(1) + std::exp(-z)); }
 
 }  // namespace
 
-template <class T>
-void causal_conv1d(const Conv1dDims& d, const T* x, const T* w, const T* bias, bool silu, const T* state_in, T* y,
-                   T* state_out) {
+template <class T> void causal_conv1d(const Conv1dDims& d, const T* x, const T* w, const T* bias, bool silu,
+                                      const T* state_in, T* y, T* state_out) {
   const int64_t km1 = d.taps - 1;
 #pragma omp parallel for collapse(2) schedule(static)
   for (int64_t b = 0; b < d.batch; ++b)
@@ -45,9 +44,9 @@ void causal_conv1d(const Conv1dDims& d, const T* x, const T* w, const T* bias, b
     }
 }
 
-template <class T>
-void causal_conv1d_backward(const Conv1dDims& d, const T* dy, const T* x, const T* w, const T* bias, bool silu,
-                            const T* state_in, const T* dstate_out, T* dx, T* dw_accum, T* dbias_accum, T* dstate_in) {
+template <class T> void causal_conv1d_backward(const Conv1dDims& d, const T* dy, const T* x, const T* w, const T* bias,
+                                               bool silu, const T* state_in, const T* dstate_out, T* dx, T* dw_accum,
+                                               T* dbias_accum, T* dstate_in) {
   const int64_t km1 = d.taps - 1;
   // Threads own channels, so the parameter gradients of a channel are summed by one thread in a fixed order.
 #pragma omp parallel for schedule(static)
@@ -74,8 +73,10 @@ void causal_conv1d_backward(const Conv1dDims& d, const T* dy, const T* x, const 
           if (t >= 0 && t < d.time) g += dz[size_t(t)] * w[c * d.taps + k];
         }
         if (dstate_out && s >= d.time - km1) g += dstate_out[(b * d.channels + c) * km1 + (s - (d.time - km1))];
-        if (s >= 0) dx[(b * d.time + s) * d.channels + c] = g;
-        else if (dstate_in) dstate_in[(b * d.channels + c) * km1 + (km1 + s)] = g;
+        if (s >= 0)
+          dx[(b * d.time + s) * d.channels + c] = g;
+        else if (dstate_in)
+          dstate_in[(b * d.channels + c) * km1 + (km1 + s)] = g;
       }
     }
   }
@@ -83,8 +84,8 @@ void causal_conv1d_backward(const Conv1dDims& d, const T* dy, const T* x, const 
 
 template void causal_conv1d<float>(const Conv1dDims&, const float*, const float*, const float*, bool, const float*,
                                    float*, float*);
-template void causal_conv1d<double>(const Conv1dDims&, const double*, const double*, const double*, bool,
-                                    const double*, double*, double*);
+template void causal_conv1d<double>(const Conv1dDims&, const double*, const double*, const double*, bool, const double*,
+                                    double*, double*);
 template void causal_conv1d_backward<float>(const Conv1dDims&, const float*, const float*, const float*, const float*,
                                             bool, const float*, const float*, float*, float*, float*, float*);
 template void causal_conv1d_backward<double>(const Conv1dDims&, const double*, const double*, const double*,

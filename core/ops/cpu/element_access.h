@@ -8,13 +8,17 @@
 namespace primer::ops::cpu {
 
 template <class T> inline double load_as_double(const void* p, int64_t i) {
-  if constexpr (std::is_same_v<T, bf16> || std::is_same_v<T, f16>) return double(float(static_cast<const T*>(p)[i]));
-  else return double(static_cast<const T*>(p)[i]);
+  if constexpr (std::is_same_v<T, bf16> || std::is_same_v<T, f16>)
+    return double(float(static_cast<const T*>(p)[i]));
+  else
+    return double(static_cast<const T*>(p)[i]);
 }
 
 template <class T> inline void store_from_double(void* p, int64_t i, double v) {
-  if constexpr (std::is_same_v<T, bf16> || std::is_same_v<T, f16>) static_cast<T*>(p)[i] = T(float(v));
-  else static_cast<T*>(p)[i] = T(v);
+  if constexpr (std::is_same_v<T, bf16> || std::is_same_v<T, f16>)
+    static_cast<T*>(p)[i] = T(float(v));
+  else
+    static_cast<T*>(p)[i] = T(v);
 }
 
 // Element offset (in elements) of the n-th element in row-major order of a strided view.

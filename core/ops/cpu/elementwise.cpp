@@ -23,9 +23,8 @@ void binary(Binary op, const StridedDesc& out, const StridedDesc& a, const Strid
     if (a.contiguous && b.contiguous) {
       map_dense(static_cast<T*>(out.data), numel(out), [&](int64_t i) { return math::binary(op, pa[i], pb[i]); });
     } else {
-      map_dense(static_cast<T*>(out.data), numel(out), [&](int64_t i) {
-        return math::binary(op, pa[strided_offset(a, i)], pb[strided_offset(b, i)]);
-      });
+      map_dense(static_cast<T*>(out.data), numel(out),
+                [&](int64_t i) { return math::binary(op, pa[strided_offset(a, i)], pb[strided_offset(b, i)]); });
     }
   });
 }

@@ -1,4 +1,5 @@
-// Elementwise kernels, CPU loops (f32/f64; the fp64 reference). Dense arrays of n elements unless a StridedDesc says otherwise.
+// Elementwise kernels, CPU loops (f32/f64; the fp64 reference). Dense arrays of n elements unless a StridedDesc says
+// otherwise.
 #pragma once
 #include <cstdint>
 

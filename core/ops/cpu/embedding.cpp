@@ -8,7 +8,8 @@ int64_t id_at(const void* ids, DType id_dtype, int64_t n) {
 }
 }  // namespace
 
-template <class T> void embedding(const T* weight, const void* ids, DType id_dtype, int64_t n_tokens, int64_t dim, T* out) {
+template <class T>
+void embedding(const T* weight, const void* ids, DType id_dtype, int64_t n_tokens, int64_t dim, T* out) {
 #pragma omp parallel for schedule(static) if (n_tokens * dim > (1 << 16))
   for (int64_t n = 0; n < n_tokens; ++n) {
     const T* row = weight + id_at(ids, id_dtype, n) * dim;

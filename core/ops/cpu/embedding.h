@@ -7,7 +7,8 @@
 namespace primer::ops::cpu {
 
 // out[n, :] = weight[ids[n], :] for n < n_tokens; all buffers dense.
-template <class T> void embedding(const T* weight, const void* ids, DType id_dtype, int64_t n_tokens, int64_t dim, T* out);
+template <class T>
+void embedding(const T* weight, const void* ids, DType id_dtype, int64_t n_tokens, int64_t dim, T* out);
 
 // dweight[ids[n], :] += dy[n, :], tokens in order.
 template <class T>

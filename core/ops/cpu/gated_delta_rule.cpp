@@ -20,9 +20,8 @@ namespace {
 constexpr int64_t kChunk = 64;
 
 // C (+)= alpha · op(A) op(B): op(A) is m×p, op(B) p×n, all row-major with leading dimensions.
-template <class T>
-void matmul(int64_t m, int64_t n, int64_t p, const T* A, int64_t lda, bool trans_a, const T* B, int64_t ldb,
-            bool trans_b, T* C, int64_t ldc, T alpha, bool accumulate) {
+template <class T> void matmul(int64_t m, int64_t n, int64_t p, const T* A, int64_t lda, bool trans_a, const T* B,
+                               int64_t ldb, bool trans_b, T* C, int64_t ldc, T alpha, bool accumulate) {
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j) {
       T acc = 0;
@@ -32,16 +31,14 @@ void matmul(int64_t m, int64_t n, int64_t p, const T* A, int64_t lda, bool trans
     }
 }
 
-template <class T>
-T dot(const T* a, const T* b, int64_t n) {
+template <class T> T dot(const T* a, const T* b, int64_t n) {
   T acc = 0;
   for (int64_t i = 0; i < n; ++i) acc += a[i] * b[i];
   return acc;
 }
 
 // One chunk of one (batch, head): its inputs gathered into dense tiles and what the forward derives from them.
-template <class T>
-struct Chunk {
+template <class T> struct Chunk {
   int64_t c = 0, K = 0, V = 0;
   std::vector<T> q, k, v, beta, G;  // [c, K], [c, K], [c, V], [c], [c]
   std::vector<T> A, W, u;           // [c, c], [c, K], [c, V]
@@ -118,8 +115,7 @@ struct Chunk {
   }
 };
 
-template <class T>
-struct Layout {
+template <class T> struct Layout {
   const GatedDeltaDims& d;
   int64_t b, h;
   int64_t row(int64_t t) const { return (b * d.time + t) * d.heads + h; }
@@ -128,9 +124,8 @@ struct Layout {
 
 }  // namespace
 
-template <class T>
-void gated_delta_rule_chunked(const GatedDeltaDims& d, const T* q, const T* k, const T* v, const T* g, const T* beta,
-                              const T* state_in, T* o, T* state_out) {
+template <class T> void gated_delta_rule_chunked(const GatedDeltaDims& d, const T* q, const T* k, const T* v,
+                                                 const T* g, const T* beta, const T* state_in, T* o, T* state_out) {
   const int64_t K = d.key_dim, V = d.value_dim;
   const T scale = T(d.scale);
 #pragma omp parallel for collapse(2) schedule(static)
@@ -156,10 +151,10 @@ void gated_delta_rule_chunked(const GatedDeltaDims& d, const T* q, const T* k, c
     }
 }
 
-template <class T>
-void gated_delta_rule_chunked_backward(const GatedDeltaDims& d, const T* dout, const T* q, const T* k, const T* v,
-                                       const T* g, const T* beta, const T* state_in, const T* dstate_out, T* dq,
-                                       T* dk, T* dv, T* dg, T* dbeta, T* dstate_in) {
+template <class T> void gated_delta_rule_chunked_backward(const GatedDeltaDims& d, const T* dout, const T* q,
+                                                          const T* k, const T* v, const T* g, const T* beta,
+                                                          const T* state_in, const T* dstate_out, T* dq, T* dk, T* dv,
+                                                          T* dg, T* dbeta, T* dstate_in) {
   const int64_t K = d.key_dim, V = d.value_dim, KV = K * V;
   const T scale = T(d.scale);
   const int64_t chunks = (d.time + kChunk - 1) / kChunk;
@@ -245,7 +240,8 @@ void gated_delta_rule_chunked_backward(const GatedDeltaDims& d, const T* dout, c
           const T kw = dot(&dXw[size_t(r * K)], ch.k_row(r), K);
           dbeta_c[size_t(r)] = ch.gamma(r) * kw + dot(&dXu[size_t(r * V)], ch.v_row(r), V);
           dG[size_t(r)] += ch.beta[size_t(r)] * ch.gamma(r) * kw;
-          for (int64_t i = 0; i < K; ++i) dk_c[size_t(r * K + i)] += ch.beta[size_t(r)] * ch.gamma(r) * dXw[size_t(r * K + i)];
+          for (int64_t i = 0; i < K; ++i)
+            dk_c[size_t(r * K + i)] += ch.beta[size_t(r)] * ch.gamma(r) * dXw[size_t(r * K + i)];
           for (int64_t i = 0; i < V; ++i)
             dv[at.row(n * kChunk + r) * V + i] = ch.beta[size_t(r)] * dXu[size_t(r * V + i)];
         }
@@ -279,10 +275,10 @@ void gated_delta_rule_chunked_backward(const GatedDeltaDims& d, const T* dout, c
     }
 }
 
-#define PRIMER_GATED_DELTA_INSTANTIATE(T)                                                                          \
-  template void gated_delta_rule_chunked<T>(const GatedDeltaDims&, const T*, const T*, const T*, const T*,         \
-                                            const T*, const T*, T*, T*);                                          \
-  template void gated_delta_rule_chunked_backward<T>(const GatedDeltaDims&, const T*, const T*, const T*, const T*, \
+#define PRIMER_GATED_DELTA_INSTANTIATE(T)                                                                            \
+  template void gated_delta_rule_chunked<T>(const GatedDeltaDims&, const T*, const T*, const T*, const T*, const T*, \
+                                            const T*, T*, T*);                                                       \
+  template void gated_delta_rule_chunked_backward<T>(const GatedDeltaDims&, const T*, const T*, const T*, const T*,  \
                                                      const T*, const T*, const T*, const T*, T*, T*, T*, T*, T*, T*);
 PRIMER_GATED_DELTA_INSTANTIATE(float)
 PRIMER_GATED_DELTA_INSTANTIATE(double)

@@ -56,10 +56,10 @@ void gated_delta_rule_reference(const GatedDeltaDims& d, const double* q, const 
     }
 }
 
-void gated_delta_rule_reference_backward(const GatedDeltaDims& d, const double* dout, const double* q,
-                                         const double* k, const double* v, const double* g, const double* beta,
-                                         const double* state_in, const double* dstate_out, double* dq, double* dk,
-                                         double* dv, double* dg, double* dbeta, double* dstate_in) {
+void gated_delta_rule_reference_backward(const GatedDeltaDims& d, const double* dout, const double* q, const double* k,
+                                         const double* v, const double* g, const double* beta, const double* state_in,
+                                         const double* dstate_out, double* dq, double* dk, double* dv, double* dg,
+                                         double* dbeta, double* dstate_in) {
   const int64_t K = d.key_dim, V = d.value_dim, KV = K * V;
 #pragma omp parallel for collapse(2) schedule(static)
   for (int64_t b = 0; b < d.batch; ++b)

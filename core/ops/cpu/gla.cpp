@@ -39,8 +39,7 @@ template <class T> struct Chunk {
 };
 
 // S ← e^{G_L} S + Σ_j e^{G_L − G_j} k_j v_jᵀ: the state at the end of the chunk.
-template <class T>
-void advance_state(const Head& hd, const Chunk<T>& ch, const T* k, const T* v, T* S) {
+template <class T> void advance_state(const Head& hd, const Chunk<T>& ch, const T* k, const T* v, T* S) {
   const int64_t K = hd.d.key_dim, V = hd.d.value_dim, L = ch.n - 1;
   const T total = std::exp(ch.last());
   for (int64_t i = 0; i < K * V; ++i) S[i] *= total;
@@ -54,9 +53,8 @@ void advance_state(const Head& hd, const Chunk<T>& ch, const T* k, const T* v, T
 
 }  // namespace
 
-template <class T>
-void gla_forward(const GlaDims& d, const T* q, const T* k, const T* v, const T* g, T scale, const T* state_in, T* o,
-                 T* state_out) {
+template <class T> void gla_forward(const GlaDims& d, const T* q, const T* k, const T* v, const T* g, T scale,
+                                    const T* state_in, T* o, T* state_out) {
   const int64_t K = d.key_dim, V = d.value_dim, chunks = gla_chunks(d);
 #pragma omp parallel for collapse(2) schedule(static)
   for (int64_t b = 0; b < d.batch; ++b)
@@ -83,9 +81,9 @@ void gla_forward(const GlaDims& d, const T* q, const T* k, const T* v, const T* 
     }
 }
 
-template <class T>
-void gla_backward(const GlaDims& d, const T* dout, const T* q, const T* k, const T* v, const T* g, T scale,
-                  const T* state_in, const T* dstate_out, T* dq, T* dk, T* dv, T* dg, T* dstate_in) {
+template <class T> void gla_backward(const GlaDims& d, const T* dout, const T* q, const T* k, const T* v, const T* g,
+                                     T scale, const T* state_in, const T* dstate_out, T* dq, T* dk, T* dv, T* dg,
+                                     T* dstate_in) {
   const int64_t K = d.key_dim, V = d.value_dim, KV = K * V, chunks = gla_chunks(d);
 #pragma omp parallel for collapse(2) schedule(static)
   for (int64_t b = 0; b < d.batch; ++b)
@@ -153,9 +151,9 @@ void gla_backward(const GlaDims& d, const T* dout, const T* q, const T* k, const
     }
 }
 
-#define PRIMER_GLA_INSTANTIATE(T)                                                                                 \
-  template void gla_forward<T>(const GlaDims&, const T*, const T*, const T*, const T*, T, const T*, T*, T*);      \
-  template void gla_backward<T>(const GlaDims&, const T*, const T*, const T*, const T*, const T*, T, const T*,    \
+#define PRIMER_GLA_INSTANTIATE(T)                                                                              \
+  template void gla_forward<T>(const GlaDims&, const T*, const T*, const T*, const T*, T, const T*, T*, T*);   \
+  template void gla_backward<T>(const GlaDims&, const T*, const T*, const T*, const T*, const T*, T, const T*, \
                                 const T*, T*, T*, T*, T*, T*);
 PRIMER_GLA_INSTANTIATE(float)
 PRIMER_GLA_INSTANTIATE(double)

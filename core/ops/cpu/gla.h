@@ -9,13 +9,12 @@
 
 namespace primer::ops::cpu {
 
-template <class T>
-void gla_forward(const GlaDims& d, const T* q, const T* k, const T* v, const T* g, T scale, const T* state_in, T* o,
-                 T* state_out);
+template <class T> void gla_forward(const GlaDims& d, const T* q, const T* k, const T* v, const T* g, T scale,
+                                    const T* state_in, T* o, T* state_out);
 
 // dq, dk, dv, dg are overwritten; dstate_in (if non-null) receives the gradient wrt state_in.
-template <class T>
-void gla_backward(const GlaDims& d, const T* dout, const T* q, const T* k, const T* v, const T* g, T scale,
-                  const T* state_in, const T* dstate_out, T* dq, T* dk, T* dv, T* dg, T* dstate_in);
+template <class T> void gla_backward(const GlaDims& d, const T* dout, const T* q, const T* k, const T* v, const T* g,
+                                     T scale, const T* state_in, const T* dstate_out, T* dq, T* dk, T* dv, T* dg,
+                                     T* dstate_in);
 
 }  // namespace primer::ops::cpu

@@ -75,8 +75,13 @@ Tensor gla(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, const Ten
 GlaGrads gla_backward(const Tensor& dout_in, const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
                       const Tensor& g_in, double scale, const Tensor& state_in, const Tensor& dstate_out) {
   constexpr const char* op = "reference::gla_backward";
-  for (const auto& [name, t] : Named{{"dout", &dout_in}, {"q", &q_in}, {"k", &k_in}, {"v", &v_in}, {"g", &g_in},
-                                     {"state_in", &state_in}, {"dstate_out", &dstate_out}})
+  for (const auto& [name, t] : Named{{"dout", &dout_in},
+                                     {"q", &q_in},
+                                     {"k", &k_in},
+                                     {"v", &v_in},
+                                     {"g", &g_in},
+                                     {"state_in", &state_in},
+                                     {"dstate_out", &dstate_out}})
     expect_f64(op, name, *t);
   const GlaDims d = check_gla_inputs(op, q_in, k_in, v_in, g_in, scale, state_in);
   check_gla_output_grads(op, d, v_in, dout_in, dstate_out);

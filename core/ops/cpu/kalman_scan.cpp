@@ -19,9 +19,8 @@ struct At {
 // λ_t, η_t for t = 0..T of filter (b, h, n, c). Within a chunk the precision is the chunk's incoming λ mapped by the
 // prefix product M_t ⋯ M_{c+1} of M = [[1 + p̄φ, ā²φ], [p̄, ā²]], renormalised to trace 1 after each product (the map
 // is projective: scaling M changes nothing, and the entries stay positive and bounded).
-template <class T>
-void states(const KalmanDims& d, const T* k, const T* v, const T* lv, T a, T p, T lam0, T eta0, int64_t b, int64_t h,
-            int64_t n, int64_t c, std::vector<T>& lam, std::vector<T>& eta) {
+template <class T> void states(const KalmanDims& d, const T* k, const T* v, const T* lv, T a, T p, T lam0, T eta0,
+                               int64_t b, int64_t h, int64_t n, int64_t c, std::vector<T>& lam, std::vector<T>& eta) {
   const At at{d};
   lam.resize(size_t(d.time + 1));
   eta.resize(size_t(d.time + 1));
@@ -47,13 +46,12 @@ void states(const KalmanDims& d, const T* k, const T* v, const T* lv, T a, T p, 
 
 }  // namespace
 
-template <class T>
-void kalman_scan(const KalmanDims& d, const T* q, const T* k, const T* v, const T* lv, const T* a, const T* p,
-                 const T* lam0, const T* eta0, T* y, T* y_var, T* lam_out, T* eta_out) {
+template <class T> void kalman_scan(const KalmanDims& d, const T* q, const T* k, const T* v, const T* lv, const T* a,
+                                    const T* p, const T* lam0, const T* eta0, T* y, T* y_var, T* lam_out, T* eta_out) {
   const At at{d};
   std::fill(y, y + d.batch * d.time * d.heads * d.channels, T(0));
   if (y_var) std::fill(y_var, y_var + d.batch * d.time * d.heads * d.channels, T(0));
-  // One (b, h) per iteration: the readouts sum over n, so the filters of one (b, h) stay in one thread.
+    // One (b, h) per iteration: the readouts sum over n, so the filters of one (b, h) stay in one thread.
 #pragma omp parallel for collapse(2) schedule(static)
   for (int64_t b = 0; b < d.batch; ++b)
     for (int64_t h = 0; h < d.heads; ++h) {
@@ -73,10 +71,10 @@ void kalman_scan(const KalmanDims& d, const T* q, const T* k, const T* v, const 
     }
 }
 
-template <class T>
-void kalman_scan_backward(const KalmanDims& d, const T* dy, const T* dy_var, const T* dlam_out, const T* deta_out,
-                          const T* q, const T* k, const T* v, const T* lv, const T* a, const T* p, const T* lam0,
-                          const T* eta0, T* dq, T* dk, T* dv, T* dlv, T* da, T* dp, T* dlam0, T* deta0) {
+template <class T> void kalman_scan_backward(const KalmanDims& d, const T* dy, const T* dy_var, const T* dlam_out,
+                                             const T* deta_out, const T* q, const T* k, const T* v, const T* lv,
+                                             const T* a, const T* p, const T* lam0, const T* eta0, T* dq, T* dk, T* dv,
+                                             T* dlv, T* da, T* dp, T* dlam0, T* deta0) {
   const At at{d};
   std::fill(dq, dq + d.batch * d.time * d.heads * d.slots, T(0));
   std::fill(dk, dk + d.batch * d.time * d.heads * d.slots, T(0));
@@ -122,12 +120,12 @@ void kalman_scan_backward(const KalmanDims& d, const T* dy, const T* dy_var, con
   }
 }
 
-#define PRIMER_KALMAN_SCAN(T)                                                                                        \
-  template void kalman_scan<T>(const KalmanDims&, const T*, const T*, const T*, const T*, const T*, const T*,        \
-                               const T*, const T*, T*, T*, T*, T*);                                                  \
-  template void kalman_scan_backward<T>(const KalmanDims&, const T*, const T*, const T*, const T*, const T*,         \
-                                        const T*, const T*, const T*, const T*, const T*, const T*, const T*, T*,    \
-                                        T*, T*, T*, T*, T*, T*, T*);
+#define PRIMER_KALMAN_SCAN(T)                                                                                          \
+  template void kalman_scan<T>(const KalmanDims&, const T*, const T*, const T*, const T*, const T*, const T*,          \
+                               const T*, const T*, T*, T*, T*, T*);                                                    \
+  template void kalman_scan_backward<T>(const KalmanDims&, const T*, const T*, const T*, const T*, const T*, const T*, \
+                                        const T*, const T*, const T*, const T*, const T*, const T*, T*, T*, T*, T*,    \
+                                        T*, T*, T*, T*);
 PRIMER_KALMAN_SCAN(float)
 PRIMER_KALMAN_SCAN(double)
 #undef PRIMER_KALMAN_SCAN

@@ -12,12 +12,11 @@ struct KalmanDims {
 };
 
 // Dense layouts: q, k [B, T, H, N]; v, lv, y, y_var [B, T, H, D]; a, p [H, N, D]; states [B, H, N, D].
-template <class T>
-void kalman_scan(const KalmanDims& d, const T* q, const T* k, const T* v, const T* lv, const T* a, const T* p,
-                 const T* lam0, const T* eta0, T* y, T* y_var, T* lam_out, T* eta_out);
-template <class T>
-void kalman_scan_backward(const KalmanDims& d, const T* dy, const T* dy_var, const T* dlam_out, const T* deta_out,
-                          const T* q, const T* k, const T* v, const T* lv, const T* a, const T* p, const T* lam0,
-                          const T* eta0, T* dq, T* dk, T* dv, T* dlv, T* da, T* dp, T* dlam0, T* deta0);
+template <class T> void kalman_scan(const KalmanDims& d, const T* q, const T* k, const T* v, const T* lv, const T* a,
+                                    const T* p, const T* lam0, const T* eta0, T* y, T* y_var, T* lam_out, T* eta_out);
+template <class T> void kalman_scan_backward(const KalmanDims& d, const T* dy, const T* dy_var, const T* dlam_out,
+                                             const T* deta_out, const T* q, const T* k, const T* v, const T* lv,
+                                             const T* a, const T* p, const T* lam0, const T* eta0, T* dq, T* dk, T* dv,
+                                             T* dlv, T* da, T* dp, T* dlam0, T* deta0);
 
 }  // namespace primer::ops::cpu

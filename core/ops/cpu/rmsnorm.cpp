@@ -8,8 +8,7 @@ namespace primer::ops::cpu {
 namespace {
 
 // Row sums accumulate in double so that the f32 path is as accurate as the data allows.
-template <class T>
-void forward(T* y, T* rstd, const T* x, const T* w, int64_t rows, int64_t D, double eps) {
+template <class T> void forward(T* y, T* rstd, const T* x, const T* w, int64_t rows, int64_t D, double eps) {
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < rows; ++r) {
     const T* xr = x + r * D;

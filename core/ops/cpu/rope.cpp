@@ -8,9 +8,8 @@ namespace primer::ops::cpu {
 namespace {
 
 // The angle is formed in T: one fp32 multiply on the f32 path (as on CUDA), double on the reference path.
-template <class T>
-void rotate(T* y, const T* x, const int32_t* pos, const float* inv_freq, int64_t tokens, int64_t H, int64_t half,
-            bool inverse) {
+template <class T> void rotate(T* y, const T* x, const int32_t* pos, const float* inv_freq, int64_t tokens, int64_t H,
+                               int64_t half, bool inverse) {
 #pragma omp parallel for schedule(static)
   for (int64_t t = 0; t < tokens; ++t) {
     for (int64_t i = 0; i < half; ++i) {

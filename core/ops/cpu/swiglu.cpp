@@ -7,20 +7,15 @@
 namespace primer::ops::cpu {
 namespace {
 
-template <class T>
-T sigmoid(T g) {
-  return T(1) / (T(1) + std::exp(-g));
-}
+template <class T> T sigmoid(T g) { return T(1) / (T(1) + std::exp(-g)); }
 
-template <class T>
-void forward(T* h, const T* gate, const T* up, int64_t n) {
+template <class T> void forward(T* h, const T* gate, const T* up, int64_t n) {
 #pragma omp parallel for schedule(static) if (n > (1 << 14))
   for (int64_t i = 0; i < n; ++i) h[i] = gate[i] * sigmoid(gate[i]) * up[i];
 }
 
 // silu'(g) = s * (1 + g * (1 - s)) with s = sigmoid(g).
-template <class T>
-void backward(T* dgate, T* dup, const T* dh, const T* gate, const T* up, int64_t n) {
+template <class T> void backward(T* dgate, T* dup, const T* dh, const T* gate, const T* up, int64_t n) {
 #pragma omp parallel for schedule(static) if (n > (1 << 14))
   for (int64_t i = 0; i < n; ++i) {
     const T g = gate[i], s = sigmoid(g);

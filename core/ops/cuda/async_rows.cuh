@@ -8,8 +8,7 @@
 
 namespace primer::ops::cuda_ops {
 
-template <int kBytes, int kUnits, int kDepth, bool kAsync>
-class AsyncRows {
+template <int kBytes, int kUnits, int kDepth, bool kAsync> class AsyncRows {
   static_assert(!kAsync || kBytes == 4 || kBytes == 8 || kBytes == 16, "cp.async copies 4, 8 or 16 bytes");
   static_assert((kDepth & (kDepth - 1)) == 0 && kDepth >= 2, "slots are indexed by row & (kDepth - 1)");
 
@@ -40,8 +39,10 @@ class AsyncRows {
 
   // Where unit u of `row` is to be read: its slot, or `global` itself when nothing is staged.
   __device__ __forceinline__ const void* at(int64_t row, int u, const void* global) const {
-    if constexpr (kAsync) return slot(row, u);
-    else return global;
+    if constexpr (kAsync)
+      return slot(row, u);
+    else
+      return global;
   }
 
  private:

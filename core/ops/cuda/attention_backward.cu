@@ -16,11 +16,10 @@
 namespace primer::ops::cuda_ops {
 namespace {
 
-using attn::bf16;
 using attn::BackwardArgs;
+using attn::bf16;
 
-template <int kDh, int kBlock>
-struct BackwardTraits {
+template <int kDh, int kBlock> struct BackwardTraits {
   static constexpr int kWarps = kBlock / 16, kThreads = 32 * kWarps;
   // K, V; two stages of Q and dO; dS^T; two stages of the log2-domain lse and of delta.
   static constexpr int kSmemBytes =
@@ -28,17 +27,16 @@ struct BackwardTraits {
 };
 
 // Key and query tiles are both kBlock rows: a warp owns 16 keys for dK/dV and 16 queries for dQ.
-template <int kDh, int kBlock>
-__global__ void __launch_bounds__(2 * kBlock) attention_backward_kernel(BackwardArgs a) {
+template <int kDh, int kBlock> __global__ void __launch_bounds__(2 * kBlock) attention_backward_kernel(BackwardArgs a) {
   using Tr = BackwardTraits<kDh, kBlock>;
   constexpr int kThreads = Tr::kThreads, kMT = kBlock / 8, kDT = kDh / 8, kTile = kBlock * kDh;
   constexpr int kDqCols = 32;  // dQ columns per pass: bounds the registers the dQ product needs
   extern __shared__ __align__(128) unsigned char smem[];
   bf16* sK = reinterpret_cast<bf16*>(smem);
   bf16* sV = sK + kTile;
-  bf16* sQ = sV + kTile;        // [2][kBlock][kDh]
-  bf16* sdO = sQ + 2 * kTile;   // [2][kBlock][kDh]
-  bf16* sdS = sdO + 2 * kTile;  // [kBlock keys][kBlock queries]
+  bf16* sQ = sV + kTile;                                          // [2][kBlock][kDh]
+  bf16* sdO = sQ + 2 * kTile;                                     // [2][kBlock][kDh]
+  bf16* sdS = sdO + 2 * kTile;                                    // [kBlock keys][kBlock queries]
   float* sLse = reinterpret_cast<float*>(sdS + kBlock * kBlock);  // [2][kBlock]
   float* sDelta = sLse + 2 * kBlock;                              // [2][kBlock]
 
@@ -123,7 +121,7 @@ __global__ void __launch_bounds__(2 * kBlock) attention_backward_kernel(Backward
         dpt[j][e] = p * (dpt[j][e] - delta[col]) * a.scale;
       }
 
-    // dV += P^T dO and dK += dS^T Q (k = queries).
+      // dV += P^T dO and dK += dS^T Q (k = queries).
 #pragma unroll
     for (int kk = 0; kk < kBlock / 16; ++kk) {
       uint32_t pa[4], dsa[4];
@@ -192,8 +190,10 @@ __global__ void __launch_bounds__(2 * kBlock) attention_backward_kernel(Backward
     bf16* dv_row = a.dv + kv_base + key * kv_stride;
 #pragma unroll
     for (int d = 0; d < kDT; ++d) {
-      *reinterpret_cast<__nv_bfloat162*>(dk_row + d * 8 + 2 * t) = __floats2bfloat162_rn(dk[d][2 * r], dk[d][2 * r + 1]);
-      *reinterpret_cast<__nv_bfloat162*>(dv_row + d * 8 + 2 * t) = __floats2bfloat162_rn(dv[d][2 * r], dv[d][2 * r + 1]);
+      *reinterpret_cast<__nv_bfloat162*>(dk_row + d * 8 + 2 * t) =
+          __floats2bfloat162_rn(dk[d][2 * r], dk[d][2 * r + 1]);
+      *reinterpret_cast<__nv_bfloat162*>(dv_row + d * 8 + 2 * t) =
+          __floats2bfloat162_rn(dv[d][2 * r], dv[d][2 * r + 1]);
     }
   }
 }
@@ -202,13 +202,13 @@ template <int kDh>
 void launch_delta(const BackwardArgs& a, float* delta, const bf16* out, int B) {  // also zeroes dq_accum
   const int64_t rows = int64_t(B) * a.mask.Tq * a.Hq;
   constexpr int kThreads = 256;
-  attn::attention_delta_kernel<kDh><<<unsigned((rows + kThreads / 32 - 1) / (kThreads / 32)), kThreads, 0,
-                                      cuda::stream()>>>(delta, a.dq_accum, a.dout, out, rows, a.mask.Tq, a.Hq);
+  attn::attention_delta_kernel<kDh>
+      <<<unsigned((rows + kThreads / 32 - 1) / (kThreads / 32)), kThreads, 0, cuda::stream()>>>(
+          delta, a.dq_accum, a.dout, out, rows, a.mask.Tq, a.Hq);
   PRIMER_CUDA_CHECK_LAUNCH();
 }
 
-template <int kDh, int kBlock>
-void launch_backward(const BackwardArgs& a, int B) {
+template <int kDh, int kBlock> void launch_backward(const BackwardArgs& a, int B) {
   using Tr = BackwardTraits<kDh, kBlock>;
   constexpr auto kernel = attention_backward_kernel<kDh, kBlock>;
   allow_dynamic_smem<kernel>(Tr::kSmemBytes);
@@ -221,10 +221,21 @@ void launch_backward(const BackwardArgs& a, int B) {
 
 void attention_backward(float* dq_accum, void* dk, void* dv, float* delta, const void* dout, const void* q,
                         const void* k, const void* v, const void* out, const float* lse, const AttentionDims& d) {
-  const BackwardArgs a{static_cast<const bf16*>(q), static_cast<const bf16*>(k), static_cast<const bf16*>(v),
-                       static_cast<const bf16*>(dout), lse, delta, dq_accum, static_cast<bf16*>(dk),
-                       static_cast<bf16*>(dv), int(d.Hq), int(d.Hkv), int(d.Hq / d.Hkv), d.scale,
-                       d.scale * attn::kLog2e, attn::Mask::of(d)};
+  const BackwardArgs a{static_cast<const bf16*>(q),
+                       static_cast<const bf16*>(k),
+                       static_cast<const bf16*>(v),
+                       static_cast<const bf16*>(dout),
+                       lse,
+                       delta,
+                       dq_accum,
+                       static_cast<bf16*>(dk),
+                       static_cast<bf16*>(dv),
+                       int(d.Hq),
+                       int(d.Hkv),
+                       int(d.Hq / d.Hkv),
+                       d.scale,
+                       d.scale * attn::kLog2e,
+                       attn::Mask::of(d)};
   const bf16* o = static_cast<const bf16*>(out);
   if (d.Dh == 64)
     launch_delta<64>(a, delta, o, int(d.B));

@@ -23,10 +23,9 @@ struct BackwardArgs {
 
 // delta[b, h, i] = sum_d dout[b, i, h, d] * out[b, i, h, d], and dq_accum's row [b, i, h, :] zeroed for the
 // backward kernel's atomics; one warp per (b, i, h) row.
-template <int kDh>
-__global__ void attention_delta_kernel(float* __restrict__ delta, float* __restrict__ dq_accum,
-                                       const bf16* __restrict__ dout, const bf16* __restrict__ out, int64_t rows,
-                                       int Tq, int Hq) {
+template <int kDh> __global__ void attention_delta_kernel(float* __restrict__ delta, float* __restrict__ dq_accum,
+                                                          const bf16* __restrict__ dout, const bf16* __restrict__ out,
+                                                          int64_t rows, int Tq, int Hq) {
   const int64_t row = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   if (row >= rows) return;
   const int lane = threadIdx.x % 32;

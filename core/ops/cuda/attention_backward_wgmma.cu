@@ -27,14 +27,13 @@ namespace {
 
 using wgmma::Sw128Tile;
 
-template <int kDh>
-struct WgmmaBackwardTraits {
+template <int kDh> struct WgmmaBackwardTraits {
   static constexpr int kBlockN = 128, kBlockM = 64, kThreads = 256, kStages = 3;
   static constexpr bool kSplitN = kDh == 128;
   static constexpr int kDqCols = kSplitN ? kDh / 2 : kDh;  // dQ columns one warpgroup computes
-  using KTile = Sw128Tile<kBlockN, kDh>;      // K, V: [key][d]
-  using QTile = Sw128Tile<kBlockM, kDh>;      // Q, dO: [query][d]
-  using STile = Sw128Tile<kBlockN, kBlockM>;  // dS^T: [key][query]
+  using KTile = Sw128Tile<kBlockN, kDh>;                   // K, V: [key][d]
+  using QTile = Sw128Tile<kBlockM, kDh>;                   // Q, dO: [query][d]
+  using STile = Sw128Tile<kBlockN, kBlockM>;               // dS^T: [key][query]
   // dQ staging, per warpgroup two boxes of the dQ tensor map: [64 queries][32 fp32 columns] each.
   static_assert(kDqCols == 2 * 32, "a warpgroup's dQ columns are the two 32-column boxes it stages");
   static constexpr int kDqBox = kBlockM * 32, kDqStaging = 2 * 2 * kDqBox;
@@ -57,10 +56,7 @@ __device__ __forceinline__ void cp_async_4(void* smem, const void* global, bool 
 __device__ __forceinline__ uint64_t advance(uint64_t desc, int bytes) { return desc + uint64_t(bytes >> 4); }
 // Byte offset of reduction column k0 (a multiple of 16) in a K-major Sw128Tile, and of reduction row k0 in an
 // MN-major one.
-template <class Tile>
-constexpr int k_major_step(int k0) {
-  return (k0 / 64) * Tile::kBlockElems * 2 + (k0 % 64) * 2;
-}
+template <class Tile> constexpr int k_major_step(int k0) { return (k0 / 64) * Tile::kBlockElems * 2 + (k0 % 64) * 2; }
 constexpr int mn_major_step(int k0) { return k0 * 64 * 2; }
 
 // Offset of (row, col < 64) in a warpgroup's two staged dQ boxes: 128-byte rows whose 16-byte chunks are
@@ -105,8 +101,7 @@ __device__ __forceinline__ void accumulators_to_a(uint32_t (&a)[4][4], const flo
 }
 #endif
 
-template <int kDh>
-__global__ void __launch_bounds__(256, 1)
+template <int kDh> __global__ void __launch_bounds__(256, 1)
     attention_backward_wgmma_kernel(BackwardArgs a, const __grid_constant__ CUtensorMap q_map,
                                     const __grid_constant__ CUtensorMap do_map,
                                     const __grid_constant__ CUtensorMap dq_map) {
@@ -121,12 +116,12 @@ __global__ void __launch_bounds__(256, 1)
   unsigned char* smem = smem_raw + ((1024 - (smem_address(smem_raw) & 1023)) & 1023);  // swizzle atoms: 1024 B
   bf16* sK = reinterpret_cast<bf16*>(smem);
   bf16* sV = sK + KTile::kElems;
-  bf16* sQ = sV + KTile::kElems;               // [kStages]
-  bf16* sdO = sQ + kStages * QTile::kElems;    // [kStages]
+  bf16* sQ = sV + KTile::kElems;             // [kStages]
+  bf16* sdO = sQ + kStages * QTile::kElems;  // [kStages]
   bf16* sdS = sdO + kStages * QTile::kElems;
   float* sDq = reinterpret_cast<float*>(sdS + STile::kElems);  // 1024-byte aligned, as the 128-byte swizzle needs
-  float* sLse = sDq + Tr::kDqStaging;                           // [kStages][kBlockM]
-  float* sDelta = sLse + kStages * kBlockM;                     // [kStages][kBlockM]
+  float* sLse = sDq + Tr::kDqStaging;                          // [kStages][kBlockM]
+  float* sDelta = sLse + kStages * kBlockM;                    // [kStages][kBlockM]
   uint64_t* queries_full = reinterpret_cast<uint64_t*>(sDelta + kStages * kBlockM);  // [kStages]: Q and dO landed
 
   const int n0 = (gridDim.x - 1 - blockIdx.x) * kBlockN;  // causal: early keys feed the most queries, start them first
@@ -165,10 +160,10 @@ __global__ void __launch_bounds__(256, 1)
         tma::arrive_expect_bytes(&queries_full[stage], 2 * QTile::kElems * int(sizeof(bf16)));
 #pragma unroll
         for (int c = 0; c < kDh / 64; ++c) {
-          tma::load_4d(sQ + stage * QTile::kElems + c * QTile::kBlockElems, &q_map, &queries_full[stage], 64 * c, h,
+          tma::load_4d(sQ + stage * QTile::kElems + c * QTile::kBlockElems, &q_map, &queries_full[stage], 64 * c, h, m0,
+                       b);
+          tma::load_4d(sdO + stage * QTile::kElems + c * QTile::kBlockElems, &do_map, &queries_full[stage], 64 * c, h,
                        m0, b);
-          tma::load_4d(sdO + stage * QTile::kElems + c * QTile::kBlockElems, &do_map, &queries_full[stage], 64 * c,
-                       h, m0, b);
         }
       }
       if (tid < 2 * kBlockM) {  // rows past Tq read as 0: finite, and masked out
@@ -268,8 +263,8 @@ __global__ void __launch_bounds__(256, 1)
     for (int kk = 0; kk < 4; ++kk)
 #pragma unroll
       for (int i = 0; i < 4; ++i)
-        *reinterpret_cast<uint32_t*>(sdS + STile::offset(64 * wg + 16 * warp + g + 8 * (i & 1),
-                                                         16 * kk + 8 * (i >> 1) + 2 * t)) = dsa[kk][i];
+        *reinterpret_cast<uint32_t*>(
+            sdS + STile::offset(64 * wg + 16 * warp + g + 8 * (i & 1), 16 * kk + 8 * (i >> 1) + 2 * t)) = dsa[kk][i];
     // After this barrier: both warpgroups' dS^T and the next step's queries are in shared memory, the previous
     // step's dQ staging has been read, and both warpgroups are done with step - 1's dK/dV products, so its stage
     // takes step + 2's queries.
@@ -347,8 +342,7 @@ __global__ void __launch_bounds__(256, 1)
 #endif
 }
 
-template <int kDh>
-void launch_wgmma(const BackwardArgs& a, int B) {
+template <int kDh> void launch_wgmma(const BackwardArgs& a, int B) {
   using Tr = WgmmaBackwardTraits<kDh>;
   constexpr auto kernel = attention_backward_wgmma_kernel<kDh>;
   allow_dynamic_smem<kernel>(Tr::kSmemBytes);

@@ -28,20 +28,19 @@ struct ForwardArgs {
   attn::Mask mask;
 };
 
-template <int kDh, int kWarps, int kBlockN>
-struct ForwardTraits {
+template <int kDh, int kWarps, int kBlockN> struct ForwardTraits {
   static constexpr int kBlockM = 16 * kWarps, kThreads = 32 * kWarps;
   static constexpr int kSmemBytes = (kBlockM + 4 * kBlockN) * kDh * int(sizeof(bf16));  // Q + two stages of K, V
 };
 
-template <int kDh, int kWarps, int kBlockN>
-__global__ void __launch_bounds__(32 * kWarps) attention_forward_kernel(ForwardArgs a) {
+template <int kDh, int kWarps, int kBlockN> __global__ void __launch_bounds__(32 * kWarps)
+    attention_forward_kernel(ForwardArgs a) {
   using Tr = ForwardTraits<kDh, kWarps, kBlockN>;
   constexpr int kBlockM = Tr::kBlockM, kThreads = Tr::kThreads, kNT = kBlockN / 8, kDT = kDh / 8;
   extern __shared__ __align__(128) unsigned char smem[];
   bf16* sQ = reinterpret_cast<bf16*>(smem);
-  bf16* sK = sQ + kBlockM * kDh;        // [2][kBlockN][kDh]
-  bf16* sV = sK + 2 * kBlockN * kDh;    // [2][kBlockN][kDh]
+  bf16* sK = sQ + kBlockM * kDh;      // [2][kBlockN][kDh]
+  bf16* sV = sK + 2 * kBlockN * kDh;  // [2][kBlockN][kDh]
 
   const int m0 = (gridDim.x - 1 - blockIdx.x) * kBlockM;  // longest causal rows first
   const int h = blockIdx.y, b = blockIdx.z;
@@ -110,7 +109,7 @@ __global__ void __launch_bounds__(32 * kWarps) attention_forward_kernel(ForwardA
           if (masked && !mask.visible(row0 + (e >> 1) * 8, n0 + j * 8 + 2 * t + (e & 1))) s[j][e] = -INFINITY;
         }
 
-      // Online softmax: rescale what was accumulated so far by exp2(old max - new max).
+        // Online softmax: rescale what was accumulated so far by exp2(old max - new max).
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
         float mx = row_max[r];
@@ -169,8 +168,7 @@ __global__ void __launch_bounds__(32 * kWarps) attention_forward_kernel(ForwardA
   }
 }
 
-template <int kDh, int kWarps, int kBlockN>
-void launch_forward(const ForwardArgs& a, int B) {
+template <int kDh, int kWarps, int kBlockN> void launch_forward(const ForwardArgs& a, int B) {
   using Tr = ForwardTraits<kDh, kWarps, kBlockN>;
   constexpr auto kernel = attention_forward_kernel<kDh, kWarps, kBlockN>;
   allow_dynamic_smem<kernel>(Tr::kSmemBytes);
@@ -183,9 +181,16 @@ void launch_forward(const ForwardArgs& a, int B) {
 
 void attention_forward(void* out, float* lse, const void* q, const void* k, const void* v, const AttentionDims& d) {
   if (wgmma_available()) return attention_forward_wgmma(out, lse, q, k, v, d);
-  const ForwardArgs a{static_cast<const bf16*>(q), static_cast<const bf16*>(k), static_cast<const bf16*>(v),
-                      static_cast<bf16*>(out), lse, int(d.Hq), int(d.Hkv), int(d.Hq / d.Hkv),
-                      d.scale * kLog2e, attn::Mask::of(d)};
+  const ForwardArgs a{static_cast<const bf16*>(q),
+                      static_cast<const bf16*>(k),
+                      static_cast<const bf16*>(v),
+                      static_cast<bf16*>(out),
+                      lse,
+                      int(d.Hq),
+                      int(d.Hkv),
+                      int(d.Hq / d.Hkv),
+                      d.scale * kLog2e,
+                      attn::Mask::of(d)};
   if (d.Dh == 64)
     launch_forward<64, 8, 64>(a, int(d.B));
   else

@@ -28,8 +28,7 @@ struct ForwardArgs {
   attn::Mask mask;
 };
 
-template <int kDh>
-struct Traits {
+template <int kDh> struct Traits {
   // Two consumer warpgroups (64 query rows each) and a producer warpgroup, one thread of which issues the copies:
   // a whole warpgroup so that registers can move from it to the consumers (setmaxnreg; the register file is split
   // among the four schedulers, so an odd extra warp would cap every thread at 168).
@@ -49,10 +48,10 @@ struct Traits {
 // crosses the mask's edge, updates the running max and sum, turns s into unnormalised probabilities
 // p = exp2(s * scale_log2 - max * scale_log2) (one FFMA and one EX2 each) and returns in correction[r] the factor
 // exp2((old max - new max) * scale_log2) that what was accumulated so far must be multiplied by.
-template <int kBlockN>
-__device__ __forceinline__ void online_softmax(float (&s)[kBlockN / 2], float (&row_max)[2], float (&row_sum)[2],
-                                               float (&correction)[2], const attn::Mask& mask, int rows0, int row0,
-                                               int n0, int t, float scale_log2) {
+template <int kBlockN> __device__ __forceinline__ void online_softmax(float (&s)[kBlockN / 2], float (&row_max)[2],
+                                                                      float (&row_sum)[2], float (&correction)[2],
+                                                                      const attn::Mask& mask, int rows0, int row0,
+                                                                      int n0, int t, float scale_log2) {
   if (!mask.tile_fully_visible(rows0, 64, n0, kBlockN)) {
 #pragma unroll
     for (int j = 0; j < kBlockN / 8; ++j)
@@ -94,10 +93,10 @@ __device__ __forceinline__ void pack_probabilities(uint32_t (&p)[kBlockN / 16][4
 // barrier (every consumer warp has finished reading it) before refilling it. Per consumer warpgroup: while
 // O += P_j V_j runs on the tensor cores, the scores of tile j + 1 (issued just before it) go through the softmax.
 // The warpgroups never wait for each other, so one's softmax overlaps the other's products.
-template <int kDh>
-__global__ void __launch_bounds__(Traits<kDh>::kThreads, 1)
+template <int kDh> __global__ void __launch_bounds__(Traits<kDh>::kThreads, 1)
     attention_forward_wgmma_kernel(ForwardArgs a, const __grid_constant__ CUtensorMap q_map,
-                                   const __grid_constant__ CUtensorMap k_map, const __grid_constant__ CUtensorMap v_map) {
+                                   const __grid_constant__ CUtensorMap k_map,
+                                   const __grid_constant__ CUtensorMap v_map) {
 #ifdef PRIMER_WGMMA
   using Tr = Traits<kDh>;
   constexpr int kBlockM = Tr::kBlockM, kBlockN = Tr::kBlockN;
@@ -107,10 +106,10 @@ __global__ void __launch_bounds__(Traits<kDh>::kThreads, 1)
   bf16* sK = sQ + Tr::QTile::kElems;  // [2] stages
   bf16* sV = sK + 2 * kKvElems;       // [2] stages
   uint64_t* q_full = reinterpret_cast<uint64_t*>(sV + 2 * kKvElems);
-  uint64_t* k_full = q_full + 1;   // [2]
-  uint64_t* v_full = k_full + 2;   // [2]
-  uint64_t* k_empty = v_full + 2;  // [2]
-  uint64_t* v_empty = k_empty + 2; // [2]
+  uint64_t* k_full = q_full + 1;    // [2]
+  uint64_t* v_full = k_full + 2;    // [2]
+  uint64_t* k_empty = v_full + 2;   // [2]
+  uint64_t* v_empty = k_empty + 2;  // [2]
 
   const int m0 = (gridDim.x - 1 - blockIdx.x) * kBlockM;  // longest causal rows first
   const int h = blockIdx.y, b = blockIdx.z, kvh = h / a.group;
@@ -167,14 +166,14 @@ __global__ void __launch_bounds__(Traits<kDh>::kThreads, 1)
     auto release = [&](uint64_t* empty, int tile) {
       if (lane == 0) tma::arrive(&empty[stage(tile)]);
     };
-    auto scores = [&](float (&s)[kBlockN / 2], int tile) {  // S = Q K^T, issued and committed
+    auto scores = [&](float(&s)[kBlockN / 2], int tile) {  // S = Q K^T, issued and committed
 #pragma unroll
       for (int kk = 0; kk < kDh / 16; ++kk)
         wgmma::wgmma_ss<0, 0>(s, wgmma::k_major<kBlockM, kDh>(sQ, 64 * wg, kk * 16),
                               wgmma::k_major<kBlockN, kDh>(sK + stage(tile) * kKvElems, 0, kk * 16), kk > 0);
       wgmma::commit();
     };
-    auto accumulate_values = [&](const uint32_t (&p)[kBlockN / 16][4], int tile) {  // O += P V, issued, committed
+    auto accumulate_values = [&](const uint32_t(&p)[kBlockN / 16][4], int tile) {  // O += P V, issued, committed
 #pragma unroll
       for (int kk = 0; kk < kBlockN / 16; ++kk)
         wgmma::wgmma_rs<1>(o, p[kk], wgmma::mn_major<kBlockN, kDh>(sV + stage(tile) * kKvElems, kk * 16, 0), 1);
@@ -190,8 +189,7 @@ __global__ void __launch_bounds__(Traits<kDh>::kThreads, 1)
     wgmma::wait<0>();
     wgmma::pin(s);
     release(k_empty, tile_begin);
-    online_softmax<kBlockN>(s, row_max, row_sum, correction, mask, wg_m0, row0, tile_begin * kBlockN, t,
-                            a.scale_log2);
+    online_softmax<kBlockN>(s, row_max, row_sum, correction, mask, wg_m0, row0, tile_begin * kBlockN, t, a.scale_log2);
     pack_probabilities<kBlockN>(p, s);
 
     // Every iteration but the last overlaps the next tile's softmax with this tile's P V (no branch around the
@@ -245,8 +243,7 @@ __global__ void __launch_bounds__(Traits<kDh>::kThreads, 1)
 #endif  // PRIMER_WGMMA
 }
 
-template <int kDh>
-void launch(const ForwardArgs& a, const void* q, const void* k, const void* v, int B) {
+template <int kDh> void launch(const ForwardArgs& a, const void* q, const void* k, const void* v, int B) {
   using Tr = Traits<kDh>;
   constexpr auto kernel = attention_forward_wgmma_kernel<kDh>;
   allow_dynamic_smem<kernel>(Tr::kSmemBytes);

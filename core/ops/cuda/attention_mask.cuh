@@ -14,9 +14,7 @@ struct Mask {
   bool causal;
   int64_t window, diag;
 
-  static Mask of(const AttentionDims& d) {
-    return {int(d.Tq), int(d.Tk), d.causal, d.window, d.q_offset - d.k_offset};
-  }
+  static Mask of(const AttentionDims& d) { return {int(d.Tq), int(d.Tk), d.causal, d.window, d.q_offset - d.k_offset}; }
 
   __device__ __forceinline__ bool visible(int i, int j) const {
     if (i >= Tq || j >= Tk) return false;

@@ -18,8 +18,7 @@ using bf16 = __nv_bfloat16;
 
 // Element offset of (row, col) in a tile with kCols bf16 per row, stored in 16-byte chunks whose index is XORed
 // with row % 8: the 8 rows an ldmatrix reads at one column fall in 8 different bank groups.
-template <int kCols>
-__device__ __forceinline__ int swizzle(int row, int col) {
+template <int kCols> __device__ __forceinline__ int swizzle(int row, int col) {
   return row * kCols + ((((col >> 3) ^ (row & 7)) << 3) | (col & 7));
 }
 
@@ -33,8 +32,7 @@ __device__ __forceinline__ void cp_async_16(void* smem, const void* global, bool
                "r"(valid ? 16 : 0));
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int kPending>
-__device__ __forceinline__ void cp_async_wait() {
+template <int kPending> __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
 }
 

@@ -24,7 +24,7 @@ struct ChunkRef {
   int64_t gate0;       // offset of its first token in a [B, T, H] buffer
   int64_t row_stride;  // H·D elements between tokens (and H between gates)
   int64_t gate_stride;
-  int len;             // valid tokens, 1..64
+  int len;  // valid tokens, 1..64
 };
 
 // Sizes the kernels need, in device-friendly types.
@@ -37,9 +37,7 @@ struct Geom {
     return {bh, n, ((b * T + t0) * H + h) * D, (b * T + t0) * H + h, H * D, H, int(len)};
   }
   // Chunk-start state n (n = N: the state after the last token) of head bh in the [BH][N+1][D][D] workspace.
-  __device__ __forceinline__ int64_t state(int64_t bh, int64_t n, int D) const {
-    return (bh * (N + 1) + n) * D * D;
-  }
+  __device__ __forceinline__ int64_t state(int64_t bh, int64_t n, int D) const { return (bh * (N + 1) + n) * D * D; }
   // Per-chunk-row scalars in a [BH][N][64] workspace.
   __device__ __forceinline__ int64_t rows(int64_t bh, int64_t n) const { return (bh * N + n) * kC; }
 };
@@ -104,8 +102,7 @@ __device__ __forceinline__ void store_split(bf16* hi, bf16* lo, int offset, cons
 // swizzled [64][kCols] bf16 tile: load() issues every load of this thread (zeros at rows >= valid, or when src is
 // null); store() scales row r by scale[r] (null: 1) and writes the tile (and the residuals into lo, if non-null).
 // Loading early and storing late lets a kernel wait for memory once for several tiles.
-template <class T, int kCols, int kThreads>
-struct RowPieces {
+template <class T, int kCols, int kThreads> struct RowPieces {
   static constexpr int kPerRow = kCols / 8, kIters = kC * kPerRow / kThreads;
   static_assert(kC * kPerRow % kThreads == 0, "whole 8-column pieces per thread");
   float v[kIters][8];
@@ -135,9 +132,9 @@ struct RowPieces {
   }
 };
 
-template <class T, int kCols, int kThreads>
-__device__ __forceinline__ void stage_rows(bf16* hi, bf16* lo, const T* src, int64_t row_stride, int col0, int valid,
-                                           const float* scale) {
+template <class T, int kCols, int kThreads> __device__ __forceinline__ void stage_rows(bf16* hi, bf16* lo, const T* src,
+                                                                                       int64_t row_stride, int col0,
+                                                                                       int valid, const float* scale) {
   RowPieces<T, kCols, kThreads> pieces;
   pieces.load(src, row_stride, col0, valid);
   pieces.store(hi, lo, scale);
@@ -145,8 +142,7 @@ __device__ __forceinline__ void stage_rows(bf16* hi, bf16* lo, const T* src, int
 
 // An f32 [D][D] matrix (row-major) into swizzled bf16 tiles hi (and lo, if non-null: the rounding residual), loads
 // first as above. Returns this thread's part of Σ m².
-template <int D, int kThreads>
-__device__ __forceinline__ float stage_matrix(bf16* hi, bf16* lo, const float* m) {
+template <int D, int kThreads> __device__ __forceinline__ float stage_matrix(bf16* hi, bf16* lo, const float* m) {
   constexpr int kIters = D * D / 8 / kThreads;
   static_assert(D * D / 8 % kThreads == 0, "whole 8-column pieces per thread");
   float v[kIters][8];
@@ -167,8 +163,7 @@ __device__ __forceinline__ float stage_matrix(bf16* hi, bf16* lo, const float* m
 // A is a swizzled row-major tile with kACols columns; B is a swizzled tile with kBCols columns that stores B as
 // [k][n] (kBRowMajor) or as [n][k] (B's columns are the tile's rows: a product with the tile's transpose).
 template <int kACols, int kBCols, int kSteps, int kNT, bool kBRowMajor>
-__device__ __forceinline__ void mma_rows(float (&acc)[kNT][4], const bf16* A, int m0, const bf16* B, int n0,
-                                         int lane) {
+__device__ __forceinline__ void mma_rows(float (&acc)[kNT][4], const bf16* A, int m0, const bf16* B, int n0, int lane) {
 #pragma unroll
   for (int kk = 0; kk < kSteps; ++kk) {
     uint32_t a[4];
@@ -227,8 +222,7 @@ __device__ __forceinline__ float quad_sum(float v) {
 
 // The 8-warp tiling of a chunk's [64][D] rows: warp (wm, wn) = (warp % 4, warp / 4) owns rows 16·wm .. +16, the
 // D/2 columns from wn·D/2 (as D/16 accumulator tiles) and, for 64 x 64 products, the 32 columns from 32·wn.
-template <int D>
-struct WarpTile {
+template <int D> struct WarpTile {
   int lane, m0, ncol0, pcol0;
   __device__ static WarpTile of_thread() {
     const int warp = int(threadIdx.x >> 5);
@@ -238,8 +232,8 @@ struct WarpTile {
 };
 
 // This thread's elements of a [64][D] chunk buffer (rows of `c`) into accumulator layout; 0 past the chunk.
-template <int D, class T>
-__device__ __forceinline__ void load_rows(float (&v)[D / 16][4], const T* src, const ChunkRef& c, const WarpTile<D>& s) {
+template <int D, class T> __device__ __forceinline__ void load_rows(float (&v)[D / 16][4], const T* src,
+                                                                    const ChunkRef& c, const WarpTile<D>& s) {
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int row = s.row(half);
@@ -253,8 +247,8 @@ __device__ __forceinline__ void load_rows(float (&v)[D / 16][4], const T* src, c
   }
 }
 
-template <int D, class T>
-__device__ __forceinline__ void store_rows(T* dst, const float (&v)[D / 16][4], const ChunkRef& c, const WarpTile<D>& s) {
+template <int D, class T> __device__ __forceinline__ void store_rows(T* dst, const float (&v)[D / 16][4],
+                                                                     const ChunkRef& c, const WarpTile<D>& s) {
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int row = s.row(half);
@@ -268,29 +262,31 @@ __device__ __forceinline__ void store_rows(T* dst, const float (&v)[D / 16][4], 
 }
 
 // Σ over this thread's columns of a ⊙ b, per row, added into rows[] (shared, zeroed; 2 warps share a row).
-template <int D>
-__device__ __forceinline__ void add_row_dots(float* rows, const float (&a)[D / 16][4], const float (&b)[D / 16][4],
-                                             const WarpTile<D>& s) {
+template <int D> __device__ __forceinline__ void add_row_dots(float* rows, const float (&a)[D / 16][4],
+                                                              const float (&b)[D / 16][4], const WarpTile<D>& s) {
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     float v = 0.f;
 #pragma unroll
-    for (int nt = 0; nt < D / 16; ++nt) v += a[nt][2 * half] * b[nt][2 * half] + a[nt][2 * half + 1] * b[nt][2 * half + 1];
+    for (int nt = 0; nt < D / 16; ++nt)
+      v += a[nt][2 * half] * b[nt][2 * half] + a[nt][2 * half + 1] * b[nt][2 * half + 1];
     v = quad_sum(v);
     if ((s.lane & 3) == 0) atomicAdd(rows + s.row(half), v);  // two addends into 0: exact, order-free
   }
 }
 
 // Host-side dispatch on head_dim (64 or 128, validated by the op) and on the I/O dtype (bf16 or f32).
-template <class F>
-void with_dim(int64_t D, F&& f) {
-  if (D == 64) f(std::integral_constant<int, 64>{});
-  else f(std::integral_constant<int, 128>{});
+template <class F> void with_dim(int64_t D, F&& f) {
+  if (D == 64)
+    f(std::integral_constant<int, 64>{});
+  else
+    f(std::integral_constant<int, 128>{});
 }
-template <class F>
-void with_dtype(DType dtype, F&& f) {
-  if (dtype == DType::BF16) f(bf16{});
-  else f(float{});
+template <class F> void with_dtype(DType dtype, F&& f) {
+  if (dtype == DType::BF16)
+    f(bf16{});
+  else
+    f(float{});
 }
 
 }  // namespace primer::ops::cuda_ops::cheb

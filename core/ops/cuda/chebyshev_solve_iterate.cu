@@ -28,22 +28,18 @@ struct IterateArgs {
   bool bp_lambda;
 };
 
-template <int D>
-struct IterateSmem {
-  static constexpr int kBytes = (2 * D * D + 2 * kC * D + kC * kC) * int(sizeof(bf16)) + (6 * kC + 8) * int(sizeof(float));
+template <int D> struct IterateSmem {
+  static constexpr int kBytes =
+      (2 * D * D + 2 * kC * D + kC * kC) * int(sizeof(bf16)) + (6 * kC + 8) * int(sizeof(float));
 };
 
 // The CTA's shared tiles and this thread's place in the warp tiling.
-template <int D>
-struct Tiles : WarpTile<D> {
-  bf16 *h_hi, *h_lo, *k, *x, *p;
-};
+template <int D> struct Tiles : WarpTile<D> { bf16 *h_hi, *h_lo, *k, *x, *p; };
 
 // P = A Kᵀ (this warp's 16 x 32 part) and Y = A H_0ᵀ (its 16 x D/2 part, H_0 as hi + lo) for a [64][D] tile A:
 // each fragment of A is loaded once for both products.
-template <int D>
-__device__ __forceinline__ void products_with_k_and_h0(float (&p)[4][4], float (&Y)[D / 16][4], const bf16* A,
-                                                       const Tiles<D>& s) {
+template <int D> __device__ __forceinline__ void products_with_k_and_h0(float (&p)[4][4], float (&Y)[D / 16][4],
+                                                                        const bf16* A, const Tiles<D>& s) {
   constexpr int kNT = D / 16;
 #pragma unroll
   for (int nt = 0; nt < 4; ++nt)
@@ -78,9 +74,9 @@ __device__ __forceinline__ void products_with_k_and_h0(float (&p)[4][4], float (
 }
 
 // Y = H_c X_c for the CTA's 64 rows; X in this thread's registers. Two barriers; every thread must call it.
-template <int D>
-__device__ __forceinline__ void chunk_matvec(float (&Y)[D / 16][4], const float (&X)[D / 16][4],
-                                             const float (&mask)[4][4], const float (&zeta)[2], const Tiles<D>& s) {
+template <int D> __device__ __forceinline__ void chunk_matvec(float (&Y)[D / 16][4], const float (&X)[D / 16][4],
+                                                              const float (&mask)[4][4], const float (&zeta)[2],
+                                                              const Tiles<D>& s) {
   constexpr int kNT = D / 16;
   store_tile<D, kNT>(s.x, X, s.m0, s.ncol0, s.lane);
   __syncthreads();
@@ -99,8 +95,7 @@ __device__ __forceinline__ void chunk_matvec(float (&Y)[D / 16][4], const float 
   mma_rows<kC, D, kC / 16, kNT, true>(Y, s.p, s.m0, s.k, s.ncol0, s.lane);  // + ((X Kᵀ) ⊙ Mᵀ) K
 }
 
-template <int D, class T, bool kBackward>
-__global__ void __launch_bounds__(kThreads, 1) iterate_kernel(IterateArgs a) {
+template <int D, class T, bool kBackward> __global__ void __launch_bounds__(kThreads, 1) iterate_kernel(IterateArgs a) {
   constexpr int kNT = D / 16;
   extern __shared__ __align__(128) unsigned char smem[];
   Tiles<D> s;
@@ -251,8 +246,7 @@ __global__ void __launch_bounds__(kThreads, 1) iterate_kernel(IterateArgs a) {
   }
 }
 
-template <int D, class T, bool kBackward>
-void launch(const IterateArgs& a, const ChebyshevDims& d) {
+template <int D, class T, bool kBackward> void launch(const IterateArgs& a, const ChebyshevDims& d) {
   constexpr auto kernel = iterate_kernel<D, T, kBackward>;
   constexpr int kBytes = IterateSmem<D>::kBytes;
   allow_dynamic_smem<kernel>(kBytes);
@@ -270,8 +264,10 @@ void launch_iterate(const ChebyshevDims& d, DType dtype, const void* rhs, const 
     using T = decltype(tag);
     with_dim(d.dim, [&](auto dim) {
       constexpr int D = decltype(dim)::value;
-      if (x) launch<D, T, true>(a, d);
-      else launch<D, T, false>(a, d);
+      if (x)
+        launch<D, T, true>(a, d);
+      else
+        launch<D, T, false>(a, d);
     });
   });
 }

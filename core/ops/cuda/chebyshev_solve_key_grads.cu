@@ -26,13 +26,12 @@ struct KeyGradArgs {
   int hdot_tiles;
 };
 
-template <int D>
-struct KeyGradSmem {
-  static constexpr int kBytes = (3 * kC * D + 2 * D * D + 3 * kC * kC) * int(sizeof(bf16)) + 4 * kC * int(sizeof(float));
+template <int D> struct KeyGradSmem {
+  static constexpr int kBytes =
+      (3 * kC * D + 2 * D * D + 3 * kC * kC) * int(sizeof(bf16)) + 4 * kC * int(sizeof(float));
 };
 
-template <int D, class T>
-__global__ void __launch_bounds__(kThreads, 1) key_gradients_kernel(KeyGradArgs a) {
+template <int D, class T> __global__ void __launch_bounds__(kThreads, 1) key_gradients_kernel(KeyGradArgs a) {
   constexpr int kNT = D / 16;
   extern __shared__ __align__(128) unsigned char smem[];
   bf16* s_k = reinterpret_cast<bf16*>(smem);

@@ -21,8 +21,7 @@ struct TileLane {
   __device__ int col(int nt, int e) const { return col0 + 8 * nt + 2 * (lane & 3) + (e & 1); }
 };
 
-template <int D>
-__device__ __forceinline__ void load_tile(float (&acc)[8][4], const float* m, const TileLane& tl) {
+template <int D> __device__ __forceinline__ void load_tile(float (&acc)[8][4], const float* m, const TileLane& tl) {
 #pragma unroll
   for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
@@ -47,13 +46,12 @@ struct StatesArgs {
   Geom geo;
 };
 
-template <int D, class T>
-__global__ void __launch_bounds__(kThreads) chunk_states_kernel(StatesArgs a) {
+template <int D, class T> __global__ void __launch_bounds__(kThreads) chunk_states_kernel(StatesArgs a) {
   __shared__ __align__(128) bf16 s_hi[kC * 64], s_lo[kC * 64], s_b[kC * 64];
   __shared__ float s_g[kC], s_m[kC];
   constexpr int kTilesPerSide = D / 64;
-  const TileLane tl{int(blockIdx.x / kTilesPerSide) * 64, int(blockIdx.x % kTilesPerSide) * 64,
-                    int(threadIdx.x >> 5), int(threadIdx.x & 31)};
+  const TileLane tl{int(blockIdx.x / kTilesPerSide) * 64, int(blockIdx.x % kTilesPerSide) * 64, int(threadIdx.x >> 5),
+                    int(threadIdx.x & 31)};
   const int64_t bh = blockIdx.y;
   const T* k = static_cast<const T*>(a.k);
 
@@ -104,14 +102,13 @@ struct StateGradArgs {
   Geom geo;
 };
 
-template <int D, class T>
-__global__ void __launch_bounds__(kThreads) state_gradients_kernel(StateGradArgs a) {
+template <int D, class T> __global__ void __launch_bounds__(kThreads) state_gradients_kernel(StateGradArgs a) {
   // The chunk's update is one product over 2·64 tokens: A (stored [token][r]) and B below.
   __shared__ __align__(128) bf16 s_a[2 * kC * 64], s_b[2 * kC * 64];
   __shared__ float s_g[kC], s_scale_s[kC], s_scale_k[kC];
   constexpr int kTilesPerSide = D / 64;
-  const TileLane tl{int(blockIdx.x / kTilesPerSide) * 64, int(blockIdx.x % kTilesPerSide) * 64,
-                    int(threadIdx.x >> 5), int(threadIdx.x & 31)};
+  const TileLane tl{int(blockIdx.x / kTilesPerSide) * 64, int(blockIdx.x % kTilesPerSide) * 64, int(threadIdx.x >> 5),
+                    int(threadIdx.x & 31)};
   const int64_t bh = blockIdx.y;
   const T *s = static_cast<const T*>(a.s), *x = static_cast<const T*>(a.x), *k = static_cast<const T*>(a.k);
 

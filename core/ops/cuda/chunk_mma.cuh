@@ -11,32 +11,28 @@ namespace primer::ops::cuda_ops::chunk {
 using attn::bf16;
 
 // A (m × k) stored row-major, [m][k].
-template <int kCols>
-struct MatA {
+template <int kCols> struct MatA {
   const bf16* tile;
   __device__ __forceinline__ void load(uint32_t (&a)[4], int m0, int k0, int lane) const {
     attn::load_a<kCols>(a, tile, m0, k0, lane);
   }
 };
 // A (m × k) given by Aᵀ stored row-major, [k][m].
-template <int kCols>
-struct MatAT {
+template <int kCols> struct MatAT {
   const bf16* tile;
   __device__ __forceinline__ void load(uint32_t (&a)[4], int m0, int k0, int lane) const {
     attn::load_a_transposed<kCols>(a, tile, m0, k0, lane);
   }
 };
 // B (k × n) stored row-major, [k][n].
-template <int kCols>
-struct MatB {
+template <int kCols> struct MatB {
   const bf16* tile;
   __device__ __forceinline__ void load_pair(uint32_t (&b)[4], int n0, int k0, int lane) const {
     attn::load_b_pair_kn<kCols>(b, tile, n0, k0, lane);
   }
 };
 // B (k × n) given by Bᵀ stored row-major, [n][k].
-template <int kCols>
-struct MatBT {
+template <int kCols> struct MatBT {
   const bf16* tile;
   __device__ __forceinline__ void load_pair(uint32_t (&b)[4], int n0, int k0, int lane) const {
     attn::load_b_pair_nk<kCols>(b, tile, n0, k0, lane);
@@ -44,8 +40,7 @@ struct MatBT {
 };
 
 // How kWarps warps split an M × N output: kWarpsM row blocks of 16 times kWarpsN column blocks of kCols.
-template <int M, int N, int kWarps>
-struct WarpGrid {
+template <int M, int N, int kWarps> struct WarpGrid {
   static constexpr int kWarpsM = M / 16 < kWarps ? M / 16 : kWarps;
   static constexpr int kWarpsN = kWarps / kWarpsM;
   static constexpr int kCols = N / kWarpsN;
@@ -73,8 +68,7 @@ __device__ __forceinline__ void warp_mma(float (&acc)[kTiles][4], const A& a, co
   }
 }
 
-template <int kTiles>
-__device__ __forceinline__ void zero(float (&acc)[kTiles][4]) {
+template <int kTiles> __device__ __forceinline__ void zero(float (&acc)[kTiles][4]) {
 #pragma unroll
   for (int j = 0; j < kTiles; ++j)
 #pragma unroll
@@ -136,8 +130,7 @@ __device__ __forceinline__ void scale_rows(float (&acc)[kTiles][4], int m0, int 
 }
 
 // Elements (row, col) and (row, col + 1) of a swizzled bf16 tile (col even).
-template <int kCols>
-__device__ __forceinline__ float2 tile_pair(const bf16* tile, int row, int col) {
+template <int kCols> __device__ __forceinline__ float2 tile_pair(const bf16* tile, int row, int col) {
   return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(tile + attn::swizzle<kCols>(row, col)));
 }
 
@@ -158,8 +151,7 @@ __device__ __forceinline__ float2 row_sums(const float (&acc)[kTiles][4], int m0
 
 // dst[row] += factor(row) · sums for the lane's two rows, written by one lane per row: with one warp per (row block,
 // column block) and one array per column block, sums collected this way are deterministic.
-template <class F>
-__device__ __forceinline__ void add_rows(float* dst, float2 sums, int m0, int lane, F&& factor) {
+template <class F> __device__ __forceinline__ void add_rows(float* dst, float2 sums, int m0, int lane, F&& factor) {
   if (lane % 4 == 0) {
     const int r = m0 + lane / 4;
     dst[r] += factor(r) * sums.x;
@@ -168,9 +160,8 @@ __device__ __forceinline__ void add_rows(float* dst, float2 sums, int m0, int la
 }
 
 // dst[col] += Σ over this warp's 16 rows of f(row, col, value), for the warp's columns (one lane per column).
-template <int kTiles, class F>
-__device__ __forceinline__ void accumulate_columns(const float (&acc)[kTiles][4], int m0, int n0, int lane,
-                                                   float* dst, F&& f) {
+template <int kTiles, class F> __device__ __forceinline__ void accumulate_columns(const float (&acc)[kTiles][4], int m0,
+                                                                                  int n0, int lane, float* dst, F&& f) {
   const int g = lane / 4, t = lane % 4;
 #pragma unroll
   for (int j = 0; j < kTiles; ++j)

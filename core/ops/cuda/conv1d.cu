@@ -46,8 +46,10 @@ __device__ __forceinline__ void load_state(const ConvIn<T>& in, int64_t b, int64
 // Input position s >= -(K-1) of batch b, channels c0 .. c0+N-1, read directly (the single-element kernels).
 template <class T, int K, int N>
 __device__ __forceinline__ void load_input(const ConvIn<T>& in, int64_t b, int64_t s, int64_t c0, float (&out)[N]) {
-  if (s >= 0) load_floats<T, N>(in.x + (b * in.time + s) * in.channels + c0, out);
-  else load_state<T, K, N>(in, b, s, c0, out);
+  if (s >= 0)
+    load_floats<T, N>(in.x + (b * in.time + s) * in.channels + c0, out);
+  else
+    load_state<T, K, N>(in, b, s, c0, out);
 }
 
 template <class T, int K, int N>
@@ -61,9 +63,9 @@ __device__ __forceinline__ void load_taps(const ConvIn<T>& in, int64_t c0, float
 }
 
 // z = bias + sum_k w[k] * input[t - (K-1) + k], with win = inputs t-(K-1) .. t-1 and cur = input t.
-template <int K, int N>
-__device__ __forceinline__ void preactivation(const float (&w)[K][N], const float (&bias)[N],
-                                              const float (&win)[K - 1][N], const float (&cur)[N], float (&z)[N]) {
+template <int K, int N> __device__ __forceinline__ void preactivation(const float (&w)[K][N], const float (&bias)[N],
+                                                                      const float (&win)[K - 1][N],
+                                                                      const float (&cur)[N], float (&z)[N]) {
 #pragma unroll
   for (int n = 0; n < N; ++n) {
     float acc = 0.f;
@@ -92,11 +94,10 @@ __device__ __forceinline__ float dsilu(float z) {
 
 // Packs of several channels are staged through shared memory; single channels (unaligned or odd C) are read in
 // place, since cp.async copies at least 4 aligned bytes.
-template <class T, int N, int kSources>
-using ConvRows = AsyncRows<int(sizeof(T)) * N, kSources, kPrefetchDepth, (N > 1)>;
+template <class T, int N, int kSources> using ConvRows =
+    AsyncRows<int(sizeof(T)) * N, kSources, kPrefetchDepth, (N > 1)>;
 
-template <class T, int K, int N, bool kSilu>
-__global__ void __launch_bounds__(kThreads, kBlocksPerSm)
+template <class T, int K, int N, bool kSilu> __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
     conv1d_forward_kernel(ConvIn<T> in, int64_t span, T* __restrict__ y) {
   extern __shared__ __align__(16) unsigned char smem[];
   const int64_t c0 = (int64_t(blockIdx.x) * kBlockX + threadIdx.x) * N;
@@ -123,8 +124,10 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
   for (int k = 0; k < K - 1; ++k) {  // inputs t0-(K-1) .. t0-1: x, or the state before the sequence
     const int64_t r = first + k;
     rows.wait();
-    if (r >= 0) load_floats<T, N>(static_cast<const T*>(rows.at(r, 0, x_row + (r - t0) * C)), win[k]);
-    else load_state<T, K, N>(in, b, r, c0, win[k]);
+    if (r >= 0)
+      load_floats<T, N>(static_cast<const T*>(rows.at(r, 0, x_row + (r - t0) * C)), win[k]);
+    else
+      load_state<T, K, N>(in, b, r, c0, win[k]);
     fetch_next();
   }
 #pragma unroll 2
@@ -162,8 +165,7 @@ template <class T, int K, int N> constexpr size_t backward_smem_bytes() {
 // t0 - (K-1) on (the pre-activation needs K-1 earlier inputs) and dy from t0 on. Writes dx of the span; the
 // block then sums its threads' parameter gradients over threadIdx.y in a fixed order and writes one row of
 // partials (dw[c][0..K-1], dbias[c]) for reduce_partials_kernel.
-template <class T, int K, int N, bool kSilu>
-__global__ void __launch_bounds__(kThreads, kBlocksPerSm)
+template <class T, int K, int N, bool kSilu> __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
     conv1d_backward_kernel(ConvIn<T> in, int64_t span, const T* __restrict__ dy, const T* __restrict__ dstate_out,
                            T* __restrict__ dx, float* __restrict__ partials) {
   extern __shared__ __align__(16) unsigned char smem[];
@@ -195,8 +197,10 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
     for (int k = 0; k < K - 1; ++k) {  // inputs t0-(K-1) .. t0-1: x, or the state before the sequence
       const int64_t r = first + k;
       rows.wait();
-      if (r >= 0) load_floats<T, N>(static_cast<const T*>(rows.at(r, 0, in.x + column + r * C)), xwin[k]);
-      else load_state<T, K, N>(in, b, r, c0, xwin[k]);
+      if (r >= 0)
+        load_floats<T, N>(static_cast<const T*>(rows.at(r, 0, in.x + column + r * C)), xwin[k]);
+      else
+        load_state<T, K, N>(in, b, r, c0, xwin[k]);
       fetch_next();
     }
 
@@ -247,7 +251,8 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
         }
         if (kEdge && dstate_out && s >= steps - (K - 1))
 #pragma unroll
-          for (int n = 0; n < N; ++n) g[n] += to_float(dstate_out[(b * C + c0 + n) * (K - 1) + (s - (steps - (K - 1)))]);
+          for (int n = 0; n < N; ++n)
+            g[n] += to_float(dstate_out[(b * C + c0 + n) * (K - 1) + (s - (steps - (K - 1)))]);
         store_floats<T, N>(dx + column + s * C, g);
       }
       push<K - 1, N>(dzwin, dz);
@@ -285,9 +290,9 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
 
 // dstate_in[b, c, j] (input position s = j - (K-1)) = sum over the outputs t = j - k it feeds, plus state_out's
 // gradient when T < K-1. One thread per element, recomputing the few dz it needs.
-template <class T, int K>
-__global__ void conv1d_dstate_in_kernel(ConvIn<T> in, bool silu, const T* __restrict__ dy,
-                                        const T* __restrict__ dstate_out, T* __restrict__ dstate_in) {
+template <class T, int K> __global__ void conv1d_dstate_in_kernel(ConvIn<T> in, bool silu, const T* __restrict__ dy,
+                                                                  const T* __restrict__ dstate_out,
+                                                                  T* __restrict__ dstate_in) {
   const int64_t total = in.batch * in.channels * (K - 1), steps = in.time;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t j = i % (K - 1), c = (i / (K - 1)) % in.channels, b = i / ((K - 1) * in.channels);
@@ -318,7 +323,7 @@ __global__ void conv1d_dstate_in_kernel(ConvIn<T> in, bool silu, const T* __rest
 
 // Second pass: component m of (dw, dbias) sums its partial rows; kBlockY row stripes each sum in order, then the
 // stripes are added in a fixed order, so the result is deterministic.
-__global__ void __launch_bounds__(kBlockX * kBlockY)
+__global__ void __launch_bounds__(kBlockX* kBlockY)
     reduce_partials_kernel(const float* __restrict__ partials, int64_t rows, int64_t channels, int taps,
                            float* __restrict__ dw, float* __restrict__ dbias) {
   __shared__ float stripe[kBlockY][kBlockX];
@@ -333,14 +338,18 @@ __global__ void __launch_bounds__(kBlockX * kBlockY)
 #pragma unroll
   for (int y = 0; y < kBlockY; ++y) total += stripe[y][threadIdx.x];
   const int64_t c = m / (taps + 1), k = m % (taps + 1);
-  if (k < taps) dw[c * taps + k] += total;
-  else if (dbias) dbias[c] += total;
+  if (k < taps)
+    dw[c * taps + k] += total;
+  else if (dbias)
+    dbias[c] += total;
 }
 
 // The dtypes this op computes on the GPU (the entry point has validated dtype).
 template <class F> void visit_io_type(DType dtype, F&& f) {
-  if (dtype == DType::BF16) f(__nv_bfloat16{});
-  else f(float{});
+  if (dtype == DType::BF16)
+    f(__nv_bfloat16{});
+  else
+    f(float{});
 }
 
 template <class F> void visit_taps(int taps, F&& f) {
@@ -356,8 +365,10 @@ template <class F> void visit_taps(int taps, F&& f) {
 }
 
 template <class F> void visit_silu(bool silu, F&& f) {
-  if (silu) f(std::true_type{});
-  else f(std::false_type{});
+  if (silu)
+    f(std::true_type{});
+  else
+    f(std::false_type{});
 }
 
 // Packs of kBytes when every row starts aligned to them, else one channel per thread.
@@ -366,8 +377,10 @@ void visit_pack_width(const Conv1dDims& d, std::initializer_list<const void*> pt
   constexpr int pack = kBytes / int(sizeof(T));
   bool vec = d.channels % pack == 0;
   for (const void* p : ptrs) vec = vec && reinterpret_cast<uintptr_t>(p) % kBytes == 0;
-  if (vec) f(std::integral_constant<int, pack>{});
-  else f(std::integral_constant<int, 1>{});
+  if (vec)
+    f(std::integral_constant<int, pack>{});
+  else
+    f(std::integral_constant<int, 1>{});
 }
 
 // Blocks along time and the span per thread: the grid should fill whole waves of resident blocks (a partial last
@@ -403,12 +416,16 @@ template <class Kernel> void allow_dynamic_smem(Kernel kernel, size_t bytes) {
     PRIMER_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
 }
 
-template <class T> ConvIn<T> conv_in(const Conv1dDims& d, const void* x, const void* w, const void* bias,
-                                     const void* state_in) {
-  return {static_cast<const T*>(x), static_cast<const T*>(w), static_cast<const T*>(bias),
-          static_cast<const T*>(state_in), d.batch, d.time, d.channels};
+template <class T>
+ConvIn<T> conv_in(const Conv1dDims& d, const void* x, const void* w, const void* bias, const void* state_in) {
+  return {static_cast<const T*>(x),
+          static_cast<const T*>(w),
+          static_cast<const T*>(bias),
+          static_cast<const T*>(state_in),
+          d.batch,
+          d.time,
+          d.channels};
 }
-
 
 }  // namespace
 
@@ -443,7 +460,8 @@ void causal_conv1d(const Conv1dDims& d, DType dtype, const void* x, const void* 
 
 size_t causal_conv1d_backward_workspace_floats(const Conv1dDims& d, DType dtype) {
   // Alignment decides the pack width at launch; size for whichever width has more blocks along time.
-  const unsigned tiles = std::max(launch_for(d, int(kBackwardPackBytes / dtype_size(dtype))).grid.y, launch_for(d, 1).grid.y);
+  const unsigned tiles =
+      std::max(launch_for(d, int(kBackwardPackBytes / dtype_size(dtype))).grid.y, launch_for(d, 1).grid.y);
   return size_t(d.batch) * tiles * size_t(d.channels) * size_t(d.taps + 1);
 }
 

@@ -45,7 +45,6 @@ template <class D> __global__ void fill_kernel(D* dst, Layout dl, bool dense, D 
     dst[dense ? i : offset_of(dl, i)] = value;
 }
 
-
 }  // namespace
 
 void copy(const StridedDesc& dst, const StridedDesc& src) {
@@ -59,9 +58,9 @@ void copy(const StridedDesc& dst, const StridedDesc& src) {
     using S = decltype(s);
     visit_dtype(dst.dtype, [&](auto d) {
       using D = decltype(d);
-      copy_kernel<S, D><<<grid_for(n, 256), 256, 0, cuda::stream()>>>(
-          static_cast<D*>(dst.data), layout_of(dst), dst.contiguous, static_cast<const S*>(src.data), layout_of(src),
-          src.contiguous, n);
+      copy_kernel<S, D><<<grid_for(n, 256), 256, 0, cuda::stream()>>>(static_cast<D*>(dst.data), layout_of(dst),
+                                                                      dst.contiguous, static_cast<const S*>(src.data),
+                                                                      layout_of(src), src.contiguous, n);
       PRIMER_CUDA_CHECK_LAUNCH();
     });
   });
@@ -72,11 +71,14 @@ void fill(const StridedDesc& dst, double value) {
   visit_dtype(dst.dtype, [&](auto d) {
     using D = decltype(d);
     D v;
-    if constexpr (std::is_same_v<D, __nv_bfloat16>) v = __float2bfloat16_rn(float(value));
-    else if constexpr (std::is_same_v<D, __half>) v = __float2half_rn(float(value));
-    else v = static_cast<D>(value);
-    fill_kernel<D><<<grid_for(n, 256), 256, 0, cuda::stream()>>>(static_cast<D*>(dst.data), layout_of(dst),
-                                                                  dst.contiguous, v, n);
+    if constexpr (std::is_same_v<D, __nv_bfloat16>)
+      v = __float2bfloat16_rn(float(value));
+    else if constexpr (std::is_same_v<D, __half>)
+      v = __float2half_rn(float(value));
+    else
+      v = static_cast<D>(value);
+    fill_kernel<D>
+        <<<grid_for(n, 256), 256, 0, cuda::stream()>>>(static_cast<D*>(dst.data), layout_of(dst), dst.contiguous, v, n);
     PRIMER_CUDA_CHECK_LAUNCH();
   });
 }

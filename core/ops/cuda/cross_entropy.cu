@@ -66,17 +66,17 @@ template <class F, class F4> __device__ void for_row(const float* z, int64_t voc
 }
 
 // One block per row: an online max/sum pass, then a pass writing grad_scale * (softmax - onehot).
-template <class G>
-__global__ void __launch_bounds__(kRowThreads) xent_rows_kernel(const float* logits, G* grad, const int32_t* targets,
-                                                               int64_t vocab, int64_t ignore_index, float grad_scale,
-                                                               float* row_loss) {
+template <class G> __global__ void __launch_bounds__(kRowThreads)
+    xent_rows_kernel(const float* logits, G* grad, const int32_t* targets, int64_t vocab, int64_t ignore_index,
+                     float grad_scale, float* row_loss) {
   const int64_t row = blockIdx.x;
   const float* z = logits + row * vocab;
   G* g = grad + row * vocab;
   const int64_t t = targets[row];
   if (t == ignore_index) {
-    for_row(z, vocab, [&](int64_t j, float) { g[j] = from_float<G>(0.f); },
-            [&](int64_t j, float4) { store4(g + j, make_float4(0.f, 0.f, 0.f, 0.f)); });
+    for_row(
+        z, vocab, [&](int64_t j, float) { g[j] = from_float<G>(0.f); },
+        [&](int64_t j, float4) { store4(g + j, make_float4(0.f, 0.f, 0.f, 0.f)); });
     if (threadIdx.x == 0) row_loss[row] = 0.f;
     return;
   }
@@ -84,20 +84,22 @@ __global__ void __launch_bounds__(kRowThreads) xent_rows_kernel(const float* log
   // Read before the (possibly aliasing) gradient overwrites it; block_reduce's barrier orders the two.
   const float target_logit = valid ? z[t] : NAN;
   MaxSum acc;
-  for_row(z, vocab, [&](int64_t, float x) { acc.add(x); },
-          [&](int64_t, float4 x) {
-            acc.add(x.x);
-            acc.add(x.y);
-            acc.add(x.z);
-            acc.add(x.w);
-          });
+  for_row(
+      z, vocab, [&](int64_t, float x) { acc.add(x); },
+      [&](int64_t, float4 x) {
+        acc.add(x.x);
+        acc.add(x.y);
+        acc.add(x.z);
+        acc.add(x.w);
+      });
   const MaxSum total = block_reduce(acc);
   const float lse = valid ? total.max + __logf(total.sum) : NAN;
   auto grad_of = [&](int64_t j, float x) { return grad_scale * (__expf(x - lse) - (j == t ? 1.f : 0.f)); };
-  for_row(z, vocab, [&](int64_t j, float x) { g[j] = from_float<G>(grad_of(j, x)); },
-          [&](int64_t j, float4 x) {
-            store4(g + j, make_float4(grad_of(j, x.x), grad_of(j + 1, x.y), grad_of(j + 2, x.z), grad_of(j + 3, x.w)));
-          });
+  for_row(
+      z, vocab, [&](int64_t j, float x) { g[j] = from_float<G>(grad_of(j, x)); },
+      [&](int64_t j, float4 x) {
+        store4(g + j, make_float4(grad_of(j, x.x), grad_of(j + 1, x.y), grad_of(j + 2, x.z), grad_of(j + 3, x.w)));
+      });
   if (threadIdx.x == 0) row_loss[row] = lse - target_logit;
 }
 
@@ -127,8 +129,10 @@ void xent_rows(const float* logits, DType grad_type, void* grad, const int32_t* 
                                                                          grad_scale, row_loss);
     PRIMER_CUDA_CHECK_LAUNCH();
   };
-  if (grad_type == DType::BF16) launch(static_cast<__nv_bfloat16*>(grad));
-  else launch(static_cast<float*>(grad));
+  if (grad_type == DType::BF16)
+    launch(static_cast<__nv_bfloat16*>(grad));
+  else
+    launch(static_cast<float*>(grad));
 }
 
 void sum_losses(const float* row_loss, int64_t n, float* out) {

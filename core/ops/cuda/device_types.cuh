@@ -41,9 +41,12 @@ template <class F> void visit_dtype(DType dt, F&& f) {
 
 // Calls f(T{}) for the floating types kernels compute on: f32 and bf16 (fp32 math inside).
 template <class F> void visit_float(DType dt, F&& f) {
-  if (dt == DType::BF16) f(__nv_bfloat16{});
-  else if (dt == DType::F16) f(__half{});
-  else f(float{});
+  if (dt == DType::BF16)
+    f(__nv_bfloat16{});
+  else if (dt == DType::F16)
+    f(__half{});
+  else
+    f(float{});
 }
 
 inline unsigned grid_for(int64_t n, int threads, int64_t max_blocks = 65535LL * 32) {

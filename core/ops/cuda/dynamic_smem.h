@@ -8,8 +8,7 @@
 
 namespace primer::ops::cuda_ops {
 
-template <auto kKernel>
-void allow_dynamic_smem(int bytes) {
+template <auto kKernel> void allow_dynamic_smem(int bytes) {
   static std::atomic<uint64_t> configured{0};  // a bit per device index
   const uint64_t device = uint64_t(1) << cuda::current_device();
   if (configured.load(std::memory_order_acquire) & device) return;

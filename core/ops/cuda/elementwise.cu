@@ -146,8 +146,10 @@ template <class T, class F> void broadcast(const StridedDesc& out, const Strided
   const int threads = inner >= 256 * width ? 256 : int(std::max<int64_t>(32, (inner / width + 31) / 32 * 32));
   const int64_t run = int64_t(threads) * width * kRunPacksPerThread;
   const unsigned blocks = grid_for(rows * ((inner + run - 1) / run), 1);
-  if (packs) broadcast_kernel<V><<<blocks, threads, 0, cuda::stream()>>>(po, pa, pb, l, rows, f);
-  else broadcast_kernel<1><<<blocks, threads, 0, cuda::stream()>>>(po, pa, pb, l, rows, f);
+  if (packs)
+    broadcast_kernel<V><<<blocks, threads, 0, cuda::stream()>>>(po, pa, pb, l, rows, f);
+  else
+    broadcast_kernel<1><<<blocks, threads, 0, cuda::stream()>>>(po, pa, pb, l, rows, f);
   PRIMER_CUDA_CHECK_LAUNCH();
 }
 

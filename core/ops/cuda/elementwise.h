@@ -1,4 +1,5 @@
-// Elementwise kernels, CUDA launchers (f32/bf16 storage, fp32 math; compute stream). Dense arrays of n elements unless a StridedDesc says otherwise.
+// Elementwise kernels, CUDA launchers (f32/bf16 storage, fp32 math; compute stream). Dense arrays of n elements unless
+// a StridedDesc says otherwise.
 #pragma once
 #include <cstdint>
 

@@ -8,14 +8,16 @@ namespace primer::ops::cuda_ops {
 namespace {
 
 template <class F> void visit_ids(DType id_dtype, F&& f) {
-  if (id_dtype == DType::I64) f(int64_t{});
-  else f(int32_t{});
+  if (id_dtype == DType::I64)
+    f(int64_t{});
+  else
+    f(int32_t{});
 }
 
 // One thread per (token, pack of N columns).
-template <class T, class I, int N>
-__global__ void gather_rows_kernel(const T* __restrict__ weight, const I* __restrict__ ids, int64_t n_tokens,
-                                   int64_t vocab, int64_t dim, T* __restrict__ out) {
+template <class T, class I, int N> __global__ void gather_rows_kernel(const T* __restrict__ weight,
+                                                                      const I* __restrict__ ids, int64_t n_tokens,
+                                                                      int64_t vocab, int64_t dim, T* __restrict__ out) {
   const int64_t packs = dim / N;
   const int64_t total = n_tokens * packs;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
@@ -33,9 +35,8 @@ __global__ void gather_rows_kernel(const T* __restrict__ weight, const I* __rest
 }
 
 // Sort keys: the id, or `vocab` for an out-of-range id so that it sorts last and is skipped.
-template <class I>
-__global__ void make_sort_keys_kernel(const I* __restrict__ ids, int64_t n_tokens, int64_t vocab,
-                                      uint32_t* __restrict__ keys, int32_t* __restrict__ positions) {
+template <class I> __global__ void make_sort_keys_kernel(const I* __restrict__ ids, int64_t n_tokens, int64_t vocab,
+                                                         uint32_t* __restrict__ keys, int32_t* __restrict__ positions) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n_tokens; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t id = ids[i];
     keys[i] = (id >= 0 && id < vocab) ? uint32_t(id) : uint32_t(vocab);
@@ -82,10 +83,10 @@ int key_bits(int64_t vocab) {  // bits that hold every key, the sentinel `vocab`
 
 size_t radix_sort_bytes(int64_t n_tokens, int64_t vocab) {
   size_t bytes = 0;
-  PRIMER_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, bytes, static_cast<const uint32_t*>(nullptr),
-                                                    static_cast<uint32_t*>(nullptr), static_cast<const int32_t*>(nullptr),
-                                                    static_cast<int32_t*>(nullptr), int(n_tokens), 0, key_bits(vocab),
-                                                    cuda::stream()));
+  PRIMER_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(
+      nullptr, bytes, static_cast<const uint32_t*>(nullptr), static_cast<uint32_t*>(nullptr),
+      static_cast<const int32_t*>(nullptr), static_cast<int32_t*>(nullptr), int(n_tokens), 0, key_bits(vocab),
+      cuda::stream()));
   return bytes;
 }
 
@@ -109,8 +110,10 @@ void embedding(const void* weight, DType dtype, const void* ids, DType id_dtype,
             static_cast<const T*>(weight), static_cast<const I*>(ids), n_tokens, vocab, dim, static_cast<T*>(out));
         PRIMER_CUDA_CHECK_LAUNCH();
       };
-      if (dim % kPack<T> == 0 && aligned16(weight) && aligned16(out)) launch(std::integral_constant<int, kPack<T>>{});
-      else launch(std::integral_constant<int, 1>{});
+      if (dim % kPack<T> == 0 && aligned16(weight) && aligned16(out))
+        launch(std::integral_constant<int, kPack<T>>{});
+      else
+        launch(std::integral_constant<int, 1>{});
     });
   });
 }
@@ -145,8 +148,10 @@ void embedding_backward(const void* dy, DType dtype, const void* ids, DType id_d
           static_cast<const T*>(dy), keys_out, pos_out, n_tokens, vocab, dim, dweight);
       PRIMER_CUDA_CHECK_LAUNCH();
     };
-    if (dim % kPack<T> == 0 && aligned16(dy) && aligned16(dweight)) launch(std::integral_constant<int, kPack<T>>{});
-    else launch(std::integral_constant<int, 1>{});
+    if (dim % kPack<T> == 0 && aligned16(dy) && aligned16(dweight))
+      launch(std::integral_constant<int, kPack<T>>{});
+    else
+      launch(std::integral_constant<int, 1>{});
   });
 }
 

@@ -45,7 +45,7 @@ std::vector<GatedDeltaKernel> gated_delta_rule_backward_kernels(
     float* dbeta, float* dstate_in, void* workspace, const GatedDeltaConfig& config = {});
 void gated_delta_rule_backward(const GatedDeltaDims& d, const void* dout, const void* q, const void* k, const void* v,
                                const float* g, const float* beta, const float* state_in, const float* dstate_out,
-                               void* dq, void* dk, void* dv, float* dg, float* dbeta, float* dstate_in,
-                               void* workspace, const GatedDeltaConfig& config = {});
+                               void* dq, void* dk, void* dv, float* dg, float* dbeta, float* dstate_in, void* workspace,
+                               const GatedDeltaConfig& config = {});
 
 }  // namespace primer::ops::cuda_ops

@@ -26,8 +26,7 @@ using attn::swizzle;
 // ---------------------------------------------------------------------------------------------------------------
 // Reverse state pass.
 
-template <int D, int BV>
-struct ReverseLayout {
+template <int D, int BV> struct ReverseLayout {
   static constexpr int kTile = kChunk * D;
   // One stage: Q, K, W tiles, the dO slice, P, G.
   static constexpr int kStageHalves = 3 * kTile + kChunk * BV + kChunk * kChunk;
@@ -36,9 +35,8 @@ struct ReverseLayout {
   static constexpr size_t kBytes = 2 * kStageBytes + (D * BV + 2 * kChunk * BV) * sizeof(bf16);
 };
 
-template <int D, int BV>
-__global__ void __launch_bounds__(kThreads) reverse_pass_kernel(Sizes sz, Inputs in, const bf16* dout, Scratch s,
-                                                                const float* dstate_out, float* dstate_in) {
+template <int D, int BV> __global__ void __launch_bounds__(kThreads)
+    reverse_pass_kernel(Sizes sz, Inputs in, const bf16* dout, Scratch s, const float* dstate_out, float* dstate_in) {
   using Ly = ReverseLayout<D, BV>;
   using GS = WarpGrid<D, BV, kThreads / 32>;
   using GU = WarpGrid<kChunk, BV, kThreads / 32>;
@@ -50,8 +48,8 @@ __global__ void __launch_bounds__(kThreads) reverse_pass_kernel(Sizes sz, Inputs
   auto stage = [&](int i) {  // the two stages' tiles, by arithmetic (an array of them would live in local memory)
     bf16* base = reinterpret_cast<bf16*>(smem + (i & 1) * Ly::kStageBytes);
     bf16* dO = base + 3 * Ly::kTile;
-    return Stage{base, base + Ly::kTile, base + 2 * Ly::kTile, dO, dO + kChunk * BV,
-                 reinterpret_cast<float*>(base + Ly::kStageHalves)};
+    return Stage{base, base + Ly::kTile, base + 2 * Ly::kTile,
+                 dO,   dO + kChunk * BV, reinterpret_cast<float*>(base + Ly::kStageHalves)};
   };
   bf16* sdS = reinterpret_cast<bf16*>(smem + 2 * Ly::kStageBytes);
   bf16* sdUn = sdS + D * BV;
@@ -64,9 +62,8 @@ __global__ void __launch_bounds__(kThreads) reverse_pass_kernel(Sizes sz, Inputs
   const int ms = GS::m0(warp), ns = GS::n0(warp), mu = GU::m0(warp), nu = GU::n0(warp);
 
   float dS[GS::kTiles][4];
-  for_each(dS, ms, ns, lane, [&](int r, int c, float& v) {
-    v = dstate_out ? dstate_out[(bh * D + r) * D + col0 + c] : 0.f;
-  });
+  for_each(dS, ms, ns, lane,
+           [&](int r, int c, float& v) { v = dstate_out ? dstate_out[(bh * D + r) * D + col0 + c] : 0.f; });
 
   auto load = [&](int n, const Stage& st) {
     const int t0 = n * kChunk, valid = min(kChunk, sz.T - t0);
@@ -135,12 +132,11 @@ __global__ void __launch_bounds__(kThreads) reverse_pass_kernel(Sizes sz, Inputs
 // ---------------------------------------------------------------------------------------------------------------
 // Per-chunk gradients.
 
-template <int D>
-struct GradLayout {
+template <int D> struct GradLayout {
   static constexpr int kTile = kChunk * D, kSquare = kChunk * kChunk;
   // R1 holds S, later X_w and X_u; R2 holds dS_end, later dW, dA and T1 = dA Aᵀ.
-  static constexpr int kR1 = D * D > 2 * kTile ? D * D : 2 * kTile;
-  static constexpr int kR2 = D * D > kTile + 2 * kSquare ? D * D : kTile + 2 * kSquare;
+  static constexpr int kR1 = D * D > 2 * kTile ? D* D : 2 * kTile;
+  static constexpr int kR2 = D * D > kTile + 2 * kSquare ? D* D : kTile + 2 * kSquare;
   static constexpr int kHalves = 6 * kTile + kR1 + kR2 + 2 * kSquare;  // Q K V dO U dU, R1, R2, A, Ds (then Dl)
   // G, β, γ = e^G and D_last = e^{G_last − G} per row, per-column-block row sums of dG and dβ (2 × 64 each),
   // per-row-block column sums of dG (4 × 64), the per-warp partials of the last row's dG (8), the totals (64).
@@ -148,8 +144,7 @@ struct GradLayout {
   static constexpr size_t kBytes = kHalves * sizeof(bf16) + kFloats * sizeof(float);
 };
 
-template <int D>
-__global__ void __launch_bounds__(kThreads)
+template <int D> __global__ void __launch_bounds__(kThreads)
     chunk_grads_kernel(Sizes sz, Inputs in, const bf16* dout, Scratch s, bf16* dq, bf16* dk, bf16* dv, float* dg,
                        float* dbeta) {
   using Ly = GradLayout<D>;
@@ -173,10 +168,10 @@ __global__ void __launch_bounds__(kThreads)
   float* sGamma = sBeta + kChunk;
   float* sDecayLast = sGamma + kChunk;
   float* sRowG = sDecayLast + kChunk;  // [2][64]
-  float* sRowB = sRowG + 2 * kChunk;  // [2][64]
-  float* sColG = sRowB + 2 * kChunk;  // [4][64]
-  float* sLast = sColG + 4 * kChunk;  // [8]
-  float* sTotal = sLast + 8;          // [64]
+  float* sRowB = sRowG + 2 * kChunk;   // [2][64]
+  float* sColG = sRowB + 2 * kChunk;   // [4][64]
+  float* sLast = sColG + 4 * kChunk;   // [8]
+  float* sTotal = sLast + 8;           // [64]
   bf16 *sS = sR1, *sXw = sR1, *sXu = sR1 + Ly::kTile;
   bf16 *sdS = sR2, *sdW = sR2, *sdA = sR2 + Ly::kTile, *sT1 = sdA + Ly::kSquare;
   bf16* sDl = sDs;
@@ -218,14 +213,14 @@ __global__ void __launch_bounds__(kThreads)
     sDecayLast[threadIdx.x] = exp2f(g_last - sG[threadIdx.x]);
   }
   auto decay = [&](int r, int c) { return exp2f(sG[r] - sG[c]); };  // only for c ≤ r
-  auto dot_with = [&](const bf16* tile) {  // f(row, col, v0, v1) = v · tile[row, col..col+1]
+  auto dot_with = [&](const bf16* tile) {                           // f(row, col, v0, v1) = v · tile[row, col..col+1]
     return [tile](int r, int c, float v0, float v1) {
       const float2 x = tile_pair<D>(tile, r, c);
       return v0 * x.x + v1 * x.y;
     };
   };
   auto one = [](int) { return 1.f; };
-  auto store_rows = [&](bf16* out, const float (&acc)[GD::kTiles][4]) {
+  auto store_rows = [&](bf16* out, const float(&acc)[GD::kTiles][4]) {
     for_each_pair(acc, m0, nD, lane, [&](int r, int c, float v0, float v1) {
       if (r < valid) *reinterpret_cast<uint32_t*>(out + (in_row + int64_t(r) * sz.H) * D + c) = pack_bf16(v0, v1);
     });
@@ -282,7 +277,7 @@ __global__ void __launch_bounds__(kThreads)
     warp_mma<D, GD::kTiles>(dW, MatA<D>{sdU}, MatBT<D>{sS}, m0, nD, lane);
   }
   attn::cp_async_wait<0>();  // V, A
-  __syncthreads();  // S and dS_end are dead: R1 and R2 take the WY operands
+  __syncthreads();           // S and dS_end are dead: R1 and R2 take the WY operands
 
   // dk += Dsᵀ Q (the output path), then ∂L/∂G_r −= dk_r·k_r over both paths; dW, X_w = diag(βγ) K, X_u = diag(β) V.
   scale_rows(dW, m0, lane, [](int) { return -1.f; });
@@ -385,24 +380,22 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-template <int D, int BV>
-void reverse_pass(const GatedDeltaDims& d, const Inputs& in, const bf16* dout, const Scratch& s,
-                  const float* dstate_out, float* dstate_in) {
+template <int D, int BV> void reverse_pass(const GatedDeltaDims& d, const Inputs& in, const bf16* dout,
+                                           const Scratch& s, const float* dstate_out, float* dstate_in) {
   using Ly = ReverseLayout<D, BV>;
   allow_dynamic_smem<reverse_pass_kernel<D, BV>>(Ly::kBytes);
   const dim3 grid(unsigned(D / BV), unsigned(d.heads), unsigned(d.batch));
-  reverse_pass_kernel<D, BV><<<grid, kThreads, Ly::kBytes, cuda::stream()>>>(sizes_of(d), in, dout, s, dstate_out,
-                                                                             dstate_in);
+  reverse_pass_kernel<D, BV>
+      <<<grid, kThreads, Ly::kBytes, cuda::stream()>>>(sizes_of(d), in, dout, s, dstate_out, dstate_in);
   PRIMER_CUDA_CHECK_LAUNCH();
 }
 
-template <int D>
-void chunk_grads(const GatedDeltaDims& d, const Inputs& in, const bf16* dout, const Scratch& s, bf16* dq, bf16* dk,
-                 bf16* dv, float* dg, float* dbeta) {
+template <int D> void chunk_grads(const GatedDeltaDims& d, const Inputs& in, const bf16* dout, const Scratch& s,
+                                  bf16* dq, bf16* dk, bf16* dv, float* dg, float* dbeta) {
   allow_dynamic_smem<chunk_grads_kernel<D>>(GradLayout<D>::kBytes);
   const dim3 grid(unsigned(chunks_of(d)), unsigned(d.heads), unsigned(d.batch));
-  chunk_grads_kernel<D><<<grid, kThreads, GradLayout<D>::kBytes, cuda::stream()>>>(sizes_of(d), in, dout, s, dq, dk,
-                                                                                   dv, dg, dbeta);
+  chunk_grads_kernel<D>
+      <<<grid, kThreads, GradLayout<D>::kBytes, cuda::stream()>>>(sizes_of(d), in, dout, s, dq, dk, dv, dg, dbeta);
   PRIMER_CUDA_CHECK_LAUNCH();
 }
 
@@ -419,7 +412,8 @@ std::vector<GatedDeltaKernel> gated_delta_rule_backward_kernels(
     const size_t bytes = size_t(d.batch * d.heads * d.key_dim * d.value_dim) * sizeof(float);
     return {{"state gradient copy", [=] {
                if (dstate_in && dstate_out)
-                 PRIMER_CUDA_CHECK(cudaMemcpyAsync(dstate_in, dstate_out, bytes, cudaMemcpyDeviceToDevice, cuda::stream()));
+                 PRIMER_CUDA_CHECK(
+                     cudaMemcpyAsync(dstate_in, dstate_out, bytes, cudaMemcpyDeviceToDevice, cuda::stream()));
                else if (dstate_in)
                  PRIMER_CUDA_CHECK(cudaMemsetAsync(dstate_in, 0, bytes, cuda::stream()));
              }}};
@@ -441,9 +435,11 @@ std::vector<GatedDeltaKernel> gated_delta_rule_backward_kernels(
     kernels.push_back({"chunk gradients", [=] { gdr::chunk_grads<64>(d, in, dO, s, dq_, dk_, dv_, dg, dbeta); }});
   } else {
     if (value_block == 64)
-      kernels.push_back({"reverse state pass", [=] { gdr::reverse_pass<128, 64>(d, in, dO, s, dstate_out, dstate_in); }});
+      kernels.push_back(
+          {"reverse state pass", [=] { gdr::reverse_pass<128, 64>(d, in, dO, s, dstate_out, dstate_in); }});
     else
-      kernels.push_back({"reverse state pass", [=] { gdr::reverse_pass<128, 128>(d, in, dO, s, dstate_out, dstate_in); }});
+      kernels.push_back(
+          {"reverse state pass", [=] { gdr::reverse_pass<128, 128>(d, in, dO, s, dstate_out, dstate_in); }});
     kernels.push_back({"chunk gradients", [=] { gdr::chunk_grads<128>(d, in, dO, s, dq_, dk_, dv_, dg, dbeta); }});
   }
   return kernels;
@@ -451,11 +447,10 @@ std::vector<GatedDeltaKernel> gated_delta_rule_backward_kernels(
 
 void gated_delta_rule_backward(const GatedDeltaDims& d, const void* dout, const void* q, const void* k, const void* v,
                                const float* g, const float* beta, const float* state_in, const float* dstate_out,
-                               void* dq, void* dk, void* dv, float* dg, float* dbeta, float* dstate_in,
-                               void* workspace, const GatedDeltaConfig& config) {
-  for (const GatedDeltaKernel& kernel :
-       gated_delta_rule_backward_kernels(d, dout, q, k, v, g, beta, state_in, dstate_out, dq, dk, dv, dg, dbeta,
-                                         dstate_in, workspace, config))
+                               void* dq, void* dk, void* dv, float* dg, float* dbeta, float* dstate_in, void* workspace,
+                               const GatedDeltaConfig& config) {
+  for (const GatedDeltaKernel& kernel : gated_delta_rule_backward_kernels(
+           d, dout, q, k, v, g, beta, state_in, dstate_out, dq, dk, dv, dg, dbeta, dstate_in, workspace, config))
     kernel.launch();
 }
 

@@ -25,16 +25,14 @@ using attn::swizzle;
 // ---------------------------------------------------------------------------------------------------------------
 // Chunk prep.
 
-template <int D>
-struct PrepLayout {
+template <int D> struct PrepLayout {
   static constexpr int kTile = kChunk * D;  // bf16 elements of a 64 × D tile
   static constexpr int kLStride = 68;       // fp32 row stride of L: 16-byte aligned rows for float4 reads
-  static constexpr size_t kBytes = (3 * kTile + kChunk * kChunk) * sizeof(bf16) +
-                                   (kChunk * kLStride + 2 * kChunk) * sizeof(float);
+  static constexpr size_t kBytes =
+      (3 * kTile + kChunk * kChunk) * sizeof(bf16) + (kChunk * kLStride + 2 * kChunk) * sizeof(float);
 };
 
-template <int D>
-__global__ void __launch_bounds__(kThreads) chunk_prep_kernel(Sizes sz, Inputs in, Scratch s) {
+template <int D> __global__ void __launch_bounds__(kThreads) chunk_prep_kernel(Sizes sz, Inputs in, Scratch s) {
   using Ly = PrepLayout<D>;
   extern __shared__ __align__(128) unsigned char smem[];
   bf16* sQ = reinterpret_cast<bf16*>(smem);
@@ -155,8 +153,7 @@ __global__ void __launch_bounds__(kThreads) chunk_prep_kernel(Sizes sz, Inputs i
 // ---------------------------------------------------------------------------------------------------------------
 // State pass.
 
-template <int D, int BV, bool kOutput>
-struct PassLayout {
+template <int D, int BV, bool kOutput> struct PassLayout {
   static constexpr int kTile = kChunk * D;
   // One stage: W, K (and Q) tiles, the u slice (and P), G.
   static constexpr int kStageHalves = 2 * kTile + kChunk * BV + (kOutput ? kTile + kChunk * kChunk : 0);
@@ -165,8 +162,7 @@ struct PassLayout {
   static constexpr size_t kBytes = 2 * kStageBytes + (D * BV + 2 * kChunk * BV) * sizeof(bf16);
 };
 
-template <int D, int BV, bool kOutput>
-__global__ void __launch_bounds__(kThreads)
+template <int D, int BV, bool kOutput> __global__ void __launch_bounds__(kThreads)
     state_pass_kernel(Sizes sz, Inputs in, Scratch s, const float* state_in, bf16* o, float* state_out) {
   using Ly = PassLayout<D, BV, kOutput>;
   using GS = WarpGrid<D, BV, kThreads / 32>;       // the state slice [D][BV]
@@ -179,7 +175,11 @@ __global__ void __launch_bounds__(kThreads)
   auto stage = [&](int i) {  // the two stages' tiles, by arithmetic (an array of them would live in local memory)
     bf16* base = reinterpret_cast<bf16*>(smem + (i & 1) * Ly::kStageBytes);
     bf16* u = base + 2 * Ly::kTile;
-    return Stage{base, base + Ly::kTile, u, u + kChunk * BV, u + kChunk * BV + Ly::kTile,
+    return Stage{base,
+                 base + Ly::kTile,
+                 u,
+                 u + kChunk * BV,
+                 u + kChunk * BV + Ly::kTile,
                  reinterpret_cast<float*>(base + Ly::kStageHalves)};
   };
   bf16* sS = reinterpret_cast<bf16*>(smem + 2 * Ly::kStageBytes);
@@ -193,9 +193,8 @@ __global__ void __launch_bounds__(kThreads)
   const int ms = GS::m0(warp), ns = GS::n0(warp), mu = GU::m0(warp), nu = GU::n0(warp);
 
   float S[GS::kTiles][4];
-  for_each(S, ms, ns, lane, [&](int r, int c, float& v) {
-    v = state_in ? state_in[(bh * D + r) * D + col0 + c] : 0.f;
-  });
+  for_each(S, ms, ns, lane,
+           [&](int r, int c, float& v) { v = state_in ? state_in[(bh * D + r) * D + col0 + c] : 0.f; });
 
   auto load = [&](int n, const Stage& st) {
     const int t0 = n * kChunk, valid = min(kChunk, sz.T - t0);
@@ -270,22 +269,20 @@ __global__ void __launch_bounds__(kThreads)
     });
 }
 
-template <int D>
-void chunk_prep(const GatedDeltaDims& d, const Inputs& in, const Scratch& s) {
+template <int D> void chunk_prep(const GatedDeltaDims& d, const Inputs& in, const Scratch& s) {
   allow_dynamic_smem<chunk_prep_kernel<D>>(PrepLayout<D>::kBytes);
   const dim3 grid(unsigned(chunks_of(d)), unsigned(d.heads), unsigned(d.batch));
   chunk_prep_kernel<D><<<grid, kThreads, PrepLayout<D>::kBytes, cuda::stream()>>>(sizes_of(d), in, s);
   PRIMER_CUDA_CHECK_LAUNCH();
 }
 
-template <int D, int BV, bool kOutput>
-void state_pass(const GatedDeltaDims& d, const Inputs& in, const Scratch& s, const float* state_in, bf16* o,
-                float* state_out) {
+template <int D, int BV, bool kOutput> void state_pass(const GatedDeltaDims& d, const Inputs& in, const Scratch& s,
+                                                       const float* state_in, bf16* o, float* state_out) {
   using Ly = PassLayout<D, BV, kOutput>;
   allow_dynamic_smem<state_pass_kernel<D, BV, kOutput>>(Ly::kBytes);
   const dim3 grid(unsigned(D / BV), unsigned(d.heads), unsigned(d.batch));
-  state_pass_kernel<D, BV, kOutput><<<grid, kThreads, Ly::kBytes, cuda::stream()>>>(sizes_of(d), in, s, state_in, o,
-                                                                                 state_out);
+  state_pass_kernel<D, BV, kOutput>
+      <<<grid, kThreads, Ly::kBytes, cuda::stream()>>>(sizes_of(d), in, s, state_in, o, state_out);
   PRIMER_CUDA_CHECK_LAUNCH();
 }
 
@@ -317,20 +314,27 @@ size_t carve_scratch(const GatedDeltaDims& d, bool backward, void* base, Scratch
 }
 
 void launch_chunk_prep(const GatedDeltaDims& d, const Inputs& in, const Scratch& s) {
-  if (d.key_dim == 64) chunk_prep<64>(d, in, s);
-  else chunk_prep<128>(d, in, s);
+  if (d.key_dim == 64)
+    chunk_prep<64>(d, in, s);
+  else
+    chunk_prep<128>(d, in, s);
 }
 
 void launch_state_pass(const GatedDeltaDims& d, const Inputs& in, const Scratch& s, const float* state_in, bf16* o,
                        float* state_out, int value_block) {
   auto run = [&](auto output) {
     constexpr bool kOutput = decltype(output)::value;
-    if (d.key_dim == 64) state_pass<64, 64, kOutput>(d, in, s, state_in, o, state_out);
-    else if (value_block == 64) state_pass<128, 64, kOutput>(d, in, s, state_in, o, state_out);
-    else state_pass<128, 128, kOutput>(d, in, s, state_in, o, state_out);
+    if (d.key_dim == 64)
+      state_pass<64, 64, kOutput>(d, in, s, state_in, o, state_out);
+    else if (value_block == 64)
+      state_pass<128, 64, kOutput>(d, in, s, state_in, o, state_out);
+    else
+      state_pass<128, 128, kOutput>(d, in, s, state_in, o, state_out);
   };
-  if (o) run(std::true_type{});
-  else run(std::false_type{});
+  if (o)
+    run(std::true_type{});
+  else
+    run(std::false_type{});
 }
 
 }  // namespace primer::ops::cuda_ops::gdr
@@ -354,7 +358,8 @@ std::vector<GatedDeltaKernel> gated_delta_rule_forward_kernels(const GatedDeltaD
     const size_t bytes = size_t(d.batch * d.heads * d.key_dim * d.value_dim) * sizeof(float);
     return {{"state copy", [=] {
                if (state_out && state_in)
-                 PRIMER_CUDA_CHECK(cudaMemcpyAsync(state_out, state_in, bytes, cudaMemcpyDeviceToDevice, cuda::stream()));
+                 PRIMER_CUDA_CHECK(
+                     cudaMemcpyAsync(state_out, state_in, bytes, cudaMemcpyDeviceToDevice, cuda::stream()));
                else if (state_out)
                  PRIMER_CUDA_CHECK(cudaMemsetAsync(state_out, 0, bytes, cuda::stream()));
              }}};
@@ -365,9 +370,8 @@ std::vector<GatedDeltaKernel> gated_delta_rule_forward_kernels(const GatedDeltaD
                        static_cast<const gdr::bf16*>(v), g, beta};
   const int value_block = config.value_block ? config.value_block : gated_delta_rule_default_value_block(d);
   return {{"chunk prep", [=] { gdr::launch_chunk_prep(d, in, s); }},
-          {"state pass + output", [=] {
-             gdr::launch_state_pass(d, in, s, state_in, static_cast<gdr::bf16*>(o), state_out, value_block);
-           }}};
+          {"state pass + output",
+           [=] { gdr::launch_state_pass(d, in, s, state_in, static_cast<gdr::bf16*>(o), state_out, value_block); }}};
 }
 
 void gated_delta_rule_forward(const GatedDeltaDims& d, const void* q, const void* k, const void* v, const float* g,

@@ -70,9 +70,25 @@ std::atomic<bool> autotune_enabled{false};
 using PlanKey = std::array<int64_t, 19>;
 
 PlanKey key_of(const GemmArgs& g) {
-  return {cuda::current_device(), g.trans_a, g.trans_b, g.m, g.n, g.k, g.batch, int64_t(g.a_type), int64_t(g.b_type),
-          int64_t(g.c_type), g.lda, g.ldb, g.ldc, g.stride_a, g.stride_b, g.stride_c, alignment_of(g.a),
-          alignment_of(g.b), alignment_of(g.c)};
+  return {cuda::current_device(),
+          g.trans_a,
+          g.trans_b,
+          g.m,
+          g.n,
+          g.k,
+          g.batch,
+          int64_t(g.a_type),
+          int64_t(g.b_type),
+          int64_t(g.c_type),
+          g.lda,
+          g.ldb,
+          g.ldc,
+          g.stride_a,
+          g.stride_b,
+          g.stride_c,
+          alignment_of(g.a),
+          alignment_of(g.b),
+          alignment_of(g.c)};
 }
 
 cublasLtMatrixLayout_t make_layout(DType t, int64_t rows, int64_t cols, int64_t ld, int64_t batch, int64_t stride) {
@@ -80,8 +96,7 @@ cublasLtMatrixLayout_t make_layout(DType t, int64_t rows, int64_t cols, int64_t 
   PRIMER_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&l, cuda_type(t), uint64_t(rows), uint64_t(cols), ld));
   if (batch > 1) {
     const int32_t count = int32_t(batch);
-    PRIMER_CUBLAS_CHECK(
-        cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
+    PRIMER_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
     PRIMER_CUBLAS_CHECK(
         cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride)));
   }
@@ -130,8 +145,8 @@ Plan make_plan(const DeviceContext& ctx, const GemmArgs& g) {
 
 cublasStatus_t run(const DeviceContext& ctx, const Plan& p, const GemmArgs& g, const cublasLtMatmulAlgo_t& algo) {
   const float alpha = float(g.alpha), beta = float(g.beta);
-  return cublasLtMatmul(ctx.handle, p.op, &alpha, g.b, p.a, g.a, p.b, &beta, g.c, p.c, g.c, p.c, &algo,
-                        ctx.workspace, kWorkspaceBytes, cuda::stream());
+  return cublasLtMatmul(ctx.handle, p.op, &alpha, g.b, p.a, g.a, p.b, &beta, g.c, p.c, g.c, p.c, &algo, ctx.workspace,
+                        kWorkspaceBytes, cuda::stream());
 }
 
 // Times every candidate on a scratch copy of C's layout (so beta = 1 never accumulates twice into the caller's C)

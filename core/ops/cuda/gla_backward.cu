@@ -32,15 +32,12 @@ struct GradArgs {
   int time, heads, chunks;
 };
 
-template <int kK, int kV>
-struct GradTraits {
-  static constexpr int kSmemBytes =
-      (2 * kChunk * (kK + kV) + 2 * kK * kV + 2 * kChunk * kChunk) * int(sizeof(bf16));
+template <int kK, int kV> struct GradTraits {
+  static constexpr int kSmemBytes = (2 * kChunk * (kK + kV) + 2 * kK * kV + 2 * kChunk * kChunk) * int(sizeof(bf16));
 };
 
 // Multiplies the 16-row block of accumulators by f(row) per row (row within the chunk).
-template <int kTiles, class F>
-__device__ __forceinline__ void scale_rows(float (&acc)[kTiles][4], int m0, F f) {
+template <int kTiles, class F> __device__ __forceinline__ void scale_rows(float (&acc)[kTiles][4], int m0, F f) {
   const float lo = f(m0 + gla::frag_row(0)), hi = f(m0 + gla::frag_row(2));
 #pragma unroll
   for (int j = 0; j < kTiles; ++j) {
@@ -53,8 +50,9 @@ __device__ __forceinline__ void scale_rows(float (&acc)[kTiles][4], int m0, F f)
 
 // Per-row dot products of the accumulator block (columns n0 …) with the same block of a shared tile (rows of the
 // chunk, kCols wide), summed over the quad: out[0] for row g, out[1] for row g + 8.
-template <int kCols, int kTiles>
-__device__ __forceinline__ void row_dots(const float (&acc)[kTiles][4], const bf16* tile, int m0, int n0, float (&out)[2]) {
+template <int kCols, int kTiles> __device__ __forceinline__ void row_dots(const float (&acc)[kTiles][4],
+                                                                          const bf16* tile, int m0, int n0,
+                                                                          float (&out)[2]) {
 #pragma unroll
   for (int rr = 0; rr < 2; ++rr) {
     const int r = m0 + gla::frag_row(2 * rr);
@@ -68,9 +66,8 @@ __device__ __forceinline__ void row_dots(const float (&acc)[kTiles][4], const bf
   }
 }
 
-template <class T, int kTiles>
-__device__ __forceinline__ void store_rows(T* base, int64_t row_stride, int m0, int n0, int valid,
-                                           const float (&acc)[kTiles][4]) {
+template <class T, int kTiles> __device__ __forceinline__ void store_rows(T* base, int64_t row_stride, int m0, int n0,
+                                                                          int valid, const float (&acc)[kTiles][4]) {
 #pragma unroll
   for (int rr = 0; rr < 2; ++rr) {
     const int r = m0 + gla::frag_row(2 * rr);
@@ -81,8 +78,7 @@ __device__ __forceinline__ void store_rows(T* base, int64_t row_stride, int m0, 
   }
 }
 
-template <class T, int kK, int kV>
-__global__ void __launch_bounds__(kThreads) gla_grad_kernel(GradArgs a) {
+template <class T, int kK, int kV> __global__ void __launch_bounds__(kThreads) gla_grad_kernel(GradArgs a) {
   extern __shared__ __align__(128) unsigned char smem[];
   bf16* sQ = reinterpret_cast<bf16*>(smem);  // [kChunk][kK]
   bf16* sK = sQ + kChunk * kK;               // [kChunk][kK]
@@ -145,8 +141,10 @@ __global__ void __launch_bounds__(kThreads) gla_grad_kernel(GradArgs a) {
         }
       }
     };
-    if (half == 0) product(std::integral_constant<int, kK>{});
-    else product(std::integral_constant<int, kV>{});
+    if (half == 0)
+      product(std::integral_constant<int, kK>{});
+    else
+      product(std::integral_constant<int, kV>{});
     bf16* dst = half == 0 ? sA : sDA;
 #pragma unroll
     for (int j = 0; j < kChunk / 8; ++j)
@@ -316,8 +314,7 @@ __global__ void __launch_bounds__(kThreads) gla_grad_kernel(GradArgs a) {
   }
 }
 
-template <class T, int kK, int kV>
-void launch_grad(const GradArgs& a, int batch) {
+template <class T, int kK, int kV> void launch_grad(const GradArgs& a, int batch) {
   using Tr = GradTraits<kK, kV>;
   constexpr auto kernel = gla_grad_kernel<T, kK, kV>;
   allow_dynamic_smem<kernel>(Tr::kSmemBytes);
@@ -325,11 +322,12 @@ void launch_grad(const GradArgs& a, int batch) {
   PRIMER_CUDA_CHECK_LAUNCH();
 }
 
-template <class T>
-void dispatch_grad(const GradArgs& a, const GlaDims& d) {
+template <class T> void dispatch_grad(const GradArgs& a, const GlaDims& d) {
   const int batch = int(d.batch);
-  if (d.key_dim == 64) d.value_dim == 64 ? launch_grad<T, 64, 64>(a, batch) : launch_grad<T, 64, 128>(a, batch);
-  else d.value_dim == 64 ? launch_grad<T, 128, 64>(a, batch) : launch_grad<T, 128, 128>(a, batch);
+  if (d.key_dim == 64)
+    d.value_dim == 64 ? launch_grad<T, 64, 64>(a, batch) : launch_grad<T, 64, 128>(a, batch);
+  else
+    d.value_dim == 64 ? launch_grad<T, 128, 64>(a, batch) : launch_grad<T, 128, 128>(a, batch);
 }
 
 }  // namespace
@@ -344,10 +342,12 @@ void gla_backward(const GlaDims& d, DType out_dtype, const void* dout, const voi
   gla_state_scans(d, g, scale, scans, 2);
   if (d.batch == 0 || d.heads == 0 || d.time == 0) return;
   auto in = [](const void* p) { return static_cast<const bf16*>(p); };
-  const GradArgs a{in(dout), in(q), in(k), in(v), g, states, dstates, dq, dk, dv, dg, scale, int(d.time),
-                   int(d.heads), int(gla_chunks(d))};
-  if (out_dtype == DType::F32) dispatch_grad<float>(a, d);
-  else dispatch_grad<bf16>(a, d);
+  const GradArgs a{in(dout), in(q), in(k), in(v), g,           states,       dstates,           dq,
+                   dk,       dv,    dg,    scale, int(d.time), int(d.heads), int(gla_chunks(d))};
+  if (out_dtype == DType::F32)
+    dispatch_grad<float>(a, d);
+  else
+    dispatch_grad<bf16>(a, d);
 }
 
 }  // namespace primer::ops::cuda_ops

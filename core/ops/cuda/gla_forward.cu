@@ -26,14 +26,12 @@ struct OutputArgs {
   int time, heads, chunks;
 };
 
-template <int kK, int kV>
-struct OutputTraits {
+template <int kK, int kV> struct OutputTraits {
   static constexpr int kWarpCols = kV / 2, kTiles = kWarpCols / 8;
   static constexpr int kSmemBytes = (kChunk * (2 * kK + kV) + kK * kV) * int(sizeof(bf16));
 };
 
-template <class T, int kK, int kV>
-__global__ void __launch_bounds__(kThreads) gla_output_kernel(OutputArgs a) {
+template <class T, int kK, int kV> __global__ void __launch_bounds__(kThreads) gla_output_kernel(OutputArgs a) {
   using Tr = OutputTraits<kK, kV>;
   extern __shared__ __align__(128) unsigned char smem[];
   bf16* sQ = reinterpret_cast<bf16*>(smem);  // [kChunk][kK]
@@ -126,8 +124,7 @@ __global__ void __launch_bounds__(kThreads) gla_output_kernel(OutputArgs a) {
   }
 }
 
-template <class T, int kK, int kV>
-void launch_output(const OutputArgs& a, int batch) {
+template <class T, int kK, int kV> void launch_output(const OutputArgs& a, int batch) {
   using Tr = OutputTraits<kK, kV>;
   constexpr auto kernel = gla_output_kernel<T, kK, kV>;
   allow_dynamic_smem<kernel>(Tr::kSmemBytes);
@@ -135,11 +132,12 @@ void launch_output(const OutputArgs& a, int batch) {
   PRIMER_CUDA_CHECK_LAUNCH();
 }
 
-template <class T>
-void dispatch_output(const OutputArgs& a, const GlaDims& d) {
+template <class T> void dispatch_output(const OutputArgs& a, const GlaDims& d) {
   const int batch = int(d.batch);
-  if (d.key_dim == 64) d.value_dim == 64 ? launch_output<T, 64, 64>(a, batch) : launch_output<T, 64, 128>(a, batch);
-  else d.value_dim == 64 ? launch_output<T, 128, 64>(a, batch) : launch_output<T, 128, 128>(a, batch);
+  if (d.key_dim == 64)
+    d.value_dim == 64 ? launch_output<T, 64, 64>(a, batch) : launch_output<T, 64, 128>(a, batch);
+  else
+    d.value_dim == 64 ? launch_output<T, 128, 64>(a, batch) : launch_output<T, 128, 128>(a, batch);
 }
 
 size_t chunk_states_bytes(const GlaDims& d) {
@@ -156,10 +154,20 @@ void gla_forward(const GlaDims& d, DType out_dtype, const void* q, const void* k
   const GlaScanJob scan{k, v, state_in, workspace, state_out, false};
   gla_state_scans(d, g, scale, &scan, 1);
   if (d.batch == 0 || d.heads == 0 || d.time == 0) return;
-  const OutputArgs a{static_cast<const bf16*>(q), static_cast<const bf16*>(k), static_cast<const bf16*>(v), g,
-                     static_cast<const bf16*>(workspace), o, scale, int(d.time), int(d.heads), int(gla_chunks(d))};
-  if (out_dtype == DType::F32) dispatch_output<float>(a, d);
-  else dispatch_output<bf16>(a, d);
+  const OutputArgs a{static_cast<const bf16*>(q),
+                     static_cast<const bf16*>(k),
+                     static_cast<const bf16*>(v),
+                     g,
+                     static_cast<const bf16*>(workspace),
+                     o,
+                     scale,
+                     int(d.time),
+                     int(d.heads),
+                     int(gla_chunks(d))};
+  if (out_dtype == DType::F32)
+    dispatch_output<float>(a, d);
+  else
+    dispatch_output<bf16>(a, d);
 }
 
 }  // namespace primer::ops::cuda_ops

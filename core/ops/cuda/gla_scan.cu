@@ -24,8 +24,7 @@ struct ScanLaunch {
   int batch, time, heads, value_dim, chunks;
 };
 
-template <int kK>
-struct ScanTraits {
+template <int kK> struct ScanTraits {
   static constexpr int kWarpsM = kK / 16, kWarpsN = 8 / kWarpsM;
   static constexpr int kWarpCols = kSlice / kWarpsN, kTiles = kWarpCols / 8;
   static constexpr int kStages = 4;
@@ -33,8 +32,7 @@ struct ScanTraits {
   static constexpr int kSmemBytes = kStages * kStageElems * int(sizeof(bf16));
 };
 
-template <int kK>
-__global__ void __launch_bounds__(kThreads, 2) gla_scan_kernel(ScanLaunch p) {
+template <int kK> __global__ void __launch_bounds__(kThreads, 2) gla_scan_kernel(ScanLaunch p) {
   using Tr = ScanTraits<kK>;
   extern __shared__ __align__(128) unsigned char smem[];
   bf16* ring = reinterpret_cast<bf16*>(smem);
@@ -118,8 +116,8 @@ __global__ void __launch_bounds__(kThreads, 2) gla_scan_kernel(ScanLaunch p) {
     for (int j = 0; j < Tr::kTiles; ++j)
 #pragma unroll
       for (int e = 0; e < 4; ++e) s[j][e] *= decay;
-    // s += Aᵀ diag(w) B over the chunk's rows: A is stored [row][k], i.e. transposed for this product; its fragment
-    // holds rows (tokens) 2t, 2t + 1 in a0/a1 and 2t + 8, 2t + 9 in a2/a3 of the 16-row step.
+        // s += Aᵀ diag(w) B over the chunk's rows: A is stored [row][k], i.e. transposed for this product; its fragment
+        // holds rows (tokens) 2t, 2t + 1 in a0/a1 and 2t + 8, 2t + 9 in a2/a3 of the 16-row step.
 #pragma unroll
     for (int kk = 0; kk < kChunk / 16; ++kk) {
       uint32_t af[4];
@@ -151,8 +149,7 @@ __global__ void __launch_bounds__(kThreads, 2) gla_scan_kernel(ScanLaunch p) {
   }
 }
 
-template <int kK>
-void launch_scan(const ScanLaunch& p, int count) {
+template <int kK> void launch_scan(const ScanLaunch& p, int count) {
   using Tr = ScanTraits<kK>;
   constexpr auto kernel = gla_scan_kernel<kK>;
   allow_dynamic_smem<kernel>(Tr::kSmemBytes);
@@ -174,8 +171,10 @@ void gla_state_scans(const GlaDims& d, const float* g, float scale, const GlaSca
   p.heads = int(d.heads);
   p.value_dim = int(d.value_dim);
   p.chunks = int(gla_chunks(d));
-  if (d.key_dim == 64) launch_scan<64>(p, count);
-  else launch_scan<128>(p, count);
+  if (d.key_dim == 64)
+    launch_scan<64>(p, count);
+  else
+    launch_scan<128>(p, count);
 }
 
 }  // namespace primer::ops::cuda_ops

@@ -2,7 +2,8 @@
 // slice of V) one block walks the chunks keeping a K × 64 slice of a state in fp32 registers, writing it in bf16 at
 // every chunk boundary. Two flavours share the kernel and may run in one launch:
 //   forward  (the state S, chunks in order):   states[c] = S before chunk c;  S ← e^{G_L} S + Σ_j e^{G_L−G_j} k_j v_jᵀ
-//   reverse  (its gradient dE, chunks reversed): states[c] = dE after chunk c; dE ← e^{G_L} dE + scale Σ_r e^{G_r} q_r do_rᵀ
+//   reverse  (its gradient dE, chunks reversed): states[c] = dE after chunk c; dE ← e^{G_L} dE + scale Σ_r e^{G_r} q_r
+//   do_rᵀ
 // with G the chunk's cumulative log decay and L its last row; `init` is S_0 (forward) or the gradient wrt S_T
 // (reverse), null meaning zeros, and `final_state` (may be null) receives S_T or the gradient wrt S_0.
 #pragma once
@@ -11,10 +12,10 @@
 namespace primer::ops::cuda_ops {
 
 struct GlaScanJob {
-  const void* a;  // bf16 [B, T, H, K]: k (forward) or q (reverse)
-  const void* b;  // bf16 [B, T, H, V]: v (forward) or dout (reverse)
-  const float* init;  // [B, H, K, V] or null
-  void* states;       // bf16 [B, H, chunks, K, V]
+  const void* a;       // bf16 [B, T, H, K]: k (forward) or q (reverse)
+  const void* b;       // bf16 [B, T, H, V]: v (forward) or dout (reverse)
+  const float* init;   // [B, H, K, V] or null
+  void* states;        // bf16 [B, H, chunks, K, V]
   float* final_state;  // [B, H, K, V] or null
   bool reverse;
 };

@@ -11,7 +11,7 @@
 namespace primer::ops::cuda_ops::gla {
 
 using attn::bf16;
-constexpr int kChunk = 64;    // tokens per chunk (kGlaChunk)
+constexpr int kChunk = 64;     // tokens per chunk (kGlaChunk)
 constexpr int kThreads = 256;  // every GLA kernel runs 8 warps
 
 // The chunk's log decays (zero beyond the valid rows) turned in place into the inclusive cumulative sum G over the
@@ -50,7 +50,9 @@ __device__ __forceinline__ int frag_col(int j, int e) { return 8 * j + 2 * (thre
 __device__ __forceinline__ void store_pair(bf16* p, float a, float b) {
   *reinterpret_cast<__nv_bfloat162*>(p) = __floats2bfloat162_rn(a, b);
 }
-__device__ __forceinline__ void store_pair(float* p, float a, float b) { *reinterpret_cast<float2*>(p) = make_float2(a, b); }
+__device__ __forceinline__ void store_pair(float* p, float a, float b) {
+  *reinterpret_cast<float2*>(p) = make_float2(a, b);
+}
 
 // Both bf16 values of an aligned pair in shared memory, as floats.
 __device__ __forceinline__ float2 load_pair(const bf16* p) {

@@ -15,8 +15,7 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
-template <class T>
-__global__ void __launch_bounds__(kWarp* kWarpsPerBlock)
+template <class T> __global__ void __launch_bounds__(kWarp* kWarpsPerBlock)
     forward_kernel(T* __restrict__ k_hat, T* __restrict__ v_hat, float* __restrict__ r_out, const T* __restrict__ k,
                    const T* __restrict__ v, int64_t rows, int K, int V, float eps) {
   const int64_t row = int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp;
@@ -34,8 +33,7 @@ __global__ void __launch_bounds__(kWarp* kWarpsPerBlock)
   for (int i = lane; i < V; i += kWarp) v_hat[row * V + i] = from_float<T>(r * to_float(v[row * V + i]));
 }
 
-template <class T>
-__global__ void __launch_bounds__(kWarp* kWarpsPerBlock)
+template <class T> __global__ void __launch_bounds__(kWarp* kWarpsPerBlock)
     backward_kernel(T* __restrict__ dk, T* __restrict__ dv, const T* __restrict__ dk_hat, const T* __restrict__ dv_hat,
                     const T* __restrict__ k, const T* __restrict__ v, const float* __restrict__ r_in, int64_t rows,
                     int K, int V) {

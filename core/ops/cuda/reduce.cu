@@ -14,10 +14,10 @@ namespace primer::ops::cuda_ops {
 namespace {
 
 constexpr int kRowThreads = 256;
-constexpr int kColX = 32, kColY = 8;    // 32 threads on neighbouring columns (coalesced) x 8 row lanes
+constexpr int kColX = 32, kColY = 8;     // 32 threads on neighbouring columns (coalesced) x 8 row lanes
 constexpr int64_t kTargetBlocks = 1024;  // fills an H100 several times over
-constexpr int64_t kMinRowChunk = 4096;  // elements per block below which splitting a row does not pay
-constexpr int64_t kMinColChunk = 64;    // rows per block likewise for column sums
+constexpr int64_t kMinRowChunk = 4096;   // elements per block below which splitting a row does not pay
+constexpr int64_t kMinColChunk = 64;     // rows per block likewise for column sums
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -32,8 +32,9 @@ __global__ void row_sum_kernel(Out* out, const In* x, int64_t r, int64_t chunk, 
   const int64_t end = begin + chunk < r ? begin + chunk : r;
   float acc = 0.f;
   if (begin < end) {
-    row_foreach({int(threadIdx.x), int(blockDim.x)}, end - begin, [&](int64_t, float v) { acc += Square ? v * v : v; },
-                x + row * r + begin);
+    row_foreach(
+        {int(threadIdx.x), int(blockDim.x)}, end - begin, [&](int64_t, float v) { acc += Square ? v * v : v; },
+        x + row * r + begin);
   }
   acc = block_sum(acc);
   if (threadIdx.x == 0) out[blockIdx.x] = from_float<Out>(acc * multiplier);
@@ -41,9 +42,8 @@ __global__ void row_sum_kernel(Out* out, const In* x, int64_t r, int64_t chunk, 
 
 // x [outer, r, inner]: block (column tile, chunk, o) sums its chunk of r for 32 * V columns, V neighbouring
 // columns per thread (one vector load per row when V > 1); out [outer, splits, inner] = multiplier * partial sums.
-template <int V, class In, class Out>
-__global__ void col_sum_kernel(Out* out, const In* x, int64_t r, int64_t inner, int64_t chunk, int64_t splits,
-                               float multiplier) {
+template <int V, class In, class Out> __global__ void col_sum_kernel(Out* out, const In* x, int64_t r, int64_t inner,
+                                                                     int64_t chunk, int64_t splits, float multiplier) {
   const int64_t tiles = (inner + kColX * V - 1) / (kColX * V);
   const int64_t tile = blockIdx.x % tiles, rest = blockIdx.x / tiles;
   const int64_t split = rest % splits, o = rest / splits;
@@ -82,8 +82,10 @@ void reduce_rows(Out* out, const In* x, int64_t rows, int64_t r, bool squares, f
   const int64_t splits = split_count(rows, r, kMinRowChunk);
   auto launch = [&](auto* dst, const auto* src, int64_t length, int64_t chunk, int64_t parts, bool sq, float mult) {
     const unsigned blocks = unsigned(rows * parts);
-    if (sq) row_sum_kernel<true><<<blocks, kRowThreads, 0, cuda::stream()>>>(dst, src, length, chunk, parts, mult);
-    else row_sum_kernel<false><<<blocks, kRowThreads, 0, cuda::stream()>>>(dst, src, length, chunk, parts, mult);
+    if (sq)
+      row_sum_kernel<true><<<blocks, kRowThreads, 0, cuda::stream()>>>(dst, src, length, chunk, parts, mult);
+    else
+      row_sum_kernel<false><<<blocks, kRowThreads, 0, cuda::stream()>>>(dst, src, length, chunk, parts, mult);
     PRIMER_CUDA_CHECK_LAUNCH();
   };
   if (splits == 1) return launch(out, x, r, r, 1, squares, multiplier);
@@ -123,8 +125,10 @@ template <class T> void reduce_columns(T* out, const T* x, int64_t outer, int64_
 void sum_dim(void* out, const void* x, DType dtype, int64_t outer, int64_t r, int64_t inner, double multiplier) {
   visit_float(dtype, [&](auto t) {
     using T = decltype(t);
-    if (inner == 1) reduce_rows(static_cast<T*>(out), static_cast<const T*>(x), outer, r, false, float(multiplier));
-    else reduce_columns(static_cast<T*>(out), static_cast<const T*>(x), outer, r, inner, float(multiplier));
+    if (inner == 1)
+      reduce_rows(static_cast<T*>(out), static_cast<const T*>(x), outer, r, false, float(multiplier));
+    else
+      reduce_columns(static_cast<T*>(out), static_cast<const T*>(x), outer, r, inner, float(multiplier));
   });
 }
 

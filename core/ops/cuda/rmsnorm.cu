@@ -52,8 +52,7 @@ __device__ __forceinline__ float group_sum(float v, int row_threads, float* scra
   return warp_sum(lane < warps_per_group ? scratch[first + lane] : 0.f);
 }
 
-template <class T, int N, bool kWide, int P>
-__global__ void __launch_bounds__(kMaxRowThreads)
+template <class T, int N, bool kWide, int P> __global__ void __launch_bounds__(kMaxRowThreads)
     rmsnorm_forward_kernel(T* __restrict__ y, float* __restrict__ rstd, const T* __restrict__ x,
                            const T* __restrict__ w, int64_t rows, int D, int row_threads, float eps) {
   __shared__ float scratch[kMaxRowThreads / kWarp];
@@ -91,15 +90,14 @@ __global__ void __launch_bounds__(kMaxRowThreads)
 // Rows of x and dy staged ahead of use per thread (AsyncRows): more for short rows, so that a block keeps about
 // 32-64 KB in flight. Narrow packs (unaligned data) are read in place.
 template <int P> constexpr int kBackwardDepth = P <= 2 ? 4 : 2;
-template <class T, int N, bool kWide, int P>
-using BackwardRows = AsyncRows<int(sizeof(T)) * N, 2 * P, kBackwardDepth<P>, kWide>;
+template <class T, int N, bool kWide, int P> using BackwardRows =
+    AsyncRows<int(sizeof(T)) * N, 2 * P, kBackwardDepth<P>, kWide>;
 
 // dx = rstd * (g - xhat * mean(g * xhat)) with xhat = x * rstd, g = dy * w. Blocks stride over the rows; each thread
 // sums dy * xhat for the columns it owns in registers and finally writes them to its group's row of dw_partial
 // ([gridDim.x * groups per block, D]), which sum_partials_kernel reduces in a fixed order. The x and dy of the
 // next rows are copied into shared memory while the current row is reduced and written.
-template <class T, int N, bool kWide, int P>
-__global__ void __launch_bounds__(kMaxRowThreads)
+template <class T, int N, bool kWide, int P> __global__ void __launch_bounds__(kMaxRowThreads)
     rmsnorm_backward_kernel(T* __restrict__ dx, float* __restrict__ dw_partial, const T* __restrict__ dy,
                             const T* __restrict__ x, const T* __restrict__ w, const float* __restrict__ rstd,
                             int64_t rows, int D, int row_threads) {
@@ -207,9 +205,9 @@ void forward_with(const Layout& l, T* y, float* rstd, const T* x, const T* w, in
   PRIMER_CUDA_CHECK_LAUNCH();
 }
 
-template <class T, int N, bool kWide, int P>
-void backward_with(const Layout& l, T* dx, float* dw, const T* dy, const T* x, const T* w, const float* rstd,
-                   int64_t rows, int D) {
+template <class T, int N, bool kWide, int P> void backward_with(const Layout& l, T* dx, float* dw, const T* dy,
+                                                                const T* x, const T* w, const float* rstd, int64_t rows,
+                                                                int D) {
   auto kernel = rmsnorm_backward_kernel<T, N, kWide, P>;
   const size_t smem = BackwardRows<T, N, kWide, P>::smem_bytes(l.threads());
   PRIMER_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
@@ -225,33 +223,27 @@ void backward_with(const Layout& l, T* dx, float* dw, const T* dy, const T* x, c
       allocate(Device::cuda(cuda::current_device()), size_t(parts) * size_t(D) * sizeof(float));
   auto* partial_ptr = static_cast<float*>(partial->data());
   kernel<<<unsigned(blocks), l.threads(), smem, cuda::stream()>>>(dx, partial_ptr, dy, x, w, rstd, rows, D,
-                                                                   l.row_threads);
+                                                                  l.row_threads);
   PRIMER_CUDA_CHECK_LAUNCH();
   sum_partials_kernel<<<unsigned((D + kWarp - 1) / kWarp), dim3(kWarp, kSumSlices), 0, cuda::stream()>>>(
       dw, partial_ptr, parts, D);
   PRIMER_CUDA_CHECK_LAUNCH();
 }
 
-template <auto V>
-using Const = std::integral_constant<decltype(V), V>;
+template <auto V> using Const = std::integral_constant<decltype(V), V>;
 
 // Calls fn(Const<N>, Const<kWide>, Const<P>, layout) for the pack kind and packs per thread that fit a row of D:
 // wide 16-byte packs when D is a multiple of one and the data is aligned, narrow packs of the same width when only
 // the alignment is missing, single elements otherwise.
-template <class T, class F>
-void with_layout(int64_t D, bool aligned, F&& fn) {
+template <class T, class F> void with_layout(int64_t D, bool aligned, F&& fn) {
   constexpr int V = kVec16<T>;
   auto by_packs_per_thread = [&](auto n, auto wide) {
     const Layout l = layout_for(D / decltype(n)::value);
     switch (l.packs_per_thread) {
-      case 1:
-        return fn(n, wide, Const<1>{}, l);
-      case 2:
-        return fn(n, wide, Const<2>{}, l);
-      case 4:
-        return fn(n, wide, Const<4>{}, l);
-      default:
-        return fn(n, wide, Const<kMaxPacksPerThread>{}, l);
+      case 1: return fn(n, wide, Const<1>{}, l);
+      case 2: return fn(n, wide, Const<2>{}, l);
+      case 4: return fn(n, wide, Const<4>{}, l);
+      default: return fn(n, wide, Const<kMaxPacksPerThread>{}, l);
     }
   };
   if (D % V != 0)

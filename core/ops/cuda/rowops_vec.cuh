@@ -8,13 +8,11 @@
 
 namespace primer::ops::cuda_ops {
 
-template <class T>
-constexpr int kVec16 = 16 / int(sizeof(T));  // elements per 16-byte load
+template <class T> constexpr int kVec16 = 16 / int(sizeof(T));  // elements per 16-byte load
 
 // N elements of T held in registers in their storage format. kWide packs (16 bytes at 16-byte aligned addresses)
 // move with one 128-bit access, narrow ones element by element. Elements read and write as fp32.
-template <class T, int N, bool kWide = N * sizeof(T) == 16>
-struct Pack {
+template <class T, int N, bool kWide = N * sizeof(T) == 16> struct Pack {
   static_assert(!kWide || N * sizeof(T) == 16, "wide packs are 16 bytes");
   alignas(kWide ? 16 : alignof(T)) T e[N];
 

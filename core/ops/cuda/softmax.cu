@@ -67,11 +67,15 @@ template <bool kWarpRows, class T> __global__ void softmax_kernel(T* y, const T*
   const RowThreads t = row_threads<kWarpRows>();
   const T* xr = x + row * cols;
   MaxSum acc{-INFINITY, 0.f};
-  row_foreach(t, cols, [&](int64_t, float v) { absorb(acc, v); }, xr);
-  if constexpr (kWarpRows) acc = warp_merge(acc);
-  else acc = block_merge(acc);
+  row_foreach(
+      t, cols, [&](int64_t, float v) { absorb(acc, v); }, xr);
+  if constexpr (kWarpRows)
+    acc = warp_merge(acc);
+  else
+    acc = block_merge(acc);
   const float inv = 1.f / acc.sum;
-  row_map(t, y + row * cols, cols, [&](float v) { return expf(v - acc.max) * inv; }, xr);
+  row_map(
+      t, y + row * cols, cols, [&](float v) { return expf(v - acc.max) * inv; }, xr);
 }
 
 template <bool kWarpRows, class T>
@@ -81,10 +85,14 @@ __global__ void softmax_backward_kernel(T* dx, const T* y, const T* dy, int64_t 
   const RowThreads t = row_threads<kWarpRows>();
   const int64_t base = row * cols;
   float dot = 0.f;
-  row_foreach(t, cols, [&](int64_t, float yv, float g) { dot += yv * g; }, y + base, dy + base);
-  if constexpr (kWarpRows) dot = warp_sum(dot);
-  else dot = block_sum(dot);
-  row_map(t, dx + base, cols, [&](float yv, float g) { return yv * (g - dot); }, y + base, dy + base);
+  row_foreach(
+      t, cols, [&](int64_t, float yv, float g) { dot += yv * g; }, y + base, dy + base);
+  if constexpr (kWarpRows)
+    dot = warp_sum(dot);
+  else
+    dot = block_sum(dot);
+  row_map(
+      t, dx + base, cols, [&](float yv, float g) { return yv * (g - dot); }, y + base, dy + base);
 }
 
 // Launches kernel<kWarpRows> with the row-to-thread mapping chosen by the row length.
@@ -103,8 +111,8 @@ void softmax(void* y, const void* x, DType dtype, int64_t rows, int64_t cols) {
   visit_float(dtype, [&](auto t) {
     using T = decltype(t);
     launch_rows(rows, cols, [&](auto warp_rows, unsigned blocks, int threads) {
-      softmax_kernel<decltype(warp_rows)::value><<<blocks, threads, 0, cuda::stream()>>>(
-          static_cast<T*>(y), static_cast<const T*>(x), rows, cols);
+      softmax_kernel<decltype(warp_rows)::value>
+          <<<blocks, threads, 0, cuda::stream()>>>(static_cast<T*>(y), static_cast<const T*>(x), rows, cols);
     });
   });
 }

@@ -1,4 +1,5 @@
-// Softmax kernels over the last dim of dense [rows, cols] arrays, CUDA launchers (f32/bf16 storage, fp32 math; compute stream).
+// Softmax kernels over the last dim of dense [rows, cols] arrays, CUDA launchers (f32/bf16 storage, fp32 math; compute
+// stream).
 #pragma once
 #include <cstdint>
 

@@ -11,9 +11,8 @@ constexpr int kThreads = 256;
 __device__ __forceinline__ float sigmoid(float g) { return 1.f / (1.f + expf(-g)); }
 
 // Each thread handles packs of N elements, grid-stride over n / N packs.
-template <class T, int N>
-__global__ void swiglu_forward_kernel(T* __restrict__ h, const T* __restrict__ gate, const T* __restrict__ up,
-                                      int64_t packs) {
+template <class T, int N> __global__ void swiglu_forward_kernel(T* __restrict__ h, const T* __restrict__ gate,
+                                                                const T* __restrict__ up, int64_t packs) {
   for (int64_t p = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; p < packs; p += int64_t(gridDim.x) * blockDim.x) {
     Pack<T, N> g, u, out;
     g.load(gate + p * N);
@@ -25,9 +24,9 @@ __global__ void swiglu_forward_kernel(T* __restrict__ h, const T* __restrict__ g
 }
 
 // dgate = dh * up * s * (1 + g * (1 - s)), dup = dh * g * s, with s = sigmoid(g).
-template <class T, int N>
-__global__ void swiglu_backward_kernel(T* __restrict__ dgate, T* __restrict__ dup, const T* __restrict__ dh,
-                                       const T* __restrict__ gate, const T* __restrict__ up, int64_t packs) {
+template <class T, int N> __global__ void swiglu_backward_kernel(T* __restrict__ dgate, T* __restrict__ dup,
+                                                                 const T* __restrict__ dh, const T* __restrict__ gate,
+                                                                 const T* __restrict__ up, int64_t packs) {
   for (int64_t p = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; p < packs; p += int64_t(gridDim.x) * blockDim.x) {
     Pack<T, N> d, g, u, dg, du;
     d.load(dh + p * N);

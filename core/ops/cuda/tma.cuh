@@ -57,8 +57,7 @@ __device__ __forceinline__ void reduce_add_4d(const void* tensor_map, const void
 __device__ __forceinline__ void commit_reduces() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
 // Waits until all of this thread's committed reduce-adds have read their shared memory (kReadOnly: the buffer may
 // be rewritten) or have completed.
-template <bool kReadOnly>
-__device__ __forceinline__ void wait_reduces() {
+template <bool kReadOnly> __device__ __forceinline__ void wait_reduces() {
   if constexpr (kReadOnly)
     asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
   else

@@ -33,8 +33,8 @@ CUtensorMap token_head_tensor_map(const void* data, int64_t B, int64_t T, int64_
   const cuuint64_t strides[3] = {cuuint64_t(Dh) * bytes, cuuint64_t(H * Dh) * bytes, cuuint64_t(T * H * Dh) * bytes};
   const cuuint32_t box[4] = {cuuint32_t(128 / bytes), 1, cuuint32_t(rows), 1};  // 128-byte rows: the swizzle's span
   const cuuint32_t element_strides[4] = {1, 1, 1, 1};
-  const CUresult r = encoder()(&map, type, 4, const_cast<void*>(data), dims, strides, box,
-                               element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+  const CUresult r = encoder()(&map, type, 4, const_cast<void*>(data), dims, strides, box, element_strides,
+                               CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                                CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS)  // the usual cause: a base address or row stride that is not a multiple of 16 bytes
     cuda::fail(cudaErrorInvalidValue, "cuTensorMapEncodeTiled (tensor base and strides must be 16-byte aligned)",

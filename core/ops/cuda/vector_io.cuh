@@ -10,9 +10,7 @@
 namespace primer::ops::cuda_ops {
 
 // V consecutive elements moved as one aligned unit: a single 16-byte access when V * sizeof(T) == 16.
-template <class T, int V> struct alignas(sizeof(T) * V < 16 ? sizeof(T) * V : 16) Pack {
-  T v[V];
-};
+template <class T, int V> struct alignas(sizeof(T) * V < 16 ? sizeof(T) * V : 16) Pack { T v[V]; };
 
 template <int V, class T> __device__ __forceinline__ Pack<T, V> load_pack(const T* base, int64_t pack_index) {
   return reinterpret_cast<const Pack<T, V>*>(base)[pack_index];
