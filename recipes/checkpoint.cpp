@@ -130,7 +130,7 @@ CheckpointContent registry_content(ParameterRegistry& params, optim::AdamW& opti
   for (Parameter* p : params.all()) {
     PRIMER_CHECK(p->master.defined(), "cannot checkpoint parameter '{}': the registry is not materialized", p->name);
     content.parameters.push_back(p);
-    StateChunk c{p, 0, p->master.view({p->master.numel()})};
+    StateChunk c{.param = p, .offset = 0, .master = p->master.view({p->master.numel()})};
     if (p->trainable) {
       c.m = optimizer.first_moment(p->name).view({p->master.numel()});
       c.v = optimizer.second_moment(p->name).view({p->master.numel()});

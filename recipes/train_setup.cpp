@@ -182,7 +182,7 @@ CheckpointContent checkpoint_content(TrainSetup& s) {
   content.parameters = s.params->all();
   content.optimizer = s.optimizer.get();
   auto to_state = [&](const parallel::ParameterChunk& c) {
-    StateChunk out{c.param, c.offset, c.master};
+    StateChunk out{.param = c.param, .offset = c.offset, .master = c.master};
     if (c.param->trainable) {
       out.m = s.optimizer->first_moment(c.group).slice(0, c.group_offset, c.group_offset + c.count);
       out.v = s.optimizer->second_moment(c.group).slice(0, c.group_offset, c.group_offset + c.count);
@@ -232,7 +232,7 @@ TrainSetup setup_training(const config::Config& cfg, const std::string& recipe, 
   PRIMER_CHECK(ranks.tensors && ranks.host && ranks.tensors->size() == ranks.host->size() &&
                    ranks.tensors->rank() == ranks.host->rank(),
                "setup_training: the tensor and host communicators must span the same ranks");
-  TrainSetup s{cfg, recipe, cfg.get_string("output_dir")};
+  TrainSetup s{.cfg = cfg, .recipe = recipe, .out_dir = cfg.get_string("output_dir")};
   s.ranks = ranks;
   s.zero_stage = zero_stage_of(cfg);
   if (cfg.has("tokenized_path") && cfg.has("dataset"))

@@ -126,9 +126,19 @@ std::string arrival_summary(const FaultContext& where, uint64_t sequence) {
   std::_Exit(1);
 }
 
+// The first report ends the job; a second one (another communicator's watchdog, or the poller seeing the error the
+// first abort causes) would abort a backend a second time, concurrently, and bury the first report: it waits instead
+// for the process to end.
+void claim_the_report() {
+  static std::atomic<bool> claimed{false};
+  if (claimed.exchange(true))
+    for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+}
+
 }  // namespace
 
 void abort_on_timeout(const FaultContext& where, const OpInfo& info, const std::function<void()>& abort_backend) {
+  claim_the_report();
   // Said before the arrival exchange, which waits on the other ranks: the timeout is reported whatever follows.
   console::error("collective timeout: {} on rank {} of {} (backend {}) did not complete within {} s", info.describe(),
                  where.rank, where.size, where.backend, where.timeout_seconds);
@@ -139,6 +149,7 @@ void abort_on_timeout(const FaultContext& where, const OpInfo& info, const std::
 
 void abort_on_error(const FaultContext& where, const OpInfo& info, std::string_view error,
                     const std::function<void()>& abort_backend) {
+  claim_the_report();
   console::error("communication error: {} on rank {} of {} (backend {}): {}\nending the job", info.describe(),
                  where.rank, where.size, where.backend, error);
   end_job(abort_backend);

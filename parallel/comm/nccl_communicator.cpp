@@ -1,6 +1,8 @@
 #ifdef PRIMER_WITH_NCCL
 #include "parallel/comm/nccl_communicator.h"
 
+#include <algorithm>
+
 #include "core/check.h"
 #include "core/cuda_runtime.h"
 #include "parallel/comm/launch.h"
@@ -122,6 +124,7 @@ NcclCommunicator::NcclCommunicator(ncclComm_t comm, MPI_Comm owned_mpi, int devi
   if (thread_level == MPI_THREAD_MULTIPLE) monitor_ = duplicate_or_null(mpi_);
   PRIMER_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   barrier_scratch_ = Tensor::zeros({1}, DType::F32, Device::cuda(device_));
+  completion_ = std::make_unique<CompletionCounter>();
   finalizer_id_ = at_finalize([this] { release(); });
   poller_ = std::thread([this] { poll(); });
   watchdog_ = std::thread([this] { watch(); });
@@ -154,53 +157,39 @@ FaultContext NcclCommunicator::fault_context() const {
 
 // Any failure here ends the job: the poller is the only one looking, and nobody would catch an exception.
 void NcclCommunicator::poll() {
-  auto abort_nccl = [this] { ncclCommAbort(comm_); };
-  auto oldest = [this] { return in_flight_.empty() ? OpInfo{} : in_flight_.front().info; };
-  if (cudaError_t e = cudaSetDevice(device_); e != cudaSuccess)
-    abort_on_error(fault_context(), OpInfo{}, fmt::format("watchdog: cudaSetDevice: {}", cudaGetErrorString(e)),
-                   abort_nccl);
   while (!stopping_) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     ncclResult_t async_error = ncclSuccess;
     ncclResult_t queried = ncclCommGetAsyncError(comm_, &async_error);
-    std::unique_lock lock(mutex_);
-    if (queried != ncclSuccess || (async_error != ncclSuccess && async_error != ncclInProgress)) {
-      OpInfo info = oldest();
-      lock.unlock();
-      abort_on_error(fault_context(), info,
-                     fmt::format("NCCL asynchronous error: {}",
-                                 ncclGetErrorString(queried != ncclSuccess ? queried : async_error)),
-                     abort_nccl);
+    if (queried == ncclSuccess && (async_error == ncclSuccess || async_error == ncclInProgress)) continue;
+    OpInfo oldest;
+    {
+      std::lock_guard lock(mutex_);
+      if (!in_flight_.empty()) oldest = in_flight_.front().info;
     }
-    // No CUDA call runs under the lock (a query, or an event's destruction): the watchdog must always get it.
-    while (!in_flight_.empty() && in_flight_.front().done) {
-      std::shared_ptr<Event> done = in_flight_.front().done;
-      lock.unlock();
-      const cudaError_t state = cudaEventQuery(done->event);
-      if (state != cudaSuccess && state != cudaErrorNotReady) {
-        lock.lock();
-        OpInfo info = oldest();
-        lock.unlock();
-        abort_on_error(fault_context(), info, fmt::format("CUDA error: {}", cudaGetErrorString(state)), abort_nccl);
-      }
-      if (state == cudaErrorNotReady) break;
-      lock.lock();
-      in_flight_.pop_front();  // `done` still holds the event: it is destroyed below, unlocked
-      lock.unlock();
-      done.reset();
-      lock.lock();
-    }
+    abort_on_error(
+        fault_context(), oldest,
+        fmt::format("NCCL asynchronous error: {}", ncclGetErrorString(queried != ncclSuccess ? queried : async_error)),
+        [this] { ncclCommAbort(comm_); });
   }
 }
 
 void NcclCommunicator::watch() {
+  using clock = std::chrono::steady_clock;
   while (!stopping_) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     std::unique_lock lock(mutex_);
+    const uint64_t completed = completion_->completed();
+    bool retired = false;
+    while (!in_flight_.empty() && in_flight_.front().index <= completed) {
+      in_flight_.pop_front();
+      retired = true;
+    }
     if (in_flight_.empty()) continue;
-    const InFlight& front = in_flight_.front();
-    if (std::chrono::duration<double>(std::chrono::steady_clock::now() - front.started).count() <= timeout_seconds())
-      continue;
+    InFlight& front = in_flight_.front();
+    // An operation queued behind a slow one starts its clock when that one finishes (to the watchdog's resolution).
+    if (retired) front.started = std::max(front.started, clock::now());
+    if (std::chrono::duration<double>(clock::now() - front.started).count() <= timeout_seconds()) continue;
     const OpInfo info = front.info;
     lock.unlock();
     abort_on_timeout(fault_context(), info, [this] { ncclCommAbort(comm_); });
@@ -212,24 +201,22 @@ Work NcclCommunicator::launch(const OpInfo& info, std::vector<Tensor> tensors, E
   Event ready;
   PRIMER_CUDA_CHECK(cudaEventRecord(ready.event, cuda::stream()));
   PRIMER_CUDA_CHECK(cudaStreamWaitEvent(stream_, ready.event, 0));
-  InFlight* entry = nullptr;
+  uint64_t index = 0;
   {  // on the clock before the enqueue, which itself can block the host when a peer never comes
     std::lock_guard lock(mutex_);
-    entry = &in_flight_.emplace_back(InFlight{info, nullptr, std::chrono::steady_clock::now()});
+    index = ++launched_;
+    in_flight_.push_back(InFlight{info, index, std::chrono::steady_clock::now()});
   }
   try {
     enqueue();
   } catch (...) {
     std::lock_guard lock(mutex_);
-    in_flight_.pop_back();  // never enqueued: nothing to wait for
+    in_flight_.pop_back();  // never enqueued: nothing to wait for (its index is skipped, the order still holds)
     throw;
   }
   auto done = std::make_shared<Event>();
   PRIMER_CUDA_CHECK(cudaEventRecord(done->event, stream_));
-  {
-    std::lock_guard lock(mutex_);
-    entry->done = done;
-  }
+  completion_->record(index, stream_);
   return Work(std::make_unique<NcclPending>(done, done->event, std::move(tensors), host_blocking));
 }
 

@@ -1,9 +1,10 @@
 // The NCCL backend (CUDA builds with NCCL): GPU tensors on this rank's device, one NCCL communicator per
 // Communicator, bootstrapped by broadcasting rank 0's unique id over MPI. Collectives run on a communication
 // stream of their own, after the work already queued on the compute stream; Work::wait() makes the compute
-// stream wait for the collective's completion event without blocking the host. A watchdog thread polls the
-// completion events and ncclCommGetAsyncError: a collective older than the timeout, or an asynchronous
-// NCCL error, aborts the NCCL communicator and ends the job with a report (fault_report.h).
+// stream wait for the collective's completion event without blocking the host. A watchdog thread follows the
+// operations' completion (CompletionCounter: no CUDA call) and a poller asks ncclCommGetAsyncError: a collective
+// unfinished for longer than the timeout, or an asynchronous NCCL error, aborts the NCCL communicator and ends the
+// job with a report (fault_report.h).
 #pragma once
 #ifdef PRIMER_WITH_NCCL
 #include <cuda_runtime_api.h>
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "parallel/comm/communicator.h"
+#include "parallel/comm/completion_counter.h"
 #include "parallel/comm/fault_report.h"
 
 namespace primer::parallel {
@@ -48,8 +50,8 @@ class NcclCommunicator final : public Communicator {
   struct Event;  // a CUDA event destroyed with its last owner
   struct InFlight {
     OpInfo info;
-    std::shared_ptr<Event> done;  // null until the NCCL calls are enqueued and the event recorded
-    std::chrono::steady_clock::time_point started;
+    uint64_t index;  // this communicator's count of operations launched, the value completion_ reaches after it
+    std::chrono::steady_clock::time_point started;  // launched, or when the operation before it finished if later
   };
 
   struct Bootstrap {
@@ -63,9 +65,10 @@ class NcclCommunicator final : public Communicator {
   // records completion and hands it to the watchdog. host_blocking: wait() also blocks the host (barrier).
   template <class Enqueue>
   Work launch(const OpInfo& info, std::vector<Tensor> tensors, Enqueue&& enqueue, bool host_blocking = false);
-  // Two threads watch the operations in flight. The poller asks CUDA and NCCL (event queries, asynchronous errors)
-  // and retires finished operations; the watchdog only reads the clock and the queue, so that a CUDA or NCCL call
-  // that blocks (the poller's, or the host's inside an enqueue) cannot stop the timeout from ending the job.
+  // Two threads watch the operations in flight. The watchdog retires finished operations by reading completion_ and
+  // times out the oldest unfinished one, with no CUDA or NCCL call that could block it (the host thread can sit in a
+  // blocking CUDA call behind the hung collective, or inside an enqueue); the poller asks NCCL for asynchronous
+  // errors.
   void poll();
   void watch();
   void release();  // destroys the NCCL communicator, stream and MPI communicators; idempotent
@@ -79,8 +82,10 @@ class NcclCommunicator final : public Communicator {
   int finalizer_id_ = -1;
   Tensor barrier_scratch_;
 
+  std::unique_ptr<CompletionCounter> completion_;
   std::mutex mutex_;
   std::deque<InFlight> in_flight_;
+  uint64_t launched_ = 0;
   std::atomic<bool> stopping_{false};
   std::thread poller_, watchdog_;
 };
