@@ -1,5 +1,6 @@
 // The gated delta rule-2 (Gated DeltaNet-2's core) on the CPU: the f64 token-by-token reference (its hand-written
-// backward against finite differences for every input, the initial state and a final-state gradient; the paper's
+// backward against finite differences for every input, the initial state and a final-state gradient; against the
+// paper's own chunkwise forward and backward (App. A, B) run in plain Python on a fixed case; the paper's
 // reductions — b = w = β·1 with a scalar decay is Gated DeltaNet, checked against primer's independent GDN reference,
 // and ∂L/∂β = ⟨∂L/∂b, 1⟩ + ⟨∂L/∂w, 1⟩; the erase's eigenvalue 1 − Σ b k² along k), the chunked path in f64 and f32
 // against it across chunk boundaries (T ∈ {1, odd, not a multiple of 64, ≥ 2 chunks}, head dims 64 and 128, strong
@@ -12,6 +13,7 @@
 #include "core/autograd/gated_delta_rule2.h"
 #include "core/ops/gated_delta_rule.h"
 #include "core/ops/gated_delta_rule2.h"
+#include "tests/support/gdn2_oracle_case.h"
 #include "tests/support/test_util.h"
 
 namespace primer {
@@ -89,6 +91,65 @@ TEST(GatedDeltaRule2Reference, BackwardMatchesFiniteDifferences) {
     const Inputs in = inputs(2, 5, 2, 3, 4, seed, b_max);
     check_reference_gradients(in, true, seed);
     check_reference_gradients(in, false, seed + 1);
+  }
+}
+
+// The paper's own chunkwise algorithm — the App. A forward (γ-normalised keys, T = tril(Ē K̄ᵀ, −1), A = (I + T)⁻¹,
+// Y = AĒ, U = AZ) and the App. B backward (the gate-aware WY VJP) — run in plain Python by
+// tests/data/gdn2_paper_chunk_oracle.py on deterministic inputs rebuilt here: the reference and the chunked path
+// (another algorithm: the backward is per token) agree with its outputs and every gradient to round-off.
+TEST(GatedDeltaRule2Reference, MatchesThePapersChunkwiseFormulas) {
+  namespace oracle = test::gdn2_oracle;
+  const int64_t L = 10, K = 3, V = 2;
+  auto build = [](int64_t rows, int64_t cols, auto f, bool unit = false) {
+    std::vector<double> x;
+    for (int64_t r = 0; r < rows; ++r) {
+      std::vector<double> row;
+      for (int64_t c = 0; c < cols; ++c) row.push_back(f(double(r), double(c)));
+      double n = 0;
+      for (double e : row) n += e * e;
+      for (double e : row) x.push_back(unit ? e / std::sqrt(n) : e);
+    }
+    return x;
+  };
+  auto tensor = [](const std::vector<double>& x, const Shape& s) { return Tensor::from_vector(x, s, DType::F64); };
+  const Shape kshape{1, L, 1, K}, vshape{1, L, 1, V}, sshape{1, 1, K, V};
+  const Tensor q = tensor(build(
+                              L, K, [](double t, double i) { return std::sin(1.3 * t + 0.7 * i + 0.1); }, true),
+                          kshape);
+  const Tensor k = tensor(build(
+                              L, K, [](double t, double i) { return std::cos(0.9 * t - 0.4 * i + 0.3); }, true),
+                          kshape);
+  const Tensor v = tensor(build(L, V, [](double t, double j) { return std::sin(0.5 * t + 1.1 * j + 0.2); }), vshape);
+  const Tensor g =
+      tensor(build(L, K, [](double t, double i) { return -0.3 * (0.5 + 0.5 * std::sin(0.8 * t + 0.6 * i)); }), kshape);
+  const Tensor b =
+      tensor(build(L, K, [](double t, double i) { return 0.5 + 0.45 * std::cos(1.7 * t + 0.9 * i); }), kshape);
+  const Tensor w =
+      tensor(build(L, V, [](double t, double j) { return 0.5 + 0.45 * std::sin(1.1 * t - 0.5 * j); }), vshape);
+  const Tensor s0 = tensor(build(K, V, [](double i, double j) { return std::cos(0.3 * i + 0.8 * j + 0.5); }), sshape);
+  const Tensor dO = tensor(build(L, V, [](double t, double j) { return std::sin(0.4 * t + 0.9 * j - 0.2); }), vshape);
+  const Tensor dST = tensor(build(K, V, [](double i, double j) { return std::sin(1.4 * i - 0.6 * j + 0.7); }), sshape);
+  auto expected = [&](const auto& values, const Shape& s) {
+    return tensor(std::vector<double>(std::begin(values), std::end(values)), s);
+  };
+  for (bool chunked : {false, true}) {
+    SCOPED_TRACE(chunked ? "chunked" : "reference");
+    Tensor st;
+    const Tensor o = chunked ? ops::gated_delta_rule2(q, k, v, g, b, w, 1.0, s0, &st)
+                             : ops::reference::gated_delta_rule2(q, k, v, g, b, w, 1.0, s0, &st);
+    test::expect_close(o, expected(oracle::kO, vshape), 1e-13, 1e-13, "o");
+    test::expect_close(st, expected(oracle::kST, sshape), 1e-13, 1e-13, "S_T");
+    const ops::GatedDelta2Grads d =
+        chunked ? ops::gated_delta_rule2_backward(dO, q, k, v, g, b, w, 1.0, s0, dST)
+                : ops::reference::gated_delta_rule2_backward(dO, q, k, v, g, b, w, 1.0, s0, dST);
+    test::expect_close(d.dq, expected(oracle::kDq, kshape), 1e-13, 1e-13, "dq");
+    test::expect_close(d.dk, expected(oracle::kDk, kshape), 1e-13, 1e-13, "dk");
+    test::expect_close(d.dv, expected(oracle::kDv, vshape), 1e-13, 1e-13, "dv");
+    test::expect_close(d.dg, expected(oracle::kDg, kshape), 1e-13, 1e-13, "dg");
+    test::expect_close(d.db, expected(oracle::kDb, kshape), 1e-13, 1e-13, "db");
+    test::expect_close(d.dw, expected(oracle::kDw, vshape), 1e-13, 1e-13, "dw");
+    test::expect_close(d.dstate_in, expected(oracle::kDS0, sshape), 1e-13, 1e-13, "dstate_in");
   }
 }
 
