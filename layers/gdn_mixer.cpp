@@ -94,24 +94,7 @@ ag::Var GdnMixer::forward(const ag::Var& input, const MixerContext& ctx, const M
     return step_ == DeltaStep::Kaczmarz ? ag::kaczmarz_delta_rule(q, k, values, g, beta, scale, kKaczmarzEps, s0, s_out)
                                         : ag::gated_delta_rule(q, k, values, g, beta, scale, s0, s_out);
   };
-  // Under P2P the chunk runs from zero once (its output y₀ and final state E) and once on zero values from the
-  // identity (the transition M = A_{1:T}, and q̃_t = scale·A_{1:t}ᵀq_t): with the incoming state S_in composed from the
-  // ranks' (M, E), the output is y₀ + q̃·S_in, exact because the recurrence is linear in (state, values) — two passes
-  // where running again from S_in would take three (flash-linear-attention's context parallelism packs [E | M]).
-  ag::Var from_zero, through_transition;
-  const ag::Var s0 = carry.recurrent_in(0, [&] {
-    ChunkSummary summary;
-    from_zero = core(v, nullptr, &summary.final_from_zero);
-    const Tensor& e = summary.final_from_zero->value;
-    const Tensor zero_values =
-        Tensor::zeros({k->value.size(0), k->value.size(1), H, D}, v->value.dtype(), v->value.device());
-    through_transition =
-        core(ag::constant(zero_values), ag::constant(identity_states(e.size(0), H, D, e.dtype(), e.device())),
-             &summary.transition);
-    return summary;
-  });
-  const ag::Var o = carry.from_heads(from_zero ? ag::add(from_zero, state_readout(through_transition, s0))
-                                               : core(v, s0, carry.recurrent_out(0)));
+  const ag::Var o = carry.from_heads(linear_state_output(core, v, carry, 0));
 
   const ag::Var g_proj = gdn_.use_gate ? weight("g_proj.weight") : nullptr;
   return carry.from_rows(norm_gate_project(o, x, weight("o_norm.weight"), g_proj ? &g_proj : nullptr,

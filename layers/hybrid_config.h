@@ -19,6 +19,7 @@ enum class MixerKind {
   GatedKalmaNet,            // "GKA"
   KaczmarzLinearAttention,  // "KZLA" Gated DeltaNet with the Kaczmarz step β = η/(‖k‖² + ε) on raw keys
   KalmanLinearAttention,    // "KLA"  per-element Kalman filters in information form (CPU only so far)
+  GatedDeltaNet2,           // "GDN2" channel-wise decay, erase gate on keys, write gate on values (CPU only so far)
 };
 
 MixerKind parse_mixer_token(const std::string& token, const std::string& source);
@@ -87,6 +88,18 @@ struct KlaConfig {
   double process_noise_init = 0.01;  // p (the OU diffusion σ) at init: p̄ = p²(1 − ā²)/(2a)
   double norm_eps = 1e-5;
   bool operator==(const KlaConfig&) const = default;
+};
+
+// Gated DeltaNet-2 (gdn2_config). Heads as GDN's; the decay's low-rank projection has rank head_dim (the authors'
+// d → d_v → H·d_k).
+struct Gdn2Config {
+  bool use_gate = true;           // output gate silu(g_proj x) after the output RMSNorm
+  bool use_short_conv = true;     // short convolutions (and SiLU) on q, k, v
+  bool allow_neg_eigval = false;  // erase gate b = 2σ(·) ∈ (0, 2); the write gate stays in (0, 1)
+  int64_t conv_size = 4;
+  bool conv_bias = false;
+  double norm_eps = 1e-5;
+  bool operator==(const Gdn2Config&) const = default;
 };
 
 // Mamba-2 in the Mamba-in-Llama mapping (mamba2_config): d_inner = Hq·D, d_xb = Hkv·D, d_state = head_dim,

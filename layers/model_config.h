@@ -59,6 +59,7 @@ struct ModelConfig {
   GdnConfig gdn;
   KzlaConfig kzla;
   KlaConfig kla;
+  Gdn2Config gdn2;
   Mamba2Config mamba2;
   SwaConfig swa;
   MixerKind mixer(int64_t layer) const {

@@ -57,6 +57,24 @@ Tensor identity_states(int64_t R, int64_t H, int64_t K, DType dtype, Device devi
   return ops::add(Tensor::zeros({R, H, K, K}, dtype, device), Tensor::from_vector(eye, {K, K}, dtype, device));
 }
 
+ag::Var linear_state_output(const LinearStateCore& core, const ag::Var& v, const StateCarry& carry, size_t slot) {
+  ag::Var from_zero, through_transition;
+  const ag::Var s0 = carry.recurrent_in(slot, [&] {
+    ChunkSummary summary;
+    from_zero = core(v, nullptr, &summary.final_from_zero);
+    const Tensor& e = summary.final_from_zero->value;
+    const Shape& s = v->value.shape();
+    PRIMER_CHECK(s[3] == e.size(2), "linear_state_output: values {} and state {} differ in width (P2P needs K = V)",
+                 v->value.describe(), e.describe());
+    const Tensor zero_values = Tensor::zeros(s, v->value.dtype(), v->value.device());
+    through_transition =
+        core(ag::constant(zero_values), ag::constant(identity_states(e.size(0), s[2], s[3], e.dtype(), e.device())),
+             &summary.transition);
+    return summary;
+  });
+  return from_zero ? ag::add(from_zero, state_readout(through_transition, s0)) : core(v, s0, carry.recurrent_out(slot));
+}
+
 ag::Var expand_heads(const ag::Var& x, int64_t groups) {
   if (groups == 1) return x;
   const Shape& s = x->value.shape();

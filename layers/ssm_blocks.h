@@ -3,6 +3,7 @@
 // weights, GQA head expansion, L2 normalisation, the Mamba-2-style decay gate and the gated output RMSNorm.
 #pragma once
 #include <cstdint>
+#include <functional>
 
 #include "core/autograd/variable.h"
 #include "layers/mixer.h"
@@ -29,6 +30,18 @@ ChunkSummary scalar_decay_summary(const ag::Var& k, const ag::Var& v, const ag::
 // in S's dtype). Under P2P the delta rule's output from an incoming state S_in is its output from zero plus this
 // readout of scale·A_{1:t}ᵀ q_t (the recurrence is linear in the state).
 ag::Var state_readout(const ag::Var& rows, const ag::Var& S);
+
+// A delta-rule core: o [R, T, H, V] from values [R, T, H, V] and the state entering (null: zeros), writing the final
+// state to *state_out when non-null. q, k and the gates are bound inside.
+using LinearStateCore = std::function<ag::Var(const ag::Var& values, const ag::Var& state_in, ag::Var* state_out)>;
+
+// The output of a core whose recurrence is linear in (state, values) (GDN, KZLA, GDN-2), on v [R, T, H, K] (value
+// dim = key dim K) with the recurrent state at `slot` of `carry`. Under P2P the chunk runs from zero once (its output
+// y₀ and final state E) and once on zero values from the identity (the transition M = A_{1:T}, and q̃_t =
+// scale·A_{1:t}ᵀq_t): with the incoming state S_in composed from the ranks' (M, E), the output is y₀ + q̃·S_in, exact
+// because the recurrence is linear — two passes where running again from S_in would take three (flash-linear-
+// attention's context parallelism packs [E | M]). Otherwise one pass from the carried state.
+ag::Var linear_state_output(const LinearStateCore& core, const ag::Var& v, const StateCarry& carry, size_t slot);
 
 // [R, H, K, K] identity matrices: the initial state whose final state is a recurrence's total transition.
 Tensor identity_states(int64_t R, int64_t H, int64_t K, DType dtype, Device device);

@@ -118,6 +118,9 @@ constexpr TransferRule kTransferRules[] = {
     // By analogy with GDN (KLA's paper has no Priming rule): q, k, v, o projections and the gate; the value
     // precision and the filter dynamics keep their own initialisation.
     {"KLA", [](LayerTransfer& t, bool rowwise) { transfer_gated_linear(t, t.c.kla.use_gate, rowwise); }},
+    // By analogy with GDN (the GDN-2 paper has no Priming rule): q, k, v, o projections and the full-rank gate; the
+    // erase and write gates and the channel-wise decay keep their own initialisation.
+    {"GDN2", [](LayerTransfer& t, bool rowwise) { transfer_gated_linear(t, t.c.gdn2.use_gate, rowwise); }},
     {"M2", [](LayerTransfer& t, bool rowwise) { transfer_mamba2(t, rowwise); }},
     {"SWA", [](LayerTransfer& t, bool) { transfer_swa(t); }},
 };

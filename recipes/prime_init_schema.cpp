@@ -128,6 +128,7 @@ implementation's names):
 |---|---|---|
 | GKA, GDN, KZLA | `q_proj ← W_Q`, `k_proj ← W_K`, `v_proj ← W_V`, `o_proj ← W_O`, `g_proj ← 0.5·(W_Oᵀ + expand(W_V))` | gate, β, α projections, `A_log`, `dt_bias`, short convs, `o_norm` |
 | KLA | the same as GKA, GDN, KZLA (by analogy: no published rule) | `lv_proj`, `lambda_log`, `delta`, `process_noise_log`, short convs, `o_norm` |
+| GDN2 | the same as GKA, GDN, KZLA (by analogy: no published rule) | `b_proj`, `w_proj`, `f_proj.0`, `f_proj.1`, `A_log`, `dt_bias`, short convs, `o_norm` |
 | M2 | `in_proj` rows: x `← W_V`, B `← W_K`, C `← W_Q`, z `← 0.5·(W_Oᵀ + expand(W_V))`; `out_proj ← W_O`; `B_norm ← k_norm`, `C_norm ← q_norm` | dt rows, conv, `A_log`, `dt_bias`, `D`, `norm` |
 | SWA | `q_proj`, `k_proj`, `v_proj`, `o_proj`, `q_norm`, `k_norm` | — |
 

@@ -20,9 +20,11 @@ struct Case {
   int64_t sliding_window = 0;  // the model's (Mistral-style) window
 };
 
-const Case kCases[] = {{"Attention", ""},  {"MistralWindow", "", 4}, {"SWA", "*-SWA"},
-                       {"M2", "*-M2"},     {"GDN", "*-GDN"},         {"GKA", "*-GKA"},
-                       {"KZLA", "*-KZLA"}, {"KLA", "*-KLA"},         {"Hybrid", "SWA-M2-GDN-*-GKA-KZLA-KLA"}};
+const Case kCases[] = {{"Attention", ""},  {"MistralWindow", "", 4},
+                       {"SWA", "*-SWA"},   {"M2", "*-M2"},
+                       {"GDN", "*-GDN"},   {"GKA", "*-GKA"},
+                       {"KZLA", "*-KZLA"}, {"KLA", "*-KLA"},
+                       {"GDN2", "*-GDN2"}, {"Hybrid", "SWA-M2-GDN-*-GKA-KZLA-KLA-GDN2"}};
 
 ModelConfig decoding_config(const Case& c) {
   const std::string pattern = c.pattern;

@@ -212,13 +212,13 @@ TEST(PrimeInit, GkaAndGdnTakeProjectionsAndTheGateFromTheAttention) {
   }
 }
 
-// KZLA and KLA take GDN's rule (by analogy: their papers have no Priming transfer): projections copied, the gate
-// from W_O and W_V.
-TEST(PrimeInit, KzlaAndKlaTakeGdnsTransfer) {
+// KZLA, KLA and GDN2 take GDN's rule (by analogy: their papers have no Priming transfer): projections copied, the
+// gate from W_O and W_V.
+TEST(PrimeInit, KzlaKlaAndGdn2TakeGdnsTransfer) {
   const uint64_t seed = test::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   TinyBase base(seed);
-  for (const auto& [token, module] : {std::pair{"KZLA", "kzla"}, std::pair{"KLA", "kla"}}) {
+  for (const auto& [token, module] : {std::pair{"KZLA", "kzla"}, std::pair{"KLA", "kla"}, std::pair{"GDN2", "gdn2"}}) {
     SCOPED_TRACE(token);
     const std::string out = base.dir + "-" + module, yaml = base.dir + "-" + module + ".yaml";
     std::ofstream(yaml) << "base_model_name_or_path: " << base.dir << "\noutput_dir: " << out

@@ -36,6 +36,8 @@ const MixerCase kMixers[] = {
     {"GKA", MixerKind::GatedKalmaNet, 4, 2},
     {"GKA_MHA", MixerKind::GatedKalmaNet, 4, 4},
     {"KLA", MixerKind::KalmanLinearAttention, 2, 2},
+    {"GDN2", MixerKind::GatedDeltaNet2, 4, 2},
+    {"GDN2_MHA", MixerKind::GatedDeltaNet2, 4, 4},
     {"Attention", MixerKind::Attention, 4, 2},
     {"SWA", MixerKind::SlidingWindow, 4, 2},
 };
@@ -83,6 +85,8 @@ ModelConfig config_for(const MixerCase& m) {
   c.mamba2.use_pos_emb = true;
   c.gdn.allow_neg_eigval = true;
   c.gdn.conv_bias = true;
+  c.gdn2.allow_neg_eigval = true;
+  c.gdn2.conv_bias = true;
   c.swa.window_size = 5;  // crosses the chunks' boundaries
   return c;
 }
@@ -331,11 +335,11 @@ TEST_P(DistSpMixersGpu, AsAccurateAsOneRankInBf16) {
     }
 }
 
-// Every case whose mixer has CUDA kernels (KLA runs on the CPU only).
+// Every case whose mixer has CUDA kernels (KLA and GDN2 run on the CPU only).
 std::vector<MixerCase> gpu_mixers() {
   std::vector<MixerCase> out;
   for (const MixerCase& m : kMixers)
-    if (m.kind != MixerKind::KalmanLinearAttention) out.push_back(m);
+    if (m.kind != MixerKind::KalmanLinearAttention && m.kind != MixerKind::GatedDeltaNet2) out.push_back(m);
   return out;
 }
 

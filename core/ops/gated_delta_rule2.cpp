@@ -1,0 +1,167 @@
+#include "core/ops/gated_delta_rule2.h"
+
+#include <cmath>
+
+#include "core/ops/cpu/gated_delta_rule2.h"
+#include "core/ops/dispatch.h"
+
+namespace primer::ops {
+namespace {
+
+using cpu::GatedDelta2Dims;
+
+// Validates the forward's arguments (shared by the backward) and returns the sizes.
+GatedDelta2Dims check_inputs(const char* op, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
+                             const Tensor& b, const Tensor& w, double scale, const Tensor& state_in) {
+  PRIMER_CHECK(q.defined() && q.dim() == 4, "{}: argument 'q' is {}, expected [B, T, H, K]", op,
+               q.defined() ? q.describe() : "undefined");
+  PRIMER_CHECK(q.is_cpu(), "{}: q is {}; Gated DeltaNet-2 runs on the CPU only so far (no CUDA kernels yet)", op,
+               q.describe());
+  expect(q, op, "q", Device::cpu(), {DType::F32, DType::F64});
+  for (const auto& [t, name] : {std::pair{&k, "k"}, {&v, "v"}, {&g, "g"}, {&b, "b"}, {&w, "w"}})
+    expect(*t, op, name, Device::cpu(), {q.dtype()});
+  PRIMER_CHECK(v.dim() == 4 && v.size(0) == q.size(0) && v.size(1) == q.size(1) && v.size(2) == q.size(2),
+               "{}: argument 'v' is {}, expected [B, T, H, V] with [B, T, H] = [{}, {}, {}] as q", op, v.describe(),
+               q.size(0), q.size(1), q.size(2));
+  const GatedDelta2Dims d{q.size(0), q.size(1), q.size(2), q.size(3), v.size(3), scale};
+  expect_shape(k, op, "k", q.shape());
+  expect_shape(g, op, "g", q.shape());
+  expect_shape(b, op, "b", q.shape());
+  expect_shape(w, op, "w", v.shape());
+  PRIMER_CHECK(d.key_dim > 0 && d.value_dim > 0, "{}: q is {} and v {}, expected non-empty head dims", op, q.describe(),
+               v.describe());
+  PRIMER_CHECK(std::isfinite(scale), "{}: scale is {}, expected a finite number", op, scale);
+  if (state_in.defined()) {
+    expect(state_in, op, "state_in", Device::cpu(), {q.dtype()});
+    expect_shape(state_in, op, "state_in", {d.batch, d.heads, d.key_dim, d.value_dim});
+  }
+  return d;
+}
+
+void check_output_grads(const char* op, const GatedDelta2Dims& d, const Tensor& dout, const Tensor& dstate_out,
+                        const Tensor& q, const Tensor& v) {
+  expect(dout, op, "dout", Device::cpu(), {q.dtype()});
+  expect_shape(dout, op, "dout", v.shape());
+  if (dstate_out.defined()) {
+    expect(dstate_out, op, "dstate_out", Device::cpu(), {q.dtype()});
+    expect_shape(dstate_out, op, "dstate_out", {d.batch, d.heads, d.key_dim, d.value_dim});
+  }
+}
+
+void expect_f64(const char* op, const Tensor& q) {
+  PRIMER_CHECK(q.dtype() == DType::F64, "{}: the reference computes in f64, got q {}", op, q.describe());
+}
+
+Shape state_shape(const GatedDelta2Dims& d) { return {d.batch, d.heads, d.key_dim, d.value_dim}; }
+Tensor contiguous_or_null(const Tensor& t) { return t.defined() ? t.contiguous() : Tensor(); }
+template <class T> T* ptr(const Tensor& t) { return t.defined() ? t.data<T>() : nullptr; }
+
+// The inputs made dense, in the order q, k, v, g, b, w, state_in.
+struct Dense {
+  Tensor q, k, v, g, b, w, s;
+  Dense(const Tensor& q_, const Tensor& k_, const Tensor& v_, const Tensor& g_, const Tensor& b_, const Tensor& w_,
+        const Tensor& s_)
+      : q(q_.contiguous()),
+        k(k_.contiguous()),
+        v(v_.contiguous()),
+        g(g_.contiguous()),
+        b(b_.contiguous()),
+        w(w_.contiguous()),
+        s(contiguous_or_null(s_)) {}
+};
+
+// Forward of either implementation: run(dims, dense inputs, o, state_out or undefined) in the inputs' dtype.
+template <class Run> Tensor forward(const char* op, bool reference, const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const Tensor& g, const Tensor& b, const Tensor& w, double scale,
+                                    const Tensor& state_in, Tensor* state_out, Run run) {
+  const GatedDelta2Dims d = check_inputs(op, q, k, v, g, b, w, scale, state_in);
+  if (reference) expect_f64(op, q);
+  const Dense x(q, k, v, g, b, w, state_in);
+  const Tensor o = Tensor::empty(v.shape(), q.dtype());
+  const Tensor st = state_out ? Tensor::empty(state_shape(d), q.dtype()) : Tensor();
+  run(d, x, o, st);
+  if (state_out) *state_out = st;
+  return o;
+}
+
+template <class Run> GatedDelta2Grads backward(const char* op, bool reference, const Tensor& dout, const Tensor& q,
+                                               const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& b,
+                                               const Tensor& w, double scale, const Tensor& state_in,
+                                               const Tensor& dstate_out, Run run) {
+  const GatedDelta2Dims d = check_inputs(op, q, k, v, g, b, w, scale, state_in);
+  if (reference) expect_f64(op, q);
+  check_output_grads(op, d, dout, dstate_out, q, v);
+  const Dense x(q, k, v, g, b, w, state_in);
+  const DType dt = q.dtype();
+  GatedDelta2Grads r{Tensor::empty(q.shape(), dt),
+                     Tensor::empty(k.shape(), dt),
+                     Tensor::empty(v.shape(), dt),
+                     Tensor::empty(g.shape(), dt),
+                     Tensor::empty(b.shape(), dt),
+                     Tensor::empty(w.shape(), dt),
+                     state_in.defined() ? Tensor::empty(state_shape(d), dt) : Tensor()};
+  run(d, x, dout.contiguous(), contiguous_or_null(dstate_out), r);
+  return r;
+}
+
+}  // namespace
+
+Tensor gated_delta_rule2(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& b,
+                         const Tensor& w, double scale, const Tensor& state_in, Tensor* state_out) {
+  constexpr const char* op = "gated_delta_rule2";
+  return forward(op, false, q, k, v, g, b, w, scale, state_in, state_out,
+                 [&](const GatedDelta2Dims& d, const Dense& x, const Tensor& o, const Tensor& st) {
+                   dispatch_cpu_float(q.dtype(), op, [&](auto tag) {
+                     using T = decltype(tag);
+                     cpu::gated_delta_rule2_chunked<T>(d, x.q.data<T>(), x.k.data<T>(), x.v.data<T>(), x.g.data<T>(),
+                                                       x.b.data<T>(), x.w.data<T>(), ptr<T>(x.s), o.data<T>(),
+                                                       ptr<T>(st));
+                   });
+                 });
+}
+
+GatedDelta2Grads gated_delta_rule2_backward(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
+                                            const Tensor& g, const Tensor& b, const Tensor& w, double scale,
+                                            const Tensor& state_in, const Tensor& dstate_out) {
+  constexpr const char* op = "gated_delta_rule2_backward";
+  return backward(
+      op, false, dout, q, k, v, g, b, w, scale, state_in, dstate_out,
+      [&](const GatedDelta2Dims& d, const Dense& x, const Tensor& dy, const Tensor& ds, GatedDelta2Grads& r) {
+        dispatch_cpu_float(q.dtype(), op, [&](auto tag) {
+          using T = decltype(tag);
+          cpu::gated_delta_rule2_chunked_backward<T>(
+              d, dy.data<T>(), x.q.data<T>(), x.k.data<T>(), x.v.data<T>(), x.g.data<T>(), x.b.data<T>(), x.w.data<T>(),
+              ptr<T>(x.s), ptr<T>(ds), r.dq.data<T>(), r.dk.data<T>(), r.dv.data<T>(), r.dg.data<T>(), r.db.data<T>(),
+              r.dw.data<T>(), ptr<T>(r.dstate_in));
+        });
+      });
+}
+
+namespace reference {
+
+Tensor gated_delta_rule2(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& b,
+                         const Tensor& w, double scale, const Tensor& state_in, Tensor* state_out) {
+  return forward("reference::gated_delta_rule2", true, q, k, v, g, b, w, scale, state_in, state_out,
+                 [](const GatedDelta2Dims& d, const Dense& x, const Tensor& o, const Tensor& st) {
+                   cpu::gated_delta_rule2_reference(d, x.q.data<double>(), x.k.data<double>(), x.v.data<double>(),
+                                                    x.g.data<double>(), x.b.data<double>(), x.w.data<double>(),
+                                                    ptr<double>(x.s), o.data<double>(), ptr<double>(st));
+                 });
+}
+
+GatedDelta2Grads gated_delta_rule2_backward(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
+                                            const Tensor& g, const Tensor& b, const Tensor& w, double scale,
+                                            const Tensor& state_in, const Tensor& dstate_out) {
+  return backward(
+      "reference::gated_delta_rule2_backward", true, dout, q, k, v, g, b, w, scale, state_in, dstate_out,
+      [](const GatedDelta2Dims& d, const Dense& x, const Tensor& dy, const Tensor& ds, GatedDelta2Grads& r) {
+        cpu::gated_delta_rule2_reference_backward(
+            d, dy.data<double>(), x.q.data<double>(), x.k.data<double>(), x.v.data<double>(), x.g.data<double>(),
+            x.b.data<double>(), x.w.data<double>(), ptr<double>(x.s), ptr<double>(ds), r.dq.data<double>(),
+            r.dk.data<double>(), r.dv.data<double>(), r.dg.data<double>(), r.db.data<double>(), r.dw.data<double>(),
+            ptr<double>(r.dstate_in));
+      });
+}
+
+}  // namespace reference
+}  // namespace primer::ops

@@ -1,0 +1,42 @@
+// The gated delta rule-2 (Gated DeltaNet-2; Hatamizadeh, Choi and Kautz, "Gated DeltaNet-2: Decoupling Erase and
+// Write in Linear Attention", NVIDIA 2026): the delta rule with a channel-wise decay (as Kimi Delta Attention) and its
+// scalar step β split into an erase gate b on the key axis and a write gate w on the value axis. Per batch b, head h
+// and token t, with the state S [K, V] (keys index rows, values columns):
+//   S̄_t = Diag(exp(g_t)) S_{t−1}                          g_t ∈ R^K, the log decay (≤ 0 in models)
+//   S_t = S̄_t + k_t (w_t⊙v_t − S̄_tᵀ (b_t⊙k_t))ᵀ          = (I − k_t (b_t⊙k_t)ᵀ) Diag(α_t) S_{t−1} + k_t (w_t⊙v_t)ᵀ
+//   o_t = scale · S_tᵀ q_t,                                 S_0 = state_in (zeros if undefined)
+// The erase reads along the gated key b⊙k but writes along the raw k; b = w = β·1 is KDA, and a scalar decay besides
+// is Gated DeltaNet. Two implementations that must agree: reference:: (token by token in f64, hand-written backward)
+// and the chunked CPU path (f32/f64; per chunk of 64 the UT transform with decays folded into the keys as pairwise
+// ratios exp(G_r − G_s), r ≥ s, so no factor exceeds 1). There are no CUDA kernels yet: a CUDA tensor is an error
+// naming this op.
+#pragma once
+#include "core/tensor.h"
+
+namespace primer::ops {
+
+// q, k, g, b [B, T, H, K]; v, w [B, T, H, V]; every tensor f32 or every tensor f64, on the CPU.
+// Returns o [B, T, H, V]. If state_out is non-null it receives S_T [B, H, K, V].
+Tensor gated_delta_rule2(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& b,
+                         const Tensor& w, double scale, const Tensor& state_in, Tensor* state_out);
+
+struct GatedDelta2Grads {
+  Tensor dq, dk, dv;  // like q, k, v
+  Tensor dg, db, dw;  // like g, b, w
+  Tensor dstate_in;   // like state_in; defined iff state_in is
+};
+// Gradients of <dout, o> + <dstate_out, S_T> (dstate_out may be undefined: zero).
+GatedDelta2Grads gated_delta_rule2_backward(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
+                                            const Tensor& g, const Tensor& b, const Tensor& w, double scale,
+                                            const Tensor& state_in, const Tensor& dstate_out);
+
+namespace reference {
+// The ground truth: the recurrence above token by token, f64 CPU tensors only, with a hand-written backward.
+Tensor gated_delta_rule2(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& b,
+                         const Tensor& w, double scale, const Tensor& state_in, Tensor* state_out);
+GatedDelta2Grads gated_delta_rule2_backward(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
+                                            const Tensor& g, const Tensor& b, const Tensor& w, double scale,
+                                            const Tensor& state_in, const Tensor& dstate_out);
+}  // namespace reference
+
+}  // namespace primer::ops
