@@ -61,6 +61,7 @@ struct ModelConfig {
   KlaConfig kla;
   Mamba2Config mamba2;
   SwaConfig swa;
+  BmojoConfig bmojo;
   MixerKind mixer(int64_t layer) const {
     return layer_types.empty() ? MixerKind::Attention : layer_types[size_t(layer)];
   }

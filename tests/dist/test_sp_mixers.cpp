@@ -38,6 +38,7 @@ const MixerCase kMixers[] = {
     {"KLA", MixerKind::KalmanLinearAttention, 2, 2},
     {"Attention", MixerKind::Attention, 4, 2},
     {"SWA", MixerKind::SlidingWindow, 4, 2},
+    {"BMF", MixerKind::BMojoF, 4, 2},  // by USP in every recurrent mode
 };
 
 struct Mode {
@@ -84,6 +85,7 @@ ModelConfig config_for(const MixerCase& m) {
   c.gdn.allow_neg_eigval = true;
   c.gdn.conv_bias = true;
   c.swa.window_size = 5;  // crosses the chunks' boundaries
+  c.bmojo.window_size = 5;
   return c;
 }
 
