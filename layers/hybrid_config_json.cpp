@@ -38,9 +38,13 @@ void read_field(const json::Node& block, const MixerField& f, ModelConfig& c) {
         if constexpr (std::is_same_v<T, std::string>) {
           const auto v = block.find(f.key);
           if (!v) return;
-          if (std::find(f.choices.begin(), f.choices.end(), v->as_string()) == f.choices.end())
-            v->fail(fmt::format("is '{}', expected one of {}", v->as_string(), fmt::join(f.choices, ", ")));
-          f.set(c, v->as_string());
+          const std::string& name = v->as_string();
+          if (std::find(f.choices.begin(), f.choices.end(), name) == f.choices.end()) {
+            std::string allowed;
+            for (const std::string& choice : f.choices) allowed += (allowed.empty() ? "" : ", ") + choice;
+            v->fail("is '" + name + "', expected one of " + allowed);
+          }
+          f.set(c, name);
         }
       },
       current);

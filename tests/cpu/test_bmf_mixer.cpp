@@ -52,7 +52,10 @@ layers::MixerContext context(const ModelConfig& c, int64_t B, int64_t T, int64_t
   std::vector<int32_t> pos(size_t(B * T));
   for (int64_t b = 0; b < B; ++b)
     for (int64_t t = 0; t < T; ++t) pos[size_t(b * T + t)] = int32_t(first + t);
-  return {Tensor::from_vector(pos, {B, T}, DType::I32), rope_inv_freq_for(c)};
+  layers::MixerContext ctx;
+  ctx.positions = Tensor::from_vector(pos, {B, T}, DType::I32);
+  ctx.inv_freq = rope_inv_freq_for(c);
+  return ctx;
 }
 
 // ---- The sublayer token by token in f64 ----
@@ -142,7 +145,7 @@ Tensor bmf_reference(const ModelConfig& c, const Weights& w, const Tensor& x, co
       return Vec(a.begin() + (b * T + t) * d, a.begin() + (b * T + t + 1) * d);
     };
     // Per kv head: the in-context and fading keys and values of every token.
-    std::vector<std::vector<Vec>> k(size_t(Hkv)), v(size_t(Hkv)), k_f(size_t(Hkv)), v_f(size_t(Hkv));
+    std::vector<std::vector<Vec>> k(static_cast<size_t>(Hkv)), v(k), k_f(k), v_f(k);
     for (int64_t t = 0; t < T; ++t) {
       const double p = double(first + t);
       const Vec xk = matvec(wk, row(xs, t)), xv = matvec(wv, row(xs, t));

@@ -23,7 +23,10 @@ layers::MixerContext context(const ModelConfig& c, int64_t B, int64_t T, Device 
   std::vector<int32_t> pos(size_t(B * T));
   for (int64_t b = 0; b < B; ++b)
     for (int64_t t = 0; t < T; ++t) pos[size_t(b * T + t)] = int32_t(t);
-  return {Tensor::from_vector(pos, {B, T}, DType::I32, device), rope_inv_freq_for(c).to(device)};
+  layers::MixerContext ctx;
+  ctx.positions = Tensor::from_vector(pos, {B, T}, DType::I32, device);
+  ctx.inv_freq = rope_inv_freq_for(c).to(device);
+  return ctx;
 }
 
 LayerRun run_layer(layers::BmfMixer& mixer, ParameterRegistry& params, const ModelConfig& c, Device device, DType act,
