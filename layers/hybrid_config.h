@@ -20,6 +20,7 @@ enum class MixerKind {
   KaczmarzLinearAttention,  // "KZLA" Gated DeltaNet with the Kaczmarz step β = η/(‖k‖² + ε) on raw keys
   KalmanLinearAttention,    // "KLA"  per-element Kalman filters in information form (CPU only so far)
   GatedDeltaNet2,           // "GDN2" channel-wise decay, erase gate on keys, write gate on values (CPU only so far)
+  BMojoF,                   // "BMF"  B'MOJO-F: an SSM whose outputs are attended beside a sliding window
 };
 
 MixerKind parse_mixer_token(const std::string& token, const std::string& source);
@@ -110,6 +111,15 @@ struct Mamba2Config {
   int64_t conv_size = 4;
   double norm_eps = 1e-5;
   bool operator==(const Mamba2Config&) const = default;
+};
+
+// B'MOJO-F (bmojo_config): one SSM (ssm_mixer, with that mixer's own options) and window attention over the last
+// window_size tokens and over the SSM's outputs of the window_size tokens before them.
+struct BmojoConfig {
+  int64_t window_size = 2048;
+  bool tie_attn_weights = true;      // the fading path reuses q/k/v_proj and q/k_norm (else q/k/v_proj_, q/k_norm_)
+  std::string ssm_mixer = "mamba2";  // mamba2 | gdn | gated_deltanet | gka | gated_kalmanet
+  bool operator==(const BmojoConfig&) const = default;
 };
 
 struct SwaConfig {

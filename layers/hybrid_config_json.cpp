@@ -35,6 +35,17 @@ void read_field(const json::Node& block, const MixerField& f, ModelConfig& c) {
           const auto v = block.find(f.key);
           f.set(c, v ? std::optional<int64_t>(v->as_int()) : std::nullopt);
         }
+        if constexpr (std::is_same_v<T, std::string>) {
+          const auto v = block.find(f.key);
+          if (!v) return;
+          const std::string& name = v->as_string();
+          if (std::find(f.choices.begin(), f.choices.end(), name) == f.choices.end()) {
+            std::string allowed;
+            for (const std::string& choice : f.choices) allowed += (allowed.empty() ? "" : ", ") + choice;
+            v->fail("is '" + name + "', expected one of " + allowed);
+          }
+          f.set(c, name);
+        }
       },
       current);
 }
@@ -51,8 +62,16 @@ json::Value field_json(const MixerOption& value) {
       value);
 }
 
+// Whether a layer uses `kind`, as its mixer or inside it (B'MOJO-F's SSM).
 bool uses(const ModelConfig& c, MixerKind kind) {
-  return std::find(c.layer_types.begin(), c.layer_types.end(), kind) != c.layer_types.end();
+  for (const MixerKind k : c.layer_types) {
+    if (k == kind) return true;
+    const MixerSpec& spec = mixer_spec(k);
+    if (!spec.holds) continue;
+    const std::vector<MixerKind> inner = spec.holds(c);
+    if (std::find(inner.begin(), inner.end(), kind) != inner.end()) return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -83,15 +102,18 @@ void parse_hybrid_fields(const json::Node& root, ModelConfig& c) {
   c.layer_types = pattern.layers;
   c.fused = pattern.fused;
 
-  for (const MixerSpec* spec : mixer_specs()) {
-    if (!spec->json_block || !uses(c, spec->kind)) continue;
-    bool must_exist = false;
-    for (const MixerField& f : spec->fields) must_exist |= lacks_default(f);
-    const auto block = must_exist ? std::optional<json::Node>(root.at(spec->json_block)) : root.find(spec->json_block);
-    if (!block) continue;
-    if (spec->read_json_extra) spec->read_json_extra(*block, c);
-    for (const MixerField& f : spec->fields) read_field(*block, f, c);
-  }
+  // Mixers that hold others first: their blocks say which inner mixers' blocks to read.
+  for (const bool holders : {true, false})
+    for (const MixerSpec* spec : mixer_specs()) {
+      if (bool(spec->holds) != holders || !spec->json_block || !uses(c, spec->kind)) continue;
+      bool must_exist = false;
+      for (const MixerField& f : spec->fields) must_exist |= lacks_default(f);
+      const auto block =
+          must_exist ? std::optional<json::Node>(root.at(spec->json_block)) : root.find(spec->json_block);
+      if (!block) continue;
+      if (spec->read_json_extra) spec->read_json_extra(*block, c);
+      for (const MixerField& f : spec->fields) read_field(*block, f, c);
+    }
 }
 
 void write_hybrid_fields(const ModelConfig& c, json::Value& j) {

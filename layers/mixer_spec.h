@@ -18,8 +18,9 @@
 
 namespace primer {
 
-// One option's value, whose alternative is its type: a flag, a count, a real, or a count that may stay unset.
-using MixerOption = std::variant<bool, int64_t, double, std::optional<int64_t>>;
+// One option's value, whose alternative is its type: a flag, a count, a real, a count that may stay unset, or one
+// of a list of names.
+using MixerOption = std::variant<bool, int64_t, double, std::optional<int64_t>, std::string>;
 
 // One option of a mixer (the reference's key), bound to its member of ModelConfig.
 struct MixerField {
@@ -30,6 +31,7 @@ struct MixerField {
   // Counts below this are rejected by the recipe schema. A count whose default (in ModelConfig) lies below it has
   // no usable default: config.json must give it, and in the recipe it is optional (checked when the mixer is used).
   int64_t minimum = 0;
+  std::vector<std::string> choices = {};  // a name's allowed values
 };
 
 // The field `key` of options struct C (ModelConfig::*block), e.g. field(&ModelConfig::gdn, "use_gate",
@@ -39,6 +41,14 @@ MixerField field(C ModelConfig::*block, const char* key, T C::*member, const cha
   return MixerField{key, doc,
                     [=](const ModelConfig& c) { return MixerOption(std::in_place_type<T>, (c.*block).*member); },
                     [=](ModelConfig& c, const MixerOption& v) { (c.*block).*member = std::get<T>(v); }, minimum};
+}
+
+// A name option of C, one of `choices`.
+template <class C> MixerField choice_field(C ModelConfig::*block, const char* key, std::string C::*member,
+                                           const char* doc, std::vector<std::string> choices) {
+  MixerField f = field(block, key, member, doc);
+  f.choices = std::move(choices);
+  return f;
 }
 
 struct MixerSpec {
@@ -51,6 +61,9 @@ struct MixerSpec {
   const char* json_block = nullptr;
   const char* recipe_section = nullptr;
   std::vector<MixerField> fields = {};
+  // The mixers a layer of this kind holds inside it (B'MOJO-F's SSM): their config.json blocks are read and written
+  // with this one's.
+  std::function<std::vector<MixerKind>(const ModelConfig& c)> holds = {};
   // config.json entries beyond `fields` (shape checks, fixed keys of the reference), when the mixer is used.
   std::function<void(const json::Node& block, ModelConfig& c)> read_json_extra = {};
   std::function<void(const ModelConfig& c, json::Value& block)> write_json_extra = {};

@@ -62,6 +62,7 @@ struct ModelConfig {
   Gdn2Config gdn2;
   Mamba2Config mamba2;
   SwaConfig swa;
+  BmojoConfig bmojo;
   MixerKind mixer(int64_t layer) const {
     return layer_types.empty() ? MixerKind::Attention : layer_types[size_t(layer)];
   }

@@ -5,6 +5,7 @@
 
 #include "core/check.h"
 #include "core/io/atomic_file.h"
+#include "layers/bmf_mixer.h"
 #include "layers/decoder_lm.h"
 #include "layers/hf_checkpoint.h"
 #include "core/config/config.h"
@@ -110,6 +111,29 @@ struct TransferRule {
   const char* token;
   void (*transfer)(LayerTransfer& t, bool rowwise_gate);
 };
+const TransferRule& transfer_rule(MixerKind kind);
+
+// B'MOJO-F (the reference's bmojo_attention_init): the attention's projections and QK-norms into bmojo_attn, again
+// into the untied fading copies (q/k/v_proj_, q/k_norm_; there is no o_proj_); the SSM by its own rule.
+void transfer_bmojo(LayerTransfer& t, bool rowwise) {
+  const ModelConfig& c = t.c;
+  for (const std::string s : {"", "_"}) {
+    if (!s.empty() && c.bmojo.tie_attn_weights) break;
+    t.copy("bmojo_attn.q_proj" + s + ".weight", "q_proj.weight", t.q_shape());
+    t.copy("bmojo_attn.k_proj" + s + ".weight", "k_proj.weight", t.kv_shape());
+    t.copy("bmojo_attn.v_proj" + s + ".weight", "v_proj.weight", t.kv_shape());
+    if (s.empty()) t.copy("bmojo_attn.o_proj.weight", "o_proj.weight", t.o_shape());
+    if (c.qk_norm) {
+      t.copy("bmojo_attn.q_norm" + s + ".weight", "q_norm.weight", {c.head_dim});
+      t.copy("bmojo_attn.k_norm" + s + ".weight", "k_norm.weight", {c.head_dim});
+    }
+  }
+  const MixerKind ssm = layers::bmojo_ssm_kind(c.bmojo.ssm_mixer);
+  const std::string module = std::string(mixer_module(ssm)) + ".";
+  LayerTransfer inner{t.params, c, t.teacher, t.student + module, {}};
+  transfer_rule(ssm).transfer(inner, rowwise);
+  for (const std::string& what : inner.copied) t.copied.push_back(module + what);
+}
 constexpr TransferRule kTransferRules[] = {
     {"GKA", [](LayerTransfer& t, bool rowwise) { transfer_gated_linear(t, t.c.gka.use_gate, rowwise); }},
     {"GDN", [](LayerTransfer& t, bool rowwise) { transfer_gated_linear(t, t.c.gdn.use_gate, rowwise); }},
@@ -123,6 +147,7 @@ constexpr TransferRule kTransferRules[] = {
     {"GDN2", [](LayerTransfer& t, bool rowwise) { transfer_gated_linear(t, t.c.gdn2.use_gate, rowwise); }},
     {"M2", [](LayerTransfer& t, bool rowwise) { transfer_mamba2(t, rowwise); }},
     {"SWA", [](LayerTransfer& t, bool) { transfer_swa(t); }},
+    {"BMF", [](LayerTransfer& t, bool rowwise) { transfer_bmojo(t, rowwise); }},
 };
 
 const TransferRule& transfer_rule(MixerKind kind) {

@@ -28,6 +28,7 @@ void add_block(config::Schema& s, const MixerSpec& spec) {
           if constexpr (std::is_same_v<T, double>) s.add_float(key, f.doc).above(0).defaults(value);
           if constexpr (std::is_same_v<T, std::optional<int64_t>>)
             s.add_int(key, f.doc).at_least(double(f.minimum)).optional();
+          if constexpr (std::is_same_v<T, std::string>) s.add_enum(key, f.choices, f.doc).defaults(value);
         },
         f.get(defaults));
   }
@@ -46,6 +47,7 @@ void read_block(const config::Config& cfg, const MixerSpec& spec, ModelConfig& c
           if constexpr (std::is_same_v<T, double>) f.set(c, cfg.get_float(key));
           if constexpr (std::is_same_v<T, std::optional<int64_t>>)
             f.set(c, cfg.has(key) ? std::optional<int64_t>(cfg.get_int(key)) : std::nullopt);
+          if constexpr (std::is_same_v<T, std::string>) f.set(c, cfg.get_string(key));
         },
         f.get(c));
   }
@@ -131,6 +133,7 @@ implementation's names):
 | GDN2 | the same as GKA, GDN, KZLA (by analogy: no published rule) | `b_proj`, `w_proj`, `f_proj.0`, `f_proj.1`, `A_log`, `dt_bias`, short convs, `o_norm` |
 | M2 | `in_proj` rows: x `← W_V`, B `← W_K`, C `← W_Q`, z `← 0.5·(W_Oᵀ + expand(W_V))`; `out_proj ← W_O`; `B_norm ← k_norm`, `C_norm ← q_norm` | dt rows, conv, `A_log`, `dt_bias`, `D`, `norm` |
 | SWA | `q_proj`, `k_proj`, `v_proj`, `o_proj`, `q_norm`, `k_norm` | — |
+| BMF | `bmojo_attn.{q,k,v,o}_proj`, `bmojo_attn.{q,k}_norm` ← the attention's, and the untied fading copies `bmojo_attn.{q,k,v}_proj_`, `{q,k}_norm_` (`tie_attn_weights: false`); its SSM (`ssm_mixer`) under `gka.`, `gdn.` or `mamba.` by that SSM's row above | what that SSM initialises |
 
 `expand(W_V)` repeats each key/value head for the query heads of its GQA group (`gate_init: headwise`, the
 paper) or each row of W_V consecutively (`gate_init: rowwise`, what the reference code does). Embeddings, norms,

@@ -164,7 +164,7 @@ config::Schema build_train_schema() {
              "How a row is split over the sequence-parallel ranks (default: contiguous for ring, zigzag otherwise)")
       .optional();
   s.add_enum("sequence_parallel_ssm_mode", {"p2p", "usp", "a2a"},
-             "Recurrent mixers under sequence parallelism: p2p (conv halos and state passing; KLA always runs usp), "
+             "Recurrent mixers under sequence parallelism: p2p (conv halos and state passing; KLA and BMF run usp), "
              "usp (the whole sequence gathered into each mixer) or a2a (heads scattered by all-to-all, each rank runs "
              "its heads over the whole sequence; the query and key/value heads must divide sequence_parallel_size)")
       .defaults("p2p");

@@ -4,6 +4,7 @@
 
 #include "core/check.h"
 #include "core/ops/elementwise.h"
+#include "core/ops/lse_merge.h"
 
 namespace primer::parallel::sp {
 
@@ -38,13 +39,8 @@ void add_into(const Tensor& dst, const Tensor& src) {
 }
 
 void merge_partial(const Tensor& out, const Tensor& lse, const Tensor& block_out, const Tensor& block_lse) {
-  const Tensor d = ops::sub(block_lse.to(lse.dtype()), lse);
-  const Tensor merged_lse = ops::add(lse, ops::unary(ops::Unary::Softplus, d));
-  // [B, H, n] weights → [B, n, H, 1], broadcast over the head dim.
-  auto per_row = [](const Tensor& w) { return w.permute({0, 2, 1}).unsqueeze(3); };
-  const Tensor keep = per_row(ops::unary(ops::Unary::Sigmoid, ops::scale(d, -1.0)));
-  const Tensor take = per_row(ops::unary(ops::Unary::Sigmoid, d));
-  out.copy_from(ops::add(ops::mul(out, keep), ops::mul(block_out.to(out.dtype()), take)));
+  Tensor merged_lse;
+  out.copy_from(ops::lse_merge(out, lse, block_out.to(out.dtype()), block_lse.to(lse.dtype()), &merged_lse));
   lse.copy_from(merged_lse);
 }
 

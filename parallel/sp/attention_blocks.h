@@ -33,7 +33,7 @@ DType accumulate_dtype(DType dtype);
 // dst += src for any view dst (src converted to dst's dtype).
 void add_into(const Tensor& dst, const Tensor& src);
 
-// Merges a block's partial attention into the running one, in place, row by row:
+// Merges a block's partial attention into the running one, in place, row by row (ops::lse_merge):
 //   lse' = log(e^lse + e^lse_b),  out' = e^{lse−lse'}·out + e^{lse_b−lse'}·out_b
 // written as lse' = lse + softplus(d), weights sigmoid(−d) and sigmoid(d) with d = lse_b − lse, which never
 // overflows (the formulation of zhuzilin/ring-flash-attention ring_flash_attn/utils.py, `_update_out_and_lse`).

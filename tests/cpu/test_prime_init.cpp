@@ -237,6 +237,48 @@ TEST(PrimeInit, KzlaKlaAndGdn2TakeGdnsTransfer) {
   }
 }
 
+// B'MOJO-F (the reference's bmojo_attention_init): the attention's projections and QK-norms into bmojo_attn and its
+// untied fading copies; the SSM by its own rule under its module.
+TEST(PrimeInit, BmfCopiesTheAttentionAndInitialisesItsSsmByItsRule) {
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  TinyBase base(seed);
+  for (const auto& [ssm, module] : {std::pair{"gka", "gka"}, std::pair{"mamba2", "mamba"}}) {
+    SCOPED_TRACE(ssm);
+    const std::string out = base.dir + "-bmf", yaml = base.dir + "-bmf.yaml";
+    std::ofstream(yaml) << "base_model_name_or_path: " << base.dir << "\noutput_dir: " << out
+                        << "\nhybrid_override_pattern: '*DA-BMF*-*DA-*DA'\nbmojo:\n  window_size: 4\n"
+                        << "  tie_attn_weights: false\n  ssm_mixer: " << ssm << "\ndtype: fp32\n";
+    ASSERT_EQ(recipes::run_prime_init(yaml, {}), 0);
+    Loaded fused(out);
+    EXPECT_EQ(fused.config.bmojo.ssm_mixer, ssm);
+    EXPECT_EQ(fused.config.bmojo.window_size, 4);
+    const std::string t = "model.layers.1.self_attn.", m = "model.layers.1.bmojo_f.";
+    auto teacher = [&](const std::string& leaf) { return base.params.get(t + leaf).master; };
+    for (const std::string s : {"", "_"}) {
+      for (const char* proj : {"q_proj", "k_proj", "v_proj", "q_norm", "k_norm"})
+        test::expect_close(fused.get(m + "bmojo_attn." + proj + s + ".weight"), teacher(std::string(proj) + ".weight"),
+                           0, 0, proj + s);
+    }
+    test::expect_close(fused.get(m + "bmojo_attn.o_proj.weight"), teacher("o_proj.weight"), 0, 0, "o_proj");
+    const std::string inner = m + module + ".";
+    const Tensor gate = Tensor::empty({16, 8}, DType::F32);
+    recipes::init_gate(gate, teacher("o_proj.weight"), teacher("v_proj.weight"), 4, 2, false);
+    if (std::string(module) == "gka") {
+      test::expect_close(fused.get(inner + "q_proj.weight"), teacher("q_proj.weight"), 0, 0, "gka.q_proj");
+      test::expect_close(fused.get(inner + "o_proj.weight"), teacher("o_proj.weight"), 0, 0, "gka.o_proj");
+      test::expect_close(fused.get(inner + "g_proj.weight"), gate, 0, 0, "gka.g_proj");
+    } else {
+      const Tensor in_proj = fused.get(inner + "in_proj.weight");
+      test::expect_close(in_proj.slice(0, 16, 24), teacher("v_proj.weight"), 0, 0, "mamba x ← W_V");
+      test::expect_close(in_proj.slice(0, 0, 16), gate, 0, 0, "mamba z ← gate");
+      test::expect_close(fused.get(inner + "out_proj.weight"), teacher("o_proj.weight"), 0, 0, "mamba.out_proj");
+    }
+    fs::remove_all(out);
+    fs::remove(yaml);
+  }
+}
+
 TEST(PrimeInit, RecipeErrors) {
   const std::string yaml = testing::TempDir() + "/stage0-bad-" + std::to_string(test::fresh_seed()) + ".yaml";
   std::ofstream(yaml) << "base_model_name_or_path: x\noutput_dir: y\n";

@@ -40,6 +40,7 @@ const MixerCase kMixers[] = {
     {"GDN2_MHA", MixerKind::GatedDeltaNet2, 4, 4},
     {"Attention", MixerKind::Attention, 4, 2},
     {"SWA", MixerKind::SlidingWindow, 4, 2},
+    {"BMF", MixerKind::BMojoF, 4, 2},  // by USP in every recurrent mode
 };
 
 struct Mode {
@@ -88,6 +89,7 @@ ModelConfig config_for(const MixerCase& m) {
   c.gdn2.allow_neg_eigval = true;
   c.gdn2.conv_bias = true;
   c.swa.window_size = 5;  // crosses the chunks' boundaries
+  c.bmojo.window_size = 5;
   return c;
 }
 
