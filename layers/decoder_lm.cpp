@@ -170,6 +170,7 @@ Tensor DecoderLM::decode(const Tensor& ids, DecodeState& state) {
 
 DecodeState stack_rows(const std::vector<DecodeState>& parts) {
   PRIMER_CHECK(!parts.empty(), "stack_rows: no decode state");
+  ag::NoGrad no_grad;
   DecodeState out;
   out.layers.resize(parts.front().layers.size());
   for (const DecodeState& p : parts) {

@@ -135,8 +135,11 @@ TEST(AttentionKvCache, AppendsIntoGrowingBuffersAndCopiesBranchApart) {
       EXPECT_EQ(keys[size_t(j * 6)], float(n - kept + j));
       EXPECT_EQ(values[size_t(j * 6 + 5)], -float(n - kept + j));
     }
-    if (window == 0) EXPECT_LE(replaced, 12);  // doubling: log2(1000) + 1
-    if (window > 0) EXPECT_LE(capacity, 2 * (window + 1));
+    if (window == 0) {
+      EXPECT_LE(replaced, 12);  // doubling: log2(1000) + 1
+    } else {
+      EXPECT_LE(capacity, 2 * (window + 1));
+    }
     EXPECT_TRUE(cache.keys().is_contiguous());
 
     layers::KvCache branch = cache;  // shares the buffers

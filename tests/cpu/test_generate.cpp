@@ -4,6 +4,7 @@
 // to the same model; `primer eval` on a checkpoint gives the loss its training run logged.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -213,6 +214,7 @@ TEST(ModelUse, EvalOfTextGoesThroughTheModelsTokenizer) {
   const data::Tokenizer tokenizer = test::tiny::load(dir);  // tokenizer.json beside the model
   ModelConfig c = test::tiny_mixer_config(4, 2, 2);
   c.vocab_size = tokenizer.vocab_size();
+  c.qk_norm = true;  // as config.json's qwen3 reads back
   c.validate("test");
   {
     ParameterRegistry params;

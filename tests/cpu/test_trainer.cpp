@@ -211,9 +211,13 @@ TEST(Trainer, FreshRunRefusesAnotherRunsCheckpointsUnlessOverwrite) {
   ASSERT_EQ(recipes::run_train(recipe, {"max_steps=3"}), 0);
   test::expect_error([&] { recipes::run_train(recipe, {"resume_from_checkpoint=null"}); },
                      {"holds checkpoints of another run (checkpoint-3)", "overwrite_output_dir: true"});
+  // The run's own config.json without its weights: building this model would fail to load them.
+  std::filesystem::create_directories(root + "/no-weights");
+  std::filesystem::copy_file(root + "/out/config.json", root + "/no-weights/config.json");
   test::expect_error(
       [&] {
-        recipes::run_train(recipe, {"resume_from_checkpoint=null", "model_name_or_path=" + root + "/no-weights"});
+        recipes::run_train(
+            recipe, {"resume_from_checkpoint=null", "model_config=null", "model_name_or_path=" + root + "/no-weights"});
       },
       {"holds checkpoints of another run (checkpoint-3)"});
   EXPECT_TRUE(std::filesystem::exists(root + "/out/checkpoint-3"));

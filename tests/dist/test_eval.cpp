@@ -27,6 +27,7 @@ TEST(DistEval, RanksShareTheBatchesAndGiveTheOneProcessResult) {
   if (world_comm().rank() == 0) {  // a random byte-level Qwen3 as a Hugging Face directory
     ModelConfig c = tiny_mixer_config(4, 2, 2);
     c.vocab_size = 256;
+    c.qk_norm = true;  // as config.json's qwen3 reads back
     c.validate("test");
     ParameterRegistry params;
     layers::DecoderLM model(c, params);
