@@ -61,11 +61,12 @@ class ByteData : public TrainData {
   }
   std::string heldout_too_small() const override {
     const int64_t rows = batch_ * shard_.size;
+    const char* unit = tokenized_ ? "tokens" : "bytes";
     return fmt::format(
-        "the held-out part of {} ({} {}: val_size of its {}) is smaller than one evaluation "
-        "batch ({} rows of {} tokens over the ranks: {}); {}",
-        path_, corpus_.heldout_bytes(), tokenized_ ? "tokens" : "bytes",
-        corpus_.train_bytes() + corpus_.heldout_bytes(), rows, seq_, rows * seq_ + 1, kHeldoutRemedy);
+        "the held-out part of {} ({} {}: val_size of its {} {}) is smaller than one evaluation "
+        "batch ({} rows of {} tokens over the ranks: {} {}); {}",
+        path_, corpus_.heldout_bytes(), unit, corpus_.train_bytes() + corpus_.heldout_bytes(), unit, rows, seq_,
+        rows * seq_ + 1, unit, kHeldoutRemedy);
   }
 
  private:
