@@ -78,7 +78,7 @@ int run_eval(const EvalOptions& o, bool as_json) {
   std::unique_ptr<parallel::Communicator> host;
   if (parallel::world().size > 1) {
     if (o.device != "cpu") parallel::select_local_gpu();
-    host = parallel::make_world_communicator(Device::cpu());
+    host = parallel::make_world_communicator(Device::cpu(), {}, /*announce=*/false);  // stdout is the result
   }
   const json::Value r = evaluate(o, host.get());
   const json::Object& v = r.as_object();
