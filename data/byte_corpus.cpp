@@ -11,15 +11,14 @@
 namespace primer::data {
 
 namespace {
-void append_file(const std::filesystem::path& file, std::vector<uint8_t>& bytes) {
+std::string read_file(const std::filesystem::path& file) {
   std::ifstream in(file, std::ios::binary);
   PRIMER_CHECK(in.good(), "cannot open corpus file '{}'", file.string());
-  bytes.insert(bytes.end(), std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  bytes.push_back('\n');
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 }  // namespace
 
-ByteCorpus::ByteCorpus(const std::string& path, double heldout_fraction) : path_(path) {
+ByteCorpus::ByteCorpus(const std::string& path, double heldout_fraction, const Tokenizer* tokenizer) : path_(path) {
   PRIMER_CHECK(std::filesystem::exists(path), "corpus '{}' does not exist", path);
   const bool directory = std::filesystem::is_directory(path);
   std::vector<std::filesystem::path> files;  // regular files only: symlinked aliases would repeat text
@@ -30,19 +29,29 @@ ByteCorpus::ByteCorpus(const std::string& path, double heldout_fraction) : path_
   } else {
     files.push_back(path);
   }
-  for (const auto& f : files) append_file(f, bytes_);
+  for (const auto& f : files) {
+    const std::string text = read_file(f);
+    if (tokenizer) {  // special-token strings stay plain text, as `primer tokenize` encodes documents
+      const std::vector<int32_t> ids = tokenizer->encode(text, /*allow_special=*/false);
+      tokens_.insert(tokens_.end(), ids.begin(), ids.end());
+      tokens_.push_back(tokenizer->eos_id());
+    } else {
+      bytes_.insert(bytes_.end(), text.begin(), text.end());
+      bytes_.push_back('\n');
+    }
+  }
   // Each file adds one separator: nothing more is nothing to train on (it read as a held-out part too small before).
-  PRIMER_CHECK(bytes_.size() > files.size(), "corpus '{}' is empty ({}): name a file or directory with text in it",
+  PRIMER_CHECK(size() > int64_t(files.size()), "corpus '{}' is empty ({}): name a file or directory with text in it",
                path, directory ? fmt::format("{} regular files, none holding a byte", files.size()) : "0 bytes");
   PRIMER_CHECK(heldout_fraction > 0 && heldout_fraction < 1, "held-out fraction {} must be in (0, 1)",
                heldout_fraction);
-  split_ = int64_t(double(bytes_.size()) * (1.0 - heldout_fraction));
+  split_ = int64_t(double(size()) * (1.0 - heldout_fraction));
 }
 
 void ByteCorpus::window(int64_t start, int64_t seq, int32_t* ids, int32_t* targets) const {
   for (int64_t t = 0; t < seq; ++t) {
-    ids[t] = bytes_[size_t(start + t)];
-    targets[t] = bytes_[size_t(start + t + 1)];
+    ids[t] = at(start + t);
+    targets[t] = at(start + t + 1);
   }
 }
 

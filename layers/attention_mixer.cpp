@@ -4,10 +4,9 @@
 
 #include "core/autograd/functions.h"
 #include "core/check.h"
-#include "layers/kv_cache.h"
+#include "core/ops/attention.h"
 
 namespace primer::layers {
-
 AttentionMixer::AttentionMixer(const ModelConfig& c, const std::string& prefix, ParameterRegistry& params,
                                int64_t window)
     : config_(c), prefix_(prefix), params_(params), window_(window) {
@@ -34,10 +33,9 @@ ag::Var AttentionMixer::project_heads(const ag::Var& x, const std::string& proj,
 
 ag::Var AttentionMixer::forward(const ag::Var& x, const MixerContext& ctx, const MixerState* state_in,
                                 MixerState* state_out) {
-  const bool cached = state_in && state_in->keys.defined();
   PRIMER_CHECK(!state_in || (state_in->conv.empty() && state_in->recurrent.empty()),
                "{}: state_in holds a recurrent mixer's state, expected a key/value cache", prefix_);
-  PRIMER_CHECK(!ctx.sequence || (!cached && !state_out),
+  PRIMER_CHECK(!ctx.sequence || (!state_out && (!state_in || state_in->kv.empty())),
                "{}: a key/value cache is not supported under sequence parallelism", prefix_);
   const int64_t B = x->value.size(0), T = x->value.size(1);
   ag::Var q = project_heads(x, ".q_proj.weight", ".q_norm.weight", config_.num_attention_heads, ctx, true);
@@ -45,25 +43,40 @@ ag::Var AttentionMixer::forward(const ag::Var& x, const MixerContext& ctx, const
   ag::Var v = project_heads(x, ".v_proj.weight", "", config_.num_key_value_heads, ctx, false);
   ops::AttentionOptions opt;
   opt.window = window_;
-  if (cached) {
-    // The new tokens follow the cached ones: their keys join the cache and the causal mask works on positions.
-    opt.k_offset = state_in->keys_position;
-    opt.q_offset = state_in->keys_position + state_in->keys.size(1);
-    k = ag::constant(append_rows(state_in->keys, k->value));
-    v = ag::constant(append_rows(state_in->values, v->value));
+  ag::Var o;
+  if (state_out || (state_in && !state_in->kv.empty())) {
+    o = ag::constant(decode_rows(q->value, k->value, v->value, opt, state_in, state_out));
+  } else {
+    o = ctx.sequence ? ctx.sequence->attention(q, k, v, opt) : ag::attention(q, k, v, opt);
   }
-  if (state_out) {
-    // A sliding window's next query sees at most the last `window` keys (itself included): older ones are dropped.
-    const int64_t seen = k->value.size(1), kept = window_ > 0 ? std::min(window_, seen) : seen;
-    state_out->conv.clear();
-    state_out->recurrent.clear();
-    state_out->keys = k->value.slice(1, seen - kept, seen).contiguous();
-    state_out->values = v->value.slice(1, seen - kept, seen).contiguous();
-    state_out->keys_position = opt.k_offset + seen - kept;
-  }
-  const ag::Var o = ctx.sequence ? ctx.sequence->attention(q, k, v, opt) : ag::attention(q, k, v, opt);
   return ag::linear(ag::reshape(o, {B, T, config_.num_attention_heads * config_.head_dim}),
                     params_.get(prefix_ + ".o_proj.weight").var);
+}
+
+Tensor AttentionMixer::decode_rows(const Tensor& q, const Tensor& k, const Tensor& v, ops::AttentionOptions opt,
+                                   const MixerState* state_in, MixerState* state_out) const {
+  const int64_t B = q.size(0), T = q.size(1);
+  std::vector<KvCache> kv = state_in ? state_in->kv : std::vector<KvCache>();
+  if (kv.empty()) kv.resize(size_t(B));
+  PRIMER_CHECK(int64_t(kv.size()) == B, "{}: the key/value cache holds {} rows, the input {}", prefix_, kv.size(), B);
+  // Each row's new keys join its cache, and its queries attend over the cache at the row's own positions (rows may
+  // have seen different numbers of tokens); the causal mask works on positions.
+  Tensor out = Tensor::empty(q.shape(), q.dtype(), q.device());
+  for (int64_t r = 0; r < B; ++r) {
+    KvCache& cache = kv[size_t(r)];
+    cache.append(k.slice(0, r, r + 1), v.slice(0, r, r + 1));
+    opt.k_offset = cache.first_position();
+    opt.q_offset = cache.next_position() - T;
+    out.slice(0, r, r + 1).copy_from(ops::attention(q.slice(0, r, r + 1), cache.keys(), cache.values(), opt, nullptr));
+    // A sliding window's next query sees at most the last `window` keys (itself included): older ones are dropped.
+    if (window_ > 0) cache.keep_last(window_);
+  }
+  if (state_out) {
+    state_out->conv.clear();
+    state_out->recurrent.clear();
+    state_out->kv = std::move(kv);
+  }
+  return out;
 }
 
 double AttentionMixer::flops_per_token(int64_t seq_len) const {

@@ -4,6 +4,7 @@
 #pragma once
 #include <string>
 
+#include "core/ops/attention.h"
 #include "core/parameters.h"
 #include "layers/mixer.h"
 #include "layers/model_config.h"
@@ -31,6 +32,10 @@ class AttentionMixer : public SequenceMixer {
   int64_t window() const { return window_; }
 
  private:
+  // Decoding: runs q [B, T, Hq, D] against each row's cache (state_in's, or empty) with k, v appended; the caches go
+  // to state_out when given.
+  Tensor decode_rows(const Tensor& q, const Tensor& k, const Tensor& v, ops::AttentionOptions opt,
+                     const MixerState* state_in, MixerState* state_out) const;
   ag::Var project_heads(const ag::Var& x, const std::string& proj, const std::string& norm, int64_t heads,
                         const MixerContext& ctx, bool rotate);
   ModelConfig config_;

@@ -5,6 +5,7 @@
 
 #include "core/autograd/functions.h"
 #include "core/autograd/merged_attention.h"
+#include "core/autograd/slicing.h"
 #include "core/check.h"
 #include "layers/kv_cache.h"
 #include "layers/mixer_spec.h"
@@ -18,13 +19,21 @@ Tensor cache_half(const Tensor& packed, bool fading) {
   return packed.slice(2, fading ? h : 0, fading ? 2 * h : h).contiguous();
 }
 
-// The last `kept` rows of in-context and fading [B, n, Hkv, D], side by side along the heads.
-Tensor pack_last(const Tensor& in_context, const Tensor& fading, int64_t kept) {
+// Row r of in-context and fading [B, n, Hkv, D], side by side along the heads: [1, n, 2·Hkv, D].
+Tensor pack_row(const Tensor& in_context, const Tensor& fading, int64_t r) {
   const int64_t n = in_context.size(1), h = in_context.size(2);
-  Tensor out =
-      Tensor::empty({in_context.size(0), kept, 2 * h, in_context.size(3)}, in_context.dtype(), in_context.device());
-  out.slice(2, 0, h).copy_from(in_context.slice(1, n - kept, n));
-  out.slice(2, h, 2 * h).copy_from(fading.slice(1, n - kept, n));
+  Tensor out = Tensor::empty({1, n, 2 * h, in_context.size(3)}, in_context.dtype(), in_context.device());
+  out.slice(2, 0, h).copy_from(in_context.slice(0, r, r + 1));
+  out.slice(2, h, 2 * h).copy_from(fading.slice(0, r, r + 1));
+  return out;
+}
+
+// [1, n1, H, D] followed by row r of [B, n2, H, D] along the tokens.
+Tensor after(const Tensor& cached, const Tensor& rows, int64_t r) {
+  const Tensor row = rows.slice(0, r, r + 1);
+  Tensor out = Tensor::empty({1, cached.size(1) + row.size(1), row.size(2), row.size(3)}, row.dtype(), row.device());
+  out.slice(1, 0, cached.size(1)).copy_from(cached);
+  out.slice(1, cached.size(1), out.size(1)).copy_from(row);
   return out;
 }
 
@@ -93,34 +102,53 @@ ag::Var BmfMixer::forward(const ag::Var& x, const MixerContext& ctx, const Mixer
   ag::Var k_f = heads(fading, "k_proj" + fade, "k_norm" + fade, Hkv, ctx);
   ag::Var v_f = heads(fading, "v_proj" + fade, "", Hkv, ctx);
 
-  // Mask positions: the cached tokens first, then these. Query p sees in-context keys (p − W, p] and fading keys
-  // (p − 2W, p − W], i.e. fading keys shifted W positions later under the same window.
-  const bool cached = state_in && state_in->keys.defined();
-  const int64_t first = cached ? state_in->keys_position : 0, n = cached ? state_in->keys.size(1) : 0;
-  if (cached) {
-    k = ag::constant(append_rows(cache_half(state_in->keys, false), k->value));
-    v = ag::constant(append_rows(cache_half(state_in->values, false), v->value));
-    k_f = ag::constant(append_rows(cache_half(state_in->keys, true), k_f->value));
-    v_f = ag::constant(append_rows(cache_half(state_in->values, true), v_f->value));
-  }
+  // Query p sees in-context keys (p − W, p] and fading keys (p − 2W, p − W], i.e. fading keys shifted W positions later
+  // under the same window; the offsets place the mask (a row's cached tokens first, then these).
   ops::AttentionOptions in_context;
   in_context.window = W;
   // Without QK-norm the reference scales by the hidden size per head (its kv_channels), not head_dim.
   if (!config_.qk_norm) in_context.scale = 1.0 / std::sqrt(double(config_.hidden_size / Hq));
-  in_context.q_offset = first + n;
-  in_context.k_offset = first;
-  ops::AttentionOptions in_fading = in_context;
-  in_fading.k_offset = first + W;
-  const ag::Var o = ag::merged_attention({q, k, v, in_context}, {q_f, k_f, v_f, in_fading});
+  auto windows = [&](int64_t first, int64_t n) {  // n cached tokens from position `first`
+    ops::AttentionOptions here = in_context, fading_window = in_context;
+    here.q_offset = fading_window.q_offset = first + n;
+    here.k_offset = first;
+    fading_window.k_offset = first + W;
+    return std::pair{here, fading_window};
+  };
+  const bool cached = state_in && !state_in->kv.empty();
+  ag::Var o;
+  if (!cached) {  // every row from its first token: one call, with gradients
+    const auto [here, fading_window] = windows(0, 0);
+    o = ag::merged_attention({q, k, v, here}, {q_f, k_f, v_f, fading_window});
+  } else {  // decoding: each row after its own cache, as attention does; no gradient flows through a cache
+    PRIMER_CHECK(int64_t(state_in->kv.size()) == B, "{}: the key/value cache holds {} rows, the input {}", prefix_,
+                 state_in->kv.size(), B);
+    std::vector<ag::Var> rows;
+    for (int64_t r = 0; r < B; ++r) {
+      const KvCache& cache = state_in->kv[size_t(r)];
+      const auto [here, fading_window] = windows(cache.first_position(), cache.size());
+      auto row = [r](const ag::Var& t) { return ag::constant(t->value.slice(0, r, r + 1).contiguous()); };
+      auto with_cache = [&](const Tensor& packed, bool fading, const ag::Var& t) {
+        return ag::constant(after(cache_half(packed, fading), t->value, r));
+      };
+      rows.push_back(ag::merged_attention(
+          {row(q), with_cache(cache.keys(), false, k), with_cache(cache.values(), false, v), here},
+          {row(q_f), with_cache(cache.keys(), true, k_f), with_cache(cache.values(), true, v_f), fading_window}));
+    }
+    o = ag::constant(ag::concat(rows, 0)->value);
+  }
 
   if (state_out) {
-    // The next query p = first + n + T reads in-context keys from p − W + 1 and fading keys from p − 2W + 1.
-    const int64_t seen = n + T, kept = std::min(2 * W - 1, seen);
     state_out->conv = ssm_out.conv;
     state_out->recurrent = ssm_out.recurrent;
-    state_out->keys = pack_last(k->value, k_f->value, kept);
-    state_out->values = pack_last(v->value, v_f->value, kept);
-    state_out->keys_position = first + seen - kept;
+    std::vector<KvCache> kv = cached ? state_in->kv : std::vector<KvCache>(size_t(B));
+    for (int64_t r = 0; r < B; ++r) {
+      KvCache& cache = kv[size_t(r)];
+      cache.append(pack_row(k->value, k_f->value, r), pack_row(v->value, v_f->value, r));
+      // The next query p reads in-context keys from p − W + 1 and fading keys from p − 2W + 1.
+      cache.keep_last(std::min(2 * W - 1, cache.size()));
+    }
+    state_out->kv = std::move(kv);
   }
   return ag::linear(ag::reshape(o, {B, T, Hq * config_.head_dim}), params_.get(attn_ + "o_proj.weight").var);
 }

@@ -12,9 +12,9 @@
 // computes it, its softmax scale included: head_dim^-1/2 with QK-norm, else (hidden_size / num_attention_heads)^-1/2.
 // Parameters under <prefix>: the SSM's under <prefix>.{mamba|gdn|gka} (its own spec), then bmojo_attn.{q,k,v,o}_proj,
 // {q,k}_norm (QK-norm models) and, untied, bmojo_attn.{q,k,v}_proj_, {q,k}_norm_.
-// Carried state: the SSM's conv and recurrent entries, and in keys / values the last min(2W − 1, seen) tokens'
-// in-context keys (after RoPE) and fading keys side by side along the heads ([B, n, 2·Hkv, D]: in-context heads
-// first); keys_position is the first kept token's. As attention's cache it carries no gradient; the SSM's state does.
+// Carried state: the SSM's conv and recurrent entries, and per row a key/value cache (layers::KvCache) of the last
+// min(2W − 1, seen) tokens' in-context keys (after RoPE) and fading keys side by side along the heads
+// ([1, n, 2·Hkv, D]: in-context heads first). As attention's cache it carries no gradient; the SSM's state does.
 #pragma once
 #include <memory>
 #include <string>

@@ -4,6 +4,7 @@
 
 #include "core/autograd/checkpoint.h"
 #include "core/autograd/functions.h"
+#include "core/autograd/slicing.h"
 #include "core/ops/gemm.h"
 #include "layers/mixer_factory.h"
 
@@ -19,11 +20,11 @@ std::unique_ptr<SequenceMixer> make_teacher_attention(const ModelConfig& c, int6
   return make_mixer(attention, layer, params);
 }
 
-// first..first+T-1 in every row.
-Tensor default_positions(int64_t B, int64_t T, Device device, int64_t first = 0) {
+// first[b]..first[b]+T-1 in row b (first empty: 0..T-1 in every row).
+Tensor default_positions(int64_t B, int64_t T, Device device, const std::vector<int64_t>& first = {}) {
   std::vector<int32_t> p(size_t(B * T));
   for (int64_t b = 0; b < B; ++b)
-    for (int64_t t = 0; t < T; ++t) p[size_t(b * T + t)] = int32_t(first + t);
+    for (int64_t t = 0; t < T; ++t) p[size_t(b * T + t)] = int32_t((first.empty() ? 0 : first[size_t(b)]) + t);
   return Tensor::from_vector(p, {B, T}, DType::I32, device);
 }
 }  // namespace
@@ -145,6 +146,9 @@ Tensor DecoderLM::decode(const Tensor& ids, DecodeState& state) {
                state.layers.size(), mixers_.size());
   ag::NoGrad no_grad;
   const int64_t B = ids.size(0), T = ids.size(1);
+  if (state.tokens.empty()) state.tokens.assign(size_t(B), 0);
+  PRIMER_CHECK(int64_t(state.tokens.size()) == B, "decode: the state holds {} rows, the input {}", state.tokens.size(),
+               B);
   const MixerContext ctx = context(ids, default_positions(B, T, ids.device(), state.tokens));
   ag::Var h = ag::run_unit(options_.hooks, 0, nullptr,
                            [&](const ag::Var&) { return ag::embedding(weight("model.embed_tokens.weight"), ids); });
@@ -154,7 +158,7 @@ Tensor DecoderLM::decode(const Tensor& ids, DecodeState& state) {
                      [&](const ag::Var& x) { return block(i, x, ctx, *mixers_[i], &state.layers[i], &next); });
     state.layers[i] = std::move(next);
   }
-  state.tokens += T;
+  for (int64_t& seen : state.tokens) seen += T;
   const ag::Var last = final_norm(ag::constant(h->value.slice(1, T - 1, T).contiguous()));
   return in_head_unit(
              last,
@@ -162,6 +166,34 @@ Tensor DecoderLM::decode(const Tensor& ids, DecodeState& state) {
                return ag::constant(ops::linear(x->value.reshape({B, config_.hidden_size}), weight(head_name())->value));
              })
       ->value.to(DType::F32);
+}
+
+DecodeState stack_rows(const std::vector<DecodeState>& parts) {
+  PRIMER_CHECK(!parts.empty(), "stack_rows: no decode state");
+  ag::NoGrad no_grad;
+  DecodeState out;
+  out.layers.resize(parts.front().layers.size());
+  for (const DecodeState& p : parts) {
+    PRIMER_CHECK(p.layers.size() == out.layers.size(), "stack_rows: states of {} and {} layers", out.layers.size(),
+                 p.layers.size());
+    out.tokens.insert(out.tokens.end(), p.tokens.begin(), p.tokens.end());
+  }
+  for (size_t i = 0; i < out.layers.size(); ++i) {
+    MixerState& layer = out.layers[i];
+    const MixerState& first = parts.front().layers[i];
+    // Recurrent entries are [B, ...]: rows join along dim 0; attention keeps one cache per row already.
+    auto join = [&](std::vector<ag::Var> MixerState::*entries) {
+      for (size_t e = 0; e < (first.*entries).size(); ++e) {
+        std::vector<ag::Var> rows;
+        for (const DecodeState& p : parts) rows.push_back((p.layers[i].*entries).at(e));
+        (layer.*entries).push_back(ag::concat(rows, 0));
+      }
+    };
+    join(&MixerState::conv);
+    join(&MixerState::recurrent);
+    for (const DecodeState& p : parts) layer.kv.insert(layer.kv.end(), p.layers[i].kv.begin(), p.layers[i].kv.end());
+  }
+  return out;
 }
 
 DecoderLM::TeacherTargets DecoderLM::teacher_targets(const Tensor& ids, const DistillOptions& opt,

@@ -32,11 +32,15 @@ struct DistillOptions {
 };
 
 // What decoding carries from one call to the next: every layer's state after the tokens seen so far (a recurrent
-// mixer's conv and recurrent state, attention's key/value cache), and how many tokens each row has seen.
+// mixer's conv and recurrent state, attention's key/value cache per row), and how many tokens each row has seen.
 struct DecodeState {
   std::vector<MixerState> layers;
-  int64_t tokens = 0;  // the position of the next token
+  std::vector<int64_t> tokens;  // per row: the position of its next token (empty: a fresh state)
 };
+
+// The rows of several decode states of one model as one batch, in order (prompts of different lengths, each
+// prefilled alone, then decoded together).
+DecodeState stack_rows(const std::vector<DecodeState>& parts);
 
 class DecoderLM {
  public:
@@ -52,7 +56,8 @@ class DecoderLM {
 
   // Decoding: runs ids i32 [B, T] after the tokens `state` holds (a fresh state: a prompt, prefilled in one forward;
   // then one token per call), advances the state and returns the f32 logits [B, V] of each row's last token.
-  // Nothing is recorded. Every row's tokens sit at the same positions; a fused model decodes with its student.
+  // Nothing is recorded. Each row's tokens continue at its own position (rows of a stacked state may have seen
+  // different numbers of tokens); a fused model decodes with its student.
   Tensor decode(const Tensor& ids, DecodeState& state);
 
   // Fused models: the teacher stream's final-norm hidden states [B, T, D] and (layerwise) each layer's output;

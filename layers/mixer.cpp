@@ -8,7 +8,7 @@ bool prepare_state(const MixerState* state_in, MixerState* state_out, size_t con
                    const std::string& who) {
   const bool carried = state_in && !state_in->empty();
   if (carried) {
-    PRIMER_CHECK(!state_in->keys.defined(), "{}: state_in is an attention layer's key/value cache", who);
+    PRIMER_CHECK(state_in->kv.empty(), "{}: state_in is an attention layer's key/value cache", who);
     PRIMER_CHECK(state_in->conv.size() == convs && state_in->recurrent.size() == recurrent,
                  "{}: state_in holds {} conv and {} recurrent entries, expected {} and {}", who, state_in->conv.size(),
                  state_in->recurrent.size(), convs, recurrent);

@@ -6,6 +6,7 @@
 
 #include "core/autograd/sequence_exchange.h"
 #include "core/autograd/variable.h"
+#include "layers/kv_cache.h"
 
 namespace primer::layers {
 
@@ -23,15 +24,15 @@ struct MixerContext {
 // recurrent matrices (f32). Each mixer documents its entries' order and shapes. As Vars on the tape, gradients
 // flow into an initial state (if it requires grad) and out of a final state (if a later use gives it one):
 // what decoding and P2P sequence parallelism need.
-// Attention's state is its key/value cache instead: the keys (after RoPE) and values of the last tokens it saw, all
-// of them for full attention, the last `window` for a sliding window, so a decode step costs what its visible
-// context costs. The cache serves decoding: no gradient flows through it.
+// Attention's state is its key/value cache instead, one per row (layers/kv_cache.h): the keys (after RoPE) and values
+// of the last tokens the row saw, all of them for full attention, the last `window` for a sliding window, so a decode
+// step costs what its visible context costs. Rows may have seen different numbers of tokens. The cache serves
+// decoding: no gradient flows through it.
 struct MixerState {
   std::vector<ag::Var> conv;       // [B, C, conv_size − 1] per short convolution, in x's dtype
   std::vector<ag::Var> recurrent;  // f32, e.g. [B, H, K, V]
-  Tensor keys, values;             // attention: [B, T_kept, H_kv, head_dim] in x's dtype
-  int64_t keys_position = 0;       // attention: the position of the first kept key (the tokens dropped before it)
-  bool empty() const { return conv.empty() && recurrent.empty() && !keys.defined(); }
+  std::vector<KvCache> kv;         // attention: one per row, keys and values [1, T_kept, H_kv, head_dim] in x's dtype
+  bool empty() const { return conv.empty() && recurrent.empty() && kv.empty(); }
 };
 
 // For a recurrent mixer's forward: true when state_in carries a state, which must then hold `convs` conv and
@@ -46,8 +47,8 @@ class SequenceMixer {
   // x [B, T, D] → y [B, T, D], recorded on the current tape. Recurrent mixers start from `state_in` (null or
   // empty: zeros) and, if `state_out` is non-null, fill it with the state after the last token, so that
   // forward over [x1; x2] equals forward(x1) then forward(x2) from its state (a decode step is T = 1).
-  // Attention's state is its KV cache: its tokens' positions must continue the cache's (the mixer context's
-  // positions then give RoPE; a row's cached tokens are at the same positions in every row).
+  // Attention's state is its KV cache: each row's tokens' positions must continue its cache's (the mixer context's
+  // positions then give RoPE).
   virtual ag::Var forward(const ag::Var& x, const MixerContext& ctx, const MixerState* state_in = nullptr,
                           MixerState* state_out = nullptr) = 0;
   // Whether the mixer runs sequence parallelism itself through MixerContext::sequence in `mode` (attention always;

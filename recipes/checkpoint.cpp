@@ -72,6 +72,7 @@ void write_rank_file(io::Hdf5File& file, const TrainingState& state, const Check
   file.set_attribute<int64_t>("/", "rank", rank);
   file.set_attribute<int64_t>("/", "step", state.step);
   file.set_attribute<uint64_t>("/", "seed", state.seed);
+  file.set_attribute<int64_t>("/", "nan_skipped_steps", state.nan_skipped_steps);
   file.set_attribute<int64_t>("/", "adamw_steps", content.optimizer->steps());
   if (rank == 0) {
     file.write_bytes(kDataCursor, state.data_cursor);
@@ -352,6 +353,9 @@ TrainingState CheckpointManager::load(const std::string& dir, const CheckpointCo
   TrainingState state;
   state.step = step;
   state.seed = first.attribute<uint64_t>("/", "seed");
+  // Checkpoints written before the count was kept skipped nothing that is still counted.
+  if (first.has_attribute("/", "nan_skipped_steps"))
+    state.nan_skipped_steps = first.attribute<int64_t>("/", "nan_skipped_steps");
   state.data_cursor = first.read_bytes(kDataCursor);
   state.resolved_config = first.read_bytes(kResolvedConfig);
   return state;

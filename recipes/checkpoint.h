@@ -27,8 +27,9 @@ namespace primer::recipes {
 struct TrainingState {
   int64_t step = 0;
   uint64_t seed = 0;
-  std::string data_cursor;      // opaque to the checkpoint: the data loader's resume point
-  std::string resolved_config;  // the fully resolved recipe, for provenance
+  std::string data_cursor;        // opaque to the checkpoint: the data loader's resume point
+  std::string resolved_config;    // the fully resolved recipe, for provenance
+  int64_t nan_skipped_steps = 0;  // steps skipped for a non-finite gradient so far (nan_policy: skip)
 };
 
 // One run of a parameter's flattened elements [offset, offset + master.numel()) with its AdamW moments.

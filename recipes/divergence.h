@@ -19,7 +19,8 @@ DivergencePolicy divergence_policy(const config::Config& cfg);
 
 class DivergenceGuard {
  public:
-  explicit DivergenceGuard(DivergencePolicy policy) : policy_(policy) {}
+  // skipped: steps a resumed run had skipped already (its checkpoint's count), which the limit counts too.
+  explicit DivergenceGuard(DivergencePolicy policy, int64_t skipped = 0) : policy_(policy), skipped_(skipped) {}
 
   // Step `step` has a non-finite gradient (every rank agrees), first in `parameter` (model order; empty when only
   // the squared norm overflowed); `loss` is the step's mean logged loss. Under skip within the limit: prints that the

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 #include <fstream>
-#include <map>
 
 #include "core/check.h"
 #include "recipes/inference_model.h"
@@ -79,19 +78,25 @@ std::vector<std::string> read_prompts(const GenerateOptions& o) {
 std::vector<Completion> generate(layers::DecoderLM& model, Device device, const ModelText& text,
                                  const std::vector<std::vector<int32_t>>& prompts, const GenerationLimits& limits,
                                  TokenSampler& sampler, const std::function<void(std::string_view)>& on_text) {
-  PRIMER_CHECK(!prompts.empty() && !prompts.front().empty(), "generate: a prompt needs at least one token");
+  PRIMER_CHECK(!prompts.empty(), "generate: no prompt");
   PRIMER_CHECK(limits.max_new_tokens > 0, "--max-new-tokens {}: expected at least 1", limits.max_new_tokens);
-  const int64_t B = int64_t(prompts.size()), T = int64_t(prompts.front().size());
-  std::vector<int32_t> ids;
-  for (const auto& p : prompts) {
-    PRIMER_CHECK(int64_t(p.size()) == T, "generate: the prompts of one batch must have one token length");
-    ids.insert(ids.end(), p.begin(), p.end());
+  const int64_t B = int64_t(prompts.size());
+  // Each prompt is prefilled alone (prompts may differ in length), then the rows decode together, each at its own
+  // positions.
+  std::vector<layers::DecodeState> prefilled(prompts.size());
+  Tensor logits;
+  for (size_t r = 0; r < prompts.size(); ++r) {
+    const std::vector<int32_t>& p = prompts[r];
+    PRIMER_CHECK(!p.empty(), "generate: a prompt needs at least one token (prompt {} has none)", r + 1);
+    const Tensor last = model.decode(Tensor::from_vector(p, {1, int64_t(p.size())}, DType::I32, device), prefilled[r]);
+    if (!logits.defined()) logits = Tensor::empty({B, last.size(1)}, last.dtype(), last.device());
+    logits.slice(0, int64_t(r), int64_t(r) + 1).copy_from(last);
   }
+  layers::DecodeState state = layers::stack_rows(prefilled);
+  prefilled.clear();
   std::vector<RowText> rows(size_t(B), RowText(text, limits));
   std::vector<bool> finished(size_t(B), false);
   size_t streamed = 0;
-  layers::DecodeState state;
-  Tensor logits = model.decode(Tensor::from_vector(ids, {B, T}, DType::I32, device), state);
   while (true) {
     const std::vector<int32_t> next = sampler.next(logits);
     bool all = true;
@@ -124,13 +129,10 @@ int run_generate(const GenerateOptions& o) {
   TokenSampler sampler(o.sampling);
   fmt::print(stderr, "generate: {} ({}, {}) on {}\n", m.source, model_name(m.config), text.describe(), device.str());
 
-  // Prompts of one token length share a batch (the decoder places every row's tokens at the same positions).
   std::vector<std::vector<int32_t>> ids;
-  std::map<size_t, std::vector<size_t>> by_length;
   for (const std::string& p : prompts) {
     ids.push_back(text.encode(o.chat ? text.chat_prompt(p) : p));
     PRIMER_CHECK(!ids.back().empty(), "generate: prompt {} is empty", ids.size());
-    by_length[ids.back().size()].push_back(ids.size() - 1);
   }
   const bool stream = prompts.size() == 1;
   auto print = [](std::string_view part) {
@@ -140,19 +142,16 @@ int run_generate(const GenerateOptions& o) {
   std::vector<Completion> completions(prompts.size());
   int64_t generated = 0;
   const auto start = std::chrono::steady_clock::now();
-  for (const auto& [length, members] : by_length)
-    for (size_t at = 0; at < members.size(); at += size_t(o.batch_size)) {
-      const std::vector<size_t> batch(members.begin() + ptrdiff_t(at),
-                                      members.begin() + ptrdiff_t(std::min(members.size(), at + size_t(o.batch_size))));
-      std::vector<std::vector<int32_t>> batch_ids;
-      for (const size_t i : batch) batch_ids.push_back(ids[i]);
-      std::vector<Completion> done = generate(*m.model, device, text, batch_ids, limits, sampler,
-                                              stream ? std::function<void(std::string_view)>(print) : nullptr);
-      for (size_t j = 0; j < batch.size(); ++j) {
-        generated += int64_t(done[j].ids.size());
-        completions[batch[j]] = std::move(done[j]);
-      }
+  for (size_t at = 0; at < ids.size(); at += size_t(o.batch_size)) {  // consecutive prompts, any lengths
+    const std::vector<std::vector<int32_t>> batch(
+        ids.begin() + ptrdiff_t(at), ids.begin() + ptrdiff_t(std::min(ids.size(), at + size_t(o.batch_size))));
+    std::vector<Completion> done = generate(*m.model, device, text, batch, limits, sampler,
+                                            stream ? std::function<void(std::string_view)>(print) : nullptr);
+    for (size_t j = 0; j < done.size(); ++j) {
+      generated += int64_t(done[j].ids.size());
+      completions[at + j] = std::move(done[j]);
     }
+  }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (stream) {
     print("\n");

@@ -28,9 +28,10 @@ struct Completion {
   std::string finish;        // "stop" (an end token or stop string) or "length"
 };
 
-// Continues prompts of one token length as one batch on `device` (the model's) (rows finish on their own; the batch
-// runs until all have). With one prompt, on_text (when given) receives the completion's text piece by piece as it
-// becomes final (never a part of a stop string, never half a UTF-8 character).
+// Continues prompts (of any token lengths) as one batch on `device` (the model's): each prompt is prefilled alone,
+// then the rows decode together, each at its own positions (rows finish on their own; the batch runs until all
+// have); each row's tokens are those it would get alone. With one prompt, on_text (when given) receives the
+// completion's text piece by piece as it becomes final (never a part of a stop string, never half a UTF-8 character).
 std::vector<Completion> generate(layers::DecoderLM& model, Device device, const ModelText& text,
                                  const std::vector<std::vector<int32_t>>& prompts, const GenerationLimits& limits,
                                  TokenSampler& sampler, const std::function<void(std::string_view)>& on_text = {});
@@ -43,7 +44,7 @@ struct GenerateOptions {
   bool chat = false;         // wrap each prompt in Qwen3's chat format as a user message
   GenerationLimits limits;
   SamplingOptions sampling;
-  int64_t batch_size = 8;      // prompts of one token length decoded together
+  int64_t batch_size = 8;      // prompts decoded together
   std::string device = "cpu";  // cpu, cuda or auto
 };
 

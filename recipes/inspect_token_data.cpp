@@ -11,40 +11,16 @@ namespace fs = std::filesystem;
 
 json::Value describe_token_data(const fs::path& dir, bool verify) {
   const data::TokenManifest m = data::TokenManifest::read(dir.string());
+  // The manifest as data::TokenManifest writes it, with its checksums in hex as inspect shows every CRC32C.
+  json::Value manifest = json::parse(m.to_json(), (dir / data::kTokenManifestName).string());
+  auto hex_crc = [](json::Value& entry) { entry["crc32c"] = fmt::format("{:08x}", entry["crc32c"].as_int()); };
+  hex_crc(manifest["tokenizer"]);
+  for (json::Value& shard : manifest["shards"].as_array()) hex_crc(shard);
   json::Value r;
   r["kind"] = "tokenized data";
   r["path"] = dir.string();
-  r["format_version"] = m.format_version;
-  json::Value& tokenizer = r["tokenizer"];
-  tokenizer["name"] = m.tokenizer.name;
-  tokenizer["crc32c"] = fmt::format("{:08x}", m.tokenizer.crc32c);
-  tokenizer["vocab_size"] = m.tokenizer.vocab_size;
-  tokenizer["eos_id"] = m.tokenizer.eos_id;
-  r["documents"] = m.documents();
-  r["tokens"] = m.tokens();
-  json::Array sources;
-  for (const data::SourceInfo& s : m.sources) {
-    json::Value e;
-    e["name"] = s.name;
-    e["format"] = s.format;
-    e["files"] = s.files;
-    e["documents"] = s.documents;
-    e["tokens"] = s.tokens;
-    e["skipped"] = s.skipped;
-    sources.push_back(std::move(e));
-  }
-  r["sources"] = std::move(sources);
-  json::Array shards;
-  for (const data::ShardInfo& s : m.shards) {
-    json::Value e;
-    e["name"] = s.name;
-    e["documents"] = s.documents;
-    e["tokens"] = s.tokens;
-    e["bytes"] = int64_t(s.bytes);
-    e["crc32c"] = fmt::format("{:08x}", s.crc32c);
-    shards.push_back(std::move(e));
-  }
-  r["shards"] = std::move(shards);
+  for (const char* key : {"format_version", "tokenizer", "documents", "tokens", "sources", "shards"})
+    r[key] = std::move(manifest[key]);
   if (!verify) return r;
   Verification v;
   for (const data::ShardInfo& s : m.shards)

@@ -13,12 +13,21 @@ namespace {
 constexpr const char* kHeldoutRemedy =
     "raise val_size, lower per_device_train_batch_size or cutoff_len, or train on more data";
 
-// Bytes as tokens (vocabulary 256). Window i of the stream is drawn by (seed, i); the cursor counts the windows all
-// ranks consumed, so a resume continues the same stream on any rank count (with the same global batch).
+// Bytes as tokens (vocabulary 256), or a tokenizer's ids of the text (`primer eval`). Window i of the stream is drawn
+// by (seed, i); the cursor counts the windows all ranks consumed, so a resume continues the same stream on any rank
+// count (with the same global batch).
 class ByteData : public TrainData {
  public:
-  ByteData(const std::string& path, double heldout, uint64_t seed, int64_t batch, int64_t seq, DataShard shard)
-      : corpus_(path, heldout), path_(path), seed_(seed), batch_(batch), seq_(seq), shard_(shard) {}
+  ByteData(const std::string& path, double heldout, uint64_t seed, int64_t batch, int64_t seq, DataShard shard,
+           const data::Tokenizer* tokenizer)
+      : corpus_(path, heldout, tokenizer),
+        path_(path),
+        tokenized_(tokenizer != nullptr),
+        vocab_(tokenizer ? tokenizer->vocab_size() : 256),
+        seed_(seed),
+        batch_(batch),
+        seq_(seq),
+        shard_(shard) {}
 
   void next(data::Batch& out) override {
     corpus_.train_rows(seed_, rows_ + shard_.rank * batch_, batch_, seq_, out.ids, out.targets);
@@ -42,18 +51,22 @@ class ByteData : public TrainData {
     rows_ = node.has("byte_corpus_rows") ? node.at("byte_corpus_rows").as_int()
                                          : node.at("byte_corpus_micro_batches").as_int() * batch_;
   }
-  int64_t vocab_size() const override { return 256; }
+  int64_t vocab_size() const override { return vocab_; }
   std::string describe() const override {
+    if (tokenized_)
+      return fmt::format("{} through the model's tokenizer ({} training tokens, {} held out)", path_,
+                         corpus_.train_bytes(), corpus_.heldout_bytes());
     return fmt::format("{} as bytes ({} training bytes, {} held out)", path_, corpus_.train_bytes(),
                        corpus_.heldout_bytes());
   }
   std::string heldout_too_small() const override {
     const int64_t rows = batch_ * shard_.size;
+    const char* unit = tokenized_ ? "tokens" : "bytes";
     return fmt::format(
-        "the held-out part of {} ({} bytes: val_size of its {} bytes) is smaller than one evaluation "
-        "batch ({} rows of {} tokens over the ranks: {} bytes); {}",
-        path_, corpus_.heldout_bytes(), corpus_.train_bytes() + corpus_.heldout_bytes(), rows, seq_, rows * seq_ + 1,
-        kHeldoutRemedy);
+        "the held-out part of {} ({} {}: val_size of its {} {}) is smaller than one evaluation "
+        "batch ({} rows of {} tokens over the ranks: {} {}); {}",
+        path_, corpus_.heldout_bytes(), unit, corpus_.train_bytes() + corpus_.heldout_bytes(), unit, rows, seq_,
+        rows * seq_ + 1, unit, kHeldoutRemedy);
   }
 
  private:
@@ -81,6 +94,8 @@ class ByteData : public TrainData {
 
   data::ByteCorpus corpus_;
   std::string path_;
+  bool tokenized_;  // through a tokenizer, else bytes
+  int64_t vocab_;
   uint64_t seed_;
   int64_t batch_, seq_, rows_ = 0;
   DataShard shard_;
@@ -165,7 +180,8 @@ data::LoaderOptions loader_options(const config::Config& cfg, int64_t seq, int64
   return o;
 }
 
-std::unique_ptr<TrainData> make_train_data(const config::Config& cfg, int64_t batch, int64_t seq, DataShard shard) {
+std::unique_ptr<TrainData> make_train_data(const config::Config& cfg, int64_t batch, int64_t seq, DataShard shard,
+                                           const data::Tokenizer* text_tokenizer) {
   if (cfg.has("tokenized_path")) return std::make_unique<TokenData>(cfg, batch, seq, shard);
   const std::vector<std::string> datasets = cfg.get_list("dataset");
   PRIMER_CHECK(
@@ -174,7 +190,7 @@ std::unique_ptr<TrainData> make_train_data(const config::Config& cfg, int64_t ba
       "one directory, or tokenize them into shards with `primer tokenize` and set tokenized_path)",
       cfg.where("dataset"), datasets.size());
   return std::make_unique<ByteData>(datasets.at(0), cfg.get_float("val_size"), uint64_t(cfg.get_int("seed")), batch,
-                                    seq, shard);
+                                    seq, shard, text_tokenizer);
 }
 
 }  // namespace primer::recipes

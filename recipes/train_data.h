@@ -8,6 +8,7 @@
 
 #include "core/sequence_layout.h"
 #include "data/loader.h"
+#include "data/tokenizer.h"
 #include "core/config/config.h"
 
 namespace primer::recipes {
@@ -37,8 +38,10 @@ struct DataShard {
   SequenceLayout sp_layout = SequenceLayout::ZigZag;
 };
 
-// B sequences of T tokens per micro-batch and rank; the recipe's data keys choose and configure the source.
-std::unique_ptr<TrainData> make_train_data(const config::Config& cfg, int64_t batch, int64_t seq, DataShard shard = {});
+// B sequences of T tokens per micro-batch and rank; the recipe's data keys choose and configure the source. Text
+// (`dataset`) is read as bytes, or through `text_tokenizer` when given (`primer eval` of text).
+std::unique_ptr<TrainData> make_train_data(const config::Config& cfg, int64_t batch, int64_t seq, DataShard shard = {},
+                                           const data::Tokenizer* text_tokenizer = nullptr);
 
 // The loader options a recipe asks for (docs/recipes.md: stage, packing, packing_method, mix_strategy, ...).
 data::LoaderOptions loader_options(const config::Config& cfg, int64_t seq, int64_t sources, DataShard shard = {});

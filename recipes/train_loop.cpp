@@ -6,6 +6,7 @@
 
 #include "core/autograd/variable.h"
 #include "core/check.h"
+#include "core/console.h"
 #include "core/cuda_runtime.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/reduce.h"
@@ -64,17 +65,31 @@ void drop_superseded_metrics(const std::string& path, int64_t step) {
   std::filesystem::rename(tmp, path);
 }
 
+// A fresh run's metrics file starts empty: a previous run's (an overwritten run, or one that left no checkpoint to
+// resume) is kept as <file>.previous, replacing an older one, and said so.
+void set_previous_metrics_aside(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec) || std::filesystem::file_size(path, ec) == 0) return;
+  const std::string previous = path + ".previous";
+  std::filesystem::rename(path, previous, ec);
+  PRIMER_CHECK(!ec, "cannot move the previous run's metrics file '{}' to '{}': {}", path, previous, ec.message());
+  console::warn("this run starts afresh: its metrics go to a new '{}'; the previous run's are now in '{}'", path,
+                previous);
+}
+
 }  // namespace
 
-double heldout_loss(layers::DecoderLM& model, const TrainData& source, int64_t batches, Device device,
-                    parallel::Communicator* host) {
+HeldoutScore heldout_score(layers::DecoderLM& model, const TrainData& source, int64_t batches, Device device,
+                           parallel::Communicator* host, HeldoutSplit split) {
   ag::NoGrad no_grad;
   data::Batch batch;
   const int64_t n = std::min(batches, source.heldout_batches());
   PRIMER_CHECK(n > 0, "{}", source.heldout_too_small());
   Tensor sum = Tensor::zeros({1}, DType::F32, device);
   int64_t targets = 0;
-  for (int64_t i = 0; i < n; ++i) {
+  const bool whole = host && split == HeldoutSplit::WholeBatches;
+  const int64_t first = whole ? host->rank() : 0, stride = whole ? host->size() : 1;
+  for (int64_t i = first; i < n; i += stride) {
     source.heldout_batch(i, batch);
     targets += count_targets(batch);
     ops::add_(sum, model.loss(ids_of(batch, device), targets_of(batch, device), 1.0, positions_of(batch, device))
@@ -82,13 +97,17 @@ double heldout_loss(layers::DecoderLM& model, const TrainData& source, int64_t b
   }
   const std::vector<double> total = sum_over_ranks(host, {sum.item(), double(targets)});
   PRIMER_CHECK(total[1] > 0, "the held-out batches hold no target token (every loss mask is 0)");
-  return total[0] / total[1];
+  return {total[0] / total[1], int64_t(total[1])};
 }
 
-TrainLoop::TrainLoop(TrainSetup& setup) : s_(setup), divergence_(divergence_policy(setup.cfg)) {
+TrainLoop::TrainLoop(TrainSetup& setup)
+    : s_(setup), divergence_(divergence_policy(setup.cfg), setup.state.nan_skipped_steps) {
   metrics_path_ = s_.cfg.has("metrics_file") ? s_.cfg.get_string("metrics_file") : s_.out_dir + "/metrics.jsonl";
   if (s_.ranks.host->rank() == 0) {  // one writer; every number it writes is global
-    if (s_.state.step > 0) drop_superseded_metrics(metrics_path_, s_.state.step);
+    if (s_.state.step > 0)
+      drop_superseded_metrics(metrics_path_, s_.state.step);
+    else
+      set_previous_metrics_aside(metrics_path_);
     metrics_.open(metrics_path_, std::ios::app);
     PRIMER_CHECK(metrics_.good(), "cannot write metrics file '{}'", metrics_path_);
   }
@@ -164,6 +183,7 @@ void TrainLoop::step() {
     divergence_.nonfinite_gradient(
         s_.state.step + 1, first_nonfinite_parameter(),
         sum_over_ranks(s_.ranks.host, {step_loss_.item()})[0] / double(std::max<int64_t>(logged_count, 1)));
+    s_.state.nan_skipped_steps = divergence_.skipped();  // checkpointed: a resumed run's limit counts it
   }
   ++s_.state.step;
   ++window_steps_;

@@ -54,9 +54,22 @@ class TrainLoop {
   int interrupted_by_ = 0;
 };
 
-// Mean held-out loss per target token over up to `batches` held-out batches (no gradients); with `host`, over every
-// data-parallel rank's slice of them.
-double heldout_loss(layers::DecoderLM& model, const TrainData& source, int64_t batches, Device device,
-                    parallel::Communicator* host = nullptr);
+// How the ranks of `host` share the held-out batches: the trainer's ranks each hold their slice of every batch (their
+// DataShard); `primer eval`'s ranks each take whole batches in turn (rank r of n: batches r, r + n, ...).
+enum class HeldoutSplit { RowsOfEveryBatch, WholeBatches };
+
+struct HeldoutScore {
+  double loss = 0;     // mean per target token
+  int64_t tokens = 0;  // target tokens scored, over every rank
+};
+
+// The held-out loss over up to `batches` held-out batches (no gradients); with `host`, over every rank's share of them
+// (`split`), losses and token counts summed over the ranks.
+HeldoutScore heldout_score(layers::DecoderLM& model, const TrainData& source, int64_t batches, Device device,
+                           parallel::Communicator* host = nullptr, HeldoutSplit split = HeldoutSplit::RowsOfEveryBatch);
+inline double heldout_loss(layers::DecoderLM& model, const TrainData& source, int64_t batches, Device device,
+                           parallel::Communicator* host = nullptr) {
+  return heldout_score(model, source, batches, device, host).loss;
+}
 
 }  // namespace primer::recipes

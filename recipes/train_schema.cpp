@@ -134,7 +134,9 @@ config::Schema build_train_schema() {
              "A step whose gradient holds NaN or inf (checked every step): stop ends the run naming the step and the "
              "first parameter affected; skip leaves that step's update out (logged), up to nan_skip_limit times")
       .defaults("stop");
-  s.add_int("nan_skip_limit", "nan_policy skip: steps this process may skip; the next non-finite step ends the run")
+  s.add_int("nan_skip_limit",
+            "nan_policy skip: steps the run may skip, counted across resumes (checkpointed); the next non-finite step "
+            "ends the run")
       .at_least(0)
       .defaults(10);
   s.add_float("loss_spike_factor",
@@ -270,16 +272,18 @@ lacks take Hugging Face Trainer names (`save_total_limit`, `eval_steps`) or are 
   pid) for the whole run; a second run there is refused naming the holder, and a lock left by a killed run on the
   same host is taken over with a warning. A fresh run (no `resume_from_checkpoint`, or `auto` finding nothing
   usable) into a directory holding another run's checkpoints is refused unless `overwrite_output_dir: true` (the
-  reference's key), which removes them first.
+  reference's key), which removes them first; that refusal comes before the model is built. A fresh run starts a
+  new metrics file: an existing one (the overwritten run's, or that of a run that left no checkpoint) is kept as
+  `<metrics file>.previous`, replacing an older one, with a warning.
 - **Data.** docs/data.md ("Tokenized data and the loader") defines the stream these keys shape: the held-out
   split, the epoch order, packing, targets and loss masks, mixing, and the resume cursor.
 - **Divergence.** Every step checks the global gradient norm. A NaN or inf stops the run (`nan_policy: stop`)
   naming the step and the first parameter, with its layer, whose gradient holds one; under `nan_policy: skip` that
   step's update is left out, the log says so and the step's loss is not logged, until more than `nan_skip_limit`
-  steps of the process were skipped. A logged loss above `loss_spike_factor` × the mean of the previous 20 is
-  warned about. `PRIMER_FAULT=<rank>:step:<step>:nan` puts a NaN into one gradient of that rank at that step to
-  try it (recipes/fault_injection.h). Each training line also shows the elapsed time and an ETA (the median of the
-  last 20 steps times the steps left).
+  steps of the run were skipped (the count is checkpointed: a resumed run continues it). A logged loss above
+  `loss_spike_factor` × the mean of the previous 20 is warned about. `PRIMER_FAULT=<rank>:step:<step>:nan` puts a
+  NaN into one gradient of that rank at that step to try it (recipes/fault_injection.h). Each training line also
+  shows the elapsed time and an ETA (the median of the last 20 steps times the steps left).
 
 )" + config::render_schema_markdown(train_schema());
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "core/check.h"
 #include "core/cuda_runtime.h"
@@ -142,16 +143,21 @@ std::unique_ptr<optim::AdamW> make_optimizer(TrainSetup& s) {
   return optimizer;
 }
 
-void resume(TrainSetup& s) {
-  s.state.seed = s.seed;
-  s.state.resolved_config = s.cfg.resolved_yaml();
+// The checkpoint the run resumes from; for a fresh run, nothing, once its directory is prepared (another run's
+// checkpoints refused, or removed under overwrite_output_dir). Needs no model: a refused run learns it at once.
+std::optional<std::string> resume_point(TrainSetup& s) {
   const auto from = s.checkpoints->resolve(
       s.cfg.has("resume_from_checkpoint") ? s.cfg.get_string("resume_from_checkpoint") : "", "resume_from_checkpoint");
-  if (!from) {
+  if (!from)
     prepare_fresh_run(*s.checkpoints, s.cfg.get_bool("overwrite_output_dir"), s.cfg.where("overwrite_output_dir"),
                       *s.ranks.host);
-    return;
-  }
+  return from;
+}
+
+void resume(TrainSetup& s, const std::optional<std::string>& from) {
+  s.state.seed = s.seed;
+  s.state.resolved_config = s.cfg.resolved_yaml();
+  if (!from) return;
   const std::string resolved_now = s.state.resolved_config;
   s.state = s.checkpoints->load(*from, checkpoint_content(s));
   check_resume_continuity(s.cfg, s.state.resolved_config, *from);
@@ -252,12 +258,13 @@ TrainSetup setup_training(const config::Config& cfg, const std::string& recipe, 
                s.data->vocab_size(), s.data->describe());
   s.compute = s.device.is_cuda() && cfg.get_bool("bf16") ? DType::BF16 : DType::F32;
   s.seed = uint64_t(cfg.get_int("seed"));
+  s.checkpoints = std::make_unique<CheckpointManager>(
+      s.out_dir, cfg.has("save_total_limit") ? int(cfg.get_int("save_total_limit")) : 0, ranks.host);
+  const std::optional<std::string> from = resume_point(s);
   build_model(s);
   s.optimizer = make_optimizer(s);
   s.schedule = schedule_of(cfg);
-  s.checkpoints = std::make_unique<CheckpointManager>(
-      s.out_dir, cfg.has("save_total_limit") ? int(cfg.get_int("save_total_limit")) : 0, ranks.host);
-  resume(s);
+  resume(s, from);
   return s;
 }
 

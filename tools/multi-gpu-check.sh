@@ -27,7 +27,9 @@ gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 # spent ~37 s before its first step, and the 8B shape had not started its first step after 200 s.
 export PRIMER_RANK_THREADS=$(($(nproc) / (gpus > 0 ? gpus : 1)))
 summary="$out/summary.md"
+failures="$out/failures.txt"
 : >"$summary"
+: >"$failures"
 note() { echo "$*" | tee -a "$summary"; }
 mpi=(tests/dist/mpirun.sh "$(command -v mpirun)" -x NCCL_NVLS_ENABLE -x TORCH_SYMM_MEM_DISABLE_MULTICAST -x NVSHMEM_DISABLE_NVLS)
 status=0
@@ -66,7 +68,7 @@ if wants correctness; then
     shift 2
     "$@" >"$out/$log" 2>&1
     rc=$?
-    [ $rc -eq 0 ] || status=1
+    [ $rc -eq 0 ] || { status=1; grep -E "FAILED|Failure|FAIL|error" "$out/$log" | head -20 >>"$failures"; }
     note "| $name | $gpus | $([ $rc -eq 0 ] && echo pass || echo "FAIL (rc $rc, $log)") | $((SECONDS - start)) |"
   }
   run_check "dist tests on GPUs (collectives, ZeRO 0-3, SP training, SP mixers x modes)" dist-gpu.log \
@@ -86,7 +88,10 @@ if wants correctness; then
     run_check "training: rank $((gpus - 1)) ${5//_/ } $3, the job ends, checkpoint-$4 loads" "fault-train-$1-$2.log" \
       timeout 180 tests/dist/run_train_fault_test.sh "$(command -v mpirun)" "$bin/primer" "$PWD" \
       "$out/fault-train-$1-$2" "$1" "$2" "$3" "$4" 60 "$gpus" cuda
+    rm -rf "$out/fault-train-$1-$2/out"  # the checkpoints: kept out of $OUT, whose transfer is limited
   done
+  # A failure's first lines beside the table, in case the logs do not come back.
+  if [ -s "$failures" ]; then note ""; note '```'; cat "$failures" | tee -a "$summary"; note '```'; fi
 fi
 
 # 2. FSDP throughput against PyTorch FSDP2 (transformers' Qwen3, same shapes, same batch per GPU), ZeRO-2 and ZeRO-3,

@@ -85,12 +85,13 @@ std::unique_ptr<Communicator> choose(Device device, CommOptions options, std::st
 
 }  // namespace
 
-std::unique_ptr<Communicator> make_world_communicator(Device device, CommOptions options) {
+std::unique_ptr<Communicator> make_world_communicator(Device device, CommOptions options, bool announce) {
   PRIMER_CHECK(options.timeout_seconds > 0, "collective timeout must be > 0 seconds (got {})", options.timeout_seconds);
   std::string why;
   std::unique_ptr<Communicator> comm = choose(device, options, why);
-  console::info("communicator: {} over {} rank(s) for {} tensors ({}); collective timeout {} s", comm->backend_name(),
-                comm->size(), device.str(), why, options.timeout_seconds);
+  if (announce)
+    console::info("communicator: {} over {} rank(s) for {} tensors ({}); collective timeout {} s", comm->backend_name(),
+                  comm->size(), device.str(), why, options.timeout_seconds);
   return comm;
 }
 

@@ -3,7 +3,8 @@
 // - CUDA otherwise (several ranks share a GPU, which NCCL refuses, or no NCCL): MPI with host staging;
 // - CPU: MPI;
 // - a process no launcher started (world size 1, MPI never initialised): NCCL for CUDA where built, else "self".
-// Rank 0 logs the choice in one line. Call init_world (launch.h) first, and for CUDA select_local_gpu.
+// Rank 0 logs the choice in one line (unless not `announce`: a command whose stdout is its result). Call init_world
+// (launch.h) first, and for CUDA select_local_gpu.
 #pragma once
 #include <memory>
 
@@ -12,7 +13,7 @@
 
 namespace primer::parallel {
 
-std::unique_ptr<Communicator> make_world_communicator(Device device, CommOptions options = {});
+std::unique_ptr<Communicator> make_world_communicator(Device device, CommOptions options = {}, bool announce = true);
 
 // Whether NCCL can serve this job's GPU tensors: every rank's current GPU is a different device (compared by
 // UUID; NCCL refuses two ranks on one device). Collective over the world when MPI runs.

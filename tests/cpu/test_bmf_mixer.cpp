@@ -246,8 +246,9 @@ TEST_P(BmfMixerVariants, TwoCallsThroughTheCarriedStateEqualOne) {
         mixer.forward(ag::constant(x.slice(1, cut, T).contiguous()), context(c, B, T - cut, cut), &s)->value;
     test::expect_close(y1, whole.slice(1, 0, cut), 1e-11, 1e-11, "first call");
     test::expect_close(y2, whole.slice(1, cut, T), 1e-11, 1e-11, "second call");
-    EXPECT_EQ(s.keys.size(1), std::min<int64_t>(cut, 2 * kWindow - 1));
-    EXPECT_EQ(s.keys.size(2), 2 * c.num_key_value_heads);
+    ASSERT_EQ(int64_t(s.kv.size()), B);
+    EXPECT_EQ(s.kv[0].size(), std::min<int64_t>(cut, 2 * kWindow - 1));
+    EXPECT_EQ(s.kv[0].keys().size(2), 2 * c.num_key_value_heads);
   }
 }
 

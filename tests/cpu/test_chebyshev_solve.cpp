@@ -118,7 +118,9 @@ TEST(ChebyshevSolve, ReferenceConvergesToTheExactSolveWithinTheChebyshevBound) {
     double worst = 0;
     for (double e : token_errors(x, exact)) worst = std::max(worst, e);
     EXPECT_LE(worst, bound);
-    if (r == 30) EXPECT_LT(worst, 1e-2);  // the paper's default is close to the exact regression
+    if (r == 30) {
+      EXPECT_LT(worst, 1e-2);  // the paper's default is close to the exact regression
+    }
   }
 }
 

@@ -384,7 +384,9 @@ TEST(Checkpoint, SaveKilledAtARandomPointKeepsTheLastGoodCheckpoint) {
     const std::optional<std::string> latest = manager.latest();
     ASSERT_TRUE(latest.has_value());
     const bool committed = *latest == (dir.path / fmt::format("checkpoint-{}", step)).string();
-    if (!committed) EXPECT_EQ(*latest, (dir.path / fmt::format("checkpoint-{}", expected_previous)).string());
+    if (!committed) {
+      EXPECT_EQ(*latest, (dir.path / fmt::format("checkpoint-{}", expected_previous)).string());
+    }
     const int64_t loaded_step = committed ? step : expected_previous;
     if (committed) {
       first.master.data<float>()[0] = float(step);

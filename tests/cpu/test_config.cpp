@@ -222,8 +222,8 @@ TEST_F(ConfigTest, SectionGivenAScalarIsAnError) {
 TEST_F(ConfigTest, StringListAcceptsYamlListOrCommaSeparatedString) {
   SCOPED_TRACE(seed_);
   const std::vector<std::string> expected{"gka", "norm", "self_attn"};
-  for (const std::string& form : {"gka,norm,self_attn", " gka , norm,self_attn ", "[gka, norm, self_attn]",
-                                  "\n  - gka\n  - norm\n  - self_attn"}) {
+  for (const char* form : {"gka,norm,self_attn", " gka , norm,self_attn ", "[gka, norm, self_attn]",
+                           "\n  - gka\n  - norm\n  - self_attn"}) {
     SCOPED_TRACE(form);
     std::string path = write("run.yaml", train_recipe("hybrid_learnable_params: " + form + "\n"));
     EXPECT_EQ(load_config(path, train_schema(), {}).get_list("hybrid_learnable_params"), expected);

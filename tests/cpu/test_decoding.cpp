@@ -1,7 +1,7 @@
 // Decoding from carried state (layers::DecodeState): for every mixer and a hybrid of them, the tokens decoded greedily
 // one step at a time after a prefilled prompt equal the argmax of a full forward recomputed over the whole sequence
 // at every step, with the same logits; attention's key/value cache (full and sliding window) continues a forward
-// exactly, as the recurrent mixers' states do.
+// exactly, as the recurrent mixers' states do, growing by appending (amortised) rather than copying itself.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -9,6 +9,7 @@
 #include "layers/attention_mixer.h"
 #include "layers/decoder_lm.h"
 #include "layers/hybrid_config.h"
+#include "layers/kv_cache.h"
 #include "tests/support/mixer_checks.h"
 
 namespace primer {
@@ -75,7 +76,7 @@ TEST_P(Decoding, GreedyTokensEqualTheArgmaxOfAFullForwardAtEveryStep) {
     }
     rows = std::move(longer);
     logits = model.decode(Tensor::from_vector(next, {B, 1}, DType::I32), state);
-    EXPECT_EQ(state.tokens, t + 1);
+    EXPECT_EQ(state.tokens, std::vector<int64_t>(size_t(B), t + 1));
   }
 }
 
@@ -106,8 +107,49 @@ TEST(AttentionKvCache, DecodingMatchesTheForward) {
     layers::MixerState state;
     ag::NoGrad no_grad;
     mixer.forward(ag::constant(x), ctx, nullptr, &state);
-    EXPECT_EQ(state.keys.size(1), window ? window : T);
-    EXPECT_EQ(state.keys_position, window ? T - window : 0);
+    ASSERT_EQ(state.kv.size(), size_t(B));
+    EXPECT_EQ(state.kv[0].size(), window ? window : T);
+    EXPECT_EQ(state.kv[0].first_position(), window ? T - window : 0);
+  }
+}
+
+// The cache grows by appending into buffers with room: over n one-token appends the buffers are replaced O(log n)
+// times for full attention, a bounded number of times per window for a sliding window; what it holds is the tokens
+// appended, in order, and a copy that another copy has appended past never sees the other's tokens.
+TEST(AttentionKvCache, AppendsIntoGrowingBuffersAndCopiesBranchApart) {
+  auto token = [](int64_t i) { return Tensor::full({1, 1, 2, 3}, double(i), DType::F32); };
+  for (const int64_t window : {int64_t(0), int64_t(5)}) {
+    layers::KvCache cache;
+    int64_t replaced = 0, capacity = 0;
+    const int64_t n = 1000;
+    for (int64_t i = 0; i < n; ++i) {
+      cache.append(token(i), token(-i));
+      if (window > 0) cache.keep_last(window);
+      if (cache.capacity() != capacity) ++replaced;
+      capacity = cache.capacity();
+    }
+    const int64_t kept = window ? window : n;
+    ASSERT_EQ(cache.size(), kept);
+    EXPECT_EQ(cache.first_position(), n - kept);
+    const std::vector<float> keys = cache.keys().contiguous().to_vector<float>();
+    const std::vector<float> values = cache.values().contiguous().to_vector<float>();
+    for (int64_t j = 0; j < kept; ++j) {
+      EXPECT_EQ(keys[size_t(j * 6)], float(n - kept + j));
+      EXPECT_EQ(values[size_t(j * 6 + 5)], -float(n - kept + j));
+    }
+    if (window == 0) {
+      EXPECT_LE(replaced, 12);  // doubling: log2(1000) + 1
+    } else {
+      EXPECT_LE(capacity, 2 * (window + 1));
+    }
+    EXPECT_TRUE(cache.keys().is_contiguous());
+
+    layers::KvCache branch = cache;  // shares the buffers
+    cache.append(token(7777), token(7777));
+    branch.append(token(4242), token(4242));
+    EXPECT_EQ(cache.keys().contiguous().to_vector<float>().back(), 7777.f);
+    EXPECT_EQ(branch.keys().contiguous().to_vector<float>().back(), 4242.f);
+    EXPECT_EQ(cache.size(), branch.size());
   }
 }
 

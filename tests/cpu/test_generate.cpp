@@ -4,6 +4,7 @@
 // to the same model; `primer eval` on a checkpoint gives the loss its training run logged.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -15,6 +16,7 @@
 #include "recipes/trainer.h"
 #include "tests/support/mixer_checks.h"
 #include "tests/support/test_util.h"
+#include "tests/support/tiny_tokenizer.h"
 
 namespace primer {
 namespace {
@@ -77,10 +79,11 @@ struct ByteModel {
   ParameterRegistry params;
   std::unique_ptr<layers::DecoderLM> model;
   recipes::ModelText text{"", 256};
-  explicit ByteModel(uint64_t seed) {
-    ModelConfig c = test::tiny_mixer_config(4, 2, 2);
+  explicit ByteModel(uint64_t seed, const std::string& pattern = "*-GDN") {
+    ModelConfig c = test::tiny_mixer_config(4, 2, int64_t(std::count(pattern.begin(), pattern.end(), '-') + 1));
     c.vocab_size = 256;
-    c.layer_types = parse_hybrid_pattern("*-GDN", "test");
+    c.layer_types = parse_hybrid_pattern(pattern, "test");
+    c.swa.window_size = 3;  // shorter than the prompts
     c.validate("test");
     model = std::make_unique<layers::DecoderLM>(c, params);
     params.materialize(Device::cpu(), DType::F32, seed);
@@ -125,6 +128,22 @@ TEST(Generate, BatchedPromptsDecodeAsTheyDoAlone) {
       *m.model, Device::cpu(), m.text, {m.text.encode("abcd"), m.text.encode("wxyz")}, limits(10), greedy);
   EXPECT_EQ(both[0].ids, m.run("abcd", limits(10)).ids);
   EXPECT_EQ(both[1].ids, m.run("wxyz", limits(10)).ids);
+}
+
+// Prompts of different lengths share a batch: each row's greedy tokens are those it gets alone, on a hybrid of full
+// and sliding-window attention with recurrent mixers.
+TEST(Generate, PromptsOfDifferentLengthsDecodeTogetherAsTheyDoAlone) {
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  ByteModel m(seed, "*-M2-SWA-GDN");
+  recipes::TokenSampler greedy({});
+  const std::vector<std::string> prompts{"a", "the quick brown", "wxyz", "hello, world"};
+  std::vector<std::vector<int32_t>> ids;
+  for (const std::string& p : prompts) ids.push_back(m.text.encode(p));
+  const std::vector<recipes::Completion> batch =
+      recipes::generate(*m.model, Device::cpu(), m.text, ids, limits(9), greedy);
+  ASSERT_EQ(batch.size(), prompts.size());
+  for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(batch[i].ids, m.run(prompts[i], limits(9)).ids) << prompts[i];
 }
 
 // The tiny recipe of the trainer's tests: 6 steps on the README as bytes, a checkpoint at step 6.
@@ -184,6 +203,55 @@ TEST(ModelUse, EvalOfACheckpointGivesTheTrainersLossAndItsExportLoadsTheSameMode
   EXPECT_EQ(on_file.as_object().find("tokens")->as_int(), 2 * 2 * 16);
   EXPECT_TRUE(std::isfinite(on_file.as_object().find("loss")->as_double()));
   std::filesystem::remove_all(root);
+}
+
+// `primer eval --data TEXT` for a model with a tokenizer scores the text's token ids (the tokenizer's, the file ended
+// by its EOS, the last val_size held out), not its bytes.
+TEST(ModelUse, EvalOfTextGoesThroughTheModelsTokenizer) {
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const test::tiny::ScratchDir dir("eval-tokenizer-" + std::to_string(seed));
+  const data::Tokenizer tokenizer = test::tiny::load(dir);  // tokenizer.json beside the model
+  ModelConfig c = test::tiny_mixer_config(4, 2, 2);
+  c.vocab_size = tokenizer.vocab_size();
+  c.qk_norm = true;  // as config.json's qwen3 reads back
+  c.validate("test");
+  {
+    ParameterRegistry params;
+    layers::DecoderLM model(c, params);
+    params.materialize(Device::cpu(), DType::F32, seed);
+    layers::export_hf(dir.path.string(), c, params, DType::F32);
+  }
+  std::string text;
+  for (int i = 0; i < 30; ++i) text += "hello world, abc hello aabc world " + std::to_string(i) + "\n";
+  recipes::EvalOptions options;
+  options.model = dir.path.string();
+  options.data = dir.write("text.txt", text);
+  options.val_size = 0.5;
+  options.cutoff_len = 8;
+  options.batch_size = 2;
+  const json::Value r = recipes::evaluate(options);
+
+  // The reference: the held-out half of the token ids cut into consecutive [2, 8] rows, scored by the model.
+  std::vector<int32_t> ids = tokenizer.encode(text, /*allow_special=*/false);
+  ids.push_back(tokenizer.eos_id());
+  const int64_t B = 2, T = 8, split = int64_t(double(ids.size()) * 0.5);
+  const int64_t batches = (int64_t(ids.size()) - split - 1) / (B * T);
+  ASSERT_GT(batches, 1);
+  recipes::InferenceModel m = recipes::load_inference_model(dir.path.string(), Device::cpu(), DType::F32);
+  ag::NoGrad no_grad;
+  double sum = 0;
+  for (int64_t i = 0; i < batches; ++i) {
+    const auto first = ids.begin() + ptrdiff_t(split + i * B * T);
+    const std::vector<int32_t> x(first, first + B * T), y(first + 1, first + 1 + B * T);
+    sum += m.model->loss(Tensor::from_vector(x, {B, T}, DType::I32), Tensor::from_vector(y, {B, T}, DType::I32), 1.0)
+               ->value.to(DType::F64)
+               .item();
+  }
+  const double expected = sum / double(batches * B * T);
+  EXPECT_EQ(r.as_object().find("tokens")->as_int(), batches * B * T);
+  EXPECT_NEAR(r.as_object().find("loss")->as_double(), expected, 1e-6 * expected);
+  EXPECT_NE(r.as_object().find("data")->as_string().find("tokenizer"), std::string::npos);
 }
 
 }  // namespace

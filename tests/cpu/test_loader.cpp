@@ -237,7 +237,9 @@ TEST(Loader, TargetsFollowTheLossMaskAndDocumentResets) {
             const size_t i = size_t(r * 32 + t);
             const bool starts = t == 0 || b.segments[i] != b.segments[i - 1];
             position = reset ? (starts ? 0 : position + 1) : int32_t(t);
-            if (b.segments[i] >= 0) EXPECT_EQ(b.positions[i], position) << "row " << r << " t " << t;
+            if (b.segments[i] >= 0) {
+              EXPECT_EQ(b.positions[i], position) << "row " << r << " t " << t;
+            }
             int32_t expected = kIgnoreIndex;
             if (t + 1 < 32 && b.segments[i + 1] >= 0 && f.mask_of(b.ids[i + 1]) &&
                 !(reset && b.segments[i + 1] != b.segments[i]))

@@ -202,17 +202,52 @@ TEST(Trainer, SequenceParallelLayoutErrorsNameTheKey) {
 }
 
 // A fresh run into an output_dir holding another run's checkpoints is refused before anything is written (it would
-// have resumed, rotated or exported them as its own); overwrite_output_dir removes them and trains.
+// have resumed, rotated or exported them as its own), and before the model is built (here a model whose weights
+// cannot load: the refusal comes first); overwrite_output_dir removes them and trains, into a fresh metrics file (the
+// previous run's kept as metrics.jsonl.previous).
 TEST(Trainer, FreshRunRefusesAnotherRunsCheckpointsUnlessOverwrite) {
   const std::string root = testing::TempDir() + "/primer-trainer-fresh-" + std::to_string(test::fresh_seed());
   const std::string recipe = write_recipe(root, 3);
   ASSERT_EQ(recipes::run_train(recipe, {"max_steps=3"}), 0);
   test::expect_error([&] { recipes::run_train(recipe, {"resume_from_checkpoint=null"}); },
                      {"holds checkpoints of another run (checkpoint-3)", "overwrite_output_dir: true"});
+  // The run's own config.json without its weights: building this model would fail to load them.
+  std::filesystem::create_directories(root + "/no-weights");
+  std::filesystem::copy_file(root + "/out/config.json", root + "/no-weights/config.json");
+  test::expect_error(
+      [&] {
+        recipes::run_train(
+            recipe, {"resume_from_checkpoint=null", "model_config=null", "model_name_or_path=" + root + "/no-weights"});
+      },
+      {"holds checkpoints of another run (checkpoint-3)"});
   EXPECT_TRUE(std::filesystem::exists(root + "/out/checkpoint-3"));
   EXPECT_EQ(recipes::run_train(recipe, {"resume_from_checkpoint=null", "overwrite_output_dir=true", "max_steps=2"}), 0);
   EXPECT_FALSE(std::filesystem::exists(root + "/out/checkpoint-3")) << "the previous run's checkpoint was kept";
   EXPECT_TRUE(std::filesystem::exists(root + "/out/checkpoint-2"));
+  const auto now = losses(root + "/out/metrics.jsonl"), before = losses(root + "/out/metrics.jsonl.previous");
+  EXPECT_EQ(now.size(), 2u) << "the overwritten run's metrics were appended to";
+  EXPECT_EQ(before.size(), 3u);
+  std::filesystem::remove_all(root);
+}
+
+// nan_policy: skip counts skipped steps against nan_skip_limit over the whole run: the count is checkpointed, so a
+// resumed run continues it (a NaN step before the checkpoint and one after it are two, past a limit of 1).
+TEST(Trainer, SkippedStepCountSurvivesAResume) {
+  const std::string root = testing::TempDir() + "/primer-trainer-nan-resume-" + std::to_string(test::fresh_seed());
+  const std::string recipe = write_recipe(root, 4);
+  const std::vector<std::string> skip{"hybrid_learnable_params=[layers.1.]", "nan_policy=skip", "nan_skip_limit=1"};
+  ::setenv("PRIMER_FAULT", "0:step:2:nan", 1);
+  std::vector<std::string> first = skip;
+  first.push_back("max_steps=3");
+  testing::internal::CaptureStdout();
+  ASSERT_EQ(recipes::run_train(recipe, first), 0);
+  const std::string log = testing::internal::GetCapturedStdout();
+  EXPECT_NE(log.find("update skipped (1 of nan_skip_limit 1)"), std::string::npos) << log;
+  ASSERT_TRUE(std::filesystem::exists(root + "/out/checkpoint-3"));
+  ::setenv("PRIMER_FAULT", "0:step:5:nan", 1);
+  test::expect_error([&] { recipes::run_train(recipe, skip); },
+                     {"step 5: non-finite gradient", "2 steps had a non-finite gradient, more than nan_skip_limit 1"});
+  ::unsetenv("PRIMER_FAULT");
   std::filesystem::remove_all(root);
 }
 
@@ -310,7 +345,9 @@ TEST(Trainer, StepLinesShowElapsedAndRemainingTime) {
   const std::regex line(R"(train step +([0-9]+) \|.* \| elapsed [0-9]+s, ETA ([0-9]+)s)");
   int lines = 0;
   for (auto it = std::sregex_iterator(log.begin(), log.end(), line); it != std::sregex_iterator(); ++it, ++lines)
-    if ((*it)[1] == "6") EXPECT_EQ((*it)[2], "0") << "the last step has nothing left";
+    if ((*it)[1] == "6") {
+      EXPECT_EQ((*it)[2], "0") << "the last step has nothing left";
+    }
   EXPECT_EQ(lines, 6) << log;
   std::filesystem::remove_all(root);
 }

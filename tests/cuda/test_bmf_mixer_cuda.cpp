@@ -8,6 +8,7 @@
 #include <cstdio>
 
 #include "core/autograd/functions.h"
+#include "core/autograd/slicing.h"
 #include "layers/bmf_mixer.h"
 #include "tests/cuda/parity_util.h"
 
@@ -35,8 +36,13 @@ LayerRun run_layer(layers::BmfMixer& mixer, ParameterRegistry& params, const Mod
   layers::MixerState state;
   const ag::Var y = mixer.forward(x, context(c, x_in.size(0), x_in.size(1), device), nullptr, &state);
   ag::backward(y, dy_in.to(act).to(device));
-  LayerRun r{
-      test::cpu_f64(y->value), test::cpu_f64(state.keys), test::cpu_f64(state.values), test::cpu_f64(x->grad), {}};
+  // The rows' caches stacked [B, n, 2·Hkv, D] (every row saw the same tokens).
+  auto stacked = [&](bool keys) {
+    std::vector<ag::Var> rows;
+    for (const layers::KvCache& cache : state.kv) rows.push_back(ag::constant(keys ? cache.keys() : cache.values()));
+    return test::cpu_f64(ag::concat(rows, 0)->value);
+  };
+  LayerRun r{test::cpu_f64(y->value), stacked(true), stacked(false), test::cpu_f64(x->grad), {}};
   for (Parameter* p : params.all()) r.grads.push_back(test::cpu_f64(p->var->grad));
   return r;
 }

@@ -30,7 +30,9 @@ TEST(DistLaunch, LocalRanksNumberTheRanksOfEachNode) {
   comm.all_reduce(local);
   std::vector<double> sums = local.to_vector<double>();
   double nodes = sums[1];
-  if (nodes == 1) EXPECT_EQ(sums[0], double(w.size) * (w.size - 1) / 2);  // one node: CI and this machine
+  if (nodes == 1) {  // one node: CI and this machine
+    EXPECT_EQ(sums[0], double(w.size) * (w.size - 1) / 2);
+  }
 }
 
 }  // namespace

@@ -44,8 +44,9 @@ TEST(DistReshard, SaveOnThisWorld) {
   TinyRun run = reshard_run(3);
   run.zero_stage = stage_for(world);
   train_on_world(run, fmt::format("{}/saved-by-{}", dir, world));
-  if (world_comm().rank() == 0)
+  if (world_comm().rank() == 0) {
     EXPECT_TRUE(fs::exists(fmt::format("{}/saved-by-{}/checkpoint-3/manifest.json", dir, world)));
+  }
 }
 
 TEST(DistReshard, ResumeOnThisWorld) {

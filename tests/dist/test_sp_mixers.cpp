@@ -304,8 +304,9 @@ TEST_P(DistSpMixersGpu, AsAccurateAsOneRankInBf16) {
       auto check = [&](const Tensor& sp_value, const Tensor& one_rank, const Tensor& exact, const std::string& what) {
         const test::Diff sp_err = test::compare(sp_value, exact), one_err = test::compare(one_rank, exact);
         EXPECT_EQ(sp_err.nonfinite, 0) << what;
-        if (one_err.rel_l2 < 1e-2)
+        if (one_err.rel_l2 < 1e-2) {
           EXPECT_LE(sp_err.rel_l2, 2 * one_err.rel_l2 + 1e-2) << what << " (one rank's error " << one_err.rel_l2 << ")";
+        }
         if (sp_err.rel_l2 - one_err.rel_l2 > worst_sp - worst_one) {
           worst_sp = sp_err.rel_l2;
           worst_one = one_err.rel_l2;

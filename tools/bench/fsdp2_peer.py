@@ -19,10 +19,11 @@ import torch.distributed as dist
 from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 from transformers import Qwen3Config, Qwen3ForCausalLM
 
+from torch_timing import H100_BF16_PEAK, flops_per_token, median_step_ms
+
 # name: hidden, q heads, kv heads, FFN, layers, tied embeddings (the released Qwen3 config.json files)
 SHAPES = {"0.6b": (1024, 16, 8, 3072, 28, True), "1.7b": (2048, 16, 8, 6144, 28, True),
           "4b": (2560, 32, 8, 9728, 36, True), "8b": (4096, 32, 8, 12288, 36, False)}
-H100_BF16_PEAK = 989e12  # dense, as primer's cuda::peak_bf16_flops() for an H100
 
 
 def config_of(shape, seq):
@@ -31,13 +32,6 @@ def config_of(shape, seq):
                        num_attention_heads=hq, num_key_value_heads=hkv, head_dim=128, tie_word_embeddings=tied,
                        rope_theta=1e6, max_position_embeddings=max(40960, seq), use_cache=False,
                        attn_implementation="sdpa")
-
-
-def flops_per_token(cfg, seq):
-    d, f, v, layers = cfg.hidden_size, cfg.intermediate_size, cfg.vocab_size, cfg.num_hidden_layers
-    q, kv = cfg.num_attention_heads * cfg.head_dim, cfg.num_key_value_heads * cfg.head_dim
-    forward = 2 * d * v + layers * (2 * 3 * d * f + 2 * d * (2 * q + 2 * kv) + 4 * q * seq / 2)
-    return 3 * forward
 
 
 def progress(message, started=time.time()):
@@ -90,16 +84,7 @@ def measure(args, zero_stage, world):
     step()
     torch.cuda.synchronize()
     progress("two warm-up steps done")
-    torch.cuda.reset_peak_memory_stats()
-    times = []
-    for _ in range(args.steps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        step()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b))
-    ms = max_over_ranks(sorted(times)[len(times) // 2])
+    ms = max_over_ranks(median_step_ms(step, args.steps))
     peak = max_over_ranks(torch.cuda.max_memory_allocated())
     tok_s = args.batch * args.seq / (ms / 1e3)
     mfu = tok_s * flops_per_token(cfg, args.seq) / H100_BF16_PEAK

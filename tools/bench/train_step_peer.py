@@ -5,6 +5,8 @@
 import torch
 from transformers import Qwen3Config, Qwen3ForCausalLM
 
+from torch_timing import H100_BF16_PEAK, flops_per_token, median_step_ms
+
 B, T = 4, 4096
 cfg = Qwen3Config(vocab_size=151936, hidden_size=1024, intermediate_size=3072, num_hidden_layers=28,
                   num_attention_heads=16, num_key_value_heads=8, head_dim=128, tie_word_embeddings=True,
@@ -23,23 +25,11 @@ def step():
 
 for _ in range(2):
     step()
-torch.cuda.synchronize()
-torch.cuda.reset_peak_memory_stats()
-times = []
-for _ in range(8):
-    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    a.record()
-    step()
-    b.record()
-    b.synchronize()
-    times.append(a.elapsed_time(b))
-ms = sorted(times)[len(times) // 2]
-d, f, v, L = cfg.hidden_size, cfg.intermediate_size, cfg.vocab_size, cfg.num_hidden_layers
-q, kv = cfg.num_attention_heads * cfg.head_dim, cfg.num_key_value_heads * cfg.head_dim
-forward = 2 * d * v + L * (2 * 3 * d * f + 2 * d * (2 * q + 2 * kv) + 4 * q * T / 2)
+ms = median_step_ms(step, 8)
 tok_s = B * T / (ms / 1e3)
+mfu = tok_s * flops_per_token(cfg, T) / H100_BF16_PEAK
 print(f"# train_step_peer — torch {torch.__version__}, {torch.cuda.get_device_name()}")
 print("| run | B x T | step ms | tokens/s | MFU | peak memory |")
 print("|---|---|---|---|---|---|")
 print(f"| PyTorch + transformers (SDPA, fused AdamW, bf16 params) | {B}x{T} | {ms:.1f} | {tok_s / 1e3:.1f}K | "
-      f"{100 * tok_s * 3 * forward / 989e12:.1f}% | {torch.cuda.max_memory_allocated() / 1e9:.1f} GB |")
+      f"{100 * mfu:.1f}% | {torch.cuda.max_memory_allocated() / 1e9:.1f} GB |")

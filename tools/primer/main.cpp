@@ -141,11 +141,11 @@ int main(int argc, char** argv) {
     return 2;
   }
   const primer::parallel::World& ranks = primer::parallel::world();
-  if (ranks.size > 1 && !(train->parsed() && !recipe.empty())) {
+  if (ranks.size > 1 && !(train->parsed() && !recipe.empty()) && !model_use.runs_on_ranks()) {
     if (ranks.rank == 0)
       primer::console::error(
           "primer {}: runs on one process, and was launched on {} ranks (by {}); under mpirun or "
-          "srun, run `primer train RECIPE`",
+          "srun, run `primer train RECIPE` or `primer eval MODEL`",
           app.get_subcommands().front()->get_name(), ranks.size, ranks.launcher);
     return 2;
   }

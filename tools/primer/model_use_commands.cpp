@@ -17,7 +17,7 @@ ModelUseCommands::ModelUseCommands(CLI::App& app) {
   generate_->add_option("--top-k", g.sampling.top_k, "sample from the k most likely tokens; 0: all");
   generate_->add_option("--top-p", g.sampling.top_p, "sample from the smallest set of tokens this likely");
   generate_->add_option("--seed", g.sampling.seed, "the sampling seed");
-  generate_->add_option("--batch-size", g.batch_size, "prompts of one token length decoded together")
+  generate_->add_option("--batch-size", g.batch_size, "prompts decoded together (any lengths)")
       ->check(CLI::PositiveNumber);
   generate_->add_option("--tokenizer", g.tokenizer, "tokenizer.json (or its directory) instead of the model's");
   generate_->add_option("--device", g.device, "cpu, cuda or auto")->check(CLI::IsMember({"auto", "cpu", "cuda"}));

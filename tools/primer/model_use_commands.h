@@ -12,7 +12,8 @@ class ModelUseCommands {
  public:
   explicit ModelUseCommands(CLI::App& app);  // adds the subcommands and their options
   bool parsed() const { return generate_->parsed() || eval_->parsed(); }
-  int run() const;  // the parsed one's exit code; errors throw
+  bool runs_on_ranks() const { return eval_->parsed(); }  // eval shares its batches among mpirun's ranks
+  int run() const;                                        // the parsed one's exit code; errors throw
 
  private:
   CLI::App* generate_ = nullptr;
