@@ -12,8 +12,14 @@ namespace primer {
 
 const std::vector<const MixerSpec*>& mixer_specs() {
   static const std::vector<const MixerSpec*> specs = {
-      &layers::attention_spec(),      &layers::gka_spec(),  &layers::gdn_spec(), &layers::mamba2_spec(),
-      &layers::sliding_window_spec(), &layers::kzla_spec(), &layers::kla_spec(), &layers::gdn2_spec(),
+      &layers::attention_spec(),
+      &layers::gka_spec(),
+      &layers::gdn_spec(),
+      &layers::mamba2_spec(),
+      &layers::sliding_window_spec(),
+      &layers::kzla_spec(),
+      &layers::kla_spec(),
+      &layers::gdn2_spec(),
       &layers::bmf_spec(),
   };
   return specs;
