@@ -138,7 +138,7 @@ template <class T> void gated_delta_rule2_chunked_backward(const GatedDelta2Dims
   for (int64_t bi = 0; bi < d.batch; ++bi)
     for (int64_t h = 0; h < d.heads; ++h) {
       // Every chunk's UT quantities and the state at each chunk's start, by the chunked forward (the chunks are kept:
-      // O(T·(K + V + 64)) per head, the size of the inputs).
+      // 5K + V + 128 values per token and head: a few times the inputs).
       std::vector<T> starts(size_t(std::max<int64_t>(chunks, 1) * KV), T(0));
       if (state_in) std::memcpy(starts.data(), state_in + d.state(bi, h), sizeof(T) * size_t(KV));
       std::vector<Chunk<T>> all;
