@@ -26,9 +26,9 @@ void gated_delta_rule2_reference_backward(const GatedDelta2Dims& d, const double
                                           double* dk, double* dv, double* dg, double* db, double* dw,
                                           double* dstate_in);
 
-// The chunked forward (chunks of 64 tokens, the last one partial); same contract as the reference. The backward
-// recomputes the chunk-start states with it, then runs the reference's per-token reverse step inside each chunk in
-// the working dtype (a chunked WY backward, the paper's App. B, is what CUDA kernels will need; not written yet).
+// The chunked forward (chunks of 64 tokens, the last one partial); same contract as the reference. The backward is
+// chunked too (the paper's App. B per-chunk VJP in the ratio form): it recomputes each chunk's UT quantities and
+// start state with the forward, then walks the chunks in reverse (gated_delta_rule2.cpp has the formulas).
 template <class T> void gated_delta_rule2_chunked(const GatedDelta2Dims& d, const T* q, const T* k, const T* v,
                                                   const T* g, const T* b, const T* w, const T* state_in, T* o,
                                                   T* state_out);

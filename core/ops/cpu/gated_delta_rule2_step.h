@@ -1,6 +1,6 @@
 // One token of the gated delta rule-2 for one (batch, head), forward and reverse, straight from the recurrence
-// (core/ops/gated_delta_rule2.h): the reference runs it in f64 over whole sequences, the chunked backward in the
-// working dtype inside each chunk.
+// (core/ops/gated_delta_rule2.h): the reference runs it in f64 over whole sequences (the chunked path has its own
+// per-chunk backward, gated_delta_rule2.cpp).
 #pragma once
 #include <cmath>
 #include <cstdint>
