@@ -225,7 +225,7 @@ TEST_F(ConfigTest, StringListAcceptsYamlListOrCommaSeparatedString) {
   for (const char* form : {"gka,norm,self_attn", " gka , norm,self_attn ", "[gka, norm, self_attn]",
                            "\n  - gka\n  - norm\n  - self_attn"}) {
     SCOPED_TRACE(form);
-    std::string path = write("run.yaml", train_recipe("hybrid_learnable_params: " + form + "\n"));
+    std::string path = write("run.yaml", train_recipe(std::string("hybrid_learnable_params: ") + form + "\n"));
     EXPECT_EQ(load_config(path, train_schema(), {}).get_list("hybrid_learnable_params"), expected);
   }
   std::string path = write("run.yaml", train_recipe());
