@@ -29,15 +29,9 @@ GdnMixer::GdnMixer(const ModelConfig& c, const std::string& prefix, ParameterReg
       kv_heads_(c.num_key_value_heads),
       heads_(std::max(q_heads_, kv_heads_)),
       head_dim_(c.head_dim) {
-  PRIMER_CHECK(heads_ % q_heads_ == 0 && heads_ % kv_heads_ == 0,
-               "{}: num_attention_heads {} and num_key_value_heads {} must divide the larger of the two", prefix,
-               q_heads_, kv_heads_);
+  const std::array<int64_t, 3> channels = add_qkv_projections(params, prefix, c);
   const double std = c.initializer_range;
   const int64_t d = c.hidden_size, D = head_dim_, H = heads_;
-  const int64_t channels[] = {q_heads_ * D, kv_heads_ * D, kv_heads_ * D};
-  params.add(prefix + ".q_proj.weight", {channels[0], d}, InitRule::normal(std));
-  params.add(prefix + ".k_proj.weight", {channels[1], d}, InitRule::normal(std));
-  params.add(prefix + ".v_proj.weight", {channels[2], d}, InitRule::normal(std));
   params.add(prefix + ".b_proj.weight", {H, d}, InitRule::normal(std));
   params.add(prefix + ".gk_proj.weight", {H, d}, InitRule::normal(std));
   // A = exp(A_log) ~ U(0, 16) (the reference's log(U(0, 16))); the low end only keeps the log finite.

@@ -31,15 +31,9 @@ KlaMixer::KlaMixer(const ModelConfig& c, const std::string& prefix, ParameterReg
       kv_heads_(c.num_key_value_heads),
       heads_(std::max(q_heads_, kv_heads_)),
       head_dim_(c.head_dim) {
-  PRIMER_CHECK(heads_ % q_heads_ == 0 && heads_ % kv_heads_ == 0,
-               "{}: num_attention_heads {} and num_key_value_heads {} must divide the larger of the two", prefix,
-               q_heads_, kv_heads_);
+  const std::array<int64_t, 3> channels = add_qkv_projections(params, prefix, c);
   const double std = c.initializer_range;
   const int64_t d = c.hidden_size, D = head_dim_, H = heads_;
-  const int64_t channels[] = {q_heads_ * D, kv_heads_ * D, kv_heads_ * D};
-  params.add(prefix + ".q_proj.weight", {channels[0], d}, InitRule::normal(std));
-  params.add(prefix + ".k_proj.weight", {channels[1], d}, InitRule::normal(std));
-  params.add(prefix + ".v_proj.weight", {channels[2], d}, InitRule::normal(std));
   params.add(prefix + ".lv_proj.weight", {H * D, d}, InitRule::normal(std));
   // The authors' init: a = exp(lambda_log) = 1, Δ log-uniform in [1e-3, 0.1] (floored at 1e-4) through softplus⁻¹,
   // p = process_noise_init, kept in log form as a is (p > 0 without the authors' clamp, whose gradient vanishes where

@@ -1,5 +1,9 @@
 #include "layers/ssm_blocks.h"
 
+#include <algorithm>
+
+#include "core/check.h"
+
 #include <cmath>
 
 #include "core/autograd/functions.h"
@@ -8,6 +12,18 @@
 #include "core/ops/elementwise.h"
 
 namespace primer::layers {
+
+std::array<int64_t, 3> add_qkv_projections(ParameterRegistry& params, const std::string& prefix, const ModelConfig& c) {
+  const int64_t hq = c.num_attention_heads, hk = c.num_key_value_heads, heads = std::max(hq, hk), D = c.head_dim;
+  PRIMER_CHECK(heads % hq == 0 && heads % hk == 0,
+               "{}: num_attention_heads {} and num_key_value_heads {} must divide the larger of the two", prefix, hq,
+               hk);
+  const std::array<int64_t, 3> channels = {hq * D, hk * D, hk * D};
+  const char* names[] = {".q_proj.weight", ".k_proj.weight", ".v_proj.weight"};
+  for (int i = 0; i < 3; ++i)
+    params.add(prefix + names[i], {channels[size_t(i)], c.hidden_size}, InitRule::normal(c.initializer_range));
+  return channels;
+}
 
 ag::Var short_conv(const ag::Var& x, const ag::Var& weight, const ag::Var& bias, bool silu, const ag::Var& state_in,
                    ag::Var* state_out) {

@@ -2,14 +2,23 @@
 // ops so that each has its gradient without new kernels: the short convolution with the reference's [C, 1, K]
 // weights, GQA head expansion, L2 normalisation, the Mamba-2-style decay gate and the gated output RMSNorm.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <functional>
+#include <string>
 
 #include "core/autograd/variable.h"
+#include "core/parameters.h"
+#include "layers/model_config.h"
 #include "layers/mixer.h"
 #include "layers/state_carry.h"
 
 namespace primer::layers {
+
+// The q, k and v projections of a linear-attention mixer with GQA (GDN, KZLA, KLA, GDN2): checks that
+// num_attention_heads and num_key_value_heads divide the larger of the two (the mixer's heads), registers
+// <prefix>.q_proj [Hq·D, d], k_proj and v_proj [Hk·D, d] (normal init) and returns their output channels.
+std::array<int64_t, 3> add_qkv_projections(ParameterRegistry& params, const std::string& prefix, const ModelConfig& c);
 
 // Depthwise causal conv over time of x [B, T, C] with weight [C, 1, K] (the Hugging Face layout), optional bias
 // [C] (null: none) and SiLU, carrying the last K−1 inputs: state_in [B, C, K−1] (null: zeros), *state_out.
