@@ -7,7 +7,7 @@
 #
 #   tools/priming-demo.sh            small: the license texts as bytes, a tiny model, GKA; a few minutes on a CPU
 #   tools/priming-demo.sh full       the kernel docs through the Qwen3 tokenizer, recipes/examples/priming/*.yaml,
-#                                    GKA (selective and uniform), GDN and Mamba-2; meant for a GPU
+#                                    GKA (selective and uniform), GDN, Mamba-2 and B'MOJO-F (over GKA); meant for a GPU
 # Options after the size: --device auto|cpu|cuda (default auto), --build DIR (default build), --variants a,b (a
 # subset of the size's hybrids, e.g. gdn-selective), --reuse-teacher (keep an existing teacher and its layer scores).
 # Assumes the build exists (tools/run.sh builds it); `full` needs data-cache/linux-doc-qwen3 (docs/priming.md).
@@ -56,8 +56,9 @@ case "$size" in
     common=(--set device="$device")
     model=""
     teacher_steps=1200 stage1_steps=300 stage2_steps=300 window=64
+    # B'MOJO-F: GKA's fading outputs and a window of 64 tokens (an eighth of the context, as the selection window).
     variants=("gka-selective GKA selective" "gka-uniform GKA uniform" "gdn-selective GDN selective"
-              "m2-selective M2 selective")
+              "m2-selective M2 selective" "bmf-selective BMF selective bmojo.ssm_mixer=gka bmojo.window_size=64")
     ;;
   *) echo "priming-demo: unknown size '$size' (expected small or full)" >&2; exit 2 ;;
 esac
@@ -105,15 +106,16 @@ plotted=()
   echo "|---|---|---|---|---|---|"
 } >"$summary"
 for v in "${variants[@]}"; do
-  read -r name mixer pattern <<<"$v"
+  read -r name mixer pattern mixer_sets <<<"$v"  # mixer_sets: the mixer's Stage 0 options (key=value ...)
   [ -n "$only" ] && [[ ",$only," != *",$name,"* ]] && continue
-  module=$(case "$mixer" in GKA) echo gka ;; GDN) echo gdn ;; M2) echo mamba ;; esac)
+  module=$(case "$mixer" in GKA) echo gka ;; GDN) echo gdn ;; M2) echo mamba ;; BMF) echo bmojo_f ;; esac)
   dir="$runs/$name"
   rm -rf "$dir"
-  scores=(--set importance_scores="$runs/select/layer_importance.csv")
-  [ "$pattern" = uniform ] && scores=(--set importance_scores=null)
+  stage0_args=(--set importance_scores="$runs/select/layer_importance.csv")
+  [ "$pattern" = uniform ] && stage0_args=(--set importance_scores=null)
+  for kv in ${mixer_sets:-}; do stage0_args+=(--set "$kv"); done
   step "$name: Stage 0"
-  run "$primer" prime-init "$recipes/stage0.yaml" --set base_model_name_or_path="$runs/teacher" "${scores[@]}" \
+  run "$primer" prime-init "$recipes/stage0.yaml" --set base_model_name_or_path="$runs/teacher" "${stage0_args[@]}" \
     --set ssm_mixer="$mixer" --set output_dir="$dir/stage0"
   step "$name: Stage 1 (only $module parameters train)"
   run "$primer" train "$recipes/stage1.yaml" "${common[@]}" --set model_name_or_path="$dir/stage0" \
