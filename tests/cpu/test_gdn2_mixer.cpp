@@ -91,28 +91,18 @@ TEST_P(Gdn2MixerVariants, LayerGradientsMatchFiniteDifferences) {
   const uint64_t seed = test::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   const ModelConfig c = tiny(GetParam());
-  ParameterRegistry params;
-  layers::Gdn2Mixer mixer(c, "gdn2", params);
-  params.materialize(Device::cpu(), DType::F64, seed);
-  const int64_t B = 2, T = 5;
-  test::run_mixer_gradcheck(mixer, params, test::randn({B, T, c.hidden_size}, seed + 2), random_state(c, B, seed + 1),
-                            {}, seed);
+  test::check_layer_gradients(
+      c.hidden_size, [&](ParameterRegistry& p) { return layers::Gdn2Mixer(c, "gdn2", p); },
+      [&](int64_t B, uint64_t s) { return random_state(c, B, s); }, seed);
 }
 
 TEST_P(Gdn2MixerVariants, DecodingTokenByTokenReproducesTheFullForward) {
   const uint64_t seed = test::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   const ModelConfig c = tiny(GetParam());
-  ParameterRegistry params;
-  layers::Gdn2Mixer mixer(c, "gdn2", params);
-  params.materialize(Device::cpu(), DType::F64, seed);
-  const int64_t B = 2, T = 9;
-  const Tensor x = test::randn({B, T, c.hidden_size}, seed + 1);
-  for (bool from_zero : {true, false}) {
-    SCOPED_TRACE(from_zero ? "from zeros" : "from a state");
-    test::expect_decoding_matches_forward(mixer, x, from_zero ? layers::MixerState{} : random_state(c, B, seed + 2), {},
-                                          1e-12);
-  }
+  test::check_decoding(
+      c.hidden_size, [&](ParameterRegistry& p) { return layers::Gdn2Mixer(c, "gdn2", p); },
+      [&](int64_t B, uint64_t s) { return random_state(c, B, s); }, seed, 1e-12);
 }
 
 INSTANTIATE_TEST_SUITE_P(Flags, Gdn2MixerVariants, ::testing::ValuesIn(kVariants),

@@ -115,12 +115,9 @@ TEST_P(GdnMixerVariants, LayerGradientsMatchFiniteDifferences) {
   const uint64_t seed = test::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   const ModelConfig c = tiny(GetParam());
-  ParameterRegistry params;
-  layers::GdnMixer mixer(c, "gdn", params);
-  params.materialize(Device::cpu(), DType::F64, seed);
-  const int64_t B = 2, T = 5;
-  test::run_mixer_gradcheck(mixer, params, test::randn({B, T, c.hidden_size}, seed + 2), random_state(c, B, seed + 1),
-                            {}, seed);
+  test::check_layer_gradients(
+      c.hidden_size, [&](ParameterRegistry& p) { return layers::GdnMixer(c, "gdn", p); },
+      [&](int64_t B, uint64_t s) { return random_state(c, B, s); }, seed);
 }
 
 // Decoding one token at a time, each call starting from the previous call's state, reproduces the full forward
@@ -129,16 +126,9 @@ TEST_P(GdnMixerVariants, DecodingTokenByTokenReproducesTheFullForward) {
   const uint64_t seed = test::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   const ModelConfig c = tiny(GetParam());
-  ParameterRegistry params;
-  layers::GdnMixer mixer(c, "gdn", params);
-  params.materialize(Device::cpu(), DType::F64, seed);
-  const int64_t B = 2, T = 9;
-  const Tensor x = test::randn({B, T, c.hidden_size}, seed + 1);
-  for (bool from_zeros : {true, false}) {
-    SCOPED_TRACE(from_zeros ? "from zeros" : "from a state");
-    test::expect_decoding_matches_forward(mixer, x, from_zeros ? layers::MixerState{} : random_state(c, B, seed + 2),
-                                          {}, 1e-12);
-  }
+  test::check_decoding(
+      c.hidden_size, [&](ParameterRegistry& p) { return layers::GdnMixer(c, "gdn", p); },
+      [&](int64_t B, uint64_t s) { return random_state(c, B, s); }, seed, 1e-12);
 }
 
 INSTANTIATE_TEST_SUITE_P(Flags, GdnMixerVariants, ::testing::ValuesIn(kVariants),

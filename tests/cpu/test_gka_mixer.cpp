@@ -152,16 +152,13 @@ TEST_P(GkaMixerVariants, LayerGradientsMatchFiniteDifferences) {
   ModelConfig c = tiny(GetParam());
   c.gka.ridge_strength = 0.75;
   c.gka.num_iter = 40;
-  ParameterRegistry params;
-  layers::GkaMixer mixer(c, "gka", params);
-  params.materialize(Device::cpu(), DType::F64, seed);
-  const int64_t B = 2, T = 5;
   // Without the forgetting gate the reference still has its parameters; nothing reads them.
   const std::vector<std::string> unused =
       c.gka.use_forgetting_gate ? std::vector<std::string>{}
                                 : std::vector<std::string>{"gka.a_proj.weight", "gka.A_log", "gka.dt_bias"};
-  test::run_mixer_gradcheck(mixer, params, test::randn({B, T, c.hidden_size}, seed + 2), random_state(c, B, seed + 1),
-                            {}, seed, unused);
+  test::check_layer_gradients(
+      c.hidden_size, [&](ParameterRegistry& p) { return layers::GkaMixer(c, "gka", p); },
+      [&](int64_t B, uint64_t s) { return random_state(c, B, s); }, seed, unused);
 }
 
 // Decoding one token at a time, each call starting from the previous call's state, reproduces the full forward
@@ -170,16 +167,9 @@ TEST_P(GkaMixerVariants, DecodingTokenByTokenReproducesTheFullForward) {
   const uint64_t seed = test::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   const ModelConfig c = tiny(GetParam());
-  ParameterRegistry params;
-  layers::GkaMixer mixer(c, "gka", params);
-  params.materialize(Device::cpu(), DType::F64, seed);
-  const int64_t B = 2, T = 9;
-  const Tensor x = test::randn({B, T, c.hidden_size}, seed + 1);
-  for (bool from_zeros : {true, false}) {
-    SCOPED_TRACE(from_zeros ? "from zeros" : "from a state");
-    test::expect_decoding_matches_forward(mixer, x, from_zeros ? layers::MixerState{} : random_state(c, B, seed + 2),
-                                          {}, 1e-11);
-  }
+  test::check_decoding(
+      c.hidden_size, [&](ParameterRegistry& p) { return layers::GkaMixer(c, "gka", p); },
+      [&](int64_t B, uint64_t s) { return random_state(c, B, s); }, seed, 1e-11);
 }
 
 INSTANTIATE_TEST_SUITE_P(Flags, GkaMixerVariants, ::testing::ValuesIn(kVariants),

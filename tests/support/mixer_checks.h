@@ -25,6 +25,32 @@ void run_mixer_gradcheck(layers::SequenceMixer& mixer, ParameterRegistry& params
 void expect_decoding_matches_forward(layers::SequenceMixer& mixer, const Tensor& x, const layers::MixerState& s0,
                                      const layers::MixerContext& ctx, double tolerance);
 
+// The two checks every recurrent mixer's flag variants run, each on the mixer `make(params)` returns (by value) with
+// f64 CPU parameters drawn from `seed`; `state(B, seed)` draws a carried state for B rows. The whole layer against
+// finite differences (B 2, T 5, from state(2, seed + 1)), parameters named in `unused` getting no gradient:
+template <class Make, class State> void check_layer_gradients(int64_t hidden, Make make, State state, uint64_t seed,
+                                                              const std::vector<std::string>& unused = {}) {
+  ParameterRegistry params;
+  auto mixer = make(params);
+  params.materialize(Device::cpu(), DType::F64, seed);
+  const int64_t B = 2, T = 5;
+  run_mixer_gradcheck(mixer, params, randn({B, T, hidden}, seed + 2), state(B, seed + 1), {}, seed, unused);
+}
+
+// ... and decoding token by token against the full forward (B 2, T 9), from no state and from state(2, seed + 2).
+template <class Make, class State>
+void check_decoding(int64_t hidden, Make make, State state, uint64_t seed, double tolerance) {
+  ParameterRegistry params;
+  auto mixer = make(params);
+  params.materialize(Device::cpu(), DType::F64, seed);
+  const int64_t B = 2, T = 9;
+  const Tensor x = randn({B, T, hidden}, seed + 1);
+  for (bool from_nothing : {true, false}) {
+    SCOPED_TRACE(from_nothing ? "from no state" : "from a state");
+    expect_decoding_matches_forward(mixer, x, from_nothing ? layers::MixerState{} : state(B, seed + 2), {}, tolerance);
+  }
+}
+
 // A hybrid decoder with config `c` (its pattern names the mixer under test) memorises one random batch with AdamW
 // on the CPU: after 30 steps the loss must be under `fraction` of the first step's.
 void expect_hybrid_decoder_learns(const ModelConfig& c, double fraction, uint64_t seed);
