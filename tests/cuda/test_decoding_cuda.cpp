@@ -78,7 +78,9 @@ void expect_logits_follow(const Tensor& logits, const Tensor& reference, const s
   for (size_t r = 0; r < got.size(); ++r) {
     std::vector<float> row(ref.begin() + ptrdiff_t(r * V), ref.begin() + ptrdiff_t((r + 1) * V));
     std::nth_element(row.begin(), row.begin() + 1, row.end(), std::greater<float>());
-    if (row[0] - row[1] > 2 * bound) EXPECT_EQ(got[r], want[r]) << what << ", row " << r;
+    if (row[0] - row[1] > 2 * bound) {
+      EXPECT_EQ(got[r], want[r]) << what << ", row " << r;
+    }
   }
 }
 
