@@ -2,9 +2,10 @@
 // `--context` tokens in one forward, then decodes greedily one token per step from carried state
 // (layers::DecodeState, as `primer generate` does), never stopping early. Prints prefill time, the median decode time
 // per token, tokens/s (batch / decode time) and peak memory as one Markdown table row; a configuration whose key/value
-// caches and weights exceed --memory-gib prints the estimate instead of running. tools/bench/hf_generate_peer.py is
-// the peer (Hugging Face transformers' generate on weights exported with --weights-out).
-// Usage: bench_generate [--shape 0.6b|1.7b|4b|8b|tiny] [--layers L] [--pattern '*-GKA'] [--batch B] [--context T]
+// caches and weights exceed --memory-gib (default 79: an 80 GB H100) prints the estimate instead of running.
+// tools/bench/hf_generate_peer.py is the peer (Hugging Face transformers' generate on weights exported with
+// --weights-out). Usage: bench_generate [--shape 0.6b|1.7b|4b|8b|tiny] [--layers L] [--pattern '*-GKA'] [--batch B]
+// [--context T]
 //          [--new-tokens N] [--device cuda|cpu] [--memory-gib G] [--weights-out DIR]
 // The pattern repeats to the layer count ('*-GKA' is a 50% GKA hybrid). CUDA computes in bf16 (as `primer generate`),
 // the CPU in f32; `--shape tiny` (4 layers, hidden 128) is for smoke runs.
@@ -29,7 +30,7 @@ namespace {
 struct Options {
   std::string shape = "0.6b", pattern, device = "cuda", weights_out;
   int64_t layers = 0, batch = 1, context = 1024, new_tokens = 64;
-  double memory_gib = 79;  // an 80 GB H100's usable memory
+  double memory_gib = 79;  // the device's memory: an 80 GB H100's usable part
 };
 
 Options parse(int argc, char** argv) {
@@ -141,7 +142,7 @@ int main(int argc, char** argv) {
   const double weight_bytes = double(params.count()) * (4.0 + double(dtype_size(compute)));
   const double kv_bytes = kv_cache_bytes(config, o.batch, o.context, double(dtype_size(compute)));
   const double gib = double(int64_t(1) << 30);
-  if (device.is_cuda() && weight_bytes + kv_bytes > o.memory_gib * gib) {
+  if (weight_bytes + kv_bytes > o.memory_gib * gib) {
     row({"-", "-", "-",
          "does not fit: " + fixed((weight_bytes + kv_bytes) / gib, 0) + " GiB > " + fixed(o.memory_gib, 0) +
              " GiB (KV caches " + fixed(kv_bytes / gib, 0) + " GiB, weights " + fixed(weight_bytes / gib, 1) + ")"});
