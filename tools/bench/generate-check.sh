@@ -22,7 +22,10 @@ rc=0
   echo '```'
 } >"$summary"
 (cd "$build" && ctest -L cuda -R 'DecodingCuda' --output-on-failure) >"$scratch/ctest.log" 2>&1 || rc=1
-grep -E "tests passed|tests failed|Failed|\*\*\*" "$scratch/ctest.log" | head -20 >>"$summary"
+{
+  grep -E "tests passed|tests failed|\((Failed|Timeout|SEGFAULT|Subprocess aborted)\)" "$scratch/ctest.log" | head -20
+  echo "skipped: $(grep -c '\*\*\*Skipped' "$scratch/ctest.log")"
+} >>"$summary"
 echo '```' >>"$summary"
 
 rows="$scratch/rows.md"
