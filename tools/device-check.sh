@@ -45,7 +45,12 @@ fi
 # Benchmarks: executables from build-device/, and PyTorch peer scripts (*.py in tools/bench/, run with python3).
 for b in "${benches[@]}"; do
   echo "## $b"
-  if [[ "$b" == *.py ]]; then
+  if [ "$b" = bench_generate ]; then
+    # Decoding tests, primer's generation speed and the transformers peer's, one table (tools/bench/generate-check.sh).
+    BUILD_DIR=build-device tools/bench/generate-check.sh || test_rc=1
+  elif [ "$b" = hf_generate_peer.py ]; then
+    echo "run by bench_generate's section (tools/bench/generate-check.sh)"
+  elif [[ "$b" == *.py ]]; then
     BENCH_LOG_DIR="$out" PYTHONUNBUFFERED=1 python3 "tools/bench/$b" 2>&1 | tee "$out/${b%.py}.log"
   elif [ "$b" = bench_fsdp ]; then
     # One process (NCCL): the machinery's overhead; 2 and 4 ranks sharing the GPU: memory per rank by stage.

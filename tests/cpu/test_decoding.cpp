@@ -10,6 +10,7 @@
 #include "layers/decoder_lm.h"
 #include "layers/hybrid_config.h"
 #include "layers/kv_cache.h"
+#include "tests/support/decoding_checks.h"
 #include "tests/support/mixer_checks.h"
 
 namespace primer {
@@ -40,15 +41,6 @@ ModelConfig decoding_config(const Case& c) {
   return config;
 }
 
-std::vector<int32_t> argmax_rows(const Tensor& logits) {
-  const std::vector<float> v = logits.contiguous().to_vector<float>();
-  const int64_t V = logits.size(-1);
-  std::vector<int32_t> out;
-  for (int64_t r = 0; r < int64_t(v.size()) / V; ++r)
-    out.push_back(int32_t(std::max_element(v.begin() + r * V, v.begin() + (r + 1) * V) - (v.begin() + r * V)));
-  return out;
-}
-
 class Decoding : public ::testing::TestWithParam<Case> {};
 
 TEST_P(Decoding, GreedyTokensEqualTheArgmaxOfAFullForwardAtEveryStep) {
@@ -59,25 +51,11 @@ TEST_P(Decoding, GreedyTokensEqualTheArgmaxOfAFullForwardAtEveryStep) {
   layers::DecoderLM model(c, params);
   params.materialize(Device::cpu(), DType::F64, seed);
   const int64_t B = 2, prompt = 5, steps = 8;
-  std::vector<int32_t> rows = test::rand_ints({B, prompt}, seed + 1, 0, c.vocab_size).to_vector<int32_t>();
-  layers::DecodeState state;
-  Tensor logits = model.decode(Tensor::from_vector(rows, {B, prompt}, DType::I32), state);
-  for (int64_t t = prompt; t < prompt + steps; ++t) {
-    // The full forward over everything so far, recomputed from scratch.
-    const Tensor full = model.logits(Tensor::from_vector(rows, {B, t}, DType::I32));
-    const Tensor last = full.slice(1, t - 1, t).contiguous().reshape({B, c.vocab_size});
-    test::expect_close(logits, last, 1e-6, 1e-6, "logits after " + std::to_string(t) + " tokens");
-    const std::vector<int32_t> next = argmax_rows(logits);
-    ASSERT_EQ(next, argmax_rows(last)) << "after " << t << " tokens";
-    std::vector<int32_t> longer;
-    for (int64_t b = 0; b < B; ++b) {
-      longer.insert(longer.end(), rows.begin() + b * t, rows.begin() + (b + 1) * t);
-      longer.push_back(next[size_t(b)]);
-    }
-    rows = std::move(longer);
-    logits = model.decode(Tensor::from_vector(next, {B, 1}, DType::I32), state);
-    EXPECT_EQ(state.tokens, std::vector<int64_t>(size_t(B), t + 1));
-  }
+  const Tensor ids = test::rand_ints({B, prompt}, seed + 1, 0, c.vocab_size);
+  test::decode_against_full_forward(model, ids, steps, [](const Tensor& decoded, const Tensor& full, int64_t t) {
+    test::expect_close(decoded, full, 1e-6, 1e-6, "logits after " + std::to_string(t) + " tokens");
+    EXPECT_EQ(test::argmax_rows(decoded), test::argmax_rows(full)) << "after " << t << " tokens";
+  });
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryMixer, Decoding, ::testing::ValuesIn(kCases),

@@ -1,0 +1,185 @@
+// Generation speed: a random-weight Qwen3-shaped model (optionally a hybrid) prefills a batch of prompts of
+// `--context` tokens in one forward, then decodes greedily one token per step from carried state
+// (layers::DecodeState, as `primer generate` does), never stopping early. Prints prefill time, the median decode time
+// per token, tokens/s (batch / decode time) and peak memory as one Markdown table row; a configuration whose key/value
+// caches and weights exceed --memory-gib (default 79: an 80 GB H100) prints the estimate instead of running.
+// tools/bench/hf_generate_peer.py is the peer (Hugging Face transformers' generate on weights exported with
+// --weights-out). Usage: bench_generate [--shape 0.6b|1.7b|4b|8b|tiny] [--layers L] [--pattern '*-GKA'] [--batch B]
+// [--context T]
+//          [--new-tokens N] [--device cuda|cpu] [--memory-gib G] [--weights-out DIR]
+// The pattern repeats to the layer count ('*-GKA' is a 50% GKA hybrid). CUDA computes in bf16 (as `primer generate`),
+// the CPU in f32; `--shape tiny` (4 layers, hidden 128) is for smoke runs.
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+
+#include "core/cuda_runtime.h"
+#include "core/ops/gemm.h"
+#include "core/rng.h"
+#include "core/storage.h"
+#include "layers/decoder_lm.h"
+#include "layers/hf_checkpoint.h"
+#include "layers/hybrid_config.h"
+#include "recipes/token_sampler.h"
+#include "tools/bench/common/bench_util.h"
+
+using namespace primer;
+
+namespace {
+
+struct Options {
+  std::string shape = "0.6b", pattern, device = "cuda", weights_out;
+  int64_t layers = 0, batch = 1, context = 1024, new_tokens = 64;
+  double memory_gib = 79;  // the device's memory: an 80 GB H100's usable part
+};
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string key = argv[i], value = argv[i + 1];
+    if (key == "--shape")
+      o.shape = value;
+    else if (key == "--layers")
+      o.layers = std::atoll(value.c_str());
+    else if (key == "--pattern")
+      o.pattern = value;
+    else if (key == "--batch")
+      o.batch = std::atoll(value.c_str());
+    else if (key == "--context")
+      o.context = std::atoll(value.c_str());
+    else if (key == "--new-tokens")
+      o.new_tokens = std::atoll(value.c_str());
+    else if (key == "--device")
+      o.device = value;
+    else if (key == "--memory-gib")
+      o.memory_gib = std::atof(value.c_str());
+    else if (key == "--weights-out")
+      o.weights_out = value;
+    else {
+      std::fprintf(stderr, "bench_generate: unknown option %s\n", key.c_str());
+      std::exit(2);
+    }
+  }
+  if (argc % 2 == 0) {
+    std::fprintf(stderr, "bench_generate: option %s has no value\n", argv[argc - 1]);
+    std::exit(2);
+  }
+  // Two warm-up steps and at least one timed one.
+  if (o.batch < 1 || o.context < 1 || o.new_tokens < 4) {
+    std::fprintf(stderr, "bench_generate: expected --batch >= 1, --context >= 1 and --new-tokens >= 4\n");
+    std::exit(2);
+  }
+  return o;
+}
+
+ModelConfig model_config(const Options& o) {
+  ModelConfig c;
+  if (o.shape == "tiny") {
+    c.model_type = "qwen3";
+    c.vocab_size = 512;
+    c.hidden_size = 128;
+    c.intermediate_size = 256;
+    c.num_hidden_layers = o.layers > 0 ? o.layers : 4;
+    c.num_attention_heads = 2;
+    c.num_key_value_heads = 1;
+    c.head_dim = 64;  // the smallest the CUDA kernels take
+    c.qk_norm = true;
+    c.tie_word_embeddings = true;
+    c.max_position_embeddings = 40960;
+  } else {
+    c = bench::qwen3_shape(o.shape, o.layers);
+  }
+  if (!o.pattern.empty()) {
+    const std::vector<MixerKind> unit = parse_hybrid_pattern(o.pattern, "--pattern");
+    for (int64_t l = 0; l < c.num_hidden_layers; ++l) c.layer_types.push_back(unit[size_t(l) % unit.size()]);
+  }
+  c.validate("bench_generate");
+  return c;
+}
+
+std::string fixed(double v, int digits) {
+  char s[32];
+  std::snprintf(s, sizeof s, "%.*f", digits, v);
+  return s;
+}
+
+// Bytes the full-attention layers' key/value caches hold after the prefill: layers::KvCache reserves twice what it
+// keeps (here the prompt), so the decoded tokens fit without a copy. Sliding windows and B'MOJO-F's window are
+// ignored (bounded by their windows).
+double kv_cache_bytes(const ModelConfig& c, int64_t batch, int64_t context, double dtype_bytes) {
+  int64_t attention = 0;
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l)
+    attention += c.layer_types.empty() || c.layer_types[size_t(l)] == MixerKind::Attention;
+  return double(attention) * double(batch) * 2.0 * double(context) * 2.0 * double(c.num_key_value_heads) *
+         double(c.head_dim) * dtype_bytes;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Options o = parse(argc, argv);
+  const Device device = o.device == "cpu" ? Device::cpu() : Device::cuda();
+  if (device.is_cuda() && !cuda::available()) {
+    std::puts("bench_generate: no CUDA device");
+    return 0;
+  }
+  const ModelConfig config = model_config(o);
+  const std::string model = "primer Qwen3-" + o.shape + (o.pattern.empty() ? "" : " '" + o.pattern + "'");
+  const std::vector<std::string> header{"model",           "batch",    "context",    "prefill ms",
+                                        "decode ms/token", "tokens/s", "peak memory"};
+  auto row = [&](std::vector<std::string> measured) {
+    std::vector<std::string> cells{model, std::to_string(o.batch), std::to_string(o.context)};
+    cells.insert(cells.end(), measured.begin(), measured.end());
+    bench::print_table(header, {{cells}});
+  };
+  std::printf("# bench_generate — %s, %s, %s, %ld new tokens, %s\n", model.c_str(), device.is_cuda() ? "bf16" : "f32",
+              device.is_cuda() ? bench::device_name().c_str() : "CPU", long(o.new_tokens), bench::today().c_str());
+
+  ParameterRegistry params;
+  layers::DecoderLM lm(config, params);
+  const DType compute = device.is_cuda() ? DType::BF16 : DType::F32;
+  // f32 masters beside the compute copies, as `primer generate` loads a model.
+  const double weight_bytes = double(params.count()) * (4.0 + double(dtype_size(compute)));
+  const double kv_bytes = kv_cache_bytes(config, o.batch, o.context, double(dtype_size(compute)));
+  const double gib = double(int64_t(1) << 30);
+  if (weight_bytes + kv_bytes > o.memory_gib * gib) {
+    row({"-", "-", "-",
+         "does not fit: " + fixed((weight_bytes + kv_bytes) / gib, 0) + " GiB > " + fixed(o.memory_gib, 0) +
+             " GiB (KV caches " + fixed(kv_bytes / gib, 0) + " GiB, weights " + fixed(weight_bytes / gib, 1) + ")"});
+    return 0;
+  }
+  params.materialize(device, compute, 0);
+  if (!o.weights_out.empty()) layers::export_hf(o.weights_out, config, params, DType::BF16);
+
+  std::vector<int32_t> host(size_t(o.batch * o.context));
+  for (size_t i = 0; i < host.size(); ++i) host[i] = int32_t(uniform01(7, i) * double(config.vocab_size));
+  const Tensor prompt = Tensor::from_vector(host, {o.batch, o.context}, DType::I32, device);
+  recipes::TokenSampler greedy({});
+  layers::DecodeState state;
+  Tensor logits;
+  auto prefill = [&] {
+    state = {};
+    logits = lm.decode(prompt, state);
+    if (device.is_cuda()) cuda::synchronize();
+  };
+  // One token per row from the last logits, as recipes::generate (the host reads them), then the next step.
+  auto step = [&] {
+    logits = lm.decode(Tensor::from_vector(greedy.next(logits), {o.batch, 1}, DType::I32, device), state);
+  };
+  try {
+    ops::set_gemm_autotune(true);  // the warm-up picks each GEMM's fastest algorithm
+    prefill();
+    step();
+    ops::set_gemm_autotune(false);
+    reset_peak_memory(device);
+    const double prefill_ms = bench::median_ms_on(device, prefill, 0, 3);
+    // The first new token comes from the prefill's logits; each of the other new_tokens - 1 is a decode step.
+    const double decode_ms = bench::median_ms_on(device, step, 2, int(o.new_tokens) - 3);
+    row({fixed(prefill_ms, 1), fixed(decode_ms, 2), fixed(double(o.batch) / (decode_ms * 1e-3), 0),
+         fixed(double(memory_stats(device).peak) / gib, 1) + " GiB"});
+  } catch (const std::exception& e) {
+    row({"-", "-", "-", std::string("failed: ") + e.what()});
+    return 1;
+  }
+  return 0;
+}
