@@ -1,5 +1,7 @@
 #include "layers/kv_cache.h"
 
+#include <algorithm>
+
 #include "core/check.h"
 
 namespace primer::layers {
@@ -15,7 +17,9 @@ void KvCache::append(const Tensor& keys, const Tensor& values) {
                  "the key/value cache {} does not fit the new tokens' {}", buffers_->keys.describe(), keys.describe());
   // New buffers when there are none, when they are full, or when another copy of this cache wrote past its end.
   if (!buffers_ || buffers_->end != end_ || end_ + T > capacity()) {
-    const int64_t kept = size(), room = 2 * (kept + T);
+    // A first append (a prompt's prefill) leaves an eighth more room (at least 64 tokens): a long prompt's cache then
+    // takes 1.125x its size, not 2x, and the tokens generated after it are appended without a copy up to that room.
+    const int64_t kept = size(), room = buffers_ ? 2 * (kept + T) : T + std::max<int64_t>(64, T / 8);
     auto fresh = std::make_shared<Buffers>();
     fresh->keys = Tensor::empty({1, room, keys.size(2), keys.size(3)}, keys.dtype(), keys.device());
     fresh->values = Tensor::empty(fresh->keys.shape(), keys.dtype(), keys.device());

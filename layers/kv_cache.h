@@ -1,9 +1,9 @@
 // One row's attention key/value cache for decoding: the keys (after RoPE) and values of the tokens it keeps, in
-// buffers with room to grow. Appending T tokens copies those T tokens only; a full buffer is replaced by one twice
-// the size of what it keeps (for a sliding window, at most its last `window` tokens), so the copying is amortised and
-// the cost per decoded token does not grow with the cache. Copies of a cache share its buffers; appending to a copy
-// that another copy has appended past (a branch) first moves its tokens into new buffers, so no cache ever sees
-// another's tokens.
+// buffers with room to grow. Appending T tokens copies those T tokens only; the first append leaves room for an eighth
+// more (at least 64 tokens), and a full buffer is replaced by one twice the size of what it keeps (for a sliding
+// window, at most its last `window` tokens), so the copying is amortised and the cost per decoded token does not grow
+// with the cache. Copies of a cache share its buffers; appending to a copy that another copy has appended past (a
+// branch) first moves its tokens into new buffers, so no cache ever sees another's tokens.
 #pragma once
 #include <cstdint>
 #include <memory>

@@ -9,6 +9,7 @@
 //          [--new-tokens N] [--device cuda|cpu] [--memory-gib G] [--weights-out DIR]
 // The pattern repeats to the layer count ('*-GKA' is a 50% GKA hybrid). CUDA computes in bf16 (as `primer generate`),
 // the CPU in f32; `--shape tiny` (4 layers, hidden 128) is for smoke runs.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -103,15 +104,16 @@ std::string fixed(double v, int digits) {
   return s;
 }
 
-// Bytes the full-attention layers' key/value caches hold after the prefill: layers::KvCache reserves twice what it
-// keeps (here the prompt), so the decoded tokens fit without a copy. Sliding windows and B'MOJO-F's window are
-// ignored (bounded by their windows).
+// Bytes the full-attention layers' key/value caches hold after the prefill: layers::KvCache's first append (the
+// prompt) reserves an eighth more (at least 64 tokens), so the decoded tokens fit without a copy. Sliding windows and
+// B'MOJO-F's window are ignored (bounded by their windows).
 double kv_cache_bytes(const ModelConfig& c, int64_t batch, int64_t context, double dtype_bytes) {
   int64_t attention = 0;
   for (int64_t l = 0; l < c.num_hidden_layers; ++l)
     attention += c.layer_types.empty() || c.layer_types[size_t(l)] == MixerKind::Attention;
-  return double(attention) * double(batch) * 2.0 * double(context) * 2.0 * double(c.num_key_value_heads) *
-         double(c.head_dim) * dtype_bytes;
+  const double reserved = double(context + std::max<int64_t>(64, context / 8));
+  return double(attention) * double(batch) * 2.0 * reserved * double(c.num_key_value_heads) * double(c.head_dim) *
+         dtype_bytes;
 }
 
 }  // namespace
