@@ -65,6 +65,14 @@ void expect_ratio(const Tensor& gpu, const Tensor& ref, double tol, const std::s
   EXPECT_LE(max_abs, 10 * tol * std::max(max_ref, floor_rms)) << what << ": max abs error (RMS ratio " << ratio << ")";
 }
 
+// Batch rows for a case: dg and dβ hold one value per (row, token, head), and their RMS ratio is a statistic of the
+// per-element errors, which are heavy-tailed (an element whose terms cancel is small against its own rounding).
+// Over B·T·H = 4 elements (T = 1, B = H = 2) one such element can decide the ratio: the bound was crossed once (dg
+// 0.0208, seed 17679406292699014891). The kernel is not worse at T = 1: with at least 32 elements, 60 seeds on an
+// H100 (2026-11-27) gave dg ratios of mean 2.3e-3, max 4.0e-3 at T = 1 (T = 5: 2.0e-3, 6.2e-3), dβ 2.7e-3 / 4.8e-3,
+// a fifth of the bound at worst. At least 32 elements make the ratio an average again; at T ≥ 8 two rows give that.
+int64_t rows_for(int64_t T, int64_t H) { return std::max<int64_t>(2, (32 + T * H - 1) / (T * H)); }
+
 double rms(const Tensor& t) {
   double s = 0;
   const auto v = t.to_vector<double>();
@@ -92,7 +100,7 @@ TEST_P(GatedDeltaRuleCuda, MatchesTheF64Reference) {
   const uint64_t seed = test::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   const Case& c = GetParam();
-  const int64_t B = 2, H = 2;
+  const int64_t H = 2, B = rows_for(c.T, H);
   const double scale = 1.0 / std::sqrt(double(c.D));
   const test::GatedDeltaInputs in = test::gated_delta_inputs(B, c.T, H, c.D, c.D, seed, c.beta_max);
   auto gpu = [&](const Tensor& t, DType dt) { return t.to(dt).to(Device::cuda()); };
@@ -323,7 +331,7 @@ TEST_P(KaczmarzDeltaRuleCuda, MatchesTheF64Reference) {
   const uint64_t seed = test::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   const Case& c = GetParam();
-  const int64_t B = 2, H = 2;
+  const int64_t H = 2, B = rows_for(c.T, H);
   const double scale = 1.0 / std::sqrt(double(c.D)), eps = 1e-6;
   const test::KaczmarzInputs in = test::kaczmarz_inputs(B, c.T, H, c.D, c.D, seed);
   auto gpu = [&](const Tensor& t, DType dt) { return ag::leaf(t.to(dt).to(Device::cuda())); };
