@@ -5,8 +5,16 @@
 #include "core/autograd/functions.h"
 #include "core/check.h"
 #include "core/ops/attention.h"
+#include "core/ops/attention_over_cache.h"
 
 namespace primer::layers {
+
+namespace {
+// A decode step attends over a full-attention cache in chunks from this many keys on: with one CTA per head a short
+// cache is read quickly, and each chunked step costs a few extra small launches. The chunk count aims at about
+// 128 CTAs (chunks × query heads), one wave on an H100's 132 SMs.
+constexpr int64_t kChunkedFrom = 4096;
+}  // namespace
 AttentionMixer::AttentionMixer(const ModelConfig& c, const std::string& prefix, ParameterRegistry& params,
                                int64_t window)
     : config_(c), prefix_(prefix), params_(params), window_(window) {
@@ -67,7 +75,16 @@ Tensor AttentionMixer::decode_rows(const Tensor& q, const Tensor& k, const Tenso
     cache.append(k.slice(0, r, r + 1), v.slice(0, r, r + 1));
     opt.k_offset = cache.first_position();
     opt.q_offset = cache.next_position() - T;
-    out.slice(0, r, r + 1).copy_from(ops::attention(q.slice(0, r, r + 1), cache.keys(), cache.values(), opt, nullptr));
+    const Tensor q_row = q.slice(0, r, r + 1);
+    if (T == 1 && window_ == 0 && cache.size() >= kChunkedFrom) {
+      // One query over a long cache: in chunks, so that more CTAs than heads read it (ops/attention_over_cache.h).
+      const int64_t chunks = std::max<int64_t>(2, 128 / config_.num_attention_heads);
+      out.slice(0, r, r + 1)
+          .copy_from(ops::attention_over_cache(q_row, cache.keys(), cache.values(), opt.scale,
+                                               (cache.size() + chunks - 1) / chunks));
+    } else {
+      out.slice(0, r, r + 1).copy_from(ops::attention(q_row, cache.keys(), cache.values(), opt, nullptr));
+    }
     // A sliding window's next query sees at most the last `window` keys (itself included): older ones are dropped.
     if (window_ > 0) cache.keep_last(window_);
   }

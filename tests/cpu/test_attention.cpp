@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "core/ops/attention.h"
+#include "core/ops/attention_over_cache.h"
 #include "tests/support/test_util.h"
 
 namespace primer {
@@ -92,6 +93,23 @@ TEST(Attention, ForwardMatchesTheFullMatrixFormula) {
     test::expect_close(ops::attention(q.to(DType::F32), k.to(DType::F32), v.to(DType::F32), c.opt, &lse32), out, 1e-5,
                        1e-5, "out f32");
     EXPECT_EQ(lse32.dtype(), DType::F32);
+  }
+}
+
+// One query over a cache cut into chunks (whole chunks as one batch, a shorter tail) and merged by the parts'
+// log-sum-exps equals one attention over the whole cache; too few keys for two parts fall back to it.
+TEST(Attention, OverACacheInChunksEqualsOneAttention) {
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  for (const auto& [keys, chunk] : {std::pair<int64_t, int64_t>{50, 8}, {48, 8}, {9, 8}, {7, 8}, {300, 37}}) {
+    SCOPED_TRACE("keys " + std::to_string(keys) + ", chunks of " + std::to_string(chunk));
+    const Tensor q = test::randn({1, 1, 4, 8}, seed), k = test::randn({1, keys, 2, 8}, seed + 1),
+                 v = test::randn({1, keys, 2, 8}, seed + 2);
+    ops::AttentionOptions all;
+    all.causal = false;
+    all.scale = 0.3;
+    test::expect_close(ops::attention_over_cache(q, k, v, 0.3, chunk), ops::attention(q, k, v, all, nullptr), 1e-13,
+                       1e-13, "chunked");
   }
 }
 

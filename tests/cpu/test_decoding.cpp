@@ -91,6 +91,39 @@ TEST(AttentionKvCache, DecodingMatchesTheForward) {
   }
 }
 
+// A step over a cache of 4096 keys or more attends in chunks merged by their log-sum-exps
+// (ops::attention_over_cache): the steps after a long prefill equal the forward over the whole sequence.
+TEST(AttentionKvCache, StepsOverALongCacheMatchTheForward) {
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  ModelConfig c = test::tiny_mixer_config(4, 2);
+  c.max_position_embeddings = 8192;
+  ParameterRegistry params;
+  layers::AttentionMixer mixer(c, "attn", params, 0);
+  params.materialize(Device::cpu(), DType::F64, seed);
+  const int64_t prompt = 4100, steps = 3, T = prompt + steps;
+  std::vector<int32_t> p(static_cast<size_t>(T));
+  for (int32_t t = 0; t < int32_t(T); ++t) p[size_t(t)] = t;
+  auto context = [&](int64_t from, int64_t to) {
+    layers::MixerContext ctx;
+    ctx.positions =
+        Tensor::from_vector(std::vector<int32_t>(p.begin() + from, p.begin() + to), {1, to - from}, DType::I32);
+    ctx.inv_freq = rope_inv_freq_for(c);
+    return ctx;
+  };
+  const Tensor x = test::randn({1, T, c.hidden_size}, seed + 1);
+  ag::NoGrad no_grad;
+  const Tensor whole = mixer.forward(ag::constant(x), context(0, T))->value;
+  layers::MixerState state;
+  mixer.forward(ag::constant(x.slice(1, 0, prompt)), context(0, prompt), nullptr, &state);
+  for (int64_t t = prompt; t < T; ++t) {
+    layers::MixerState next;
+    const Tensor y = mixer.forward(ag::constant(x.slice(1, t, t + 1)), context(t, t + 1), &state, &next)->value;
+    test::expect_close(y, whole.slice(1, t, t + 1), 1e-12, 1e-12, "step at position " + std::to_string(t));
+    state = std::move(next);
+  }
+}
+
 // The cache grows by appending into buffers with room: over n one-token appends the buffers are replaced O(log n)
 // times for full attention, a bounded number of times per window for a sliding window; what it holds is the tokens
 // appended, in order, and a copy that another copy has appended past never sees the other's tokens.

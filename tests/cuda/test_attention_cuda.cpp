@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "core/ops/attention.h"
+#include "core/ops/attention_over_cache.h"
 #include "tests/cuda/parity_util.h"
 
 namespace primer {
@@ -85,6 +86,29 @@ TEST(AttentionCuda, ForwardAndBackwardMatchTheF64Reference) {
       for (double x : r.to_vector<double>()) max_ref = std::max(max_ref, std::abs(x));
       test::expect_close(g, r, 1e-2, 2e-2 * max_ref + 1e-6, std::string(name) + " " + what);
     }
+  }
+}
+
+// A decode step over a long cache in chunks (layers' attention decoding from 4096 keys): bf16 on the GPU against the
+// f64 attention over the whole cache, within the bound of one attention (the parts are merged in f32 and rounded to
+// bf16 once).
+TEST(AttentionCuda, OverACacheInChunksMatchesTheF64Reference) {
+  PRIMER_REQUIRE_CUDA();
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  for (const int64_t Dh : {64, 128}) {
+    const int64_t keys = 5000;
+    const Tensor q = test::random_on_cuda({1, 1, 16, Dh}, seed, DType::BF16);
+    const Tensor k = test::random_on_cuda({1, keys, 8, Dh}, seed + 1, DType::BF16);
+    const Tensor v = test::random_on_cuda({1, keys, 8, Dh}, seed + 2, DType::BF16);
+    ops::AttentionOptions all;
+    all.causal = false;
+    const Tensor ref = ops::attention(test::cpu_f64(q), test::cpu_f64(k), test::cpu_f64(v), all, nullptr);
+    double max_out = 0;
+    for (double x : ref.to_vector<double>()) max_out = std::max(max_out, std::abs(x));
+    poison_next_allocation(q.shape(), DType::BF16);
+    test::expect_close(ops::attention_over_cache(q, k, v, 0, 640), ref, 1e-2, 1e-2 * max_out + 1e-6,
+                       "head_dim " + std::to_string(Dh));
   }
 }
 
