@@ -1,8 +1,8 @@
 // Generation speed: a random-weight Qwen3-shaped model (optionally a hybrid) prefills a batch of prompts of
-// `--context` tokens in one forward, then decodes greedily one token per step from carried state
-// (layers::DecodeState, as `primer generate` does), never stopping early. Prints prefill time, the median decode time
-// per token, tokens/s (batch / decode time) and peak memory as one Markdown table row; a configuration whose key/value
-// caches and weights exceed --memory-gib (default 79: an 80 GB H100) prints the estimate instead of running.
+// `--context` tokens, each prompt alone, then decodes the rows together greedily one token per step from carried
+// state (layers::DecodeState), as `primer generate` does, never stopping early. Prints prefill time, the median decode
+// time per token, tokens/s (batch / decode time) and peak memory as one Markdown table row; a configuration whose
+// key/value caches and weights exceed --memory-gib (default 79: an 80 GB H100) prints the estimate instead of running.
 // tools/bench/hf_generate_peer.py is the peer (Hugging Face transformers' generate on weights exported with
 // --weights-out). Usage: bench_generate [--shape 0.6b|1.7b|4b|8b|tiny] [--layers L] [--pattern '*-GKA'] [--batch B]
 // [--context T]
@@ -159,9 +159,13 @@ int main(int argc, char** argv) {
   recipes::TokenSampler greedy({});
   layers::DecodeState state;
   Tensor logits;
+  // Each prompt alone (its activations are then one row's, not the batch's), the rows' states stacked after.
   auto prefill = [&] {
-    state = {};
-    logits = lm.decode(prompt, state);
+    std::vector<layers::DecodeState> rows(size_t(o.batch));
+    logits = Tensor::empty({o.batch, config.vocab_size}, DType::F32, device);
+    for (int64_t r = 0; r < o.batch; ++r)
+      logits.slice(0, r, r + 1).copy_from(lm.decode(prompt.slice(0, r, r + 1), rows[size_t(r)]));
+    state = layers::stack_rows(rows);
     if (device.is_cuda()) cuda::synchronize();
   };
   // One token per row from the last logits, as recipes::generate (the host reads them), then the next step.
