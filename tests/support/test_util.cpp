@@ -108,33 +108,45 @@ void run_gradcheck(const GradCheck& c, uint64_t seed) {
     Tensor x = ins[k];
     ASSERT_EQ(x.dtype(), DType::F64) << name << " must be f64 for a gradient check";
     double* p = x.data<double>();
-    std::vector<double> numeric(size_t(x.numel()));
-    for (int64_t i = 0; i < x.numel(); ++i) {
-      const double orig = p[i];
-      const double h = c.step * std::max(1.0, std::abs(orig));
-      auto difference = [&](double step) {  // f(x + step) - f(x - step)
-        p[i] = orig + step;
-        const double fp = objective(ins);
-        p[i] = orig - step;
-        const double fm = objective(ins);
-        p[i] = orig;
-        return fp - fm;
-      };
-      // Five-point stencil: truncation error O(h^4) instead of the central difference's O(h^2), which through
-      // sharply curved spots (an RMSNorm of a near-zero head vector) reached 1e-6 relative at h = 1e-5.
-      numeric[size_t(i)] = (8 * difference(h) - difference(2 * h)) / (12 * h);
-    }
     const auto analytic = grads[k].to_vector<double>();
-    double err2 = 0, norm2 = 0, max_abs = 0;
-    int64_t nonfinite = 0;
-    for (size_t i = 0; i < numeric.size(); ++i) {
-      if (!std::isfinite(analytic[i])) ++nonfinite;
-      const double e = analytic[i] - numeric[i];
-      err2 += e * e;
-      norm2 += numeric[i] * numeric[i];
-      max_abs = std::max(max_abs, std::abs(e));
+    // Relative error of the analytic gradient against the five-point stencil at `step` (relative to |x|).
+    auto error_at = [&](double step, double* max_abs) {
+      double err2 = 0, norm2 = 0;
+      *max_abs = 0;
+      for (int64_t i = 0; i < x.numel(); ++i) {
+        const double orig = p[i];
+        const double h = step * std::max(1.0, std::abs(orig));
+        auto difference = [&](double d) {  // f(x + d) - f(x - d)
+          p[i] = orig + d;
+          const double fp = objective(ins);
+          p[i] = orig - d;
+          const double fm = objective(ins);
+          p[i] = orig;
+          return fp - fm;
+        };
+        // Five-point stencil: truncation error O(h^4) instead of the central difference's O(h^2), which through
+        // sharply curved spots (an RMSNorm of a near-zero head vector) reached 1e-6 relative at h = 1e-5.
+        const double numeric = (8 * difference(h) - difference(2 * h)) / (12 * h);
+        const double e = analytic[size_t(i)] - numeric;
+        err2 += e * e;
+        norm2 += numeric * numeric;
+        *max_abs = std::max(*max_abs, std::abs(e));
+      }
+      return std::sqrt(err2) / std::max(std::sqrt(norm2), 1e-12);
+    };
+    double max_abs = 0;
+    double err = error_at(c.step, &max_abs);
+    // A random input now and then lands near such a spot even for the five-point stencil (a B'MOJO-F state whose
+    // readout nearly cancels: 4e-6 at h = 1e-5, 4e-10 at h = 1e-6). Truncation falls as h^4 and a wrong gradient's
+    // error does not, so a disagreement is judged again at a third of the step before it counts.
+    if (err > c.tolerance) {
+      double finer_max_abs = 0;
+      const double finer = error_at(c.step / 3, &finer_max_abs);
+      if (finer < err) err = finer, max_abs = finer_max_abs;
     }
-    const double err = std::sqrt(err2) / std::max(std::sqrt(norm2), 1e-12);
+    int64_t nonfinite = 0;
+    for (const double a : analytic)
+      if (!std::isfinite(a)) ++nonfinite;
     EXPECT_EQ(nonfinite, 0) << "gradient of " << name << " has non-finite values";
     EXPECT_LE(err, c.tolerance) << "gradient of " << name << ": relative error " << err << " (max abs " << max_abs
                                 << ") against central differences";
