@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "core/autograd/functions.h"
 #include "core/autograd/merged_attention.h"
@@ -78,13 +79,44 @@ ag::Var BmfMixer::heads(const ag::Var& x, const std::string& proj, const std::st
   return ag::rope(h, ctx.positions, ctx.inv_freq);
 }
 
+BmfMixer::Heads BmfMixer::project(const ag::Var& x, const ag::Var& fading, const MixerContext& ctx) {
+  const int64_t Hq = config_.num_attention_heads, Hkv = config_.num_key_value_heads;
+  const std::string fade = config_.bmojo.tie_attn_weights ? "" : "_";
+  Heads h;
+  h.q = heads(x, "q_proj", "q_norm", Hq, ctx);
+  h.k = heads(x, "k_proj", "k_norm", Hkv, ctx);
+  h.v = heads(x, "v_proj", "", Hkv, ctx);
+  h.q_f = fade.empty() ? h.q : heads(x, "q_proj" + fade, "q_norm" + fade, Hq, ctx);
+  h.k_f = heads(fading, "k_proj" + fade, "k_norm" + fade, Hkv, ctx);
+  h.v_f = heads(fading, "v_proj" + fade, "", Hkv, ctx);
+  return h;
+}
+
+std::pair<ops::AttentionOptions, ops::AttentionOptions> BmfMixer::windows(int64_t first, int64_t n) const {
+  // Query p sees in-context keys (p − W, p] and fading keys (p − 2W, p − W], i.e. fading keys shifted W positions
+  // later under the same window; the offsets place the mask (the n keys before the queries first, then theirs).
+  ops::AttentionOptions here;
+  here.window = window_;
+  // Without QK-norm the reference scales by the hidden size per head (its kv_channels), not head_dim.
+  if (!config_.qk_norm) here.scale = 1.0 / std::sqrt(double(config_.hidden_size / config_.num_attention_heads));
+  ops::AttentionOptions fading = here;
+  here.q_offset = fading.q_offset = first + n;
+  here.k_offset = first;
+  fading.k_offset = first + window_;
+  return {here, fading};
+}
+
+ag::Var BmfMixer::output(const ag::Var& o) {
+  const Shape& s = o->value.shape();
+  return ag::linear(ag::reshape(o, {s[0], s[1], s[2] * s[3]}), params_.get(attn_ + "o_proj.weight").var);
+}
+
 ag::Var BmfMixer::forward(const ag::Var& x, const MixerContext& ctx, const MixerState* state_in,
                           MixerState* state_out) {
-  PRIMER_CHECK(!ctx.sequence, "{}: B'MOJO-F runs under sequence parallelism by USP (layers::mix_sequence)", prefix_);
   PRIMER_CHECK(ctx.positions.defined() && ctx.inv_freq.defined(),
                "{}: B'MOJO-F needs the tokens' positions and the RoPE frequencies", prefix_);
-  const int64_t B = x->value.size(0), T = x->value.size(1), W = window_;
-  const int64_t Hq = config_.num_attention_heads, Hkv = config_.num_key_value_heads;
+  if (ctx.sequence) return forward_sequence_parallel(x, ctx, state_in, state_out);
+  const int64_t B = x->value.size(0), W = window_;
 
   // The fading tokens: the SSM's output, from its carried state.
   MixerState ssm_in, ssm_out;
@@ -93,33 +125,13 @@ ag::Var BmfMixer::forward(const ag::Var& x, const MixerContext& ctx, const Mixer
     ssm_in.recurrent = state_in->recurrent;
   }
   const ag::Var fading = ssm_->forward(x, ctx, state_in ? &ssm_in : nullptr, state_out ? &ssm_out : nullptr);
+  const Heads h = project(x, fading, ctx);
 
-  const std::string fade = config_.bmojo.tie_attn_weights ? "" : "_";
-  const ag::Var q = heads(x, "q_proj", "q_norm", Hq, ctx);
-  ag::Var k = heads(x, "k_proj", "k_norm", Hkv, ctx);
-  ag::Var v = heads(x, "v_proj", "", Hkv, ctx);
-  const ag::Var q_f = fade.empty() ? q : heads(x, "q_proj" + fade, "q_norm" + fade, Hq, ctx);
-  ag::Var k_f = heads(fading, "k_proj" + fade, "k_norm" + fade, Hkv, ctx);
-  ag::Var v_f = heads(fading, "v_proj" + fade, "", Hkv, ctx);
-
-  // Query p sees in-context keys (p − W, p] and fading keys (p − 2W, p − W], i.e. fading keys shifted W positions later
-  // under the same window; the offsets place the mask (a row's cached tokens first, then these).
-  ops::AttentionOptions in_context;
-  in_context.window = W;
-  // Without QK-norm the reference scales by the hidden size per head (its kv_channels), not head_dim.
-  if (!config_.qk_norm) in_context.scale = 1.0 / std::sqrt(double(config_.hidden_size / Hq));
-  auto windows = [&](int64_t first, int64_t n) {  // n cached tokens from position `first`
-    ops::AttentionOptions here = in_context, fading_window = in_context;
-    here.q_offset = fading_window.q_offset = first + n;
-    here.k_offset = first;
-    fading_window.k_offset = first + W;
-    return std::pair{here, fading_window};
-  };
   const bool cached = state_in && !state_in->kv.empty();
   ag::Var o;
   if (!cached) {  // every row from its first token: one call, with gradients
     const auto [here, fading_window] = windows(0, 0);
-    o = ag::merged_attention({q, k, v, here}, {q_f, k_f, v_f, fading_window});
+    o = ag::merged_attention({h.q, h.k, h.v, here}, {h.q_f, h.k_f, h.v_f, fading_window});
   } else {  // decoding: each row after its own cache, as attention does; no gradient flows through a cache
     PRIMER_CHECK(int64_t(state_in->kv.size()) == B, "{}: the key/value cache holds {} rows, the input {}", prefix_,
                  state_in->kv.size(), B);
@@ -132,8 +144,8 @@ ag::Var BmfMixer::forward(const ag::Var& x, const MixerContext& ctx, const Mixer
         return ag::constant(after(cache_half(packed, fading), t->value, r));
       };
       rows.push_back(ag::merged_attention(
-          {row(q), with_cache(cache.keys(), false, k), with_cache(cache.values(), false, v), here},
-          {row(q_f), with_cache(cache.keys(), true, k_f), with_cache(cache.values(), true, v_f), fading_window}));
+          {row(h.q), with_cache(cache.keys(), false, h.k), with_cache(cache.values(), false, h.v), here},
+          {row(h.q_f), with_cache(cache.keys(), true, h.k_f), with_cache(cache.values(), true, h.v_f), fading_window}));
     }
     o = ag::constant(ag::concat(rows, 0)->value);
   }
@@ -144,13 +156,71 @@ ag::Var BmfMixer::forward(const ag::Var& x, const MixerContext& ctx, const Mixer
     std::vector<KvCache> kv = cached ? state_in->kv : std::vector<KvCache>(size_t(B));
     for (int64_t r = 0; r < B; ++r) {
       KvCache& cache = kv[size_t(r)];
-      cache.append(pack_row(k->value, k_f->value, r), pack_row(v->value, v_f->value, r));
+      cache.append(pack_row(h.k->value, h.k_f->value, r), pack_row(h.v->value, h.v_f->value, r));
       // The next query p reads in-context keys from p − W + 1 and fading keys from p − 2W + 1.
       cache.keep_last(std::min(2 * W - 1, cache.size()));
     }
     state_out->kv = std::move(kv);
   }
-  return ag::linear(ag::reshape(o, {B, T, Hq * config_.head_dim}), params_.get(attn_ + "o_proj.weight").var);
+  return output(o);
+}
+
+bool BmfMixer::runs_sequence_parallel(ag::RecurrentSequenceMode mode) const {
+  return mode != ag::RecurrentSequenceMode::USP && ssm_->runs_sequence_parallel(mode);
+}
+
+ag::Var BmfMixer::forward_sequence_parallel(const ag::Var& x, const MixerContext& ctx, const MixerState* state_in,
+                                            MixerState* state_out) {
+  PRIMER_CHECK(!state_out, "{}: B'MOJO-F returns no carried state under sequence parallelism", prefix_);
+  ag::SequenceExchange& sp = *ctx.sequence;
+  const int64_t B = x->value.size(0), Tc = x->value.size(1) / sp.chunks(), R = sp.chunks() * B;
+  const int64_t reach = 2 * window_ - 1;  // the tokens before a query that its two windows read
+  // A carried key/value cache belongs to the whole sequence's start, and a chunk shorter than the reach would need
+  // tokens from further back than its predecessor: both run on the gathered sequence (USP).
+  if ((state_in && !state_in->kv.empty()) || Tc < reach) return mix_gathered(*this, x, ctx, state_in);
+
+  MixerState ssm_in;
+  if (state_in) {
+    ssm_in.conv = state_in->conv;
+    ssm_in.recurrent = state_in->recurrent;
+  }
+  const ag::Var fading = mix_sequence(*ssm_, x, ctx, state_in ? &ssm_in : nullptr);  // the SSM's own mode
+  const Heads h = project(x, fading, ctx);
+
+  // Each chunk row takes its predecessor chunk's last `reach` keys and values (both halves) in one neighbour
+  // exchange, as a short convolution's halo (whose backward returns their gradients to the sender).
+  const int64_t Hkv = config_.num_key_value_heads, D = config_.head_dim, C = Hkv * D;
+  const std::vector<ag::Var> mine = {sp.to_chunk_rows(h.k), sp.to_chunk_rows(h.v), sp.to_chunk_rows(h.k_f),
+                                     sp.to_chunk_rows(h.v_f)};
+  std::vector<ag::Var> flat;
+  for (const ag::Var& t : mine) flat.push_back(ag::reshape(t, {R, Tc, C}));
+  const ag::Var halo = ag::transpose(sp.conv_halo(ag::concat(flat, 2), reach, nullptr), 1, 2);  // [R, reach, 4C]
+  const std::vector<ag::Var> received = ag::split(halo, 2, {C, C, C, C});
+  std::vector<ag::Var> extended;  // [R, reach + Tc, Hkv, D]: the predecessor's tokens, then the chunk's
+  for (size_t i = 0; i < mine.size(); ++i)
+    extended.push_back(ag::concat({ag::reshape(received[i], {R, reach, Hkv, D}), mine[i]}, 1));
+  const ag::Var q = sp.to_chunk_rows(h.q), q_f = config_.bmojo.tie_attn_weights ? q : sp.to_chunk_rows(h.q_f);
+
+  // In every layout the sequence's first chunk is rank 0's first local chunk (rows [0, B)): it has no predecessor
+  // and attends within itself; every other chunk row attends over its halo too.
+  const int64_t first = sp.rank() == 0 ? B : 0;
+  auto rows = [&](const ag::Var& t, bool leading) -> ag::Var {
+    if (first == 0 || first == R) return t;
+    return ag::split(t, 0, {first, R - first})[leading ? 0 : 1];
+  };
+  std::vector<ag::Var> parts;
+  if (first > 0) {
+    const auto [here, fading_window] = windows(0, 0);
+    parts.push_back(ag::merged_attention({rows(q, true), rows(mine[0], true), rows(mine[1], true), here},
+                                         {rows(q_f, true), rows(mine[2], true), rows(mine[3], true), fading_window}));
+  }
+  if (first < R) {
+    const auto [here, fading_window] = windows(0, reach);
+    parts.push_back(
+        ag::merged_attention({rows(q, false), rows(extended[0], false), rows(extended[1], false), here},
+                             {rows(q_f, false), rows(extended[2], false), rows(extended[3], false), fading_window}));
+  }
+  return output(sp.from_chunk_rows(parts.size() == 1 ? parts[0] : ag::concat(parts, 0)));
 }
 
 double BmfMixer::flops_per_token(int64_t seq_len) const {

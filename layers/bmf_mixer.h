@@ -18,7 +18,9 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <utility>
 
+#include "core/ops/attention.h"
 #include "core/parameters.h"
 #include "layers/mixer.h"
 #include "layers/model_config.h"
@@ -39,10 +41,13 @@ MixerKind bmojo_ssm_kind(const std::string& ssm_mixer, const std::string& source
 class BmfMixer : public SequenceMixer {
  public:
   BmfMixer(const ModelConfig& config, const std::string& prefix, ParameterRegistry& params);
-  // Needs ctx.positions and ctx.inv_freq (RoPE). Under sequence parallelism the decoder runs it by USP
-  // (layers::mix_sequence): its windows reach back 2W − 1 tokens across the ranks' parts.
+  // Needs ctx.positions and ctx.inv_freq (RoPE). Under sequence parallelism by P2P or A2A (where its SSM runs that
+  // mode) the SSM runs it and every chunk takes its predecessor's last 2W − 1 keys and values (the reach of its
+  // windows) in one neighbour exchange; by USP, with a carried key/value cache, or where a rank's chunk is shorter
+  // than 2W − 1 tokens, the whole sequence is gathered (layers::mix_gathered).
   ag::Var forward(const ag::Var& x, const MixerContext& ctx, const MixerState* state_in = nullptr,
                   MixerState* state_out = nullptr) override;
+  bool runs_sequence_parallel(ag::RecurrentSequenceMode mode) const override;
   double flops_per_token(int64_t seq_len) const override;
   SequenceMixer& ssm() { return *ssm_; }
 
@@ -50,6 +55,15 @@ class BmfMixer : public SequenceMixer {
   // rope(norm(proj(x))) per head (no norm without QK-norm; no RoPE and no norm for values).
   ag::Var heads(const ag::Var& x, const std::string& proj, const std::string& norm, int64_t count,
                 const MixerContext& ctx);
+  struct Heads {
+    ag::Var q, k, v, q_f, k_f, v_f;  // [B, T, H, D]: the in-context and the fading queries, keys and values
+  };
+  Heads project(const ag::Var& x, const ag::Var& fading, const MixerContext& ctx);
+  // The in-context and the fading window's masks for queries after n keys that start at position `first`.
+  std::pair<ops::AttentionOptions, ops::AttentionOptions> windows(int64_t first, int64_t n) const;
+  ag::Var output(const ag::Var& o);  // o_proj of o [B, T, Hq, D]
+  ag::Var forward_sequence_parallel(const ag::Var& x, const MixerContext& ctx, const MixerState* state_in,
+                                    MixerState* state_out);
 
   ModelConfig config_;
   std::string prefix_, attn_;  // attn_: <prefix>.bmojo_attn.

@@ -20,14 +20,20 @@ bool prepare_state(const MixerState* state_in, MixerState* state_out, size_t con
   return carried;
 }
 
+ag::Var mix_gathered(SequenceMixer& mixer, const ag::Var& x, const MixerContext& ctx, const MixerState* state_in) {
+  ag::SequenceExchange* sp = ctx.sequence;
+  PRIMER_CHECK(sp, "USP: the mixer context has no sequence exchange");
+  MixerContext whole = ctx;
+  whole.sequence = nullptr;
+  // Gathered once per step by the decoder when a mixer runs by USP; a mixer that falls back at run time gathers them.
+  whole.positions = ctx.whole_positions.defined() ? ctx.whole_positions : sp->gather_positions(ctx.positions);
+  return sp->local_part(mixer.forward(sp->gather_sequence(x), whole, state_in));
+}
+
 ag::Var mix_sequence(SequenceMixer& mixer, const ag::Var& x, const MixerContext& ctx, const MixerState* state_in) {
   ag::SequenceExchange* sp = ctx.sequence;
   if (!sp || mixer.runs_sequence_parallel(sp->recurrent_mode())) return mixer.forward(x, ctx, state_in);
-  PRIMER_CHECK(ctx.whole_positions.defined(), "USP: the mixer context lacks the gathered positions");
-  MixerContext whole = ctx;
-  whole.sequence = nullptr;
-  whole.positions = ctx.whole_positions;
-  return sp->local_part(mixer.forward(sp->gather_sequence(x), whole, state_in));
+  return mix_gathered(mixer, x, ctx, state_in);
 }
 
 }  // namespace primer::layers

@@ -64,5 +64,8 @@ class SequenceMixer {
 // Eqs. 18–20) — when the mixer does not run sequence parallelism itself. A state_in then enters the whole sequence.
 ag::Var mix_sequence(SequenceMixer& mixer, const ag::Var& x, const MixerContext& ctx,
                      const MixerState* state_in = nullptr);
+// The USP half of mix_sequence, for a mixer that runs sequence parallelism itself but not on this input.
+ag::Var mix_gathered(SequenceMixer& mixer, const ag::Var& x, const MixerContext& ctx,
+                     const MixerState* state_in = nullptr);
 
 }  // namespace primer::layers

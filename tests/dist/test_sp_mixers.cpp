@@ -24,6 +24,7 @@ struct MixerCase {
   const char* name;
   MixerKind kind;
   int64_t q_heads, kv_heads;
+  int64_t window = 5;  // SWA's and B'MOJO-F's: crosses the chunks' boundaries
 };
 // A2A splits both head counts over the ranks: the GQA cases run it on 2 ranks, the 4/4 ones also on 4.
 const MixerCase kMixers[] = {
@@ -40,7 +41,10 @@ const MixerCase kMixers[] = {
     {"GDN2_MHA", MixerKind::GatedDeltaNet2, 4, 4},
     {"Attention", MixerKind::Attention, 4, 2},
     {"SWA", MixerKind::SlidingWindow, 4, 2},
-    {"BMF", MixerKind::BMojoF, 4, 2},  // by USP in every recurrent mode
+    // B'MOJO-F's windows reach back 2W − 1 tokens: W = 2 fits every chunk of these runs (a halo from the previous
+    // chunk's rank), W = 5 the longer chunks only (the shorter ones run gathered).
+    {"BMF", MixerKind::BMojoF, 4, 2, 2},
+    {"BMF_LongWindow", MixerKind::BMojoF, 4, 2, 5},
 };
 
 struct Mode {
@@ -88,8 +92,8 @@ ModelConfig config_for(const MixerCase& m) {
   c.gdn.conv_bias = true;
   c.gdn2.allow_neg_eigval = true;
   c.gdn2.conv_bias = true;
-  c.swa.window_size = 5;  // crosses the chunks' boundaries
-  c.bmojo.window_size = 5;
+  c.swa.window_size = m.window;
+  c.bmojo.window_size = m.window;
   return c;
 }
 
@@ -180,6 +184,9 @@ TEST_P(DistSpMixers, EveryModeAndLayoutEqualsOneRank) {
     prefix.positions = positions(B, 5, 0);
     mixer->forward(ag::constant(test::randn({B, 5, D}, seed + 3)), prefix, nullptr, &initial);
   }
+  // B'MOJO-F's key/value cache carries no gradient and is gathered under sequence parallelism: its SSM's state alone
+  // starts the run, which then trains the attention too.
+  if (GetParam().kind == MixerKind::BMojoF) initial.kv.clear();
   const MixerRun reference = run(*mixer, params, x, dy, whole, initial);
 
   for (const SequenceLayout layout : {SequenceLayout::Contiguous, SequenceLayout::ZigZag})
@@ -192,8 +199,17 @@ TEST_P(DistSpMixers, EveryModeAndLayoutEqualsOneRank) {
       ctx.positions = part_of(whole.positions, P, comm.rank(), layout);
       ctx.inv_freq = whole.inv_freq;
       ctx.whole_positions = sp.gather_positions(ctx.positions);
+      comm.reset_traffic();
       const MixerRun mine =
           run(*mixer, params, part_of(x, P, comm.rank(), layout), part_of(dy, P, comm.rank(), layout), ctx, initial);
+      // A mixer that runs this mode itself never gathers the sequence (as USP does), for B'MOJO-F where its reach
+      // fits the chunk.
+      const int64_t chunk = T / sequence_chunks(P, layout);
+      const bool gathers = !mixer->runs_sequence_parallel(mode.recurrent) ||
+                           (GetParam().kind == MixerKind::BMojoF && chunk < 2 * GetParam().window - 1);
+      if (is_ssm(GetParam().kind) && !gathers) {
+        EXPECT_EQ(comm.traffic().bytes_sent(CollectiveKind::AllGather), 0u) << "the sequence was gathered";
+      }
       test::expect_close(mine.y, part_of(reference.y, P, comm.rank(), layout), 1e-10, 1e-12, "output");
       test::expect_close(mine.dx, part_of(reference.dx, P, comm.rank(), layout), 1e-10, 1e-12, "dx");
       ASSERT_EQ(mine.state_grads.size(), reference.state_grads.size());

@@ -32,8 +32,9 @@ TEST(DistTrainSp, HybridWithEveryMixerEqualsOneProcess) {
   if (world % 2 != 0) GTEST_SKIP() << "sequence parallelism over 2 ranks needs an even world";
   const std::string dir = shared_test_dir("train-sp");
   TinyRun run;
-  run.pattern = "*-SWA-M2-GDN-GKA-KLA";
-  run.overrides = "\"swa_config.window_size\": 6";
+  run.pattern = "*-SWA-M2-GDN-GKA-KLA-BMF";
+  // B'MOJO-F's windows reach 5 tokens back: within the 8-token chunks of zig-zag over 2 ranks (a halo exchange).
+  run.overrides = "\"swa_config.window_size\": 6, \"bmojo_config.window_size\": 3";
   run.tied = false;
   run.max_steps = 2;
   run.sp = 2;
