@@ -17,7 +17,7 @@ namespace primer::ops::cuda_ops {
 namespace {
 
 using attn::BackwardArgs;
-using attn::bf16;
+using tile::bf16;
 
 template <int kDh, int kBlock> struct BackwardTraits {
   static constexpr int kWarps = kBlock / 16, kThreads = 32 * kWarps;
@@ -52,25 +52,25 @@ template <int kDh, int kBlock> __global__ void __launch_bounds__(2 * kBlock) att
   const int tile_begin = q_lo / kBlock, tiles = q_hi > q_lo ? (q_hi + kBlock - 1) / kBlock - tile_begin : 0;
   const int steps = tiles * a.group;  // (query head of the group, query tile) pairs
 
-  attn::load_tile_async<kBlock, kDh, kThreads>(sK, a.k + kv_base + n0 * kv_stride, kv_stride, mask.Tk - n0);
-  attn::load_tile_async<kBlock, kDh, kThreads>(sV, a.v + kv_base + n0 * kv_stride, kv_stride, mask.Tk - n0);
+  tile::load_tile_async<kBlock, kDh, kThreads>(sK, a.k + kv_base + n0 * kv_stride, kv_stride, mask.Tk - n0);
+  tile::load_tile_async<kBlock, kDh, kThreads>(sV, a.v + kv_base + n0 * kv_stride, kv_stride, mask.Tk - n0);
   auto step_head = [&](int step) { return kvh * a.group + step / tiles; };
   auto step_m0 = [&](int step) { return (tile_begin + step % tiles) * kBlock; };
   auto load_queries = [&](int step, int stage) {
     const int h = step_head(step), m0 = step_m0(step);
     const int64_t base = (int64_t(b) * mask.Tq + m0) * q_stride + h * kDh;
-    attn::load_tile_async<kBlock, kDh, kThreads>(sQ + stage * kTile, a.q + base, q_stride, mask.Tq - m0);
-    attn::load_tile_async<kBlock, kDh, kThreads>(sdO + stage * kTile, a.dout + base, q_stride, mask.Tq - m0);
+    tile::load_tile_async<kBlock, kDh, kThreads>(sQ + stage * kTile, a.q + base, q_stride, mask.Tq - m0);
+    tile::load_tile_async<kBlock, kDh, kThreads>(sdO + stage * kTile, a.dout + base, q_stride, mask.Tq - m0);
   };
   if (steps > 0) load_queries(0, 0);
-  attn::cp_async_commit();
+  tile::cp_async_commit();
 
   float dk[kDT][4] = {}, dv[kDT][4] = {};
   for (int step = 0; step < steps; ++step) {
     const int stage = step & 1, h = step_head(step), m0 = step_m0(step);
     if (step + 1 < steps) {
       load_queries(step + 1, stage ^ 1);
-      attn::cp_async_commit();
+      tile::cp_async_commit();
     }
     for (int i = threadIdx.x; i < kBlock; i += kThreads) {
       const int row = m0 + i;
@@ -79,9 +79,9 @@ template <int kDh, int kBlock> __global__ void __launch_bounds__(2 * kBlock) att
       sDelta[stage * kBlock + i] = row < mask.Tq ? a.delta[at] : 0.f;
     }
     if (step + 1 < steps)
-      attn::cp_async_wait<1>();
+      tile::cp_async_wait<1>();
     else
-      attn::cp_async_wait<0>();
+      tile::cp_async_wait<0>();
     __syncthreads();
     const bf16* tQ = sQ + stage * kTile;
     const bf16* tdO = sdO + stage * kTile;
@@ -93,17 +93,17 @@ template <int kDh, int kBlock> __global__ void __launch_bounds__(2 * kBlock) att
 #pragma unroll
     for (int kk = 0; kk < kDh / 16; ++kk) {
       uint32_t ka[4], va[4];
-      attn::load_a<kDh>(ka, sK, warp * 16, kk * 16, lane);
-      attn::load_a<kDh>(va, sV, warp * 16, kk * 16, lane);
+      tile::load_a<kDh>(ka, sK, warp * 16, kk * 16, lane);
+      tile::load_a<kDh>(va, sV, warp * 16, kk * 16, lane);
 #pragma unroll
       for (int mp = 0; mp < kMT / 2; ++mp) {
         uint32_t bq[4], bo[4];
-        attn::load_b_pair_nk<kDh>(bq, tQ, mp * 16, kk * 16, lane);
-        attn::load_b_pair_nk<kDh>(bo, tdO, mp * 16, kk * 16, lane);
-        attn::mma_bf16(st[2 * mp], ka, bq[0], bq[1]);
-        attn::mma_bf16(st[2 * mp + 1], ka, bq[2], bq[3]);
-        attn::mma_bf16(dpt[2 * mp], va, bo[0], bo[1]);
-        attn::mma_bf16(dpt[2 * mp + 1], va, bo[2], bo[3]);
+        tile::load_b_pair_nk<kDh>(bq, tQ, mp * 16, kk * 16, lane);
+        tile::load_b_pair_nk<kDh>(bo, tdO, mp * 16, kk * 16, lane);
+        tile::mma_bf16(st[2 * mp], ka, bq[0], bq[1]);
+        tile::mma_bf16(st[2 * mp + 1], ka, bq[2], bq[3]);
+        tile::mma_bf16(dpt[2 * mp], va, bo[0], bo[1]);
+        tile::mma_bf16(dpt[2 * mp + 1], va, bo[2], bo[3]);
       }
     }
 
@@ -125,17 +125,17 @@ template <int kDh, int kBlock> __global__ void __launch_bounds__(2 * kBlock) att
 #pragma unroll
     for (int kk = 0; kk < kBlock / 16; ++kk) {
       uint32_t pa[4], dsa[4];
-      attn::accumulators_to_a<kMT>(pa, st, kk);
-      attn::accumulators_to_a<kMT>(dsa, dpt, kk);
+      tile::accumulators_to_a<kMT>(pa, st, kk);
+      tile::accumulators_to_a<kMT>(dsa, dpt, kk);
 #pragma unroll
       for (int dp = 0; dp < kDT / 2; ++dp) {
         uint32_t bo[4], bq[4];
-        attn::load_b_pair_kn<kDh>(bo, tdO, dp * 16, kk * 16, lane);
-        attn::load_b_pair_kn<kDh>(bq, tQ, dp * 16, kk * 16, lane);
-        attn::mma_bf16(dv[2 * dp], pa, bo[0], bo[1]);
-        attn::mma_bf16(dv[2 * dp + 1], pa, bo[2], bo[3]);
-        attn::mma_bf16(dk[2 * dp], dsa, bq[0], bq[1]);
-        attn::mma_bf16(dk[2 * dp + 1], dsa, bq[2], bq[3]);
+        tile::load_b_pair_kn<kDh>(bo, tdO, dp * 16, kk * 16, lane);
+        tile::load_b_pair_kn<kDh>(bq, tQ, dp * 16, kk * 16, lane);
+        tile::mma_bf16(dv[2 * dp], pa, bo[0], bo[1]);
+        tile::mma_bf16(dv[2 * dp + 1], pa, bo[2], bo[3]);
+        tile::mma_bf16(dk[2 * dp], dsa, bq[0], bq[1]);
+        tile::mma_bf16(dk[2 * dp + 1], dsa, bq[2], bq[3]);
       }
     }
 
@@ -144,12 +144,12 @@ template <int kDh, int kBlock> __global__ void __launch_bounds__(2 * kBlock) att
     for (int j = 0; j < kMT; ++j)
 #pragma unroll
       for (int r = 0; r < 2; ++r)
-        *reinterpret_cast<__nv_bfloat162*>(sdS + attn::swizzle<kBlock>(warp * 16 + g + 8 * r, j * 8 + 2 * t)) =
+        *reinterpret_cast<__nv_bfloat162*>(sdS + tile::swizzle<kBlock>(warp * 16 + g + 8 * r, j * 8 + 2 * t)) =
             __floats2bfloat162_rn(dpt[j][2 * r], dpt[j][2 * r + 1]);
     __syncthreads();
     uint32_t dsq[kBlock / 16][4];
 #pragma unroll
-    for (int kk = 0; kk < kBlock / 16; ++kk) attn::load_a_transposed<kBlock>(dsq[kk], sdS, warp * 16, kk * 16, lane);
+    for (int kk = 0; kk < kBlock / 16; ++kk) tile::load_a_transposed<kBlock>(dsq[kk], sdS, warp * 16, kk * 16, lane);
     const int qrow = m0 + warp * 16 + g;
     float* dq_row = a.dq_accum + (int64_t(b) * mask.Tq + qrow) * q_stride + h * kDh;
 #pragma unroll
@@ -160,9 +160,9 @@ template <int kDh, int kBlock> __global__ void __launch_bounds__(2 * kBlock) att
 #pragma unroll
         for (int dp = 0; dp < kDqCols / 16; ++dp) {
           uint32_t bk[4];
-          attn::load_b_pair_kn<kDh>(bk, sK, c0 + dp * 16, kk * 16, lane);
-          attn::mma_bf16(acc[2 * dp], dsq[kk], bk[0], bk[1]);
-          attn::mma_bf16(acc[2 * dp + 1], dsq[kk], bk[2], bk[3]);
+          tile::load_b_pair_kn<kDh>(bk, sK, c0 + dp * 16, kk * 16, lane);
+          tile::mma_bf16(acc[2 * dp], dsq[kk], bk[0], bk[1]);
+          tile::mma_bf16(acc[2 * dp + 1], dsq[kk], bk[2], bk[3]);
         }
 #pragma unroll
       for (int d = 0; d < kDqCols / 8; ++d)
@@ -180,7 +180,7 @@ template <int kDh, int kBlock> __global__ void __launch_bounds__(2 * kBlock) att
     }
     __syncthreads();  // sdS, this stage and the statistics are reused two steps on
   }
-  attn::cp_async_wait<0>();  // no query tile at all: K/V loads still land before the CTA exits
+  tile::cp_async_wait<0>();  // no query tile at all: K/V loads still land before the CTA exits
 
 #pragma unroll
   for (int r = 0; r < 2; ++r) {

@@ -5,9 +5,11 @@
 #include <cstdint>
 
 #include "core/ops/cuda/attention_mask.cuh"
-#include "core/ops/cuda/attention_mma.cuh"
+#include "core/ops/cuda/tile/mma.cuh"
 
 namespace primer::ops::cuda_ops::attn {
+
+using tile::bf16;
 
 constexpr float kLog2e = 1.4426950408889634f;
 

@@ -18,9 +18,9 @@
 #include "core/cuda_runtime.h"
 #include "core/ops/cuda/attention_backward_common.cuh"
 #include "core/ops/cuda/dynamic_smem.h"
-#include "core/ops/cuda/tma.cuh"
+#include "core/ops/cuda/tile/tma.cuh"
 #include "core/ops/cuda/tma_map.h"
-#include "core/ops/cuda/wgmma.cuh"
+#include "core/ops/cuda/tile/wgmma.cuh"
 
 namespace primer::ops::cuda_ops::attn {
 namespace {
@@ -47,7 +47,7 @@ template <int kDh> struct WgmmaBackwardTraits {
 #ifdef PRIMER_WGMMA
 // 4-byte asynchronous copy; when !valid the destination is zero-filled and nothing is read.
 __device__ __forceinline__ void cp_async_4(void* smem, const void* global, bool valid) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_address(smem)), "l"(global),
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(tile::smem_address(smem)), "l"(global),
                "r"(valid ? 4 : 0));
 }
 
@@ -97,7 +97,7 @@ __device__ __forceinline__ void accumulators_to_a(uint32_t (&a)[4][4], const flo
 #pragma unroll
   for (int kk = 0; kk < 4; ++kk)
 #pragma unroll
-    for (int i = 0; i < 4; ++i) a[kk][i] = pack_bf16(c[8 * kk + 2 * i], c[8 * kk + 2 * i + 1]);
+    for (int i = 0; i < 4; ++i) a[kk][i] = tile::pack_bf16(c[8 * kk + 2 * i], c[8 * kk + 2 * i + 1]);
 }
 #endif
 
@@ -113,7 +113,7 @@ template <int kDh> __global__ void __launch_bounds__(256, 1)
   constexpr int kBlockN = Tr::kBlockN, kBlockM = Tr::kBlockM, kThreads = Tr::kThreads, kStages = Tr::kStages;
   constexpr int kDqCols = Tr::kDqCols;
   extern __shared__ unsigned char smem_raw[];
-  unsigned char* smem = smem_raw + ((1024 - (smem_address(smem_raw) & 1023)) & 1023);  // swizzle atoms: 1024 B
+  unsigned char* smem = smem_raw + ((1024 - (tile::smem_address(smem_raw) & 1023)) & 1023);  // swizzle atoms: 1024 B
   bf16* sK = reinterpret_cast<bf16*>(smem);
   bf16* sV = sK + KTile::kElems;
   bf16* sQ = sV + KTile::kElems;             // [kStages]
@@ -173,7 +173,7 @@ template <int kDh> __global__ void __launch_bounds__(256, 1)
         cp_async_4((tid < kBlockM ? sLse : sDelta) + stage * kBlockM + i, src, valid);
       }
     }
-    cp_async_commit();
+    tile::cp_async_commit();
   };
 
   // S^T = K_w Q^T or dP^T = V_w dO^T from a stage: one commit group.
@@ -204,7 +204,7 @@ template <int kDh> __global__ void __launch_bounds__(256, 1)
   for (int i = 0; i < kDh / 2; ++i) dk[i] = dv[i] = 0.f;
   float s[32], dp[32];
   if (steps > 0) {
-    cp_async_wait<1>();
+    tile::cp_async_wait<1>();
     wait_queries(0);
     wgmma::fence_shared_for_async();
     __syncthreads();
@@ -268,7 +268,7 @@ template <int kDh> __global__ void __launch_bounds__(256, 1)
     // After this barrier: both warpgroups' dS^T and the next step's queries are in shared memory, the previous
     // step's dQ staging has been read, and both warpgroups are done with step - 1's dK/dV products, so its stage
     // takes step + 2's queries.
-    cp_async_wait<0>();
+    tile::cp_async_wait<0>();
     if (step + 1 < steps) wait_queries(step + 1);
     tma::wait_reduces<true>();
     wgmma::fence_shared_for_async();
@@ -321,7 +321,7 @@ template <int kDh> __global__ void __launch_bounds__(256, 1)
   }
   tma::wait_reduces<false>();
   wgmma::wait<0>();
-  cp_async_wait<0>();  // no query tile at all: K/V loads still land before the CTA exits
+  tile::cp_async_wait<0>();  // no query tile at all: K/V loads still land before the CTA exits
 
 #pragma unroll
   for (int r = 0; r < 2; ++r) {

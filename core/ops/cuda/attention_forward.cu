@@ -9,14 +9,14 @@
 #include "core/ops/cuda/attention.h"
 #include "core/ops/cuda/attention_forward_wgmma.h"
 #include "core/ops/cuda/attention_mask.cuh"
-#include "core/ops/cuda/attention_mma.cuh"
+#include "core/ops/cuda/tile/mma.cuh"
 #include "core/ops/cuda/dynamic_smem.h"
 #include "core/ops/cuda/wgmma_available.h"
 
 namespace primer::ops::cuda_ops {
 namespace {
 
-using attn::bf16;
+using tile::bf16;
 constexpr float kLog2e = 1.4426950408889634f;
 
 struct ForwardArgs {
@@ -58,31 +58,31 @@ template <int kDh, int kWarps, int kBlockN> __global__ void __launch_bounds__(32
   float o[kDT][4] = {};
   float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.f, 0.f};  // rows g and g + 8 of this warp
   if (tile_begin < tile_end) {
-    attn::load_tile_async<kBlockM, kDh, kThreads>(sQ, q + m0 * q_stride, q_stride, mask.Tq - m0);
+    tile::load_tile_async<kBlockM, kDh, kThreads>(sQ, q + m0 * q_stride, q_stride, mask.Tq - m0);
     auto load_kv = [&](int tile, int stage) {
       const int n0 = tile * kBlockN;
-      attn::load_tile_async<kBlockN, kDh, kThreads>(sK + stage * kBlockN * kDh, k + n0 * kv_stride, kv_stride,
+      tile::load_tile_async<kBlockN, kDh, kThreads>(sK + stage * kBlockN * kDh, k + n0 * kv_stride, kv_stride,
                                                     mask.Tk - n0);
-      attn::load_tile_async<kBlockN, kDh, kThreads>(sV + stage * kBlockN * kDh, v + n0 * kv_stride, kv_stride,
+      tile::load_tile_async<kBlockN, kDh, kThreads>(sV + stage * kBlockN * kDh, v + n0 * kv_stride, kv_stride,
                                                     mask.Tk - n0);
     };
     load_kv(tile_begin, 0);
-    attn::cp_async_commit();
+    tile::cp_async_commit();
 
     uint32_t qf[kDh / 16][4];
     for (int tile = tile_begin; tile < tile_end; ++tile) {
       const int stage = (tile - tile_begin) & 1;
       if (tile + 1 < tile_end) {
         load_kv(tile + 1, stage ^ 1);  // that stage was released by the previous iteration's final barrier
-        attn::cp_async_commit();
-        attn::cp_async_wait<1>();
+        tile::cp_async_commit();
+        tile::cp_async_wait<1>();
       } else {
-        attn::cp_async_wait<0>();
+        tile::cp_async_wait<0>();
       }
       __syncthreads();
       if (tile == tile_begin) {
 #pragma unroll
-        for (int kk = 0; kk < kDh / 16; ++kk) attn::load_a<kDh>(qf[kk], sQ, warp * 16, kk * 16, lane);
+        for (int kk = 0; kk < kDh / 16; ++kk) tile::load_a<kDh>(qf[kk], sQ, warp * 16, kk * 16, lane);
       }
       const bf16* tK = sK + stage * kBlockN * kDh;
       const bf16* tV = sV + stage * kBlockN * kDh;
@@ -93,9 +93,9 @@ template <int kDh, int kWarps, int kBlockN> __global__ void __launch_bounds__(32
 #pragma unroll
         for (int np = 0; np < kNT / 2; ++np) {
           uint32_t bk[4];
-          attn::load_b_pair_nk<kDh>(bk, tK, np * 16, kk * 16, lane);
-          attn::mma_bf16(s[2 * np], qf[kk], bk[0], bk[1]);
-          attn::mma_bf16(s[2 * np + 1], qf[kk], bk[2], bk[3]);
+          tile::load_b_pair_nk<kDh>(bk, tK, np * 16, kk * 16, lane);
+          tile::mma_bf16(s[2 * np], qf[kk], bk[0], bk[1]);
+          tile::mma_bf16(s[2 * np + 1], qf[kk], bk[2], bk[3]);
         }
       }
 
@@ -137,13 +137,13 @@ template <int kDh, int kWarps, int kBlockN> __global__ void __launch_bounds__(32
 #pragma unroll
       for (int kk = 0; kk < kBlockN / 16; ++kk) {
         uint32_t pa[4];
-        attn::accumulators_to_a<kNT>(pa, s, kk);
+        tile::accumulators_to_a<kNT>(pa, s, kk);
 #pragma unroll
         for (int dp = 0; dp < kDT / 2; ++dp) {
           uint32_t bv[4];
-          attn::load_b_pair_kn<kDh>(bv, tV, dp * 16, kk * 16, lane);
-          attn::mma_bf16(o[2 * dp], pa, bv[0], bv[1]);
-          attn::mma_bf16(o[2 * dp + 1], pa, bv[2], bv[3]);
+          tile::load_b_pair_kn<kDh>(bv, tV, dp * 16, kk * 16, lane);
+          tile::mma_bf16(o[2 * dp], pa, bv[0], bv[1]);
+          tile::mma_bf16(o[2 * dp + 1], pa, bv[2], bv[3]);
         }
       }
       __syncthreads();

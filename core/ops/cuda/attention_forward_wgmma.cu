@@ -10,14 +10,14 @@
 #include "core/ops/cuda/attention_forward_wgmma.h"
 #include "core/ops/cuda/attention_mask.cuh"
 #include "core/ops/cuda/dynamic_smem.h"
-#include "core/ops/cuda/tma.cuh"
+#include "core/ops/cuda/tile/tma.cuh"
 #include "core/ops/cuda/tma_map.h"
-#include "core/ops/cuda/wgmma.cuh"
+#include "core/ops/cuda/tile/wgmma.cuh"
 
 namespace primer::ops::cuda_ops {
 namespace {
 
-using attn::bf16;
+using tile::bf16;
 constexpr float kLog2e = 1.4426950408889634f;
 
 struct ForwardArgs {
@@ -86,7 +86,7 @@ __device__ __forceinline__ void pack_probabilities(uint32_t (&p)[kBlockN / 16][4
 #pragma unroll
   for (int kk = 0; kk < kBlockN / 16; ++kk)
 #pragma unroll
-    for (int i = 0; i < 4; ++i) p[kk][i] = attn::pack_bf16(s[8 * kk + 2 * i], s[8 * kk + 2 * i + 1]);
+    for (int i = 0; i < 4; ++i) p[kk][i] = tile::pack_bf16(s[8 * kk + 2 * i], s[8 * kk + 2 * i + 1]);
 }
 
 // The pipeline. A producer warp streams Q, then K and V tiles into two stages each, waiting for a stage's "empty"

@@ -1,6 +1,6 @@
 // Device pieces the chunked Chebyshev-solve kernels share: where a chunk's rows live, its cumulative log-decays,
 // affine scans over a chunk's 64 rows, staging rows into swizzled bf16 tiles, and warp-tile products on mma.sync
-// (bf16 operands, fp32 accumulation; the fragment layouts are those of attention_mma.cuh).
+// (bf16 operands, fp32 accumulation; the fragment layouts are those of tile/mma.cuh).
 #pragma once
 #include <cuda_bf16.h>
 
@@ -9,12 +9,13 @@
 
 #include "core/dtype.h"
 #include "core/ops/chebyshev_solve_dims.h"
-#include "core/ops/cuda/attention_mma.cuh"
-#include "core/ops/cuda/vector_io.cuh"
+#include "core/ops/cuda/tile/mma.cuh"
+#include "core/ops/cuda/tile/warp_mma.cuh"
+#include "core/ops/cuda/tile/vector_io.cuh"
 
 namespace primer::ops::cuda_ops::cheb {
 
-using attn::bf16;
+using tile::bf16;
 constexpr int kC = int(ChebyshevDims::kChunk);  // tokens per chunk: 64
 
 // One chunk of one (batch, head) in the [B, T, H, D] and [B, T, H] buffers.
@@ -80,7 +81,7 @@ __device__ __forceinline__ void warp_affine_scan(float a0, float b0, float a1, f
   y1 = B;
 }
 
-__device__ __forceinline__ uint32_t pack_pair(float a, float b) { return attn::pack_bf16(a, b); }
+__device__ __forceinline__ uint32_t pack_pair(float a, float b) { return tile::pack_bf16(a, b); }
 
 // Eight floats as bf16 at `offset` of tile hi and, if lo is non-null, their rounding residuals v − bf16(v) at the
 // same offset of lo: hi + lo carries ~16 significant bits.
@@ -127,7 +128,7 @@ template <class T, int kCols, int kThreads> struct RowPieces {
       const float s = scale ? scale[row(it)] : 1.f;
 #pragma unroll
       for (int e = 0; e < 8; ++e) v[it][e] *= s;
-      store_split(hi, lo, attn::swizzle<kCols>(row(it), col(it)), v[it]);
+      store_split(hi, lo, tile::swizzle<kCols>(row(it), col(it)), v[it]);
     }
   }
 };
@@ -154,70 +155,9 @@ template <int D, int kThreads> __device__ __forceinline__ float stage_matrix(bf1
     const int i = int(threadIdx.x) + it * kThreads, row = i / (D / 8), col = (i % (D / 8)) * 8;
 #pragma unroll
     for (int e = 0; e < 8; ++e) squares += v[it][e] * v[it][e];
-    store_split(hi, lo, attn::swizzle<D>(row, col), v[it]);
+    store_split(hi, lo, tile::swizzle<D>(row, col), v[it]);
   }
   return squares;
-}
-
-// acc[nt] += A[m0 .. m0+16, 0 .. 16·kSteps] · B[.., n0 + 8·nt .. +8] for nt < kNT (even).
-// A is a swizzled row-major tile with kACols columns; B is a swizzled tile with kBCols columns that stores B as
-// [k][n] (kBRowMajor) or as [n][k] (B's columns are the tile's rows: a product with the tile's transpose).
-template <int kACols, int kBCols, int kSteps, int kNT, bool kBRowMajor>
-__device__ __forceinline__ void mma_rows(float (&acc)[kNT][4], const bf16* A, int m0, const bf16* B, int n0, int lane) {
-#pragma unroll
-  for (int kk = 0; kk < kSteps; ++kk) {
-    uint32_t a[4];
-    attn::load_a<kACols>(a, A, m0, 16 * kk, lane);
-#pragma unroll
-    for (int p = 0; p < kNT / 2; ++p) {
-      uint32_t b[4];
-      if constexpr (kBRowMajor)
-        attn::load_b_pair_kn<kBCols>(b, B, n0 + 16 * p, 16 * kk, lane);
-      else
-        attn::load_b_pair_nk<kBCols>(b, B, n0 + 16 * p, 16 * kk, lane);
-      attn::mma_bf16(acc[2 * p], a, b[0], b[1]);
-      attn::mma_bf16(acc[2 * p + 1], a, b[2], b[3]);
-    }
-  }
-}
-
-// The same with A stored transposed, as a [k][m] tile of kACols (= m extent) columns.
-template <int kACols, int kBCols, int kSteps, int kNT, bool kBRowMajor>
-__device__ __forceinline__ void mma_rows_at(float (&acc)[kNT][4], const bf16* At, int m0, const bf16* B, int n0,
-                                            int lane) {
-#pragma unroll
-  for (int kk = 0; kk < kSteps; ++kk) {
-    uint32_t a[4];
-    attn::load_a_transposed<kACols>(a, At, m0, 16 * kk, lane);
-#pragma unroll
-    for (int p = 0; p < kNT / 2; ++p) {
-      uint32_t b[4];
-      if constexpr (kBRowMajor)
-        attn::load_b_pair_kn<kBCols>(b, B, n0 + 16 * p, 16 * kk, lane);
-      else
-        attn::load_b_pair_nk<kBCols>(b, B, n0 + 16 * p, 16 * kk, lane);
-      attn::mma_bf16(acc[2 * p], a, b[0], b[1]);
-      attn::mma_bf16(acc[2 * p + 1], a, b[2], b[3]);
-    }
-  }
-}
-
-// Accumulator tiles (rows m0 + g and m0 + g + 8, columns n0 + 8·nt + 2t, +1) into a swizzled bf16 tile.
-template <int kCols, int kNT>
-__device__ __forceinline__ void store_tile(bf16* tile, const float (&acc)[kNT][4], int m0, int n0, int lane) {
-  const int g = lane >> 2, t = lane & 3;
-#pragma unroll
-  for (int nt = 0; nt < kNT; ++nt) {
-    const int col = n0 + 8 * nt + 2 * t;
-    *reinterpret_cast<uint32_t*>(tile + attn::swizzle<kCols>(m0 + g, col)) = pack_pair(acc[nt][0], acc[nt][1]);
-    *reinterpret_cast<uint32_t*>(tile + attn::swizzle<kCols>(m0 + g + 8, col)) = pack_pair(acc[nt][2], acc[nt][3]);
-  }
-}
-
-// Σ over a quad (the 4 lanes that share an accumulator row).
-__device__ __forceinline__ float quad_sum(float v) {
-  v += __shfl_xor_sync(0xffffffffu, v, 1);
-  return v + __shfl_xor_sync(0xffffffffu, v, 2);
 }
 
 // The 8-warp tiling of a chunk's [64][D] rows: warp (wm, wn) = (warp % 4, warp / 4) owns rows 16·wm .. +16, the
@@ -270,7 +210,7 @@ template <int D> __device__ __forceinline__ void add_row_dots(float* rows, const
 #pragma unroll
     for (int nt = 0; nt < D / 16; ++nt)
       v += a[nt][2 * half] * b[nt][2 * half] + a[nt][2 * half + 1] * b[nt][2 * half + 1];
-    v = quad_sum(v);
+    v = tile::row_sum(v);
     if ((s.lane & 3) == 0) atomicAdd(rows + s.row(half), v);  // two addends into 0: exact, order-free
   }
 }

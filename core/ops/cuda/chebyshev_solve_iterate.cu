@@ -5,7 +5,7 @@
 // with X staged once per iteration as bf16, H_0 as a hi + lo pair of bf16 (its rounding would otherwise cap the
 // solve near 1e-2: 000_gka.md §4), K exact in bf16 for bf16 inputs. ‖H_c‖_F comes from Eq. (5) (see the CPU path).
 #include "core/cuda_runtime.h"
-#include "core/ops/cuda/block_reduce.cuh"
+#include "core/ops/cuda/tile/block_reduce.cuh"
 #include "core/ops/cuda/chebyshev_solve_common.cuh"
 #include "core/ops/cuda/chebyshev_solve_kernels.h"
 #include "core/ops/cuda/dynamic_smem.h"
@@ -52,23 +52,23 @@ template <int D> __device__ __forceinline__ void products_with_k_and_h0(float (&
 #pragma unroll
   for (int kk = 0; kk < D / 16; ++kk) {
     uint32_t a[4];
-    attn::load_a<D>(a, A, s.m0, 16 * kk, s.lane);
+    tile::load_a<D>(a, A, s.m0, 16 * kk, s.lane);
 #pragma unroll
     for (int q = 0; q < 2; ++q) {
       uint32_t b[4];
-      attn::load_b_pair_nk<D>(b, s.k, s.pcol0 + 16 * q, 16 * kk, s.lane);
-      attn::mma_bf16(p[2 * q], a, b[0], b[1]);
-      attn::mma_bf16(p[2 * q + 1], a, b[2], b[3]);
+      tile::load_b_pair_nk<D>(b, s.k, s.pcol0 + 16 * q, 16 * kk, s.lane);
+      tile::mma_bf16(p[2 * q], a, b[0], b[1]);
+      tile::mma_bf16(p[2 * q + 1], a, b[2], b[3]);
     }
 #pragma unroll
     for (int q = 0; q < kNT / 2; ++q) {
       uint32_t hi[4], lo[4];
-      attn::load_b_pair_nk<D>(hi, s.h_hi, s.ncol0 + 16 * q, 16 * kk, s.lane);
-      attn::load_b_pair_nk<D>(lo, s.h_lo, s.ncol0 + 16 * q, 16 * kk, s.lane);
-      attn::mma_bf16(Y[2 * q], a, hi[0], hi[1]);
-      attn::mma_bf16(Y[2 * q + 1], a, hi[2], hi[3]);
-      attn::mma_bf16(Y[2 * q], a, lo[0], lo[1]);
-      attn::mma_bf16(Y[2 * q + 1], a, lo[2], lo[3]);
+      tile::load_b_pair_nk<D>(hi, s.h_hi, s.ncol0 + 16 * q, 16 * kk, s.lane);
+      tile::load_b_pair_nk<D>(lo, s.h_lo, s.ncol0 + 16 * q, 16 * kk, s.lane);
+      tile::mma_bf16(Y[2 * q], a, hi[0], hi[1]);
+      tile::mma_bf16(Y[2 * q + 1], a, hi[2], hi[3]);
+      tile::mma_bf16(Y[2 * q], a, lo[0], lo[1]);
+      tile::mma_bf16(Y[2 * q + 1], a, lo[2], lo[3]);
     }
   }
 }
@@ -78,7 +78,7 @@ template <int D> __device__ __forceinline__ void chunk_matvec(float (&Y)[D / 16]
                                                               const float (&mask)[4][4], const float (&zeta)[2],
                                                               const Tiles<D>& s) {
   constexpr int kNT = D / 16;
-  store_tile<D, kNT>(s.x, X, s.m0, s.ncol0, s.lane);
+  tile::store_tile<D, kNT>(s.x, X, s.m0, s.ncol0, s.lane);
   __syncthreads();
   float p[4][4];
   products_with_k_and_h0<D>(p, Y, s.x, s);
@@ -86,13 +86,13 @@ template <int D> __device__ __forceinline__ void chunk_matvec(float (&Y)[D / 16]
   for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
     for (int e = 0; e < 4; ++e) p[nt][e] *= mask[nt][e];
-  store_tile<kC, 4>(s.p, p, s.m0, s.pcol0, s.lane);
+  tile::store_tile<kC, 4>(s.p, p, s.m0, s.pcol0, s.lane);
   __syncthreads();
 #pragma unroll
   for (int nt = 0; nt < kNT; ++nt)
 #pragma unroll
     for (int e = 0; e < 4; ++e) Y[nt][e] *= zeta[e >> 1];
-  mma_rows<kC, D, kC / 16, kNT, true>(Y, s.p, s.m0, s.k, s.ncol0, s.lane);  // + ((X Kᵀ) ⊙ Mᵀ) K
+  tile::mma_AB<kC, kC, D>(Y, s.p, s.k, s.m0, s.ncol0, s.lane);  // + ((X Kᵀ) ⊙ Mᵀ) K
 }
 
 template <int D, class T, bool kBackward> __global__ void __launch_bounds__(kThreads, 1) iterate_kernel(IterateArgs a) {
@@ -146,7 +146,7 @@ template <int D, class T, bool kBackward> __global__ void __launch_bounds__(kThr
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         const __nv_bfloat162 pair =
-            *reinterpret_cast<const __nv_bfloat162*>(s.k + attn::swizzle<D>(s.row(half), s.ncol0 + 8 * nt + 2 * t));
+            *reinterpret_cast<const __nv_bfloat162*>(s.k + tile::swizzle<D>(s.row(half), s.ncol0 + 8 * nt + 2 * t));
         kk[nt][2 * half] = __low2float(pair);
         kk[nt][2 * half + 1] = __high2float(pair);
       }
@@ -161,7 +161,7 @@ template <int D, class T, bool kBackward> __global__ void __launch_bounds__(kThr
           const int j = s.pcol0 + 8 * nt + 2 * t + (e & 1);
           v += (j == s.row(half) ? 1.f : 2.f) * mask[nt][e] * p[nt][e] * p[nt][e];
         }
-      v = quad_sum(v);
+      v = tile::row_sum(v);
       if (t == 0) atomicAdd(s_fresh + s.row(half), v);
     }
   }

@@ -76,9 +76,9 @@ template <int D, class T> __global__ void __launch_bounds__(kThreads, 1) key_gra
   // The three 64 x 64 masked products, this warp's 16 x 32 part of each.
   {
     float pa[4][4] = {}, pb[4][4] = {}, pc[4][4] = {};
-    mma_rows<D, D, D / 16, 4, false>(pa, s_k, wt.m0, s_x, wt.pcol0, lane);  // K Xᵀ
-    mma_rows<D, D, D / 16, 4, false>(pb, s_k, wt.m0, s_s, wt.pcol0, lane);  // K Sᵀ
-    mma_rows<D, D, D / 16, 4, false>(pc, s_k, wt.m0, s_k, wt.pcol0, lane);  // K Kᵀ
+    tile::mma_ABt<D, D, D>(pa, s_k, s_x, wt.m0, wt.pcol0, lane);  // K Xᵀ
+    tile::mma_ABt<D, D, D>(pb, s_k, s_s, wt.m0, wt.pcol0, lane);  // K Sᵀ
+    tile::mma_ABt<D, D, D>(pc, s_k, s_k, wt.m0, wt.pcol0, lane);  // K Kᵀ
 #pragma unroll
     for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
@@ -92,16 +92,16 @@ template <int D, class T> __global__ void __launch_bounds__(kThreads, 1) key_gra
         pb[nt][e] *= causal;
         pc[nt][e] *= full;
       }
-    store_tile<kC, 4>(s_pa, pa, wt.m0, wt.pcol0, lane);
-    store_tile<kC, 4>(s_pb, pb, wt.m0, wt.pcol0, lane);
-    store_tile<kC, 4>(s_pc, pc, wt.m0, wt.pcol0, lane);
+    tile::store_tile<kC, 4>(s_pa, pa, wt.m0, wt.pcol0, lane);
+    tile::store_tile<kC, 4>(s_pb, pb, wt.m0, wt.pcol0, lane);
+    tile::store_tile<kC, 4>(s_pc, pc, wt.m0, wt.pcol0, lane);
   }
   __syncthreads();
 
   float dk[kNT][4] = {};
-  mma_rows<kC, D, kC / 16, kNT, true>(dk, s_pa, wt.m0, s_s, wt.ncol0, lane);
-  mma_rows<kC, D, kC / 16, kNT, true>(dk, s_pb, wt.m0, s_x, wt.ncol0, lane);
-  mma_rows<kC, D, kC / 16, kNT, true>(dk, s_pc, wt.m0, s_k, wt.ncol0, lane);
+  tile::mma_AB<kC, kC, D>(dk, s_pa, s_s, wt.m0, wt.ncol0, lane);
+  tile::mma_AB<kC, kC, D>(dk, s_pb, s_x, wt.m0, wt.ncol0, lane);
+  tile::mma_AB<kC, kC, D>(dk, s_pc, s_k, wt.m0, wt.ncol0, lane);
   float coef_h0[2], coef_adj[2];
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
@@ -111,8 +111,8 @@ template <int D, class T> __global__ void __launch_bounds__(kThreads, 1) key_gra
   }
   {
     float y[kNT][4] = {};
-    mma_rows<D, D, D / 16, kNT, true>(y, s_k, wt.m0, s_h0, wt.ncol0, lane);   // K H_0
-    mma_rows<D, D, D / 16, kNT, false>(y, s_k, wt.m0, s_h0, wt.ncol0, lane);  // K H_0ᵀ
+    tile::mma_AB<D, D, D>(y, s_k, s_h0, wt.m0, wt.ncol0, lane);   // K H_0
+    tile::mma_ABt<D, D, D>(y, s_k, s_h0, wt.m0, wt.ncol0, lane);  // K H_0ᵀ
 #pragma unroll
     for (int nt = 0; nt < kNT; ++nt)
 #pragma unroll
@@ -120,8 +120,8 @@ template <int D, class T> __global__ void __launch_bounds__(kThreads, 1) key_gra
   }
   {
     float y[kNT][4] = {};
-    mma_rows<D, D, D / 16, kNT, true>(y, s_k, wt.m0, s_adj, wt.ncol0, lane);   // K Ĥ
-    mma_rows<D, D, D / 16, kNT, false>(y, s_k, wt.m0, s_adj, wt.ncol0, lane);  // K Ĥᵀ
+    tile::mma_AB<D, D, D>(y, s_k, s_adj, wt.m0, wt.ncol0, lane);   // K Ĥ
+    tile::mma_ABt<D, D, D>(y, s_k, s_adj, wt.m0, wt.ncol0, lane);  // K Ĥᵀ
 #pragma unroll
     for (int nt = 0; nt < kNT; ++nt)
 #pragma unroll
@@ -136,7 +136,7 @@ template <int D, class T> __global__ void __launch_bounds__(kThreads, 1) key_gra
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const __nv_bfloat162 pair =
-          *reinterpret_cast<const __nv_bfloat162*>(s_k + attn::swizzle<D>(wt.row(half), wt.ncol0 + 8 * nt + 2 * t));
+          *reinterpret_cast<const __nv_bfloat162*>(s_k + tile::swizzle<D>(wt.row(half), wt.ncol0 + 8 * nt + 2 * t));
       kk[nt][2 * half] = __low2float(pair);
       kk[nt][2 * half + 1] = __high2float(pair);
     }

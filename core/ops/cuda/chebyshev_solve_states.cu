@@ -5,7 +5,7 @@
 // (000_gka.md §3.2-3.3 and core/ops/cpu/chebyshev_solve.cpp). Each chunk's update is one tensor-core product with
 // the chunk's tokens as the reduction dimension.
 #include "core/cuda_runtime.h"
-#include "core/ops/cuda/block_reduce.cuh"
+#include "core/ops/cuda/tile/block_reduce.cuh"
 #include "core/ops/cuda/chebyshev_solve_common.cuh"
 #include "core/ops/cuda/chebyshev_solve_kernels.h"
 
@@ -82,8 +82,8 @@ template <int D, class T> __global__ void __launch_bounds__(kThreads) chunk_stat
     for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[nt][e] *= zeta_last;
-    mma_rows_at<64, 64, kC / 16, 8, true>(acc, s_hi, 16 * tl.warp, s_b, 0, tl.lane);
-    mma_rows_at<64, 64, kC / 16, 8, true>(acc, s_lo, 16 * tl.warp, s_b, 0, tl.lane);
+    tile::mma_AtB<kC, 64, 64>(acc, s_hi, s_b, 16 * tl.warp, 0, tl.lane);
+    tile::mma_AtB<kC, 64, 64>(acc, s_lo, s_b, 16 * tl.warp, 0, tl.lane);
     __syncthreads();  // the next chunk restages the tiles
   }
   store_tile_f32<D>(a.states + a.geo.state(bh, a.geo.N, D), acc, tl);
@@ -160,7 +160,7 @@ template <int D, class T> __global__ void __launch_bounds__(kThreads) state_grad
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[nt][e] = zeta_last * acc[nt][e] - half_w0 * h0[nt][e];
     __syncthreads();
-    mma_rows_at<64, 64, 2 * kC / 16, 8, true>(acc, s_a, 16 * tl.warp, s_b, 0, tl.lane);
+    tile::mma_AtB<2 * kC, 64, 64>(acc, s_a, s_b, 16 * tl.warp, 0, tl.lane);
     __syncthreads();  // the next chunk restages the tiles
   }
   if (a.dstate_in) store_tile_f32<D>(a.dstate_in + bh * D * D, acc, tl);

@@ -2,10 +2,10 @@
 #include <type_traits>
 
 #include "core/cuda_runtime.h"
-#include "core/ops/cuda/async_rows.cuh"
+#include "core/ops/cuda/tile/async_rows.cuh"
 #include "core/ops/cuda/conv1d.h"
 #include "core/ops/cuda/sm_count.h"
-#include "core/ops/cuda/vector_io.cuh"
+#include "core/ops/cuda/tile/vector_io.cuh"
 
 namespace primer::ops::cuda_ops {
 namespace {

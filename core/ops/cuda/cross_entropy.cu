@@ -2,7 +2,7 @@
 
 #include "core/cuda_runtime.h"
 #include "core/ops/cuda/cross_entropy.h"
-#include "core/ops/cuda/device_types.cuh"
+#include "core/ops/cuda/tile/device_types.cuh"
 
 namespace primer::ops::cuda_ops {
 namespace {

@@ -2,9 +2,9 @@
 #include <type_traits>
 
 #include "core/cuda_runtime.h"
-#include "core/ops/cuda/device_types.cuh"
+#include "core/ops/cuda/tile/device_types.cuh"
 #include "core/ops/cuda/elementwise.h"
-#include "core/ops/cuda/vector_io.cuh"
+#include "core/ops/cuda/tile/vector_io.cuh"
 
 namespace primer::ops::cuda_ops {
 namespace {

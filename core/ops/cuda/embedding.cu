@@ -2,7 +2,7 @@
 
 #include "core/cuda_runtime.h"
 #include "core/ops/cuda/embedding.h"
-#include "core/ops/cuda/vector_io.cuh"
+#include "core/ops/cuda/tile/vector_io.cuh"
 
 namespace primer::ops::cuda_ops {
 namespace {

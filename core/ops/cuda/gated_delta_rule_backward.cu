@@ -11,7 +11,7 @@
 //     and the gate gradients as row sums (∂L/∂G_r = dq_r·q_r − dk_r·k_r on the output and state paths, plus the
 //     WY and L terms), reverse-cumsummed within the chunk. Row sums are combined in a fixed order: deterministic.
 #include "core/cuda_runtime.h"
-#include "core/ops/cuda/chunk_mma.cuh"
+#include "core/ops/cuda/tile/warp_mma.cuh"
 #include "core/ops/cuda/dynamic_smem.h"
 #include "core/ops/cuda/gated_delta_rule.h"
 #include "core/ops/cuda/gated_delta_rule_kernels.cuh"
@@ -19,9 +19,9 @@
 namespace primer::ops::cuda_ops::gdr {
 namespace {
 
-using namespace chunk;
-using attn::pack_bf16;
-using attn::swizzle;
+using namespace tile;
+using tile::pack_bf16;
+using tile::swizzle;
 
 // ---------------------------------------------------------------------------------------------------------------
 // Reverse state pass.
@@ -68,13 +68,13 @@ template <int D, int BV> __global__ void __launch_bounds__(kThreads)
   auto load = [&](int n, const Stage& st) {
     const int t0 = n * kChunk, valid = min(kChunk, sz.T - t0);
     const int64_t in_row = (int64_t(b) * sz.T + t0) * sz.H + h, crow = bh * int64_t(sz.chunks) * kChunk + t0;
-    attn::load_tile_async<kChunk, D, kThreads>(st.Q, in.q + in_row * D, row_stride, valid);
-    attn::load_tile_async<kChunk, D, kThreads>(st.K, in.k + in_row * D, row_stride, valid);
-    attn::load_tile_async<kChunk, D, kThreads>(st.W, s.W + crow * D, D, kChunk);
-    attn::load_tile_async<kChunk, BV, kThreads>(st.dO, dout + in_row * D + col0, row_stride, valid);
-    attn::load_tile_async<kChunk, kChunk, kThreads>(st.P, s.P + crow * kChunk, kChunk, kChunk);
+    tile::load_tile_async<kChunk, D, kThreads>(st.Q, in.q + in_row * D, row_stride, valid);
+    tile::load_tile_async<kChunk, D, kThreads>(st.K, in.k + in_row * D, row_stride, valid);
+    tile::load_tile_async<kChunk, D, kThreads>(st.W, s.W + crow * D, D, kChunk);
+    tile::load_tile_async<kChunk, BV, kThreads>(st.dO, dout + in_row * D + col0, row_stride, valid);
+    tile::load_tile_async<kChunk, kChunk, kThreads>(st.P, s.P + crow * kChunk, kChunk, kChunk);
     load_row_async(st.G, s.G2 + crow);
-    attn::cp_async_commit();
+    tile::cp_async_commit();
   };
 
   load(sz.chunks - 1, stage(0));
@@ -83,9 +83,9 @@ template <int D, int BV> __global__ void __launch_bounds__(kThreads)
     const Stage st = stage(i);
     if (n > 0) {
       load(n - 1, stage(i + 1));
-      attn::cp_async_wait<1>();
+      tile::cp_async_wait<1>();
     } else {
-      attn::cp_async_wait<0>();
+      tile::cp_async_wait<0>();
     }
     const int64_t crow = bh * int64_t(sz.chunks) * kChunk + n * kChunk;
 
@@ -186,24 +186,24 @@ template <int D> __global__ void __launch_bounds__(kThreads)
   const int64_t state = (bh * sz.chunks + n) * D * D;
 
   // Four cp.async groups in the order the phases need them, so that later tiles land while earlier phases compute.
-  attn::load_tile_async<kChunk, D, kThreads>(sdO, dout + in_row * D, row_stride, valid);
-  attn::load_tile_async<kChunk, D, kThreads>(sU, s.U + crow * D, D, kChunk);
-  attn::load_tile_async<kChunk, D, kThreads>(sK, in.k + in_row * D, row_stride, valid);
+  tile::load_tile_async<kChunk, D, kThreads>(sdO, dout + in_row * D, row_stride, valid);
+  tile::load_tile_async<kChunk, D, kThreads>(sU, s.U + crow * D, D, kChunk);
+  tile::load_tile_async<kChunk, D, kThreads>(sK, in.k + in_row * D, row_stride, valid);
   load_row_async(sG, s.G2 + crow);
-  attn::cp_async_commit();
-  attn::load_tile_async<D, D, kThreads>(sS, s.states + state, D, D);
-  attn::load_tile_async<kChunk, D, kThreads>(sQ, in.q + in_row * D, row_stride, valid);
-  attn::cp_async_commit();
-  attn::load_tile_async<D, D, kThreads>(sdS, s.dstates + state, D, D);
-  attn::load_tile_async<kChunk, D, kThreads>(sdU, s.dU + crow * D, D, kChunk);
-  attn::cp_async_commit();
-  attn::load_tile_async<kChunk, D, kThreads>(sV, in.v + in_row * D, row_stride, valid);
-  attn::load_tile_async<kChunk, kChunk, kThreads>(sA, s.A + crow * kChunk, kChunk, kChunk);
-  attn::cp_async_commit();
+  tile::cp_async_commit();
+  tile::load_tile_async<D, D, kThreads>(sS, s.states + state, D, D);
+  tile::load_tile_async<kChunk, D, kThreads>(sQ, in.q + in_row * D, row_stride, valid);
+  tile::cp_async_commit();
+  tile::load_tile_async<D, D, kThreads>(sdS, s.dstates + state, D, D);
+  tile::load_tile_async<kChunk, D, kThreads>(sdU, s.dU + crow * D, D, kChunk);
+  tile::cp_async_commit();
+  tile::load_tile_async<kChunk, D, kThreads>(sV, in.v + in_row * D, row_stride, valid);
+  tile::load_tile_async<kChunk, kChunk, kThreads>(sA, s.A + crow * kChunk, kChunk, kChunk);
+  tile::cp_async_commit();
   if (threadIdx.x < kChunk)
     sBeta[threadIdx.x] = threadIdx.x < valid ? in.beta[in_row + int64_t(threadIdx.x) * sz.H] : 0.f;
   for (int i = threadIdx.x; i < 8 * kChunk + 8; i += kThreads) sRowG[i] = 0.f;  // sRowG .. sLast
-  attn::cp_async_wait<3>();
+  tile::cp_async_wait<3>();
   __syncthreads();
 
   const int m0 = G64::m0(warp), n64 = G64::n0(warp), nD = GD::n0(warp);
@@ -240,7 +240,7 @@ template <int D> __global__ void __launch_bounds__(kThreads)
     warp_mma<D, G64::kTiles>(LL, MatA<D>{sK}, MatBT<D>{sK}, m0, n64, lane);
     for_each(LL, m0, n64, lane, [&](int r, int c, float& v) { v = c < r ? decay(r, c) * v : 0.f; });
   }
-  attn::cp_async_wait<2>();  // S, Q
+  tile::cp_async_wait<2>();  // S, Q
   __syncthreads();
 
   // dq = scale diag(γ) dO Sᵀ + Ds K;  ∂L/∂G_r += dq_r·q_r.
@@ -253,7 +253,7 @@ template <int D> __global__ void __launch_bounds__(kThreads)
     add_rows(row_g, row_sums(acc, m0, nD, lane, dot_with(sQ)), m0, lane, one);
     store_rows(dq, acc);
   }
-  attn::cp_async_wait<1>();  // dS_end, dU
+  tile::cp_async_wait<1>();  // dS_end, dU
   __syncthreads();
 
   // The state path of dk, diag(D_last) U dS_endᵀ, and its share of the last row's ∂L/∂G together with
@@ -276,7 +276,7 @@ template <int D> __global__ void __launch_bounds__(kThreads)
     if (lane == 0) sLast[warp] = last;
     warp_mma<D, GD::kTiles>(dW, MatA<D>{sdU}, MatBT<D>{sS}, m0, nD, lane);
   }
-  attn::cp_async_wait<0>();  // V, A
+  tile::cp_async_wait<0>();  // V, A
   __syncthreads();           // S and dS_end are dead: R1 and R2 take the WY operands
 
   // dk += Dsᵀ Q (the output path), then ∂L/∂G_r −= dk_r·k_r over both paths; dW, X_w = diag(βγ) K, X_u = diag(β) V.

@@ -10,7 +10,7 @@
 #include <type_traits>
 
 #include "core/cuda_runtime.h"
-#include "core/ops/cuda/chunk_mma.cuh"
+#include "core/ops/cuda/tile/warp_mma.cuh"
 #include "core/ops/cuda/dynamic_smem.h"
 #include "core/ops/cuda/gated_delta_rule.h"
 #include "core/ops/cuda/gated_delta_rule_kernels.cuh"
@@ -18,9 +18,9 @@
 namespace primer::ops::cuda_ops::gdr {
 namespace {
 
-using namespace chunk;
-using attn::pack_bf16;
-using attn::swizzle;
+using namespace tile;
+using tile::pack_bf16;
+using tile::swizzle;
 
 // ---------------------------------------------------------------------------------------------------------------
 // Chunk prep.
@@ -50,10 +50,10 @@ template <int D> __global__ void __launch_bounds__(kThreads) chunk_prep_kernel(S
   const int64_t row_stride = int64_t(sz.H) * D;
   const int64_t crow = (int64_t(b) * sz.H + h) * int64_t(sz.chunks) * kChunk + t0;  // scratch row of token t0
 
-  attn::load_tile_async<kChunk, D, kThreads>(sQ, in.q + in_row * D, row_stride, valid);
-  attn::load_tile_async<kChunk, D, kThreads>(sK, in.k + in_row * D, row_stride, valid);
-  attn::load_tile_async<kChunk, D, kThreads>(sV, in.v + in_row * D, row_stride, valid);
-  attn::cp_async_commit();
+  tile::load_tile_async<kChunk, D, kThreads>(sQ, in.q + in_row * D, row_stride, valid);
+  tile::load_tile_async<kChunk, D, kThreads>(sK, in.k + in_row * D, row_stride, valid);
+  tile::load_tile_async<kChunk, D, kThreads>(sV, in.v + in_row * D, row_stride, valid);
+  tile::cp_async_commit();
 
   // In-chunk inclusive cumsum of g (log2 units) by two warp scans; padded rows have g = β = 0.
   if (threadIdx.x < kChunk) {
@@ -71,7 +71,7 @@ template <int D> __global__ void __launch_bounds__(kThreads) chunk_prep_kernel(S
   if (threadIdx.x >= 32 && threadIdx.x < kChunk) sG[threadIdx.x] += sG[31];
   __syncthreads();
   if (threadIdx.x < kChunk) s.G2[crow + threadIdx.x] = sG[threadIdx.x];
-  attn::cp_async_wait<0>();
+  tile::cp_async_wait<0>();
   __syncthreads();
 
   // L (fp32, shared) and P (bf16, global) from K Kᵀ and Q Kᵀ.
@@ -199,15 +199,15 @@ template <int D, int BV, bool kOutput> __global__ void __launch_bounds__(kThread
   auto load = [&](int n, const Stage& st) {
     const int t0 = n * kChunk, valid = min(kChunk, sz.T - t0);
     const int64_t in_row = (int64_t(b) * sz.T + t0) * sz.H + h, crow = bh * int64_t(sz.chunks) * kChunk + t0;
-    attn::load_tile_async<kChunk, D, kThreads>(st.W, s.W + crow * D, D, kChunk);
-    attn::load_tile_async<kChunk, D, kThreads>(st.K, in.k + in_row * D, row_stride, valid);
-    attn::load_tile_async<kChunk, BV, kThreads>(st.u, s.u + crow * D + col0, D, kChunk);
+    tile::load_tile_async<kChunk, D, kThreads>(st.W, s.W + crow * D, D, kChunk);
+    tile::load_tile_async<kChunk, D, kThreads>(st.K, in.k + in_row * D, row_stride, valid);
+    tile::load_tile_async<kChunk, BV, kThreads>(st.u, s.u + crow * D + col0, D, kChunk);
     if constexpr (kOutput) {
-      attn::load_tile_async<kChunk, D, kThreads>(st.Q, in.q + in_row * D, row_stride, valid);
-      attn::load_tile_async<kChunk, kChunk, kThreads>(st.P, s.P + crow * kChunk, kChunk, kChunk);
+      tile::load_tile_async<kChunk, D, kThreads>(st.Q, in.q + in_row * D, row_stride, valid);
+      tile::load_tile_async<kChunk, kChunk, kThreads>(st.P, s.P + crow * kChunk, kChunk, kChunk);
     }
     load_row_async(st.G, s.G2 + crow);
-    attn::cp_async_commit();
+    tile::cp_async_commit();
   };
 
   load(0, stage(0));
@@ -215,9 +215,9 @@ template <int D, int BV, bool kOutput> __global__ void __launch_bounds__(kThread
     const Stage st = stage(n);
     if (n + 1 < sz.chunks) {
       load(n + 1, stage(n + 1));  // that stage was released by the previous iteration's last barrier
-      attn::cp_async_wait<1>();
+      tile::cp_async_wait<1>();
     } else {
-      attn::cp_async_wait<0>();
+      tile::cp_async_wait<0>();
     }
     const int t0 = n * kChunk, valid = min(kChunk, sz.T - t0);
     const int64_t crow = bh * int64_t(sz.chunks) * kChunk + t0;

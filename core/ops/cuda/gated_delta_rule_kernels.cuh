@@ -17,7 +17,7 @@
 #include <cstdint>
 
 #include "core/cuda_runtime.h"
-#include "core/ops/cuda/attention_mma.cuh"
+#include "core/ops/cuda/tile/mma.cuh"
 #include "core/ops/gated_delta_rule_dims.h"
 
 namespace primer::ops::cuda_ops::gdr {
@@ -63,7 +63,7 @@ inline Sizes sizes_of(const GatedDeltaDims& d) {
 
 // Copies 64 floats (16-byte aligned) into shared memory with 16 threads (part of the caller's cp.async group).
 __device__ __forceinline__ void load_row_async(float* smem, const float* global) {
-  if (threadIdx.x < 16) attn::cp_async_16(smem + 4 * threadIdx.x, global + 4 * threadIdx.x, true);
+  if (threadIdx.x < 16) tile::cp_async_16(smem + 4 * threadIdx.x, global + 4 * threadIdx.x, true);
 }
 
 // Chunk prep for every chunk (writes G2, P, W, u, and A when s.A is set).

@@ -13,6 +13,7 @@
 #include "core/ops/cuda/gla.h"
 #include "core/ops/cuda/gla_scan.h"
 #include "core/ops/cuda/gla_tiles.cuh"
+#include "core/ops/cuda/tile/warp_mma.cuh"
 
 namespace primer::ops::cuda_ops {
 namespace {
@@ -36,18 +37,6 @@ template <int kK, int kV> struct GradTraits {
   static constexpr int kSmemBytes = (2 * kChunk * (kK + kV) + 2 * kK * kV + 2 * kChunk * kChunk) * int(sizeof(bf16));
 };
 
-// Multiplies the 16-row block of accumulators by f(row) per row (row within the chunk).
-template <int kTiles, class F> __device__ __forceinline__ void scale_rows(float (&acc)[kTiles][4], int m0, F f) {
-  const float lo = f(m0 + gla::frag_row(0)), hi = f(m0 + gla::frag_row(2));
-#pragma unroll
-  for (int j = 0; j < kTiles; ++j) {
-    acc[j][0] *= lo;
-    acc[j][1] *= lo;
-    acc[j][2] *= hi;
-    acc[j][3] *= hi;
-  }
-}
-
 // Per-row dot products of the accumulator block (columns n0 …) with the same block of a shared tile (rows of the
 // chunk, kCols wide), summed over the quad: out[0] for row g, out[1] for row g + 8.
 template <int kCols, int kTiles> __device__ __forceinline__ void row_dots(const float (&acc)[kTiles][4],
@@ -59,10 +48,10 @@ template <int kCols, int kTiles> __device__ __forceinline__ void row_dots(const 
     float s = 0;
 #pragma unroll
     for (int j = 0; j < kTiles; ++j) {
-      const float2 x = gla::load_pair(tile + attn::swizzle<kCols>(r, n0 + gla::frag_col(j, 0)));
+      const float2 x = gla::load_pair(tile + tile::swizzle<kCols>(r, n0 + gla::frag_col(j, 0)));
       s += x.x * acc[j][2 * rr] + x.y * acc[j][2 * rr + 1];
     }
-    out[rr] = gla::quad_sum(s);
+    out[rr] = tile::row_sum(s);
   }
 }
 
@@ -102,20 +91,20 @@ template <class T, int kK, int kV> __global__ void __launch_bounds__(kThreads) g
   const int64_t off_state = ((int64_t(b) * H + h) * a.chunks + c) * kK * kV;
 
   // The chunk's inputs first; the two boundary states (needed from phase 2 on) land behind them during phase 1.
-  attn::load_tile_async<kChunk, kK, kThreads>(sQ, a.q + off_k, stride_k, valid);
-  attn::load_tile_async<kChunk, kK, kThreads>(sK, a.k + off_k, stride_k, valid);
-  attn::load_tile_async<kChunk, kV, kThreads>(sV, a.v + off_v, stride_v, valid);
-  attn::load_tile_async<kChunk, kV, kThreads>(sDO, a.dout + off_v, stride_v, valid);
-  attn::cp_async_commit();
-  attn::load_tile_async<kK, kV, kThreads>(sS, a.states + off_state, kV, kK);
-  attn::load_tile_async<kK, kV, kThreads>(sE, a.dstates + off_state, kV, kK);
-  attn::cp_async_commit();
+  tile::load_tile_async<kChunk, kK, kThreads>(sQ, a.q + off_k, stride_k, valid);
+  tile::load_tile_async<kChunk, kK, kThreads>(sK, a.k + off_k, stride_k, valid);
+  tile::load_tile_async<kChunk, kV, kThreads>(sV, a.v + off_v, stride_v, valid);
+  tile::load_tile_async<kChunk, kV, kThreads>(sDO, a.dout + off_v, stride_v, valid);
+  tile::cp_async_commit();
+  tile::load_tile_async<kK, kV, kThreads>(sS, a.states + off_state, kV, kK);
+  tile::load_tile_async<kK, kV, kThreads>(sE, a.dstates + off_state, kV, kK);
+  tile::cp_async_commit();
   if (warp == 0) {
     float g_lo, g_hi;
     gla::load_chunk_gates(a.g + row0 * H + h, H, valid, g_lo, g_hi);
     gla::chunk_cumsum_warp(g_lo, g_hi, sG);
   }
-  attn::cp_async_wait<1>();
+  tile::cp_async_wait<1>();
   __syncthreads();
   const float G_last = sG[kChunk - 1];
   auto to_end = [&](int r) { return __expf(G_last - sG[r]); };
@@ -130,14 +119,14 @@ template <class T, int kK, int kV> __global__ void __launch_bounds__(kThreads) g
 #pragma unroll
       for (int kk = 0; kk < kCols / 16; ++kk) {
         uint32_t af[4];
-        attn::load_a<kCols>(af, X, m0, kk * 16, lane);
+        tile::load_a<kCols>(af, X, m0, kk * 16, lane);
 #pragma unroll
         for (int np = 0; np < kChunk / 16; ++np) {
           if (np > strip) continue;
           uint32_t bf[4];
-          attn::load_b_pair_nk<kCols>(bf, Y, np * 16, kk * 16, lane);
-          attn::mma_bf16(acc[2 * np], af, bf[0], bf[1]);
-          attn::mma_bf16(acc[2 * np + 1], af, bf[2], bf[3]);
+          tile::load_b_pair_nk<kCols>(bf, Y, np * 16, kk * 16, lane);
+          tile::mma_bf16(acc[2 * np], af, bf[0], bf[1]);
+          tile::mma_bf16(acc[2 * np + 1], af, bf[2], bf[3]);
         }
       }
     };
@@ -153,10 +142,10 @@ template <class T, int kK, int kV> __global__ void __launch_bounds__(kThreads) g
         const int r = m0 + gla::frag_row(2 * rr), col = gla::frag_col(j, 0);
         const float w0 = col <= r ? a.scale * __expf(sG[r] - sG[col]) : 0.f;
         const float w1 = col + 1 <= r ? a.scale * __expf(sG[r] - sG[col + 1]) : 0.f;
-        gla::store_pair(dst + attn::swizzle<kChunk>(r, col), w0 * acc[j][2 * rr], w1 * acc[j][2 * rr + 1]);
+        gla::store_pair(dst + tile::swizzle<kChunk>(r, col), w0 * acc[j][2 * rr], w1 * acc[j][2 * rr + 1]);
       }
   }
-  attn::cp_async_wait<0>();  // S_c and dE_c
+  tile::cp_async_wait<0>();  // S_c and dE_c
   __syncthreads();
 
   // Phase 2: dq = scale e^{G_r} (dO S_cᵀ) + dA K over columns [n0, n0 + kK/2) of K.
@@ -164,33 +153,10 @@ template <class T, int kK, int kV> __global__ void __launch_bounds__(kThreads) g
     constexpr int kTiles = kK / 16;
     const int n0 = half * (kK / 2);
     float acc[kTiles][4] = {};
-#pragma unroll
-    for (int kk = 0; kk < kV / 16; ++kk) {
-      uint32_t af[4];
-      attn::load_a<kV>(af, sDO, m0, kk * 16, lane);
-#pragma unroll
-      for (int np = 0; np < kTiles / 2; ++np) {
-        uint32_t bf[4];
-        attn::load_b_pair_nk<kV>(bf, sS, n0 + np * 16, kk * 16, lane);
-        attn::mma_bf16(acc[2 * np], af, bf[0], bf[1]);
-        attn::mma_bf16(acc[2 * np + 1], af, bf[2], bf[3]);
-      }
-    }
+    tile::mma_ABt<kV, kV, kV>(acc, sDO, sS, m0, n0, lane);
     const float scale = a.scale;
-    scale_rows(acc, m0, [&](int r) { return scale * __expf(sG[r]); });
-#pragma unroll
-    for (int kk = 0; kk < kChunk / 16; ++kk) {
-      if (kk > strip) continue;
-      uint32_t af[4];
-      attn::load_a<kChunk>(af, sDA, m0, kk * 16, lane);
-#pragma unroll
-      for (int np = 0; np < kTiles / 2; ++np) {
-        uint32_t bf[4];
-        attn::load_b_pair_kn<kK>(bf, sK, n0 + np * 16, kk * 16, lane);
-        attn::mma_bf16(acc[2 * np], af, bf[0], bf[1]);
-        attn::mma_bf16(acc[2 * np + 1], af, bf[2], bf[3]);
-      }
-    }
+    tile::scale_rows(acc, m0, lane, [&](int r) { return scale * __expf(sG[r]); });
+    tile::mma_AB<kChunk, kChunk, kK>(acc, sDA, sK, m0, n0, lane, 0, strip + 1);
     float dots[2];
     row_dots<kK>(acc, sQ, m0, n0, dots);
     if (lane % 4 == 0) {
@@ -205,37 +171,14 @@ template <class T, int kK, int kV> __global__ void __launch_bounds__(kThreads) g
     constexpr int kTiles = kK / 16;
     const int n0 = half * (kK / 2);
     float acc[kTiles][4] = {};
-#pragma unroll
-    for (int kk = 0; kk < kV / 16; ++kk) {
-      uint32_t af[4];
-      attn::load_a<kV>(af, sV, m0, kk * 16, lane);
-#pragma unroll
-      for (int np = 0; np < kTiles / 2; ++np) {
-        uint32_t bf[4];
-        attn::load_b_pair_nk<kV>(bf, sE, n0 + np * 16, kk * 16, lane);
-        attn::mma_bf16(acc[2 * np], af, bf[0], bf[1]);
-        attn::mma_bf16(acc[2 * np + 1], af, bf[2], bf[3]);
-      }
-    }
-    scale_rows(acc, m0, to_end);
+    tile::mma_ABt<kV, kV, kV>(acc, sV, sE, m0, n0, lane);
+    tile::scale_rows(acc, m0, lane, to_end);
     float state_dots[2];
     row_dots<kK>(acc, sK, m0, n0, state_dots);  // k_j · dk_j^state
     // Each quad holds its two rows' sums: count them once.
-    const float state_term = gla::warp_sum(lane % 4 == 0 ? state_dots[0] + state_dots[1] : 0.f);
+    const float state_term = warp_sum(lane % 4 == 0 ? state_dots[0] + state_dots[1] : 0.f);
     if (lane == 0) sLast[0][warp] = state_term;
-#pragma unroll
-    for (int kk = 0; kk < kChunk / 16; ++kk) {
-      if (kk < strip) continue;  // dA_rj = 0 for r < j
-      uint32_t af[4];
-      attn::load_a_transposed<kChunk>(af, sDA, m0, kk * 16, lane);
-#pragma unroll
-      for (int np = 0; np < kTiles / 2; ++np) {
-        uint32_t bf[4];
-        attn::load_b_pair_kn<kK>(bf, sQ, n0 + np * 16, kk * 16, lane);
-        attn::mma_bf16(acc[2 * np], af, bf[0], bf[1]);
-        attn::mma_bf16(acc[2 * np + 1], af, bf[2], bf[3]);
-      }
-    }
+    tile::mma_AtB<kChunk, kChunk, kK>(acc, sDA, sQ, m0, n0, lane, strip);  // dA_rj = 0 for r < j
     float dots[2];
     row_dots<kK>(acc, sK, m0, n0, dots);
     if (lane % 4 == 0) {
@@ -250,32 +193,9 @@ template <class T, int kK, int kV> __global__ void __launch_bounds__(kThreads) g
     constexpr int kTiles = kV / 16;
     const int n0 = half * (kV / 2);
     float acc[kTiles][4] = {};
-#pragma unroll
-    for (int kk = 0; kk < kK / 16; ++kk) {
-      uint32_t af[4];
-      attn::load_a<kK>(af, sK, m0, kk * 16, lane);
-#pragma unroll
-      for (int np = 0; np < kTiles / 2; ++np) {
-        uint32_t bf[4];
-        attn::load_b_pair_kn<kV>(bf, sE, n0 + np * 16, kk * 16, lane);
-        attn::mma_bf16(acc[2 * np], af, bf[0], bf[1]);
-        attn::mma_bf16(acc[2 * np + 1], af, bf[2], bf[3]);
-      }
-    }
-    scale_rows(acc, m0, to_end);
-#pragma unroll
-    for (int kk = 0; kk < kChunk / 16; ++kk) {
-      if (kk < strip) continue;
-      uint32_t af[4];
-      attn::load_a_transposed<kChunk>(af, sA, m0, kk * 16, lane);
-#pragma unroll
-      for (int np = 0; np < kTiles / 2; ++np) {
-        uint32_t bf[4];
-        attn::load_b_pair_kn<kV>(bf, sDO, n0 + np * 16, kk * 16, lane);
-        attn::mma_bf16(acc[2 * np], af, bf[0], bf[1]);
-        attn::mma_bf16(acc[2 * np + 1], af, bf[2], bf[3]);
-      }
-    }
+    tile::mma_AB<kK, kK, kV>(acc, sK, sE, m0, n0, lane);
+    tile::scale_rows(acc, m0, lane, to_end);
+    tile::mma_AtB<kChunk, kChunk, kV>(acc, sA, sDO, m0, n0, lane, strip);
     store_rows(static_cast<T*>(a.dv) + off_v, stride_v, m0, n0, valid, acc);
   }
 
@@ -286,7 +206,7 @@ template <class T, int kK, int kV> __global__ void __launch_bounds__(kThreads) g
       const float2 x = gla::load_pair(sE + i), y = gla::load_pair(sS + i);
       s += x.x * y.x + x.y * y.y;
     }
-    s = gla::warp_sum(s);
+    s = warp_sum(s);
     if (lane == 0) sLast[1][warp] = __expf(G_last) * s;
   }
   __syncthreads();
@@ -330,24 +250,24 @@ template <class T> void dispatch_grad(const GradArgs& a, const GlaDims& d) {
     d.value_dim == 64 ? launch_grad<T, 128, 64>(a, batch) : launch_grad<T, 128, 128>(a, batch);
 }
 
-}  // namespace
+ }  // namespace
 
-void gla_backward(const GlaDims& d, DType out_dtype, const void* dout, const void* q, const void* k, const void* v,
-                  const float* g, float scale, const float* state_in, const float* dstate_out, void* dq, void* dk,
-                  void* dv, float* dg, float* dstate_in, void* workspace) {
-  bf16* states = static_cast<bf16*>(workspace);
-  bf16* dstates = states + gla_forward_workspace_bytes(d) / sizeof(bf16);
-  const GlaScanJob scans[2] = {{k, v, state_in, states, nullptr, false},
-                               {q, dout, dstate_out, dstates, dstate_in, true}};
-  gla_state_scans(d, g, scale, scans, 2);
-  if (d.batch == 0 || d.heads == 0 || d.time == 0) return;
-  auto in = [](const void* p) { return static_cast<const bf16*>(p); };
-  const GradArgs a{in(dout), in(q), in(k), in(v), g,           states,       dstates,           dq,
-                   dk,       dv,    dg,    scale, int(d.time), int(d.heads), int(gla_chunks(d))};
-  if (out_dtype == DType::F32)
-    dispatch_grad<float>(a, d);
-  else
-    dispatch_grad<bf16>(a, d);
-}
+ void gla_backward(const GlaDims& d, DType out_dtype, const void* dout, const void* q, const void* k, const void* v,
+                   const float* g, float scale, const float* state_in, const float* dstate_out, void* dq, void* dk,
+                   void* dv, float* dg, float* dstate_in, void* workspace) {
+   bf16* states = static_cast<bf16*>(workspace);
+   bf16* dstates = states + gla_forward_workspace_bytes(d) / sizeof(bf16);
+   const GlaScanJob scans[2] = {{k, v, state_in, states, nullptr, false},
+                                {q, dout, dstate_out, dstates, dstate_in, true}};
+   gla_state_scans(d, g, scale, scans, 2);
+   if (d.batch == 0 || d.heads == 0 || d.time == 0) return;
+   auto in = [](const void* p) { return static_cast<const bf16*>(p); };
+   const GradArgs a{in(dout), in(q), in(k), in(v), g,           states,       dstates,           dq,
+                    dk,       dv,    dg,    scale, int(d.time), int(d.heads), int(gla_chunks(d))};
+   if (out_dtype == DType::F32)
+     dispatch_grad<float>(a, d);
+   else
+     dispatch_grad<bf16>(a, d);
+ }
 
-}  // namespace primer::ops::cuda_ops
+ }  // namespace primer::ops::cuda_ops

@@ -45,18 +45,18 @@ template <class T, int kK, int kV> __global__ void __launch_bounds__(kThreads) g
   const int strip = warp % 4, m0 = strip * 16, n0 = (warp / 4) * Tr::kWarpCols;
   const int H = a.heads, t0 = c * kChunk, valid = min(kChunk, a.time - t0);
   const int64_t row0 = int64_t(b) * a.time + t0;  // first token of the chunk in [B·T]
-  attn::load_tile_async<kChunk, kK, kThreads>(sQ, a.q + (row0 * H + h) * kK, int64_t(H) * kK, valid);
-  attn::load_tile_async<kChunk, kK, kThreads>(sK, a.k + (row0 * H + h) * kK, int64_t(H) * kK, valid);
-  attn::cp_async_commit();
-  attn::load_tile_async<kChunk, kV, kThreads>(sV, a.v + (row0 * H + h) * kV, int64_t(H) * kV, valid);
-  attn::load_tile_async<kK, kV, kThreads>(sS, a.states + ((int64_t(b) * H + h) * a.chunks + c) * kK * kV, kV, kK);
-  attn::cp_async_commit();
+  tile::load_tile_async<kChunk, kK, kThreads>(sQ, a.q + (row0 * H + h) * kK, int64_t(H) * kK, valid);
+  tile::load_tile_async<kChunk, kK, kThreads>(sK, a.k + (row0 * H + h) * kK, int64_t(H) * kK, valid);
+  tile::cp_async_commit();
+  tile::load_tile_async<kChunk, kV, kThreads>(sV, a.v + (row0 * H + h) * kV, int64_t(H) * kV, valid);
+  tile::load_tile_async<kK, kV, kThreads>(sS, a.states + ((int64_t(b) * H + h) * a.chunks + c) * kK * kV, kV, kK);
+  tile::cp_async_commit();
   if (warp == 0) {
     float g_lo, g_hi;
     gla::load_chunk_gates(a.g + row0 * H + h, H, valid, g_lo, g_hi);
     gla::chunk_cumsum_warp(g_lo, g_hi, sG);
   }
-  attn::cp_async_wait<1>();  // Q and K
+  tile::cp_async_wait<1>();  // Q and K
   __syncthreads();
 
   // P = scale · e^{G_r − G_j} (q_r · k_j) for j ≤ r, else 0: 16 rows × 64 columns of this warp's strip.
@@ -64,14 +64,14 @@ template <class T, int kK, int kV> __global__ void __launch_bounds__(kThreads) g
   float p[kChunk / 8][4] = {};
 #pragma unroll
   for (int kk = 0; kk < kK / 16; ++kk) {
-    attn::load_a<kK>(qf[kk], sQ, m0, kk * 16, lane);
+    tile::load_a<kK>(qf[kk], sQ, m0, kk * 16, lane);
 #pragma unroll
     for (int np = 0; np < kChunk / 16; ++np) {
       if (np > strip) continue;  // above the diagonal
       uint32_t bf[4];
-      attn::load_b_pair_nk<kK>(bf, sK, np * 16, kk * 16, lane);
-      attn::mma_bf16(p[2 * np], qf[kk], bf[0], bf[1]);
-      attn::mma_bf16(p[2 * np + 1], qf[kk], bf[2], bf[3]);
+      tile::load_b_pair_nk<kK>(bf, sK, np * 16, kk * 16, lane);
+      tile::mma_bf16(p[2 * np], qf[kk], bf[0], bf[1]);
+      tile::mma_bf16(p[2 * np + 1], qf[kk], bf[2], bf[3]);
     }
   }
 #pragma unroll
@@ -83,7 +83,7 @@ template <class T, int kK, int kV> __global__ void __launch_bounds__(kThreads) g
     }
 
   // o = scale · e^{G_r} (Q S_c) + P V over this warp's columns.
-  attn::cp_async_wait<0>();  // V and S_c
+  tile::cp_async_wait<0>();  // V and S_c
   __syncthreads();
   float o[Tr::kTiles][4] = {};
 #pragma unroll
@@ -91,9 +91,9 @@ template <class T, int kK, int kV> __global__ void __launch_bounds__(kThreads) g
 #pragma unroll
     for (int np = 0; np < Tr::kTiles / 2; ++np) {
       uint32_t bf[4];
-      attn::load_b_pair_kn<kV>(bf, sS, n0 + np * 16, kk * 16, lane);
-      attn::mma_bf16(o[2 * np], qf[kk], bf[0], bf[1]);
-      attn::mma_bf16(o[2 * np + 1], qf[kk], bf[2], bf[3]);
+      tile::load_b_pair_kn<kV>(bf, sS, n0 + np * 16, kk * 16, lane);
+      tile::mma_bf16(o[2 * np], qf[kk], bf[0], bf[1]);
+      tile::mma_bf16(o[2 * np + 1], qf[kk], bf[2], bf[3]);
     }
 #pragma unroll
   for (int j = 0; j < Tr::kTiles; ++j)
@@ -103,13 +103,13 @@ template <class T, int kK, int kV> __global__ void __launch_bounds__(kThreads) g
   for (int kk = 0; kk < kChunk / 16; ++kk) {
     if (kk > strip) continue;
     uint32_t pa[4];
-    attn::accumulators_to_a<kChunk / 8>(pa, p, kk);
+    tile::accumulators_to_a<kChunk / 8>(pa, p, kk);
 #pragma unroll
     for (int np = 0; np < Tr::kTiles / 2; ++np) {
       uint32_t bf[4];
-      attn::load_b_pair_kn<kV>(bf, sV, n0 + np * 16, kk * 16, lane);
-      attn::mma_bf16(o[2 * np], pa, bf[0], bf[1]);
-      attn::mma_bf16(o[2 * np + 1], pa, bf[2], bf[3]);
+      tile::load_b_pair_kn<kV>(bf, sV, n0 + np * 16, kk * 16, lane);
+      tile::mma_bf16(o[2 * np], pa, bf[0], bf[1]);
+      tile::mma_bf16(o[2 * np + 1], pa, bf[2], bf[3]);
     }
   }
 

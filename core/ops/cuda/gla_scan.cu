@@ -66,11 +66,11 @@ template <int kK> __global__ void __launch_bounds__(kThreads, 2) gla_scan_kernel
     if (step < NC) {
       const int t0 = chunk_at(step) * kChunk, valid = min(kChunk, p.time - t0);
       bf16* stage = ring + (step % Tr::kStages) * Tr::kStageElems;
-      attn::load_tile_async<kChunk, kK, kThreads>(stage, A + int64_t(t0) * H * kK, int64_t(H) * kK, valid);
-      attn::load_tile_async<kChunk, kSlice, kThreads>(stage + kChunk * kK, Bm + int64_t(t0) * H * V, int64_t(H) * V,
+      tile::load_tile_async<kChunk, kK, kThreads>(stage, A + int64_t(t0) * H * kK, int64_t(H) * kK, valid);
+      tile::load_tile_async<kChunk, kSlice, kThreads>(stage + kChunk * kK, Bm + int64_t(t0) * H * V, int64_t(H) * V,
                                                       valid);
     }
-    attn::cp_async_commit();
+    tile::cp_async_commit();
   };
   auto load_gates = [&](int step, float& lo, float& hi) {
     const int t0 = chunk_at(step) * kChunk;
@@ -91,7 +91,7 @@ template <int kK> __global__ void __launch_bounds__(kThreads, 2) gla_scan_kernel
         const int row = m0 + gla::frag_row(2 * r), col = n0 + gla::frag_col(j, 0);
         gla::store_pair(out + int64_t(row) * V + col, s[j][2 * r], s[j][2 * r + 1]);
       }
-    attn::cp_async_wait<Tr::kStages - 2>();  // this thread's copies of the chunk have landed
+    tile::cp_async_wait<Tr::kStages - 2>();  // this thread's copies of the chunk have landed
     __syncthreads();  // everyone's have, and every warp is done with the previous chunk's stage and weights
     issue(step + Tr::kStages - 1);  // into the stage the previous chunk used
     if (warp == 0) {
@@ -121,7 +121,7 @@ template <int kK> __global__ void __launch_bounds__(kThreads, 2) gla_scan_kernel
 #pragma unroll
     for (int kk = 0; kk < kChunk / 16; ++kk) {
       uint32_t af[4];
-      attn::load_a_transposed<kK>(af, sA, m0, kk * 16, lane);
+      tile::load_a_transposed<kK>(af, sA, m0, kk * 16, lane);
       const int r = kk * 16 + 2 * t;
       af[0] = gla::scale_pair(af[0], sW[r], sW[r + 1]);
       af[1] = gla::scale_pair(af[1], sW[r], sW[r + 1]);
@@ -130,13 +130,13 @@ template <int kK> __global__ void __launch_bounds__(kThreads, 2) gla_scan_kernel
 #pragma unroll
       for (int np = 0; np < Tr::kTiles / 2; ++np) {
         uint32_t bf[4];
-        attn::load_b_pair_kn<kSlice>(bf, sB, n0 + np * 16, kk * 16, lane);
-        attn::mma_bf16(s[2 * np], af, bf[0], bf[1]);
-        attn::mma_bf16(s[2 * np + 1], af, bf[2], bf[3]);
+        tile::load_b_pair_kn<kSlice>(bf, sB, n0 + np * 16, kk * 16, lane);
+        tile::mma_bf16(s[2 * np], af, bf[0], bf[1]);
+        tile::mma_bf16(s[2 * np + 1], af, bf[2], bf[3]);
       }
     }
   }
-  attn::cp_async_wait<0>();  // only empty groups can remain; leave none in flight
+  tile::cp_async_wait<0>();  // only empty groups can remain; leave none in flight
 
   if (job.final_state) {
 #pragma unroll

@@ -1,16 +1,16 @@
 // Device building blocks of the chunked GLA kernels (gla_scan.cu, gla_forward.cu, gla_backward.cu): the chunk's
 // cumulative log decay, mma accumulator bookkeeping and fragment scaling. Tiles move into swizzled shared memory by
-// cp.async, and the tensor-core fragments and their loads are those of attention_mma.cuh.
+// cp.async, and the tensor-core fragments and their loads are those of tile/mma.cuh.
 #pragma once
 #include <cuda_bf16.h>
 
 #include <cstdint>
 
-#include "core/ops/cuda/attention_mma.cuh"
+#include "core/ops/cuda/tile/mma.cuh"
 
 namespace primer::ops::cuda_ops::gla {
 
-using attn::bf16;
+using tile::bf16;
 constexpr int kChunk = 64;     // tokens per chunk (kGlaChunk)
 constexpr int kThreads = 256;  // every GLA kernel runs 8 warps
 
@@ -62,18 +62,7 @@ __device__ __forceinline__ float2 load_pair(const bf16* p) {
 // A packed bf16 pair (lower column in the low half, as mma fragments hold them) times (lo, hi), rounded back.
 __device__ __forceinline__ uint32_t scale_pair(uint32_t packed, float lo, float hi) {
   const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&packed));
-  return attn::pack_bf16(f.x * lo, f.y * hi);
-}
-
-__device__ __forceinline__ float warp_sum(float x) {
-#pragma unroll
-  for (int off = 16; off > 0; off /= 2) x += __shfl_xor_sync(0xffffffffu, x, off);
-  return x;
-}
-// Sum over the 4 lanes of a quad (the threads sharing an accumulator row).
-__device__ __forceinline__ float quad_sum(float x) {
-  x += __shfl_xor_sync(0xffffffffu, x, 1);
-  return x + __shfl_xor_sync(0xffffffffu, x, 2);
+  return tile::pack_bf16(f.x * lo, f.y * hi);
 }
 
 }  // namespace primer::ops::cuda_ops::gla

@@ -1,6 +1,7 @@
 #include "core/cuda_runtime.h"
-#include "core/ops/cuda/device_types.cuh"
+#include "core/ops/cuda/tile/device_types.cuh"
 #include "core/ops/cuda/key_norm_scale.h"
+#include "core/ops/cuda/tile/block_reduce.cuh"
 
 // One warp per row; lanes stride the row, so each warp's loads are contiguous. Rows are short (a head's K + V
 // elements), so the row is read twice (sum, then scale) from L1/L2 rather than held in registers.
@@ -8,12 +9,6 @@ namespace primer::ops::cuda_ops {
 namespace {
 
 constexpr int kWarp = 32, kWarpsPerBlock = 8;
-
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-  for (int offset = kWarp / 2; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
-  return v;
-}
 
 template <class T> __global__ void __launch_bounds__(kWarp* kWarpsPerBlock)
     forward_kernel(T* __restrict__ k_hat, T* __restrict__ v_hat, float* __restrict__ r_out, const T* __restrict__ k,

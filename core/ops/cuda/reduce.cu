@@ -1,10 +1,10 @@
 #include <algorithm>
 
 #include "core/cuda_runtime.h"
-#include "core/ops/cuda/block_reduce.cuh"
-#include "core/ops/cuda/device_types.cuh"
+#include "core/ops/cuda/tile/block_reduce.cuh"
+#include "core/ops/cuda/tile/device_types.cuh"
 #include "core/ops/cuda/reduce.h"
-#include "core/ops/cuda/vector_io.cuh"
+#include "core/ops/cuda/tile/vector_io.cuh"
 #include "core/storage.h"
 
 // Every sum has a fixed order that depends only on the shape: a reduced run is cut into `splits` chunks (a constant

@@ -2,10 +2,11 @@
 #include <type_traits>
 
 #include "core/cuda_runtime.h"
-#include "core/ops/cuda/async_rows.cuh"
+#include "core/ops/cuda/tile/async_rows.cuh"
 #include "core/ops/cuda/rmsnorm.h"
-#include "core/ops/cuda/rowops_vec.cuh"
+#include "core/ops/cuda/tile/rowops_vec.cuh"
 #include "core/ops/cuda/sm_count.h"
+#include "core/ops/cuda/tile/block_reduce.cuh"
 #include "core/storage.h"
 
 // Each row is handled by a "row group" of consecutive threads (a multiple of 32, at most 256); short rows share a
@@ -31,12 +32,6 @@ Layout layout_for(int64_t packs) {
   while (P < kMaxPacksPerThread && (packs + P - 1) / P > kMaxRowThreads) P *= 2;
   const int row_threads = int(((packs + P - 1) / P + kWarp - 1) / kWarp * kWarp);
   return {P, row_threads, kMaxRowThreads / row_threads};
-}
-
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-  for (int offset = kWarp / 2; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
-  return v;  // identical in every lane: each butterfly step adds the same two values in both lanes
 }
 
 // Sum over each row group of `row_threads` consecutive threads; every thread receives its group's sum. Groups wider

@@ -2,10 +2,10 @@
 #include <type_traits>
 
 #include "core/cuda_runtime.h"
-#include "core/ops/cuda/block_reduce.cuh"
-#include "core/ops/cuda/device_types.cuh"
+#include "core/ops/cuda/tile/block_reduce.cuh"
+#include "core/ops/cuda/tile/device_types.cuh"
 #include "core/ops/cuda/softmax.h"
-#include "core/ops/cuda/vector_io.cuh"
+#include "core/ops/cuda/tile/vector_io.cuh"
 
 // One warp per row for short rows (attention-sized: several rows per block keep the SMs busy), one block per row
 // for long ones (vocabulary-sized). The forward reads the row twice: once for a running (max, sum of exp(x - max))

@@ -1,6 +1,6 @@
 
 #include "core/cuda_runtime.h"
-#include "core/ops/cuda/rowops_vec.cuh"
+#include "core/ops/cuda/tile/rowops_vec.cuh"
 #include "core/ops/cuda/swiglu.h"
 
 namespace primer::ops::cuda_ops {

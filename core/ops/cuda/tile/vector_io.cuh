@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "core/ops/cuda/device_types.cuh"
+#include "core/ops/cuda/tile/device_types.cuh"
 
 namespace primer::ops::cuda_ops {
 

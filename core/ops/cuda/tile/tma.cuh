@@ -4,13 +4,13 @@
 #pragma once
 #include <cstdint>
 
-#include "core/ops/cuda/attention_mma.cuh"
+#include "core/ops/cuda/tile/mma.cuh"
 
 namespace primer::ops::cuda_ops::tma {
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 __device__ __forceinline__ void barrier_init(uint64_t* bar, int arrivals) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(attn::smem_address(bar)), "r"(arrivals));
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(tile::smem_address(bar)), "r"(arrivals));
 }
 // Makes initialised barriers visible to the copy engine; a CTA barrier must follow before anyone uses them.
 __device__ __forceinline__ void fence_barrier_init() {
@@ -18,19 +18,19 @@ __device__ __forceinline__ void fence_barrier_init() {
 }
 // The issuing thread's arrival, announcing how many bytes the copies completing on `bar` will bring.
 __device__ __forceinline__ void arrive_expect_bytes(uint64_t* bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(attn::smem_address(bar)), "r"(bytes)
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(tile::smem_address(bar)), "r"(bytes)
                : "memory");
 }
 // A plain arrival (a consumer releasing a buffer).
 __device__ __forceinline__ void arrive(uint64_t* bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(attn::smem_address(bar)) : "memory");
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(tile::smem_address(bar)) : "memory");
 }
 // Blocks until the barrier's phase with this parity has completed.
 __device__ __forceinline__ void wait(uint64_t* bar, int parity) {
   asm volatile(
       "{\n.reg .pred done;\nwait_%=:\n"
       "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra wait_%=;\n}\n" ::"r"(attn::smem_address(bar)),
+      "@!done bra wait_%=;\n}\n" ::"r"(tile::smem_address(bar)),
       "r"(parity)
       : "memory");
 }
@@ -39,8 +39,8 @@ __device__ __forceinline__ void load_4d(void* smem, const void* tensor_map, uint
                                         int c3) {
   asm volatile(
       "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], "
-      "[%6];\n" ::"r"(attn::smem_address(smem)),
-      "l"(reinterpret_cast<uint64_t>(tensor_map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(attn::smem_address(bar))
+      "[%6];\n" ::"r"(tile::smem_address(smem)),
+      "l"(reinterpret_cast<uint64_t>(tensor_map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(tile::smem_address(bar))
       : "memory");
 }
 // Adds the box at coordinates (c0 innermost .. c3) of a 4-D tensor map from shared memory into global memory (an
@@ -51,7 +51,7 @@ __device__ __forceinline__ void reduce_add_4d(const void* tensor_map, const void
   asm volatile(
       "cp.reduce.async.bulk.tensor.4d.global.shared::cta.add.tile.bulk_group [%0, {%2, %3, %4, %5}], [%1];\n" ::"l"(
           reinterpret_cast<uint64_t>(tensor_map)),
-      "r"(attn::smem_address(smem)), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+      "r"(tile::smem_address(smem)), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
       : "memory");
 }
 __device__ __forceinline__ void commit_reduces() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }

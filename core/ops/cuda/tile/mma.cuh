@@ -1,5 +1,6 @@
-// Warp-level tensor-core building blocks for the flash attention kernels (sm_80+): cp.async tile copies into
-// XOR-swizzled shared memory, ldmatrix fragment loads and mma.sync m16n8k16 (bf16 in, fp32 accumulate).
+// Warp-level tensor-core building blocks of every mma.sync kernel (sm_80+: flash attention, GLA, the gated delta rule,
+// the Chebyshev solve): cp.async tile copies into XOR-swizzled shared memory, ldmatrix fragment loads and mma.sync
+// m16n8k16 (bf16 in, fp32 accumulate). The products of whole stored tiles are in warp_mma.cuh.
 //
 // Fragment layout of mma m16n8k16, with g = lane / 4 and t = lane % 4:
 //   A (16x16): a0 (row g, cols 2t..2t+1), a1 (row g+8, same cols), a2 (row g, cols 2t+8..), a3 (row g+8, cols 2t+8..)
@@ -12,7 +13,7 @@
 
 #include <cstdint>
 
-namespace primer::ops::cuda_ops::attn {
+namespace primer::ops::cuda_ops::tile {
 
 using bf16 = __nv_bfloat16;
 
@@ -105,4 +106,4 @@ __device__ __forceinline__ void accumulators_to_a(uint32_t (&a)[4], const float 
   a[3] = pack_bf16(c[2 * kk + 1][2], c[2 * kk + 1][3]);
 }
 
-}  // namespace primer::ops::cuda_ops::attn
+}  // namespace primer::ops::cuda_ops::tile

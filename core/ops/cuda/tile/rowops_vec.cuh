@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <initializer_list>
 
-#include "core/ops/cuda/device_types.cuh"
+#include "core/ops/cuda/tile/device_types.cuh"
 
 namespace primer::ops::cuda_ops {
 

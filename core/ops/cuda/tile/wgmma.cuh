@@ -4,7 +4,7 @@
 // A warpgroup (4 consecutive warps, the first at a warp index divisible by 4) computes D[64 x N] += A[64 x 16] B[16 x
 // N]. B always comes from shared memory; A from shared memory (wgmma_ss) or from registers (wgmma_rs). Per warp w of
 // the group, A's register fragment (rows 16w..16w+15) and D's accumulators have exactly the layout of mma.sync
-// m16n8k16 (see attention_mma.cuh), with D's n-tile j at d[4j .. 4j+3]: so probabilities go from one product into
+// m16n8k16 (see mma.cuh), with D's n-tile j at d[4j .. 4j+3]: so probabilities go from one product into
 // the next in registers, as in the mma.sync kernels.
 //
 // Shared-memory layout (Sw128Tile): a [rows][cols] bf16 tile is stored as cols/64 column blocks of [rows][64], each
@@ -18,7 +18,7 @@
 
 #include <cstdint>
 
-#include "core/ops/cuda/attention_mma.cuh"
+#include "core/ops/cuda/tile/mma.cuh"
 
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define PRIMER_WGMMA 1
@@ -26,7 +26,7 @@
 
 namespace primer::ops::cuda_ops::wgmma {
 
-using attn::bf16;
+using tile::bf16;
 
 template <int kRows, int kCols> struct Sw128Tile {
   static_assert(kCols % 64 == 0 && kRows % 8 == 0, "128-byte swizzle atoms are 8 rows of 64 bf16");
@@ -48,14 +48,14 @@ __device__ __forceinline__ void load_tile_async(bf16* smem, const bf16* global, 
   for (int c = thread; c < kRows * kChunksPerRow; c += kThreads) {
     const int row = c / kChunksPerRow, col = (c % kChunksPerRow) * 8;
     const bool valid = row < valid_rows;
-    attn::cp_async_16(smem + Sw128Tile<kRows, kCols>::offset(row, col),
+    tile::cp_async_16(smem + Sw128Tile<kRows, kCols>::offset(row, col),
                       valid ? global + row * row_stride + col : global, valid);
   }
 }
 
 // Matrix descriptor: start address, leading and stride byte offsets (16-byte units), 128-byte swizzle (mode 1).
 __device__ __forceinline__ uint64_t descriptor(const bf16* start, uint32_t leading_bytes, uint32_t stride_bytes) {
-  const uint32_t address = attn::smem_address(start);
+  const uint32_t address = tile::smem_address(start);
   return uint64_t((address & 0x3FFFF) >> 4) | uint64_t((leading_bytes >> 4) & 0x3FFF) << 16 |
          uint64_t((stride_bytes >> 4) & 0x3FFF) << 32 | uint64_t(1) << 62;
 }

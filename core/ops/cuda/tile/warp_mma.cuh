@@ -1,41 +1,40 @@
-// Tile products of the chunked SSM kernels (sm_80+): every operand is a bf16 tile in XOR-swizzled shared memory
-// (attention_mma.cuh's layout, rows of kCols ≥ 64 elements), read through one of four views so that any product
+// Products of whole stored tiles for the chunked kernels (sm_80+): every operand is a bf16 tile in XOR-swizzled shared
+// memory (tile/mma.cuh's layout, rows of kCols ≥ 64 elements), read through one of four views so that any product
 // op(A)·op(B) of stored tiles is one call; the CTA's warps split the output into 16-row blocks and keep their part
 // in fp32 registers. Accumulator element e of n-tile j sits at row m0 + g + 8·(e / 2), column n0 + 8j + 2t + e % 2
 // (g = lane / 4, t = lane % 4), which the visitors below hand to epilogues.
 #pragma once
-#include "core/ops/cuda/attention_mma.cuh"
+#include "core/ops/cuda/tile/block_reduce.cuh"
+#include "core/ops/cuda/tile/mma.cuh"
 
-namespace primer::ops::cuda_ops::chunk {
-
-using attn::bf16;
+namespace primer::ops::cuda_ops::tile {
 
 // A (m × k) stored row-major, [m][k].
 template <int kCols> struct MatA {
   const bf16* tile;
   __device__ __forceinline__ void load(uint32_t (&a)[4], int m0, int k0, int lane) const {
-    attn::load_a<kCols>(a, tile, m0, k0, lane);
+    load_a<kCols>(a, tile, m0, k0, lane);
   }
 };
 // A (m × k) given by Aᵀ stored row-major, [k][m].
 template <int kCols> struct MatAT {
   const bf16* tile;
   __device__ __forceinline__ void load(uint32_t (&a)[4], int m0, int k0, int lane) const {
-    attn::load_a_transposed<kCols>(a, tile, m0, k0, lane);
+    load_a_transposed<kCols>(a, tile, m0, k0, lane);
   }
 };
 // B (k × n) stored row-major, [k][n].
 template <int kCols> struct MatB {
   const bf16* tile;
   __device__ __forceinline__ void load_pair(uint32_t (&b)[4], int n0, int k0, int lane) const {
-    attn::load_b_pair_kn<kCols>(b, tile, n0, k0, lane);
+    load_b_pair_kn<kCols>(b, tile, n0, k0, lane);
   }
 };
 // B (k × n) given by Bᵀ stored row-major, [n][k].
 template <int kCols> struct MatBT {
   const bf16* tile;
   __device__ __forceinline__ void load_pair(uint32_t (&b)[4], int n0, int k0, int lane) const {
-    attn::load_b_pair_nk<kCols>(b, tile, n0, k0, lane);
+    load_b_pair_nk<kCols>(b, tile, n0, k0, lane);
   }
 };
 
@@ -51,21 +50,42 @@ template <int M, int N, int kWarps> struct WarpGrid {
   static __device__ __forceinline__ int n0(int warp) { return (warp / kWarpsM) * kCols; }
 };
 
-// acc (16 × 8·kTiles at (m0, n0)) += op(A)[m0.., 0..kDepth) · op(B)[0..kDepth, n0..].
+// acc (16 × 8·kTiles at (m0, n0)) += op(A)[m0.., k] · op(B)[k, n0..] over the 16-wide k-blocks [kk_begin, kk_end)
+// of [0, kDepth) (a causal product skips the blocks a triangle leaves empty).
 template <int kDepth, int kTiles, class A, class B>
-__device__ __forceinline__ void warp_mma(float (&acc)[kTiles][4], const A& a, const B& b, int m0, int n0, int lane) {
+__device__ __forceinline__ void warp_mma(float (&acc)[kTiles][4], const A& a, const B& b, int m0, int n0, int lane,
+                                         int kk_begin = 0, int kk_end = kDepth / 16) {
 #pragma unroll
   for (int kk = 0; kk < kDepth / 16; ++kk) {
+    if (kk < kk_begin || kk >= kk_end) continue;
     uint32_t af[4];
     a.load(af, m0, kk * 16, lane);
 #pragma unroll
     for (int np = 0; np < kTiles / 2; ++np) {
       uint32_t bf[4];
       b.load_pair(bf, n0 + np * 16, kk * 16, lane);
-      attn::mma_bf16(acc[2 * np], af, bf[0], bf[1]);
-      attn::mma_bf16(acc[2 * np + 1], af, bf[2], bf[3]);
+      mma_bf16(acc[2 * np], af, bf[0], bf[1]);
+      mma_bf16(acc[2 * np + 1], af, bf[2], bf[3]);
     }
   }
+}
+
+// The products by how their operands are stored (kACols, kBCols: the tiles' row widths): acc += A·B with A [m][k]
+// and B [k][n]; A·Bᵀ with B stored [n][k]; Aᵀ·B with A stored [k][m].
+template <int kDepth, int kACols, int kBCols, int kTiles>
+__device__ __forceinline__ void mma_AB(float (&acc)[kTiles][4], const bf16* A, const bf16* B, int m0, int n0, int lane,
+                                       int kk_begin = 0, int kk_end = kDepth / 16) {
+  warp_mma<kDepth>(acc, MatA<kACols>{A}, MatB<kBCols>{B}, m0, n0, lane, kk_begin, kk_end);
+}
+template <int kDepth, int kACols, int kBCols, int kTiles>
+__device__ __forceinline__ void mma_ABt(float (&acc)[kTiles][4], const bf16* A, const bf16* Bt, int m0, int n0,
+                                        int lane, int kk_begin = 0, int kk_end = kDepth / 16) {
+  warp_mma<kDepth>(acc, MatA<kACols>{A}, MatBT<kBCols>{Bt}, m0, n0, lane, kk_begin, kk_end);
+}
+template <int kDepth, int kACols, int kBCols, int kTiles>
+__device__ __forceinline__ void mma_AtB(float (&acc)[kTiles][4], const bf16* At, const bf16* B, int m0, int n0,
+                                        int lane, int kk_begin = 0, int kk_end = kDepth / 16) {
+  warp_mma<kDepth>(acc, MatAT<kACols>{At}, MatB<kBCols>{B}, m0, n0, lane, kk_begin, kk_end);
 }
 
 template <int kTiles> __device__ __forceinline__ void zero(float (&acc)[kTiles][4]) {
@@ -100,7 +120,7 @@ __device__ __forceinline__ void for_each_pair(const float (&acc)[kTiles][4], int
 template <int kCols, int kTiles>
 __device__ __forceinline__ void store_tile(bf16* tile, const float (&acc)[kTiles][4], int m0, int n0, int lane) {
   for_each_pair(acc, m0, n0, lane, [&](int r, int c, float v0, float v1) {
-    *reinterpret_cast<uint32_t*>(tile + attn::swizzle<kCols>(r, c)) = attn::pack_bf16(v0, v1);
+    *reinterpret_cast<uint32_t*>(tile + swizzle<kCols>(r, c)) = pack_bf16(v0, v1);
   });
 }
 
@@ -131,7 +151,7 @@ __device__ __forceinline__ void scale_rows(float (&acc)[kTiles][4], int m0, int 
 
 // Elements (row, col) and (row, col + 1) of a swizzled bf16 tile (col even).
 template <int kCols> __device__ __forceinline__ float2 tile_pair(const bf16* tile, int row, int col) {
-  return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(tile + attn::swizzle<kCols>(row, col)));
+  return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(tile + swizzle<kCols>(row, col)));
 }
 
 // Σ over this warp's columns of f(row, col, v0, v1) (a pair of horizontally adjacent elements) for the lane's two
@@ -173,10 +193,4 @@ template <int kTiles, class F> __device__ __forceinline__ void accumulate_column
     }
 }
 
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-  for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
-  return v;
-}
-
-}  // namespace primer::ops::cuda_ops::chunk
+}  // namespace primer::ops::cuda_ops::tile
