@@ -250,24 +250,24 @@ template <class T> void dispatch_grad(const GradArgs& a, const GlaDims& d) {
     d.value_dim == 64 ? launch_grad<T, 128, 64>(a, batch) : launch_grad<T, 128, 128>(a, batch);
 }
 
- }  // namespace
+}  // namespace
 
- void gla_backward(const GlaDims& d, DType out_dtype, const void* dout, const void* q, const void* k, const void* v,
-                   const float* g, float scale, const float* state_in, const float* dstate_out, void* dq, void* dk,
-                   void* dv, float* dg, float* dstate_in, void* workspace) {
-   bf16* states = static_cast<bf16*>(workspace);
-   bf16* dstates = states + gla_forward_workspace_bytes(d) / sizeof(bf16);
-   const GlaScanJob scans[2] = {{k, v, state_in, states, nullptr, false},
-                                {q, dout, dstate_out, dstates, dstate_in, true}};
-   gla_state_scans(d, g, scale, scans, 2);
-   if (d.batch == 0 || d.heads == 0 || d.time == 0) return;
-   auto in = [](const void* p) { return static_cast<const bf16*>(p); };
-   const GradArgs a{in(dout), in(q), in(k), in(v), g,           states,       dstates,           dq,
-                    dk,       dv,    dg,    scale, int(d.time), int(d.heads), int(gla_chunks(d))};
-   if (out_dtype == DType::F32)
-     dispatch_grad<float>(a, d);
-   else
-     dispatch_grad<bf16>(a, d);
- }
+void gla_backward(const GlaDims& d, DType out_dtype, const void* dout, const void* q, const void* k, const void* v,
+                  const float* g, float scale, const float* state_in, const float* dstate_out, void* dq, void* dk,
+                  void* dv, float* dg, float* dstate_in, void* workspace) {
+  bf16* states = static_cast<bf16*>(workspace);
+  bf16* dstates = states + gla_forward_workspace_bytes(d) / sizeof(bf16);
+  const GlaScanJob scans[2] = {{k, v, state_in, states, nullptr, false},
+                               {q, dout, dstate_out, dstates, dstate_in, true}};
+  gla_state_scans(d, g, scale, scans, 2);
+  if (d.batch == 0 || d.heads == 0 || d.time == 0) return;
+  auto in = [](const void* p) { return static_cast<const bf16*>(p); };
+  const GradArgs a{in(dout), in(q), in(k), in(v), g,           states,       dstates,           dq,
+                   dk,       dv,    dg,    scale, int(d.time), int(d.heads), int(gla_chunks(d))};
+  if (out_dtype == DType::F32)
+    dispatch_grad<float>(a, d);
+  else
+    dispatch_grad<bf16>(a, d);
+}
 
- }  // namespace primer::ops::cuda_ops
+}  // namespace primer::ops::cuda_ops
