@@ -12,7 +12,6 @@
 // --device cpu is a smoke run of the same code (f32, wall clock, no MFU).
 #include <cstdio>
 #include <cstdlib>
-#include <sstream>
 
 #include "core/cuda_runtime.h"
 #include "core/ops/gemm.h"
@@ -26,6 +25,7 @@
 #include "parallel/comm/world_communicator.h"
 #include "parallel/fsdp/fsdp.h"
 #include "parallel/sp/sequence_parallel.h"
+#include "tools/bench/common/bench_args.h"
 #include "tools/bench/common/bench_util.h"
 
 using namespace primer;
@@ -40,46 +40,22 @@ struct Options {
   std::string ssm_mode = "p2p", state_passing = "log-depth", attention = "zigzag-ring";
 };
 
-std::vector<std::string> split_list(const std::string& text) {
-  std::vector<std::string> out;
-  std::stringstream in(text);
-  for (std::string item; std::getline(in, item, ',');) out.push_back(item);
-  return out;
-}
-
 Options parse(int argc, char** argv) {
   Options o;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string key = argv[i], value = argv[i + 1];
-    if (key == "--modes")
-      o.modes = split_list(value);
-    else if (key == "--shape")
-      o.shape = value;
-    else if (key == "--layers")
-      o.layers = std::atoll(value.c_str());
-    else if (key == "--pattern")
-      o.pattern = value;
-    else if (key == "--batch")
-      o.batch = std::atoll(value.c_str());
-    else if (key == "--seq")
-      o.seq = std::atoll(value.c_str());
-    else if (key == "--steps")
-      o.steps = std::atoll(value.c_str());
-    else if (key == "--sp")
-      o.sp = std::atoi(value.c_str());
-    else if (key == "--ssm-mode")
-      o.ssm_mode = value;
-    else if (key == "--state-passing")
-      o.state_passing = value;
-    else if (key == "--attention")
-      o.attention = value;
-    else if (key == "--device")
-      o.device = value;
-    else {
-      std::fprintf(stderr, "bench_fsdp: unknown option %s\n", key.c_str());
-      std::exit(2);
-    }
-  }
+  CLI::App app{"bench_fsdp: a distributed training step at each ZeRO stage asked, on every rank"};
+  app.add_option("--modes", o.modes, "unsharded and ZeRO stages 0-3")->delimiter(',')->capture_default_str();
+  app.add_option("--shape", o.shape, "a Qwen3 shape: 0.6b, 1.7b, 4b, 8b")->capture_default_str();
+  app.add_option("--layers", o.layers, "layers (0: the shape's)")->capture_default_str();
+  app.add_option("--pattern", o.pattern, "a hybrid_override_pattern (empty: the Transformer)");
+  app.add_option("--batch", o.batch, "sequences per rank")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--seq", o.seq, "tokens per sequence")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--steps", o.steps, "steps (the first two untimed)")->capture_default_str();
+  app.add_option("--sp", o.sp, "sequence-parallel ranks")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--ssm-mode", o.ssm_mode, "p2p, usp or a2a")->capture_default_str();
+  app.add_option("--state-passing", o.state_passing, "log-depth or serial")->capture_default_str();
+  app.add_option("--attention", o.attention, "zigzag-ring, ring, all-gather or ulysses")->capture_default_str();
+  app.add_option("--device", o.device, "cpu or cuda")->capture_default_str();
+  bench::parse_or_exit(app, argc, argv);
   return o;
 }
 

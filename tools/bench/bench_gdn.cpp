@@ -1,14 +1,13 @@
-// Gated DeltaNet on CUDA. (1) The gated delta rule core at B = 4, T = 4096, H = 16, K = V = 128 (16k tokens × 16
-// heads, flash-linear-attention's benchmark shape), bf16 q/k/v, f32 g/β, forward and forward + backward.
-// (2) The whole GDN layer at hidden 2048 (Hq = 16, Hk = 8, head_dim 128, short convolutions, output gate) on the
-// same 16k tokens, forward + backward (projections, convolutions, norms, core, every gradient); its FLOPs are 3× the
-// projections' and convolutions' plus the core's forward and backward.
-// Inputs are realistic: q, k L2-normalised per head, β = σ(z), g = log σ(z).
-// FLOPs of the core count its matrix products per token and head (layers::GdnMixer::core_forward_flops,
-// core_backward_flops: 2C(3K + 2V) + 6KV forward; the backward as our kernels run it, recomputation included).
-// GB/s counts the compulsory traffic: the forward reads q, k, v, g, β and writes o; the backward also reads dout and
-// writes dq, dk, dv, dg, dβ. (3) Each kernel of the core's forward and backward on its own, for both value blocks
-// of the sequential passes (64 or 128 value columns per CTA), through the CUDA launchers.
+// Gated DeltaNet on CUDA. (1) The gated delta rule core, by default at B = 4, T = 4096, H = 16, K = V = 128 (16k
+// tokens × 16 heads, flash-linear-attention's benchmark shape), bf16 q/k/v, f32 g/β, forward and forward + backward.
+// (2) The whole GDN layer, by default at hidden 2048 (Hq = 16, Hk = 8, head_dim 128, short convolutions, output
+// gate) on the same tokens, forward + backward (projections, convolutions, norms, core, every gradient); its FLOPs are
+// 3× the projections' and convolutions' plus the core's forward and backward. Inputs are realistic: q, k L2-normalised
+// per head, β = σ(z), g = log σ(z). FLOPs of the core count its matrix products per token and head
+// (layers::GdnMixer::core_forward_flops, core_backward_flops: 2C(3K + 2V) + 6KV forward; the backward as our kernels
+// run it, recomputation included). GB/s counts the compulsory traffic: the forward reads q, k, v, g, β and writes o;
+// the backward also reads dout and writes dq, dk, dv, dg, dβ. (3) Each kernel of the core's forward and backward on its
+// own, for both value blocks of the sequential passes (64 or 128 value columns per CTA), through the CUDA launchers.
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -23,6 +22,7 @@
 #endif
 #include "layers/gdn_mixer.h"
 #include "layers/ssm_blocks.h"
+#include "tools/bench/common/bench_args.h"
 #include "tools/bench/common/bench_util.h"
 
 using namespace primer;
@@ -42,10 +42,11 @@ std::string fixed(double v, int digits) {
 }
 
 struct CoreInputs {
-  int64_t B = 4, T = 4096, H = 16, K = 128, V = 128;
+  int64_t B, T, H, K, V;
   Tensor q, k, v, g, beta, dout;
-  double scale = 1.0 / std::sqrt(128.0);
-  CoreInputs() {
+  double scale;
+  explicit CoreInputs(const bench::LayerShape& s)
+      : B(s.batch), T(s.seq), H(s.heads), K(s.head_dim), V(s.head_dim), scale(1.0 / std::sqrt(double(s.head_dim))) {
     ag::NoGrad no_grad;
     q = layers::l2_normalize(ag::constant(normal_gpu({B, T, H, K}, 1, DType::BF16)), 1e-6)->value;
     k = layers::l2_normalize(ag::constant(normal_gpu({B, T, H, K}, 2, DType::BF16)), 1e-6)->value;
@@ -58,7 +59,7 @@ struct CoreInputs {
   double tokens_heads() const { return double(B * T * H); }
 };
 
-void bench_core(const CoreInputs& in, std::vector<bench::Row>& rows) {
+void bench_core(const CoreInputs& in, const std::string& shape, std::vector<bench::Row>& rows) {
   const double n = in.tokens_heads();
   const double fwd_flops = n * layers::GdnMixer::core_forward_flops(in.K, in.V);
   const double bwd_flops = n * layers::GdnMixer::core_backward_flops(in.K, in.V);
@@ -71,7 +72,6 @@ void bench_core(const CoreInputs& in, std::vector<bench::Row>& rows) {
     ops::gated_delta_rule(in.q, in.k, in.v, in.g, in.beta, in.scale, Tensor(), &state);
     ops::gated_delta_rule_backward(in.dout, in.q, in.k, in.v, in.g, in.beta, in.scale, Tensor(), Tensor());
   });
-  const std::string shape = "B=4 T=4096 H=16 K=V=128";
   for (auto [pass, ms, flops, bytes] : {std::tuple{"core fwd", fwd_ms, fwd_flops, io_fwd},
                                         std::tuple{"core fwd+bwd", train_ms, fwd_flops + bwd_flops, io_fwd + io_bwd}})
     rows.push_back(
@@ -80,7 +80,7 @@ void bench_core(const CoreInputs& in, std::vector<bench::Row>& rows) {
 
 #ifdef PRIMER_WITH_CUDA
 // Every kernel of the core on its own (after one full run has filled the scratch it reads), per value block.
-void bench_kernels(const CoreInputs& in) {
+void bench_kernels(const CoreInputs& in, const std::string& shape) {
   const ops::GatedDeltaDims d{in.B, in.T, in.H, in.K, in.V, in.scale};
   const Tensor ws =
       Tensor::empty({int64_t(ops::cuda_ops::gated_delta_rule_workspace_bytes(d, true))}, DType::U8, Device::cuda());
@@ -120,23 +120,14 @@ void bench_kernels(const CoreInputs& in) {
       rows.push_back({{vb, std::string("  backward ") + kernel.name, fixed(ms, 3), fixed(100 * ms / train_ms, 0)}});
     }
   }
-  std::printf("\n# core kernels, B=4 T=4096 H=16 K=V=128 (launchers, no allocation)\n");
+  std::printf("\n# core kernels, %s (launchers, no allocation)\n", shape.c_str());
   bench::print_table({"config", "kernel", "ms", "% of pass"}, rows);
 }
 #endif
 
-void bench_layer(std::vector<bench::Row>& rows) {
-  ModelConfig c;
-  c.model_type = "qwen3";
-  c.vocab_size = 1024;
-  c.hidden_size = 2048;
-  c.intermediate_size = 6144;
-  c.num_hidden_layers = 1;
-  c.num_attention_heads = 16;
-  c.num_key_value_heads = 8;
-  c.head_dim = 128;
-  c.max_position_embeddings = 4096;
-  const int64_t B = 4, T = 4096;
+void bench_layer(const bench::LayerShape& shape, std::vector<bench::Row>& rows) {
+  const ModelConfig c = shape.layer_config();
+  const int64_t B = shape.batch, T = shape.seq;
   ParameterRegistry params;
   layers::GdnMixer mixer(c, "model.layers.0.gdn", params);
   params.materialize(Device::cuda(), DType::BF16, 7);
@@ -152,29 +143,33 @@ void bench_layer(std::vector<bench::Row>& rows) {
     ag::current_tape().backward();
   });
   // Projections and convolutions: forward + 2× for their backward; the core: its forward and backward as counted.
-  const double core_fwd = 16 * layers::GdnMixer::core_forward_flops(128, 128);
-  const double core_bwd = 16 * layers::GdnMixer::core_backward_flops(128, 128);
+  const double core_fwd = double(shape.heads) * layers::GdnMixer::core_forward_flops(shape.head_dim, shape.head_dim);
+  const double core_bwd = double(shape.heads) * layers::GdnMixer::core_backward_flops(shape.head_dim, shape.head_dim);
   const double flops = double(B * T) * (3.0 * (mixer.flops_per_token(T) - core_fwd) + core_fwd + core_bwd);
   const double fwd_flops = double(B * T) * mixer.flops_per_token(T);
-  const std::string shape = "B=4 T=4096 d=2048 Hq=16 Hk=8 D=128";
-  rows.push_back({{"GDN layer fwd", shape, fixed(fwd_ms, 3), fixed(fwd_flops / (fwd_ms * 1e-3) / 1e12, 1), "-"}});
-  rows.push_back({{"GDN layer fwd+bwd", shape, fixed(ms, 3), fixed(flops / (ms * 1e-3) / 1e12, 1), "-"}});
+  rows.push_back(
+      {{"GDN layer fwd", shape.layer(), fixed(fwd_ms, 3), fixed(fwd_flops / (fwd_ms * 1e-3) / 1e12, 1), "-"}});
+  rows.push_back({{"GDN layer fwd+bwd", shape.layer(), fixed(ms, 3), fixed(flops / (ms * 1e-3) / 1e12, 1), "-"}});
 }
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  bench::LayerShape shape;
+  CLI::App app{"bench_gdn: the gated delta rule core, its kernels and the GDN layer on CUDA"};
+  bench::add_layer_shape(app, shape);
+  bench::parse_or_exit(app, argc, argv);
   PRIMER_CHECK(cuda::available(), "bench_gdn needs a CUDA device");
   std::printf("# Gated DeltaNet, bf16, %s, %s\n", bench::device_name().c_str(), bench::today().c_str());
   std::vector<bench::Row> rows;
   {
-    const CoreInputs core;
-    bench_core(core, rows);
+    const CoreInputs core(shape);
+    bench_core(core, shape.core(), rows);
 #ifdef PRIMER_WITH_CUDA
-    bench_kernels(core);
+    bench_kernels(core, shape.core());
 #endif
   }
-  bench_layer(rows);
+  bench_layer(shape, rows);
   std::printf("\n# core (ops API, allocations included) and layer\n");
   bench::print_table({"pass", "shape", "ms", "TFLOP/s", "GB/s"}, rows);
   return 0;

@@ -22,6 +22,7 @@
 #include "layers/hf_checkpoint.h"
 #include "layers/hybrid_config.h"
 #include "recipes/token_sampler.h"
+#include "tools/bench/common/bench_args.h"
 #include "tools/bench/common/bench_util.h"
 
 using namespace primer;
@@ -36,40 +37,20 @@ struct Options {
 
 Options parse(int argc, char** argv) {
   Options o;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string key = argv[i], value = argv[i + 1];
-    if (key == "--shape")
-      o.shape = value;
-    else if (key == "--layers")
-      o.layers = std::atoll(value.c_str());
-    else if (key == "--pattern")
-      o.pattern = value;
-    else if (key == "--batch")
-      o.batch = std::atoll(value.c_str());
-    else if (key == "--context")
-      o.context = std::atoll(value.c_str());
-    else if (key == "--new-tokens")
-      o.new_tokens = std::atoll(value.c_str());
-    else if (key == "--device")
-      o.device = value;
-    else if (key == "--memory-gib")
-      o.memory_gib = std::atof(value.c_str());
-    else if (key == "--weights-out")
-      o.weights_out = value;
-    else {
-      std::fprintf(stderr, "bench_generate: unknown option %s\n", key.c_str());
-      std::exit(2);
-    }
-  }
-  if (argc % 2 == 0) {
-    std::fprintf(stderr, "bench_generate: option %s has no value\n", argv[argc - 1]);
-    std::exit(2);
-  }
+  CLI::App app{"bench_generate: decoding tokens/s of a Qwen3-shaped model or hybrid after a prompt"};
+  app.add_option("--shape", o.shape, "a Qwen3 shape: 0.6b, 1.7b, 4b, 8b")->capture_default_str();
+  app.add_option("--layers", o.layers, "layers (0: the shape's)")->capture_default_str();
+  app.add_option("--pattern", o.pattern, "a hybrid_override_pattern (empty: the Transformer)");
+  app.add_option("--batch", o.batch, "prompts decoded together")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--context", o.context, "prompt tokens")->capture_default_str()->check(CLI::PositiveNumber);
   // Two warm-up steps and at least one timed one.
-  if (o.batch < 1 || o.context < 1 || o.new_tokens < 4) {
-    std::fprintf(stderr, "bench_generate: expected --batch >= 1, --context >= 1 and --new-tokens >= 4\n");
-    std::exit(2);
-  }
+  app.add_option("--new-tokens", o.new_tokens, "tokens generated")
+      ->capture_default_str()
+      ->check(CLI::Range(4, 1 << 20));
+  app.add_option("--device", o.device, "cpu or cuda")->capture_default_str();
+  app.add_option("--memory-gib", o.memory_gib, "the device memory the run may plan for")->capture_default_str();
+  app.add_option("--weights-out", o.weights_out, "also write the weights (for the transformers peer) here");
+  bench::parse_or_exit(app, argc, argv);
   return o;
 }
 

@@ -1,6 +1,6 @@
-// Gated KalmaNet on the GPU, bf16, B = 4, T = 4096, H = 16, D = 128 (the shape): the Chebyshev solve
-// forward and forward + backward at num_iter r = 30, 10, 5; the core (solve, α-mix, GLA readout) forward +
-// backward; the whole GKA layer forward + backward at hidden 2048 (Hq = 16, Hk = 8).
+// Gated KalmaNet on the GPU, bf16, by default at B = 4, T = 4096, H = 16, D = 128 (the shape): the Chebyshev
+// solve forward and forward + backward at num_iter r = 30, 10, 5; the core (solve, α-mix, GLA readout) forward +
+// backward; the whole GKA layer forward + backward, by default at hidden 2048 (Hq = 16, Hk = 8).
 // FLOPs count the useful matrix products at 2 per multiply-add, per head and token, with chunk C = 64:
 //   solve forward   (2r + 4)D² + (4r + 2)CD       chunk-start states 2D², ‖H_c‖_F 2D² + 2CD, r matvecs 2D² + 4CD
 //   solve backward  (2r + 16)D² + (4r + 24)CD     states and norms again, the adjoint solve, one matvec for the gate
@@ -22,13 +22,14 @@
 #include "core/ops/gla.h"
 #include "core/rng.h"
 #include "layers/gka_mixer.h"
+#include "tools/bench/common/bench_args.h"
 #include "tools/bench/common/bench_util.h"
 
 using namespace primer;
 
 namespace {
 
-constexpr int64_t kB = 4, kT = 4096, kH = 16, kD = 128, kC = 64;
+constexpr int64_t kC = 64;  // the solve's chunk
 
 Tensor random_gpu(const Shape& shape, uint64_t key) {
   Tensor t = Tensor::empty(shape, DType::BF16, Device::cuda());
@@ -64,25 +65,26 @@ std::string fixed(double v, int digits) {
   return s;
 }
 
-double solve_forward_flops(double r) { return (2 * r + 4) * kD * kD + (4 * r + 2) * kC * kD; }
-double solve_backward_flops(double r) { return (2 * r + 16) * kD * kD + (4 * r + 24) * kC * kD; }
-constexpr double kGlaForwardFlops = 4.0 * kD * kD + 4.0 * kC * kD;
+double solve_forward_flops(double r, double D) { return (2 * r + 4) * D * D + (4 * r + 2) * kC * D; }
+double solve_backward_flops(double r, double D) { return (2 * r + 16) * D * D + (4 * r + 24) * kC * D; }
+double gla_forward_flops(double D) { return 4.0 * D * D + 4.0 * kC * D; }
 
 #ifdef PRIMER_WITH_CUDA
 // Where the solve's forward + backward spends its time, kernel by kernel (core/ops/cuda/chebyshev_solve.cu).
-void kernel_breakdown(const Tensor& q, const Tensor& k, const Tensor& gk, const Tensor& dx, int64_t r,
-                      std::vector<bench::Row>& rows) {
+void kernel_breakdown(const bench::LayerShape& shape, const Tensor& q, const Tensor& k, const Tensor& gk,
+                      const Tensor& dx, int64_t r, std::vector<bench::Row>& rows) {
+  const int64_t Dh = shape.head_dim;
   ops::ChebyshevDims d;
-  d.batch = kB;
-  d.time = kT;
-  d.heads = kH;
-  d.dim = kD;
+  d.batch = shape.batch;
+  d.time = shape.seq;
+  d.heads = shape.heads;
+  d.dim = Dh;
   d.ridge = 0.02;
   d.num_iter = r;
   d.has_gk = true;
-  const int64_t BH = kB * kH, N = d.chunks(), tiles = ops::cuda_ops::cheb::state_tiles(d);
-  const Tensor states = Tensor::empty({BH * (N + 1) * kD * kD}, DType::F32, Device::cuda());
-  const Tensor dstates = Tensor::empty({BH * N * kD * kD}, DType::F32, Device::cuda());
+  const int64_t BH = shape.batch * shape.heads, N = d.chunks(), tiles = ops::cuda_ops::cheb::state_tiles(d);
+  const Tensor states = Tensor::empty({BH * (N + 1) * Dh * Dh}, DType::F32, Device::cuda());
+  const Tensor dstates = Tensor::empty({BH * N * Dh * Dh}, DType::F32, Device::cuda());
   const Tensor W = Tensor::empty({BH * N * kC}, DType::F32, Device::cuda());
   const Tensor u = Tensor::empty({BH * N * kC}, DType::F32, Device::cuda());
   const Tensor hdot = Tensor::empty({BH * N * tiles}, DType::F32, Device::cuda());
@@ -129,15 +131,21 @@ void kernel_breakdown(const Tensor& q, const Tensor& k, const Tensor& gk, const 
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  bench::LayerShape shape;
+  CLI::App app{"bench_gka: the Chebyshev solve, its kernels, the GKA core and layer on CUDA"};
+  bench::add_layer_shape(app, shape);
+  bench::parse_or_exit(app, argc, argv);
   PRIMER_CHECK(cuda::available(), "bench_gka needs a CUDA device");
-  std::printf("# Gated KalmaNet, bf16, B = %ld, T = %ld, H = %ld, D = %ld, %s, %s\n", long(kB), long(kT), long(kH),
-              long(kD), bench::device_name().c_str(), bench::today().c_str());
-  const Shape shape{kB, kT, kH, kD};
-  const Tensor q = unit_rows_gpu(shape, 1), k = unit_rows_gpu(shape, 2), v = random_gpu(shape, 3);
-  const Tensor gk = decays_gpu({kB, kT, kH}, 4);
-  const Tensor dx = random_gpu(shape, 5), dout = random_gpu(shape, 6);
-  const double tokens = double(kB * kT * kH);  // head-tokens
+  const int64_t B = shape.batch, T = shape.seq, H = shape.heads, Dh = shape.head_dim;
+  std::printf("# Gated KalmaNet, bf16, %s, %s, %s\n", shape.core().c_str(), bench::device_name().c_str(),
+              bench::today().c_str());
+  const Shape heads{B, T, H, Dh};
+  const Tensor q = unit_rows_gpu(heads, 1), k = unit_rows_gpu(heads, 2), v = random_gpu(heads, 3);
+  const Tensor gk = decays_gpu({B, T, H}, 4);
+  const Tensor dx = random_gpu(heads, 5), dout = random_gpu(heads, 6);
+  const double tokens = double(B * T * H);  // head-tokens
+  const double D = double(Dh), gla_flops = gla_forward_flops(D);
 
   std::vector<bench::Row> rows;
   auto add = [&](const std::string& what, int64_t r, double ms, double flops_per_head_token) {
@@ -154,40 +162,31 @@ int main() {
     });
     const double core = bench::median_ms([&] {
       const Tensor x = ops::chebyshev_solve(q, k, gk, o, Tensor(), nullptr);
-      const Tensor o_gla = ops::gla(x, k, v, gk, 1.0 / std::sqrt(double(kD)), Tensor(), nullptr);
-      const ops::GlaGrads g = ops::gla_backward(dout, x, k, v, gk, 1.0 / std::sqrt(double(kD)), Tensor(), Tensor());
+      const Tensor o_gla = ops::gla(x, k, v, gk, 1.0 / std::sqrt(double(Dh)), Tensor(), nullptr);
+      const ops::GlaGrads g = ops::gla_backward(dout, x, k, v, gk, 1.0 / std::sqrt(double(Dh)), Tensor(), Tensor());
       ops::chebyshev_solve_backward(g.dq, x, q, k, gk, o, Tensor(), Tensor());
     });
-    add("solve fwd", r, fwd, solve_forward_flops(double(r)));
-    add("solve fwd+bwd", r, train, solve_forward_flops(double(r)) + solve_backward_flops(double(r)));
+    add("solve fwd", r, fwd, solve_forward_flops(double(r), D));
+    add("solve fwd+bwd", r, train, solve_forward_flops(double(r), D) + solve_backward_flops(double(r), D));
     add("core fwd+bwd (solve + GLA)", r, core,
-        solve_forward_flops(double(r)) + solve_backward_flops(double(r)) + 3 * kGlaForwardFlops);
+        solve_forward_flops(double(r), D) + solve_backward_flops(double(r), D) + 3 * gla_flops);
   }
 #ifdef PRIMER_WITH_CUDA
-  for (int64_t r : {30, 5}) kernel_breakdown(q, k, gk, dx, r, rows);
+  for (int64_t r : {30, 5}) kernel_breakdown(shape, q, k, gk, dx, r, rows);
 #endif
   const double gla = bench::median_ms([&] {
-    ops::gla(q, k, v, gk, 1.0 / std::sqrt(double(kD)), Tensor(), nullptr);
-    ops::gla_backward(dout, q, k, v, gk, 1.0 / std::sqrt(double(kD)), Tensor(), Tensor());
+    ops::gla(q, k, v, gk, 1.0 / std::sqrt(double(Dh)), Tensor(), nullptr);
+    ops::gla_backward(dout, q, k, v, gk, 1.0 / std::sqrt(double(Dh)), Tensor(), Tensor());
   });
-  add("GLA readout fwd+bwd", -1, gla, 3 * kGlaForwardFlops);
+  add("GLA readout fwd+bwd", -1, gla, 3 * gla_flops);
 
-  // The whole layer at hidden 2048 with Qwen3-style GQA (Hq = 16, Hk = 8), default flags.
-  ModelConfig c;
-  c.model_type = "qwen3";
-  c.vocab_size = 16;
-  c.hidden_size = 2048;
-  c.intermediate_size = 4096;
-  c.num_hidden_layers = 1;
-  c.num_attention_heads = kH;
-  c.num_key_value_heads = kH / 2;
-  c.head_dim = kD;
-  c.max_position_embeddings = kT;
+  // The whole layer with Qwen3-style GQA (by default hidden 2048, Hq = 16, Hk = 8), default flags.
+  const ModelConfig c = shape.layer_config();
   ParameterRegistry params;
   layers::GkaMixer mixer(c, "model.layers.0.gka", params);
   params.materialize(Device::cuda(), DType::BF16, 7);
-  const Tensor x = random_gpu({kB, kT, c.hidden_size}, 8);
-  const Tensor dy = random_gpu({kB, kT, c.hidden_size}, 9);
+  const Tensor x = random_gpu({B, T, c.hidden_size}, 8);
+  const Tensor dy = random_gpu({B, T, c.hidden_size}, 9);
   for (int64_t r : {30, 10, 5}) {
     mixer.set_num_iter(r);
     const double ms = bench::median_ms(
@@ -196,8 +195,8 @@ int main() {
           ag::backward(y, dy);
         },
         2, 10);
-    rows.push_back({{"GKA layer fwd+bwd (hidden 2048)", std::to_string(r), fixed(ms, 3),
-                     fixed(3 * mixer.flops_per_token(kT) * double(kB * kT) / (ms * 1e-3) / 1e12, 1)}});
+    rows.push_back({{"GKA layer fwd+bwd (hidden " + std::to_string(c.hidden_size) + ")", std::to_string(r),
+                     fixed(ms, 3), fixed(3 * mixer.flops_per_token(T) * double(B * T) / (ms * 1e-3) / 1e12, 1)}});
   }
   bench::print_table({"part", "num_iter", "ms", "TFLOP/s"}, rows);
   return 0;

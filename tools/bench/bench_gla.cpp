@@ -1,15 +1,16 @@
 // Scalar-gated linear attention (the SSD core of Mamba-2) and the whole Mamba-2 layer, bf16, on the GPU.
-// Core: B = 4, T = 4096, H = 16, K = V = 128, scale 1, no initial state: forward, backward and forward + backward,
-// plus a breakdown into the sequential state pass (one scan in the forward, two in one launch in the backward) and
-// the parallel chunk kernels. FLOPs are those of the chunked algorithm as it runs (chunk C = 64, per chunk and
-// head, 2 FLOPs per multiply-add, intra-chunk products counted for their causal half):
+// Core, by default at B = 4, T = 4096, H = 16, K = V = 128: scale 1, no initial state: forward, backward and forward +
+// backward, plus a breakdown into the sequential state pass (one scan in the forward, two in one launch in the
+// backward) and the parallel chunk kernels. FLOPs are those of the chunked algorithm as it runs (chunk C = 64, per
+// chunk and head, 2 FLOPs per multiply-add, intra-chunk products counted for their causal half):
 //   forward  2CKV (state update Kᵀ·V) + 2CKV (Q·S) + C²K (Q Kᵀ) + C²V (P·V)                   = 4CKV + C²(K + V)
 //   backward 4CKV (both scans) + C²K + C²V (A, dA) + 2CKV + C²K (dq) + 2CKV + C²K (dk) + 2CKV + C²V (dv)
 //            = 10CKV + 3C²K + 2C²V
 // GB/s counts each input and output of the op once (q, k, v, g, o; dout, q, k, v, g → dq, dk, dv, dg), not the
 // bf16 chunk-boundary states the kernels write and read back.
-// Layer: the Mamba-2 mixer at hidden 2048 (Hq = 16, Hkv = 8, head_dim 128) on the same B·T tokens, forward and
-// forward + backward through the tape, TFLOP/s from the mixer's flops_per_token (forward; ×3 for fwd + bwd).
+// Layer: the Mamba-2 mixer, by default at hidden 2048 (Hq = 16, Hkv = 8, head_dim 128), on the same B·T tokens,
+// forward and forward + backward through the tape, TFLOP/s from the mixer's flops_per_token (forward; ×3 for fwd +
+// bwd).
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -22,13 +23,14 @@
 #include "core/ops/gla.h"
 #include "core/rng.h"
 #include "layers/mamba2_mixer.h"
+#include "tools/bench/common/bench_args.h"
 #include "tools/bench/common/bench_util.h"
 
 using namespace primer;
 
 namespace {
 
-constexpr int64_t kB = 4, kT = 4096, kH = 16, kD = 128, kC = 64;
+constexpr int64_t kC = 64;  // the chunk
 
 Tensor random_gpu(const Shape& shape, uint64_t key, DType dtype = DType::BF16, double lo = 0, double hi = 0) {
   Tensor t = Tensor::empty(shape, dtype, Device::cuda());
@@ -52,18 +54,23 @@ bench::Row row(const std::string& what, double ms, double flops, double bytes) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  bench::LayerShape shape;
+  CLI::App app{"bench_gla: the GLA core (Mamba-2's SSD), its state passes and the Mamba-2 layer on CUDA"};
+  bench::add_layer_shape(app, shape);
+  bench::parse_or_exit(app, argc, argv);
   PRIMER_CHECK(cuda::available(), "bench_gla needs a CUDA device");
-  std::printf("# GLA / Mamba-2, bf16, B = %ld, T = %ld, H = %ld, K = V = %ld, %s, %s\n", long(kB), long(kT), long(kH),
-              long(kD), bench::device_name().c_str(), bench::today().c_str());
-  const Shape shape{kB, kT, kH, kD};
-  const Tensor q = random_gpu(shape, 1), v = random_gpu(shape, 3), dout = random_gpu(shape, 4);
-  const Tensor k = ops::scale(random_gpu(shape, 2), 1.0 / std::sqrt(double(kD)));  // keys of about unit norm
-  const Tensor g = random_gpu({kB, kT, kH}, 5, DType::F32, -1.0, 0.0);
+  const int64_t B = shape.batch, T = shape.seq, H = shape.heads, Dh = shape.head_dim;
+  std::printf("# GLA / Mamba-2, bf16, %s, %s, %s\n", shape.core().c_str(), bench::device_name().c_str(),
+              bench::today().c_str());
+  const Shape heads{B, T, H, Dh};
+  const Tensor q = random_gpu(heads, 1), v = random_gpu(heads, 3), dout = random_gpu(heads, 4);
+  const Tensor k = ops::scale(random_gpu(heads, 2), 1.0 / std::sqrt(double(Dh)));  // keys of about unit norm
+  const Tensor g = random_gpu({B, T, H}, 5, DType::F32, -1.0, 0.0);
 
-  const double chunk_heads = double(kB * kT / kC * kH), CKV = double(kC * kD * kD), CCK = double(kC * kC * kD);
+  const double chunk_heads = double(B * T / kC * H), CKV = double(kC * Dh * Dh), CCK = double(kC * kC * Dh);
   const double fwd_flops = chunk_heads * (4 * CKV + 2 * CCK), bwd_flops = chunk_heads * (10 * CKV + 5 * CCK);
-  const double act = double(kB * kT * kH * kD) * 2, gate = double(kB * kT * kH) * 4;
+  const double act = double(B * T * H * Dh) * 2, gate = double(B * T * H) * 4;
   const double fwd_bytes = 4 * act + gate, bwd_bytes = 7 * act + 2 * gate;
 
   Tensor o;
@@ -81,8 +88,8 @@ int main() {
   rows.push_back(row("core forward + backward", train_ms, fwd_flops + bwd_flops, fwd_bytes + bwd_bytes));
 #ifdef PRIMER_WITH_CUDA
   // The sequential passes alone (their launcher is internal to the op; called here for the breakdown).
-  const ops::GlaDims d{kB, kT, kH, kD, kD};
-  Tensor states = Tensor::empty({2 * kB * kH * (kT / kC) * kD * kD}, DType::BF16, Device::cuda());
+  const ops::GlaDims d{B, T, H, Dh, Dh};
+  Tensor states = Tensor::empty({2 * B * H * (T / kC) * Dh * Dh}, DType::BF16, Device::cuda());
   const ops::cuda_ops::GlaScanJob jobs[2] = {
       {k.data_ptr(), v.data_ptr(), nullptr, states.data_ptr(), nullptr, false},
       {q.data_ptr(), dout.data_ptr(), nullptr, static_cast<char*>(states.data_ptr()) + states.nbytes() / 2, nullptr,
@@ -96,17 +103,14 @@ int main() {
   rows.push_back(row("  gradient kernel (backward − scans)", bwd_ms - scan2_ms, chunk_heads * (6 * CKV + 5 * CCK), 0));
 #endif
 
-  // The whole Mamba-2 layer at hidden 2048.
-  ModelConfig c;
-  c.model_type = "qwen3";
-  c.vocab_size = 1024, c.hidden_size = 2048, c.intermediate_size = 4096, c.num_hidden_layers = 1;
-  c.num_attention_heads = 16, c.num_key_value_heads = 8, c.head_dim = kD, c.max_position_embeddings = kT;
+  // The whole Mamba-2 layer.
+  const ModelConfig c = shape.layer_config();
   ParameterRegistry params;
   layers::Mamba2Mixer mixer(c, "model.layers.0.mamba", params);
   params.materialize(Device::cuda(), DType::BF16, 7);
-  const Tensor x = random_gpu({kB, kT, 2048}, 8), dy = random_gpu({kB, kT, 2048}, 9);
+  const Tensor x = random_gpu({B, T, c.hidden_size}, 8), dy = random_gpu({B, T, c.hidden_size}, 9);
   const layers::MixerContext ctx;
-  const double layer_flops = mixer.flops_per_token(kT) * double(kB * kT);
+  const double layer_flops = mixer.flops_per_token(T) * double(B * T);
   const double layer_fwd_ms = bench::median_ms([&] {
     ag::NoGrad no_grad;
     mixer.forward(ag::constant(x), ctx);
@@ -120,7 +124,7 @@ int main() {
   // Its two projections alone (forward and both backward GEMMs), to separate GEMM time from the rest of the layer.
   const Tensor& w_in = params.get("model.layers.0.mamba.in_proj.weight").var->value;
   const Tensor& w_out = params.get("model.layers.0.mamba.out_proj.weight").var->value;
-  const Tensor hidden = random_gpu({kB, kT, w_out.size(1)}, 10);
+  const Tensor hidden = random_gpu({B, T, w_out.size(1)}, 10);
   const Tensor dw_in = Tensor::zeros(w_in.shape(), DType::F32, Device::cuda());
   const Tensor dw_out = Tensor::zeros(w_out.shape(), DType::F32, Device::cuda());
   const double gemm_ms = bench::median_ms([&] {
@@ -130,7 +134,7 @@ int main() {
     ops::linear_backward(proj, x, w_in, &dx, dw_in);
     ops::linear_backward(dy, hidden, w_out, &dh, dw_out);
   });
-  const double gemm_flops = 6.0 * double(kB * kT) * double(w_in.numel() + w_out.numel());
+  const double gemm_flops = 6.0 * double(B * T) * double(w_in.numel() + w_out.numel());
   rows.push_back(row("Mamba-2 layer forward", layer_fwd_ms, layer_flops, 0));
   rows.push_back(row("Mamba-2 layer forward + backward", layer_train_ms, 3 * layer_flops, 0));
   rows.push_back(row("  its in_proj + out_proj GEMMs, fwd + bwd", gemm_ms, gemm_flops, 0));

@@ -1,7 +1,8 @@
-// Kaczmarz linear attention (KZLA) against Gated DeltaNet on CUDA at flash-linear-attention's shape (B = 4,
+// Kaczmarz linear attention (KZLA) against Gated DeltaNet on CUDA, by default at flash-linear-attention's shape (B = 4,
 // T = 4096, H = 16, K = V = 128, bf16 q/k/v, f32 gates): the cores through autograd (ag::gated_delta_rule on unit
 // keys, ag::kaczmarz_delta_rule on raw keys: the same kernels plus the key-norm ops around them), forward and
-// forward + backward; then both whole layers (hidden 2048, Hq = 16, Hk = 8, head_dim 128) forward + backward.
+// forward + backward; then both whole layers (by default hidden 2048, Hq = 16, Hk = 8, head_dim 128) forward +
+// backward.
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -14,6 +15,7 @@
 #include "core/rng.h"
 #include "layers/gdn_mixer.h"
 #include "layers/ssm_blocks.h"
+#include "tools/bench/common/bench_args.h"
 #include "tools/bench/common/bench_util.h"
 
 using namespace primer;
@@ -32,8 +34,8 @@ std::string fixed(double v, int digits) {
   return s;
 }
 
-void bench_cores(std::vector<bench::Row>& rows) {
-  const int64_t B = 4, T = 4096, H = 16, D = 128;
+void bench_cores(const bench::LayerShape& shape, std::vector<bench::Row>& rows) {
+  const int64_t B = shape.batch, T = shape.seq, H = shape.heads, D = shape.head_dim;
   const double scale = 1.0 / std::sqrt(double(D));
   Tensor q, unit_k, raw_k, v, eta, g, dout;
   {
@@ -56,29 +58,19 @@ void bench_cores(std::vector<bench::Row>& rows) {
     o->grad = dout;
     ag::current_tape().backward();
   };
-  const std::string shape = "B=4 T=4096 H=16 K=V=128";
   for (bool kaczmarz : {false, true}) {
     const double fwd = bench::median_ms([&] {
       ag::NoGrad no_grad;
       run(kaczmarz, false);
     });
     const double train = bench::median_ms([&] { run(kaczmarz, true); });
-    rows.push_back({{kaczmarz ? "KZLA core" : "GDN core", shape, fixed(fwd, 3), fixed(train, 3)}});
+    rows.push_back({{kaczmarz ? "KZLA core" : "GDN core", shape.core(), fixed(fwd, 3), fixed(train, 3)}});
   }
 }
 
-void bench_layers(std::vector<bench::Row>& rows) {
-  ModelConfig c;
-  c.model_type = "qwen3";
-  c.vocab_size = 1024;
-  c.hidden_size = 2048;
-  c.intermediate_size = 6144;
-  c.num_hidden_layers = 1;
-  c.num_attention_heads = 16;
-  c.num_key_value_heads = 8;
-  c.head_dim = 128;
-  c.max_position_embeddings = 4096;
-  const int64_t B = 4, T = 4096;
+void bench_layers(const bench::LayerShape& shape, std::vector<bench::Row>& rows) {
+  const ModelConfig c = shape.layer_config();
+  const int64_t B = shape.batch, T = shape.seq;
   const Tensor x = normal_gpu({B, T, c.hidden_size}, 8, DType::BF16);
   const Tensor dy = normal_gpu({B, T, c.hidden_size}, 9, DType::BF16);
   for (layers::DeltaStep step : {layers::DeltaStep::Gated, layers::DeltaStep::Kaczmarz}) {
@@ -94,19 +86,23 @@ void bench_layers(std::vector<bench::Row>& rows) {
       y->grad = dy;
       ag::current_tape().backward();
     });
-    rows.push_back({{step == layers::DeltaStep::Kaczmarz ? "KZLA layer" : "GDN layer",
-                     "B=4 T=4096 d=2048 Hq=16 Hk=8 D=128", fixed(fwd, 3), fixed(train, 3)}});
+    rows.push_back({{step == layers::DeltaStep::Kaczmarz ? "KZLA layer" : "GDN layer", shape.layer(), fixed(fwd, 3),
+                     fixed(train, 3)}});
   }
 }
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  bench::LayerShape shape;
+  CLI::App app{"bench_kzla: Kaczmarz linear attention against Gated DeltaNet, cores and layers, on CUDA"};
+  bench::add_layer_shape(app, shape);
+  bench::parse_or_exit(app, argc, argv);
   PRIMER_CHECK(cuda::available(), "bench_kzla needs a CUDA device");
   std::printf("# KZLA vs GDN, bf16, %s, %s\n", bench::device_name().c_str(), bench::today().c_str());
   std::vector<bench::Row> rows;
-  bench_cores(rows);
-  bench_layers(rows);
+  bench_cores(shape, rows);
+  bench_layers(shape, rows);
   bench::print_table({"what", "shape", "fwd ms", "fwd+bwd ms"}, rows);
   return 0;
 }

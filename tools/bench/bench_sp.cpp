@@ -13,7 +13,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <sstream>
 
 #include "core/cuda_runtime.h"
 #include "core/rng.h"
@@ -22,6 +21,7 @@
 #include "parallel/comm/launch.h"
 #include "parallel/comm/world_communicator.h"
 #include "parallel/sp/sequence_parallel.h"
+#include "tools/bench/common/bench_args.h"
 #include "tools/bench/common/bench_util.h"
 
 using namespace primer;
@@ -37,46 +37,23 @@ struct Options {
   int formula_ranks = 0;
 };
 
-std::vector<std::string> split_list(const std::string& text) {
-  std::vector<std::string> out;
-  std::stringstream in(text);
-  for (std::string item; std::getline(in, item, ',');) out.push_back(item);
-  return out;
-}
-
 Options parse(int argc, char** argv) {
   Options o;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string key = argv[i], value = argv[i + 1];
-    if (key == "--mixers")
-      o.mixers = split_list(value);
-    else if (key == "--modes")
-      o.modes = split_list(value);
-    else if (key == "--batch")
-      o.batch = std::atoll(value.c_str());
-    else if (key == "--seq")
-      o.seq = std::atoll(value.c_str());
-    else if (key == "--hidden")
-      o.hidden = std::atoll(value.c_str());
-    else if (key == "--heads")
-      o.heads = std::atoll(value.c_str());
-    else if (key == "--kv-heads")
-      o.kv_heads = std::atoll(value.c_str());
-    else if (key == "--head-dim")
-      o.head_dim = std::atoll(value.c_str());
-    else if (key == "--layout")
-      o.layout = value;
-    else if (key == "--device")
-      o.device = value;
-    else if (key == "--iters")
-      o.iters = std::atoi(value.c_str());
-    else if (key == "--formula-ranks")
-      o.formula_ranks = std::atoi(value.c_str());
-    else {
-      std::fprintf(stderr, "bench_sp: unknown option %s\n", key.c_str());
-      std::exit(2);
-    }
-  }
+  CLI::App app{"bench_sp: one mixer layer forward + backward under each sequence-parallel mode, on every rank"};
+  app.add_option("--mixers", o.mixers, "mixers to run (M2, GDN, GKA, ...)")->delimiter(',')->capture_default_str();
+  app.add_option("--modes", o.modes, "plain, p2p, p2p-serial, usp, a2a")->delimiter(',')->capture_default_str();
+  app.add_option("--batch", o.batch, "sequences")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--seq", o.seq, "tokens per sequence (the whole sequence)")->capture_default_str();
+  app.add_option("--hidden", o.hidden, "hidden size")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--heads", o.heads, "query heads")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--kv-heads", o.kv_heads, "key/value heads")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--head-dim", o.head_dim, "head dimension")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--layout", o.layout, "contiguous or zigzag")->capture_default_str();
+  app.add_option("--device", o.device, "cpu or cuda")->capture_default_str();
+  app.add_option("--iters", o.iters, "timed iterations")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--formula-ranks", o.formula_ranks, "ranks of the bytes-moved formula (0: this job's)")
+      ->capture_default_str();
+  bench::parse_or_exit(app, argc, argv);
   return o;
 }
 
