@@ -24,7 +24,8 @@ struct MixerCase {
   const char* name;
   MixerKind kind;
   int64_t q_heads, kv_heads;
-  int64_t window = 5;  // SWA's and B'MOJO-F's: crosses the chunks' boundaries
+  int64_t window = 5;             // SWA's and B'MOJO-F's: crosses the chunks' boundaries
+  const char* bmojo_ssm = "gka";  // B'MOJO-F's SSM
 };
 // A2A splits both head counts over the ranks: the GQA cases run it on 2 ranks, the 4/4 ones also on 4.
 const MixerCase kMixers[] = {
@@ -44,6 +45,8 @@ const MixerCase kMixers[] = {
     // B'MOJO-F's windows reach back 2W − 1 tokens: W = 2 fits every chunk of these runs (a halo from the previous
     // chunk's rank), W = 5 the longer chunks only (the shorter ones run gathered).
     {"BMF", MixerKind::BMojoF, 4, 2, 2},
+    {"BMF_GDN", MixerKind::BMojoF, 4, 2, 2, "gdn"},
+    {"BMF_M2", MixerKind::BMojoF, 4, 2, 2, "mamba2"},
     {"BMF_LongWindow", MixerKind::BMojoF, 4, 2, 5},
 };
 
@@ -94,6 +97,7 @@ ModelConfig config_for(const MixerCase& m) {
   c.gdn2.conv_bias = true;
   c.swa.window_size = m.window;
   c.bmojo.window_size = m.window;
+  c.bmojo.ssm_mixer = m.bmojo_ssm;
   return c;
 }
 
