@@ -199,26 +199,30 @@ ag::Var BmfMixer::forward_sequence_parallel(const ag::Var& x, const MixerContext
   std::vector<ag::Var> extended;  // [R, reach + Tc, Hkv, D]: the predecessor's tokens, then the chunk's
   for (size_t i = 0; i < mine.size(); ++i)
     extended.push_back(ag::concat({ag::reshape(received[i], {R, reach, Hkv, D}), mine[i]}, 1));
-  const ag::Var q = sp.to_chunk_rows(h.q), q_f = config_.bmojo.tie_attn_weights ? q : sp.to_chunk_rows(h.q_f);
+  const ag::Var q = sp.to_chunk_rows(h.q), q_f = config_.bmojo.tie_attn_weights ? nullptr : sp.to_chunk_rows(h.q_f);
 
   // In every layout the sequence's first chunk is rank 0's first local chunk (rows [0, B)): it has no predecessor
   // and attends within itself; every other chunk row attends over its halo too.
   const int64_t first = sp.rank() == 0 ? B : 0;
-  auto rows = [&](const ag::Var& t, bool leading) -> ag::Var {
-    if (first == 0 || first == R) return t;
-    return ag::split(t, 0, {first, R - first})[leading ? 0 : 1];
+  // Rows [0, first) and [first, R) of a chunk-row tensor, cut in one copy (either part may be empty).
+  auto cut = [&](const ag::Var& t) -> std::pair<ag::Var, ag::Var> {
+    if (first == 0) return {nullptr, t};
+    if (first == R) return {t, nullptr};
+    const std::vector<ag::Var> p = ag::split(t, 0, {first, R - first});
+    return {p[0], p[1]};
   };
+  const auto [q_first, q_rest] = cut(q);
+  const auto [qf_first, qf_rest] = config_.bmojo.tie_attn_weights ? std::pair{q_first, q_rest} : cut(q_f);
   std::vector<ag::Var> parts;
   if (first > 0) {
     const auto [here, fading_window] = windows(0, 0);
-    parts.push_back(ag::merged_attention({rows(q, true), rows(mine[0], true), rows(mine[1], true), here},
-                                         {rows(q_f, true), rows(mine[2], true), rows(mine[3], true), fading_window}));
+    parts.push_back(ag::merged_attention({q_first, cut(mine[0]).first, cut(mine[1]).first, here},
+                                         {qf_first, cut(mine[2]).first, cut(mine[3]).first, fading_window}));
   }
   if (first < R) {
     const auto [here, fading_window] = windows(0, reach);
-    parts.push_back(
-        ag::merged_attention({rows(q, false), rows(extended[0], false), rows(extended[1], false), here},
-                             {rows(q_f, false), rows(extended[2], false), rows(extended[3], false), fading_window}));
+    parts.push_back(ag::merged_attention({q_rest, cut(extended[0]).second, cut(extended[1]).second, here},
+                                         {qf_rest, cut(extended[2]).second, cut(extended[3]).second, fading_window}));
   }
   return output(sp.from_chunk_rows(parts.size() == 1 ? parts[0] : ag::concat(parts, 0)));
 }

@@ -1,5 +1,5 @@
-// The command line of the benchmarks (CLI11): every one takes its shape as options, with the shape its figures in
-// docs/perf.md were measured at as the defaults, and answers --help.
+// The command line of the benchmarks (CLI11): the shape as options, with the shape their figures in docs/perf.md were
+// measured at as the defaults, and --help.
 #pragma once
 #include <CLI/CLI.hpp>
 #include <cstdint>
