@@ -72,7 +72,7 @@ TEST(MergedAttention, TwoWindowsAreOneSoftmaxOverTheirUnion) {
     union_of_both.q_offset = union_of_both.k_offset = 7;
     const ag::Var out = merged ? windows(qv, kv, vv, W, 7) : ag::attention(qv, kv, vv, union_of_both);
     ag::backward(out, dout);
-    (merged ? got : want) = {out->value, qv->grad, kv->grad, vv->grad};
+    (merged ? got : want) = std::vector<Tensor>{out->value, qv->grad, kv->grad, vv->grad};
   }
   const char* names[] = {"out", "dq", "dk", "dv"};
   for (size_t i = 0; i < got.size(); ++i) test::expect_close(got[i], want[i], 1e-13, 1e-13, names[i]);
