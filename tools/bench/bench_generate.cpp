@@ -142,6 +142,7 @@ int main(int argc, char** argv) {
   Tensor logits;
   // Each prompt alone (its activations are then one row's, not the batch's), the rows' states stacked after.
   auto prefill = [&] {
+    state = {};  // the previous repetition's caches go before this one's are written
     std::vector<layers::DecodeState> rows(size_t(o.batch));
     logits = Tensor::empty({o.batch, config.vocab_size}, DType::F32, device);
     for (int64_t r = 0; r < o.batch; ++r)
