@@ -19,6 +19,10 @@ struct ChebyshevOptions {
   double ridge = 0.02;  // λ_t / ‖H_t‖_F
   int64_t num_iter = 30;
   bool bp_lambda = true;  // backward: differentiate through λ_t = ridge·‖H_t‖_F (else λ_t is held constant)
+  // CUDA: the iterate (and its product with the keys) enter the tensor cores as hi + lo bf16 pairs, ~16-bit
+  // operands; false: one bf16 each, faster, but their 2^-9 rounding is amplified by up to κ = (1 + ridge)/ridge.
+  // The CPU paths compute in their own precision and ignore it.
+  bool precise_iterate = true;
 };
 
 // q, k [B, T, H, K]; gk [B, T, H] log decay or undefined. CPU: all f32 or all f64. CUDA: q, k bf16 or f32 (f32

@@ -9,6 +9,7 @@ struct ChebyshevDims {
   double ridge = 0;                                 // λ_t / ‖H_t‖_F
   int64_t num_iter = 0;
   bool bp_lambda = true;
+  bool precise_iterate = true;  // CUDA: the iterate as hi + lo bf16 operands (ChebyshevOptions)
   bool has_gk = false, has_state_in = false;
 
   // Tokens per chunk of the chunked algorithms (the reference implementation's chunk size).

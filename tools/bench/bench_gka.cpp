@@ -1,6 +1,7 @@
 // Gated KalmaNet on the GPU, bf16, by default at B = 4, T = 4096, H = 16, D = 128 (the shape): the Chebyshev
 // solve forward and forward + backward at num_iter r = 30, 10, 5; the core (solve, α-mix, GLA readout) forward +
-// backward; the whole GKA layer forward + backward, by default at hidden 2048 (Hq = 16, Hk = 8).
+// backward; the whole GKA layer forward + backward, by default at hidden 2048 (Hq = 16, Hk = 8). Each with the
+// iterate as hi + lo operands (precise_iterate, the default) and as one bf16 ("bf16 iterate" rows).
 // FLOPs count the useful matrix products at 2 per multiply-add, per head and token, with chunk C = 64:
 //   solve forward   (2r + 4)D² + (4r + 2)CD       chunk-start states 2D², ‖H_c‖_F 2D² + 2CD, r matvecs 2D² + 4CD
 //   solve backward  (2r + 16)D² + (4r + 24)CD     states and norms again, the adjoint solve, one matvec for the gate
@@ -72,7 +73,7 @@ double gla_forward_flops(double D) { return 4.0 * D * D + 4.0 * kC * D; }
 #ifdef PRIMER_WITH_CUDA
 // Where the solve's forward + backward spends its time, kernel by kernel (core/ops/cuda/chebyshev_solve.cu).
 void kernel_breakdown(const bench::LayerShape& shape, const Tensor& q, const Tensor& k, const Tensor& gk,
-                      const Tensor& dx, int64_t r, std::vector<bench::Row>& rows) {
+                      const Tensor& dx, int64_t r, bool precise, std::vector<bench::Row>& rows) {
   const int64_t Dh = shape.head_dim;
   ops::ChebyshevDims d;
   d.batch = shape.batch;
@@ -81,6 +82,7 @@ void kernel_breakdown(const bench::LayerShape& shape, const Tensor& q, const Ten
   d.dim = Dh;
   d.ridge = 0.02;
   d.num_iter = r;
+  d.precise_iterate = precise;
   d.has_gk = true;
   const int64_t BH = shape.batch * shape.heads, N = d.chunks(), tiles = ops::cuda_ops::cheb::state_tiles(d);
   const Tensor states = Tensor::empty({BH * (N + 1) * Dh * Dh}, DType::F32, Device::cuda());
@@ -99,12 +101,12 @@ void kernel_breakdown(const bench::LayerShape& shape, const Tensor& q, const Ten
          cheb::launch_chunk_states(d, q.dtype(), k.data_ptr(), gk.data<float>(), nullptr, states.data<float>(),
                                    nullptr);
        }},
-      {"  kernel: iteration (forward)",
+      {precise ? "  kernel: iteration (forward)" : "  kernel: iteration (forward), bf16 iterate",
        [&] {
          cheb::launch_iterate(d, q.dtype(), q.data_ptr(), k.data_ptr(), gk.data<float>(), states.data<float>(),
                               x.data_ptr(), nullptr, nullptr, nullptr);
        }},
-      {"  kernel: adjoint iteration + W, u",
+      {precise ? "  kernel: adjoint iteration + W, u" : "  kernel: adjoint iteration + W, u, bf16 iterate",
        [&] {
          cheb::launch_iterate(d, q.dtype(), dx.data_ptr(), k.data_ptr(), gk.data<float>(), states.data<float>(),
                               dq.data_ptr(), x.data_ptr(), W.data<float>(), u.data<float>());
@@ -152,9 +154,16 @@ int main(int argc, char** argv) {
     rows.push_back({{what, r >= 0 ? std::to_string(r) : "-", fixed(ms, 3),
                      fixed(flops_per_head_token * tokens / (ms * 1e-3) / 1e12, 1)}});
   };
-  for (int64_t r : {30, 10, 5}) {
+  struct Mode {
+    int64_t r;
+    bool precise;
+  };
+  for (const Mode m : {Mode{30, true}, Mode{30, false}, Mode{10, true}, Mode{10, false}, Mode{5, true}}) {
+    const int64_t r = m.r;
+    const std::string mode = m.precise ? "" : ", bf16 iterate";
     ops::ChebyshevOptions o;
     o.num_iter = r;
+    o.precise_iterate = m.precise;
     const double fwd = bench::median_ms([&] { ops::chebyshev_solve(q, k, gk, o, Tensor(), nullptr); });
     const double train = bench::median_ms([&] {
       const Tensor x = ops::chebyshev_solve(q, k, gk, o, Tensor(), nullptr);
@@ -166,13 +175,14 @@ int main(int argc, char** argv) {
       const ops::GlaGrads g = ops::gla_backward(dout, x, k, v, gk, 1.0 / std::sqrt(double(Dh)), Tensor(), Tensor());
       ops::chebyshev_solve_backward(g.dq, x, q, k, gk, o, Tensor(), Tensor());
     });
-    add("solve fwd", r, fwd, solve_forward_flops(double(r), D));
-    add("solve fwd+bwd", r, train, solve_forward_flops(double(r), D) + solve_backward_flops(double(r), D));
-    add("core fwd+bwd (solve + GLA)", r, core,
+    add("solve fwd" + mode, r, fwd, solve_forward_flops(double(r), D));
+    add("solve fwd+bwd" + mode, r, train, solve_forward_flops(double(r), D) + solve_backward_flops(double(r), D));
+    add("core fwd+bwd (solve + GLA)" + mode, r, core,
         solve_forward_flops(double(r), D) + solve_backward_flops(double(r), D) + 3 * gla_flops);
   }
 #ifdef PRIMER_WITH_CUDA
-  for (int64_t r : {30, 5}) kernel_breakdown(shape, q, k, gk, dx, r, rows);
+  for (const bool precise : {true, false}) kernel_breakdown(shape, q, k, gk, dx, 30, precise, rows);
+  kernel_breakdown(shape, q, k, gk, dx, 5, true, rows);
 #endif
   const double gla = bench::median_ms([&] {
     ops::gla(q, k, v, gk, 1.0 / std::sqrt(double(Dh)), Tensor(), nullptr);
@@ -181,13 +191,15 @@ int main(int argc, char** argv) {
   add("GLA readout fwd+bwd", -1, gla, 3 * gla_flops);
 
   // The whole layer with Qwen3-style GQA (by default hidden 2048, Hq = 16, Hk = 8), default flags.
-  const ModelConfig c = shape.layer_config();
-  ParameterRegistry params;
-  layers::GkaMixer mixer(c, "model.layers.0.gka", params);
-  params.materialize(Device::cuda(), DType::BF16, 7);
-  const Tensor x = random_gpu({B, T, c.hidden_size}, 8);
-  const Tensor dy = random_gpu({B, T, c.hidden_size}, 9);
-  for (int64_t r : {30, 10, 5}) {
+  const Tensor x = random_gpu({B, T, shape.hidden}, 8);
+  const Tensor dy = random_gpu({B, T, shape.hidden}, 9);
+  for (const Mode m : {Mode{30, true}, Mode{30, false}, Mode{10, true}, Mode{5, true}}) {
+    ModelConfig c = shape.layer_config();
+    c.gka.precise_iterate = m.precise;
+    ParameterRegistry params;
+    layers::GkaMixer mixer(c, "model.layers.0.gka", params);
+    params.materialize(Device::cuda(), DType::BF16, 7);
+    const int64_t r = m.r;
     mixer.set_num_iter(r);
     const double ms = bench::median_ms(
         [&] {
@@ -195,7 +207,9 @@ int main(int argc, char** argv) {
           ag::backward(y, dy);
         },
         2, 10);
-    rows.push_back({{"GKA layer fwd+bwd (hidden " + std::to_string(c.hidden_size) + ")", std::to_string(r),
+    rows.push_back({{"GKA layer fwd+bwd (hidden " + std::to_string(c.hidden_size) + ")" +
+                         (m.precise ? "" : ", bf16 iterate"),
+                     std::to_string(r),
                      fixed(ms, 3), fixed(3 * mixer.flops_per_token(T) * double(B * T) / (ms * 1e-3) / 1e12, 1)}});
   }
   bench::print_table({"part", "num_iter", "ms", "TFLOP/s"}, rows);

@@ -2,8 +2,11 @@
 // 16·wm .. +16 of the chunk and the column half wn of the D columns, where it keeps the iterate X, the previous
 // iterate and the right-hand side in fp32 registers for all r iterations. One matvec for all 64 rows is
 //   H_c x_c = ζ_c (X H_0ᵀ)_c + (((X Kᵀ) ⊙ Mᵀ) K)_c,   Mᵀ[c][j] = e^{G_c−G_j} (j ≤ c)
-// with X staged once per iteration as bf16, H_0 as a hi + lo pair of bf16 (its rounding would otherwise cap the
-// solve near 1e-2: 000_gka.md §4), K exact in bf16 for bf16 inputs. ‖H_c‖_F comes from Eq. (5) (see the CPU path).
+// with H_0 as a hi + lo pair of bf16 (its rounding would otherwise cap the solve near 1e-2: 000_gka.md §4) and K
+// exact in bf16 for bf16 inputs. The iterate X and the masked product P = (X Kᵀ) ⊙ Mᵀ are staged either as hi + lo
+// pairs as well (precise_iterate: ~16-bit operands, five products per matvec instead of three) or as one bf16
+// each, whose 2^-9 rounding the solve amplifies by up to κ = (1 + ridge)/ridge (the GKA digest's "iterate as
+// operand" case: 2e-2 … 4e-2 residual at ridge 0.02). ‖H_c‖_F comes from Eq. (5) (see the CPU path).
 #include "core/cuda_runtime.h"
 #include "core/ops/cuda/tile/block_reduce.cuh"
 #include "core/ops/cuda/chebyshev_solve_common.cuh"
@@ -28,18 +31,21 @@ struct IterateArgs {
   bool bp_lambda;
 };
 
-template <int D> struct IterateSmem {
-  static constexpr int kBytes =
-      (2 * D * D + 2 * kC * D + kC * kC) * int(sizeof(bf16)) + (6 * kC + 8) * int(sizeof(float));
+// Shared memory: H_0 hi + lo, K, X and P (and, when split, X's and P's lo tiles), then the per-row scalars.
+template <int D, bool kSplit> struct IterateSmem {
+  static constexpr int kTileElems = 2 * D * D + (kSplit ? 3 : 2) * kC * D + (kSplit ? 2 : 1) * kC * kC;
+  static constexpr int kBytes = kTileElems * int(sizeof(bf16)) + (6 * kC + 8) * int(sizeof(float));
 };
 
-// The CTA's shared tiles and this thread's place in the warp tiling.
-template <int D> struct Tiles : WarpTile<D> { bf16 *h_hi, *h_lo, *k, *x, *p; };
+// The CTA's shared tiles and this thread's place in the warp tiling (x_lo, p_lo: null unless split).
+template <int D> struct Tiles : WarpTile<D> { bf16 *h_hi, *h_lo, *k, *x, *p, *x_lo, *p_lo; };
 
-// P = A Kᵀ (this warp's 16 x 32 part) and Y = A H_0ᵀ (its 16 x D/2 part, H_0 as hi + lo) for a [64][D] tile A:
-// each fragment of A is loaded once for both products.
-template <int D> __device__ __forceinline__ void products_with_k_and_h0(float (&p)[4][4], float (&Y)[D / 16][4],
-                                                                        const bf16* A, const Tiles<D>& s) {
+// P = A Kᵀ (this warp's 16 x 32 part) and Y = A H_0ᵀ (its 16 x D/2 part, H_0 as hi + lo) for a [64][D] tile A,
+// with A as hi + lo when kLo (the lo x H_0-lo product, 2^-18 of the result, left out): each fragment of A is loaded
+// once for both products.
+template <int D, bool kLo>
+__device__ __forceinline__ void products_with_k_and_h0(float (&p)[4][4], float (&Y)[D / 16][4], const bf16* A,
+                                                       const bf16* A_lo, const Tiles<D>& s) {
   constexpr int kNT = D / 16;
 #pragma unroll
   for (int nt = 0; nt < 4; ++nt)
@@ -51,14 +57,19 @@ template <int D> __device__ __forceinline__ void products_with_k_and_h0(float (&
     for (int e = 0; e < 4; ++e) Y[nt][e] = 0.f;
 #pragma unroll
   for (int kk = 0; kk < D / 16; ++kk) {
-    uint32_t a[4];
+    uint32_t a[4], a_lo[4];
     tile::load_a<D>(a, A, s.m0, 16 * kk, s.lane);
+    if constexpr (kLo) tile::load_a<D>(a_lo, A_lo, s.m0, 16 * kk, s.lane);
 #pragma unroll
     for (int q = 0; q < 2; ++q) {
       uint32_t b[4];
       tile::load_b_pair_nk<D>(b, s.k, s.pcol0 + 16 * q, 16 * kk, s.lane);
       tile::mma_bf16(p[2 * q], a, b[0], b[1]);
       tile::mma_bf16(p[2 * q + 1], a, b[2], b[3]);
+      if constexpr (kLo) {
+        tile::mma_bf16(p[2 * q], a_lo, b[0], b[1]);
+        tile::mma_bf16(p[2 * q + 1], a_lo, b[2], b[3]);
+      }
     }
 #pragma unroll
     for (int q = 0; q < kNT / 2; ++q) {
@@ -69,33 +80,46 @@ template <int D> __device__ __forceinline__ void products_with_k_and_h0(float (&
       tile::mma_bf16(Y[2 * q + 1], a, hi[2], hi[3]);
       tile::mma_bf16(Y[2 * q], a, lo[0], lo[1]);
       tile::mma_bf16(Y[2 * q + 1], a, lo[2], lo[3]);
+      if constexpr (kLo) {
+        tile::mma_bf16(Y[2 * q], a_lo, hi[0], hi[1]);
+        tile::mma_bf16(Y[2 * q + 1], a_lo, hi[2], hi[3]);
+      }
     }
   }
 }
 
-// Y = H_c X_c for the CTA's 64 rows; X in this thread's registers. Two barriers; every thread must call it.
-template <int D> __device__ __forceinline__ void chunk_matvec(float (&Y)[D / 16][4], const float (&X)[D / 16][4],
-                                                              const float (&mask)[4][4], const float (&zeta)[2],
-                                                              const Tiles<D>& s) {
+// Y = H_c X_c for the CTA's 64 rows; X in this thread's registers, staged (with P) as hi + lo when kSplit. Two
+// barriers; every thread must call it.
+template <int D, bool kSplit>
+__device__ __forceinline__ void chunk_matvec(float (&Y)[D / 16][4], const float (&X)[D / 16][4],
+                                             const float (&mask)[4][4], const float (&zeta)[2], const Tiles<D>& s) {
   constexpr int kNT = D / 16;
-  tile::store_tile<D, kNT>(s.x, X, s.m0, s.ncol0, s.lane);
+  if constexpr (kSplit)
+    tile::store_tile_split<D, kNT>(s.x, s.x_lo, X, s.m0, s.ncol0, s.lane);
+  else
+    tile::store_tile<D, kNT>(s.x, X, s.m0, s.ncol0, s.lane);
   __syncthreads();
   float p[4][4];
-  products_with_k_and_h0<D>(p, Y, s.x, s);
+  products_with_k_and_h0<D, kSplit>(p, Y, s.x, s.x_lo, s);
 #pragma unroll
   for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
     for (int e = 0; e < 4; ++e) p[nt][e] *= mask[nt][e];
-  tile::store_tile<kC, 4>(s.p, p, s.m0, s.pcol0, s.lane);
+  if constexpr (kSplit)
+    tile::store_tile_split<kC, 4>(s.p, s.p_lo, p, s.m0, s.pcol0, s.lane);
+  else
+    tile::store_tile<kC, 4>(s.p, p, s.m0, s.pcol0, s.lane);
   __syncthreads();
 #pragma unroll
   for (int nt = 0; nt < kNT; ++nt)
 #pragma unroll
     for (int e = 0; e < 4; ++e) Y[nt][e] *= zeta[e >> 1];
   tile::mma_AB<kC, kC, D>(Y, s.p, s.k, s.m0, s.ncol0, s.lane);  // + ((X Kᵀ) ⊙ Mᵀ) K
+  if constexpr (kSplit) tile::mma_AB<kC, kC, D>(Y, s.p_lo, s.k, s.m0, s.ncol0, s.lane);
 }
 
-template <int D, class T, bool kBackward> __global__ void __launch_bounds__(kThreads, 1) iterate_kernel(IterateArgs a) {
+template <int D, class T, bool kBackward, bool kSplit>
+__global__ void __launch_bounds__(kThreads, 1) iterate_kernel(IterateArgs a) {
   constexpr int kNT = D / 16;
   extern __shared__ __align__(128) unsigned char smem[];
   Tiles<D> s;
@@ -105,7 +129,9 @@ template <int D, class T, bool kBackward> __global__ void __launch_bounds__(kThr
   s.k = s.h_lo + D * D;
   s.x = s.k + kC * D;
   s.p = s.x + kC * D;
-  float* s_g = reinterpret_cast<float*>(s.p + kC * kC);
+  s.x_lo = kSplit ? s.p + kC * kC : nullptr;
+  s.p_lo = kSplit ? s.x_lo + kC * D : nullptr;
+  float* s_g = reinterpret_cast<float*>(smem + (IterateSmem<D, kSplit>::kTileElems) * sizeof(bf16));
   float* s_norm = s_g + kC;
   float* s_quad = s_norm + kC;   // k_jᵀ H_0 k_j
   float* s_fresh = s_quad + kC;  // (k_c·k_c)² + 2 Σ_{j<c} e^{G_c−G_j} (k_c·k_j)²
@@ -139,7 +165,7 @@ template <int D, class T, bool kBackward> __global__ void __launch_bounds__(kThr
   // Eq. (5)'s per-row ingredients: k_jᵀH_0k_j from K H_0ᵀ, and the Gram terms of the in-chunk part.
   {
     float z[kNT][4], p[4][4];
-    products_with_k_and_h0<D>(p, z, s.k, s);  // the Gram matrix K Kᵀ and K H_0ᵀ
+    products_with_k_and_h0<D, false>(p, z, s.k, nullptr, s);  // the Gram matrix K Kᵀ and K H_0ᵀ
     float kk[kNT][4];
 #pragma unroll
     for (int nt = 0; nt < kNT; ++nt)
@@ -204,7 +230,7 @@ template <int D, class T, bool kBackward> __global__ void __launch_bounds__(kThr
   for (int it = 0; it < a.num_iter; ++it) {
     omega = 1.f / (1.f - quarter_rho_sq * omega);
     float Y[kNT][4];
-    chunk_matvec<D>(Y, X, mask, zeta, s);
+    chunk_matvec<D, kSplit>(Y, X, mask, zeta, s);
 #pragma unroll
     for (int nt = 0; nt < kNT; ++nt)
 #pragma unroll
@@ -225,7 +251,7 @@ template <int D, class T, bool kBackward> __global__ void __launch_bounds__(kThr
     load_rows<D, T>(xf, static_cast<const T*>(a.x), c, s);
     add_row_dots<D>(s_dot1, xf, X, s);
     float Y[kNT][4];
-    chunk_matvec<D>(Y, xf, mask, zeta, s);  // its barriers also publish s_dot1
+    chunk_matvec<D, kSplit>(Y, xf, mask, zeta, s);  // its barriers also publish s_dot1
     add_row_dots<D>(s_dot2, X, Y, s);
     __syncthreads();
     if (warp == 0) {
@@ -246,9 +272,9 @@ template <int D, class T, bool kBackward> __global__ void __launch_bounds__(kThr
   }
 }
 
-template <int D, class T, bool kBackward> void launch(const IterateArgs& a, const ChebyshevDims& d) {
-  constexpr auto kernel = iterate_kernel<D, T, kBackward>;
-  constexpr int kBytes = IterateSmem<D>::kBytes;
+template <int D, class T, bool kBackward, bool kSplit> void launch(const IterateArgs& a, const ChebyshevDims& d) {
+  constexpr auto kernel = iterate_kernel<D, T, kBackward, kSplit>;
+  constexpr int kBytes = IterateSmem<D, kSplit>::kBytes;
   allow_dynamic_smem<kernel>(kBytes);
   const dim3 grid(unsigned(d.chunks()), unsigned(d.heads_total()));
   kernel<<<grid, kThreads, kBytes, cuda::stream()>>>(a);
@@ -264,10 +290,15 @@ void launch_iterate(const ChebyshevDims& d, DType dtype, const void* rhs, const 
     using T = decltype(tag);
     with_dim(d.dim, [&](auto dim) {
       constexpr int D = decltype(dim)::value;
-      if (x)
-        launch<D, T, true>(a, d);
+      const bool backward = x != nullptr;
+      if (backward && d.precise_iterate)
+        launch<D, T, true, true>(a, d);
+      else if (backward)
+        launch<D, T, true, false>(a, d);
+      else if (d.precise_iterate)
+        launch<D, T, false, true>(a, d);
       else
-        launch<D, T, false>(a, d);
+        launch<D, T, false, false>(a, d);
     });
   });
 }
