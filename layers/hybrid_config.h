@@ -53,7 +53,7 @@ struct GkaConfig {
   int64_t num_iter = 30;    // Chebyshev iterations (the test-time compute knob; may change at run time)
   double ridge_strength = 0.02;
   bool precise_iterate = true;  // CUDA: Chebyshev iterate as hi + lo bf16 operands (ops::ChebyshevOptions)
-  bool use_gate = true;  // output gate silu(g_proj x) after the output RMSNorm
+  bool use_gate = true;         // output gate silu(g_proj x) after the output RMSNorm
   int64_t conv_size = 4;
   double norm_eps = 1e-6;
   bool use_forgetting_gate_kk = true;  // the same decay on H as on the GLA state

@@ -207,10 +207,10 @@ int main(int argc, char** argv) {
           ag::backward(y, dy);
         },
         2, 10);
-    rows.push_back({{"GKA layer fwd+bwd (hidden " + std::to_string(c.hidden_size) + ")" +
-                         (m.precise ? "" : ", bf16 iterate"),
-                     std::to_string(r),
-                     fixed(ms, 3), fixed(3 * mixer.flops_per_token(T) * double(B * T) / (ms * 1e-3) / 1e12, 1)}});
+    rows.push_back(
+        {{"GKA layer fwd+bwd (hidden " + std::to_string(c.hidden_size) + ")" + (m.precise ? "" : ", bf16 iterate"),
+          std::to_string(r), fixed(ms, 3),
+          fixed(3 * mixer.flops_per_token(T) * double(B * T) / (ms * 1e-3) / 1e12, 1)}});
   }
   bench::print_table({"part", "num_iter", "ms", "TFLOP/s"}, rows);
   return 0;

@@ -43,9 +43,9 @@ template <int D> struct Tiles : WarpTile<D> { bf16 *h_hi, *h_lo, *k, *x, *p, *x_
 // P = A Kᵀ (this warp's 16 x 32 part) and Y = A H_0ᵀ (its 16 x D/2 part, H_0 as hi + lo) for a [64][D] tile A,
 // with A as hi + lo when kLo (the lo x H_0-lo product, 2^-18 of the result, left out): each fragment of A is loaded
 // once for both products.
-template <int D, bool kLo>
-__device__ __forceinline__ void products_with_k_and_h0(float (&p)[4][4], float (&Y)[D / 16][4], const bf16* A,
-                                                       const bf16* A_lo, const Tiles<D>& s) {
+template <int D, bool kLo> __device__ __forceinline__ void products_with_k_and_h0(float (&p)[4][4],
+                                                                                  float (&Y)[D / 16][4], const bf16* A,
+                                                                                  const bf16* A_lo, const Tiles<D>& s) {
   constexpr int kNT = D / 16;
 #pragma unroll
   for (int nt = 0; nt < 4; ++nt)
@@ -118,8 +118,8 @@ __device__ __forceinline__ void chunk_matvec(float (&Y)[D / 16][4], const float 
   if constexpr (kSplit) tile::mma_AB<kC, kC, D>(Y, s.p_lo, s.k, s.m0, s.ncol0, s.lane);
 }
 
-template <int D, class T, bool kBackward, bool kSplit>
-__global__ void __launch_bounds__(kThreads, 1) iterate_kernel(IterateArgs a) {
+template <int D, class T, bool kBackward, bool kSplit> __global__ void __launch_bounds__(kThreads, 1)
+    iterate_kernel(IterateArgs a) {
   constexpr int kNT = D / 16;
   extern __shared__ __align__(128) unsigned char smem[];
   Tiles<D> s;

@@ -127,9 +127,9 @@ __device__ __forceinline__ void store_tile(bf16* tile, const float (&acc)[kTiles
 // Stores the accumulator as a pair of bf16 tiles, hi = bf16(v) and lo = bf16(v − hi): hi + lo carries ~16
 // significant bits, for products whose operand rounding would otherwise be amplified (a product with hi and one
 // with lo replace one with v).
-template <int kCols, int kTiles>
-__device__ __forceinline__ void store_tile_split(bf16* hi, bf16* lo, const float (&acc)[kTiles][4], int m0, int n0,
-                                                 int lane) {
+template <int kCols, int kTiles> __device__ __forceinline__ void store_tile_split(bf16* hi, bf16* lo,
+                                                                                  const float (&acc)[kTiles][4], int m0,
+                                                                                  int n0, int lane) {
   for_each_pair(acc, m0, n0, lane, [&](int r, int c, float v0, float v1) {
     const __nv_bfloat162 h = __floats2bfloat162_rn(v0, v1);
     *reinterpret_cast<__nv_bfloat162*>(hi + swizzle<kCols>(r, c)) = h;
