@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # On a machine with a GPU: build with CUDA (sm_90a), run the `cuda` tests, then the benchmarks.
 # Usage: tools/device-check.sh [ctest -R regex] [bench executable or tools/bench/*.py name ...]
-#   tools/device-check.sh                 everything
+#   tools/device-check.sh                 everything (every test, every benchmark: most of a session's device time)
 #   tools/device-check.sh 'RmsNorm' bench_norms   only matching tests and the named benchmarks
+#   tools/device-check.sh 'RmsNorm'       only matching tests, no benchmark
 # Logs go to $OUT (or ./device-logs) and a short summary table is printed last.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out="${OUT:-$PWD/device-logs}"
 mkdir -p "$out"
+run_all_benches=$(( $# == 0 ))
 filter="${1:-.}"
 shift || true
 benches=("$@")
@@ -42,7 +44,7 @@ fi
 (cd build-device && ctest -L dist -R 'Gpu|NoLauncher' -V) >"$out/ctest-dist-gpu.log" 2>&1 || test_rc=1
 grep -E "tests passed|tests failed|\*\*\*|communicator:|GPU, ZeRO|GPU, (p2p|usp)" "$out/ctest-dist-gpu.log" | sort -u | head -40
 
-if [ ${#benches[@]} -eq 0 ]; then
+if [ "$run_all_benches" = 1 ]; then
   mapfile -t benches < <(cd build-device && ls bench_* 2>/dev/null; cd ../tools/bench && ls *.py 2>/dev/null)
 fi
 # Benchmarks: executables from build-device/, and PyTorch peer scripts (*.py in tools/bench/, run with python3).

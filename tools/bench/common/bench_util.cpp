@@ -3,13 +3,35 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
+#include <exception>
 
 #include "core/check.h"
 #include "core/cuda_runtime.h"
 #include "core/tensor.h"
 
 namespace primer::bench {
+namespace {
+
+// A benchmark that cannot run (no CUDA device, a shape a kernel refuses) throws primer::Error from main; without a
+// handler that ends in abort() and exit status 134, which reads like a crash. Print the message and exit 1 instead.
+const bool kErrorsExitCleanly = [] {
+  std::set_terminate([] {
+    try {
+      if (const std::exception_ptr e = std::current_exception()) std::rethrow_exception(e);
+      std::fputs("benchmark: terminated\n", stderr);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "benchmark: error: %s\n", e.what());
+    } catch (...) {
+      std::fputs("benchmark: error: an unknown exception\n", stderr);
+    }
+    std::_Exit(1);
+  });
+  return true;
+}();
+
+}  // namespace
 
 #ifdef PRIMER_WITH_CUDA
 double median_ms(const std::function<void()>& fn, int warmup, int iters) {
