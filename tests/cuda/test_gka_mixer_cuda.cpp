@@ -15,6 +15,7 @@
 #include "core/autograd/functions.h"
 #include "layers/gka_mixer.h"
 #include "tests/cuda/parity_util.h"
+#include "tests/support/mixer_checks.h"
 
 namespace primer {
 namespace {
@@ -47,6 +48,16 @@ LayerRun run_layer(const ModelConfig& c, Device device, DType dtype, const Tenso
   return r;
 }
 
+// One GKA layer of hidden 256 with `heads` query and `kv_heads` key/value heads of head_dim D.
+ModelConfig one_layer_config(int64_t heads, int64_t kv_heads, int64_t D) {
+  ModelConfig c = test::tiny_mixer_config(heads, kv_heads, 1);
+  c.hidden_size = 256;
+  c.intermediate_size = 512;
+  c.head_dim = D;
+  c.max_position_embeddings = 512;
+  return c;
+}
+
 void expect_rel(const Tensor& gpu, const Tensor& ref, double tol, const std::string& what) {
   const test::Diff d = test::compare(gpu, ref);
   std::printf("  %-40s rel L2 %.2e (tolerance %.0e)\n", what.c_str(), d.rel_l2, tol);
@@ -59,16 +70,7 @@ TEST(GkaMixerCuda, Bf16LayerTracksTheF64Cpu) {
   const uint64_t seed = test::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   for (int64_t D : {64, 128}) {
-    ModelConfig c;
-    c.model_type = "qwen3";
-    c.vocab_size = 16;
-    c.hidden_size = 256;
-    c.intermediate_size = 512;
-    c.num_hidden_layers = 1;
-    c.num_attention_heads = 4;
-    c.num_key_value_heads = 2;
-    c.head_dim = D;
-    c.max_position_embeddings = 256;
+    ModelConfig c = one_layer_config(4, 2, D);
     c.gka.ridge_strength = 0.5;
     const int64_t B = 2, T = 100;  // two chunks, the second ragged
     const Tensor x = test::randn({B, T, c.hidden_size}, seed + 1).to(DType::BF16);
@@ -119,16 +121,7 @@ TEST(GkaMixerCuda, Bf16LayerAtTheDefaultRidge) {
   const uint64_t seed = test::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   for (const bool precise : {true, false}) {
-    ModelConfig c;
-    c.model_type = "qwen3";
-    c.vocab_size = 16;
-    c.hidden_size = 256;
-    c.intermediate_size = 512;
-    c.num_hidden_layers = 1;
-    c.num_attention_heads = 2;
-    c.num_key_value_heads = 2;
-    c.head_dim = 128;
-    c.max_position_embeddings = 512;
+    ModelConfig c = one_layer_config(2, 2, 128);
     c.gka.precise_iterate = precise;
     const int64_t B = 1, T = 300;
     const Tensor x = anisotropic_hidden(B, T, c.hidden_size, seed + 1).to(DType::BF16);
