@@ -59,6 +59,9 @@ int main(int argc, char** argv) {
   app.add_option("--val-size", o.val_size, "validation sequences (and sequences per extrapolation set)");
   app.add_option("--batch", o.batch, "sequences per step");
   app.add_option("--lr", o.lr, "constant learning rate");
+  bool untied_head = false;
+  app.add_flag("--untied-head", untied_head,
+               "an LM head of its own (default: the embedding's transpose, as the authors' models)");
   app.add_option("--max-steps", o.max_steps, "optimizer steps at most");
   app.add_option("--eval-every", o.eval_every, "steps between validations");
   app.add_option("--patience", o.patience, "validations without improvement before stopping");
@@ -68,15 +71,16 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
+  o.tie_embeddings = !untied_head;
   try {
     const std::vector<MixerKind> kinds = parse_mixers(mixers);
     const Device device = recipes::pick_device(device_name);
     const synthetic::MqarData data = synthetic::make_mqar_data(o);
     fmt::print(
         "MQAR: vocab {}, {} pairs, train {} x {} tokens, val {}, {} layers x width {}, {} heads x {}, batch {}, "
-        "lr {}, on {}\n",
+        "lr {}, {} head, on {}\n",
         o.task.vocab, o.task.pairs, o.train_size, o.task.seq, o.val_size, o.layers, o.width, o.heads, o.head_dim,
-        o.batch, o.lr, device.str());
+        o.batch, o.lr, o.tie_embeddings ? "tied" : "untied", device.str());
     std::vector<synthetic::MqarResult> results;
     for (const MixerKind kind : kinds) results.push_back(synthetic::train_mqar(kind, o, data, device));
     print_table(o, results);

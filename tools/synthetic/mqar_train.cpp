@@ -55,6 +55,7 @@ ModelConfig mqar_model_config(MixerKind mixer, const MqarRunOptions& o) {
   c.num_attention_heads = o.heads;
   c.num_key_value_heads = o.heads;
   c.head_dim = o.head_dim;
+  c.tie_word_embeddings = o.tie_embeddings;
   c.max_position_embeddings = o.task.seq * *std::max_element(o.factors.begin(), o.factors.end());
   c.layer_types.assign(size_t(o.layers), mixer);
   c.validate("synthetic_mqar");

@@ -19,6 +19,7 @@ struct MqarRunOptions {
   int64_t train_size = 20000, val_size = 2000;  // val_size is also each extrapolation set's size
   std::vector<int64_t> factors = {1, 2, 4, 8};  // extrapolation lengths: task.seq * factor
   int64_t batch = 32;
+  bool tie_embeddings = true;  // the LM head as the embedding's transpose, as the authors' models tie them
   double lr = 1e-3, weight_decay = 0.1, max_grad_norm = 1.0;
   int64_t max_steps = 10000, eval_every = 200, patience = 10;  // patience: evaluations without improvement
   uint64_t seed = 42;  // train set seed; val seed + 1; extrapolation pairs seed + 1000, noise seed + 1000 + factor
@@ -28,7 +29,7 @@ struct MqarRunOptions {
 void validate(const MqarRunOptions& options);
 
 // The model: `layers` blocks of `mixer` (no attention), `heads` heads of `head_dim` (a state of heads·head_dim²
-// per layer for GDN, KZLA and M2), SwiGLU `ffn`, untied head.
+// per layer for GDN, KZLA and M2), SwiGLU `ffn`, the head tied to the embedding unless not tie_embeddings.
 ModelConfig mqar_model_config(MixerKind mixer, const MqarRunOptions& options);
 
 // Every set a run uses, generated once and shared by the mixers compared.
