@@ -18,7 +18,7 @@ enum class MixerKind {
   GatedDeltaNet,            // "GDN"
   GatedKalmaNet,            // "GKA"
   KaczmarzLinearAttention,  // "KZLA" Gated DeltaNet with the Kaczmarz step β = η/(‖k‖² + ε) on raw keys
-  KalmanLinearAttention,    // "KLA"  per-element Kalman filters in information form (CPU only so far)
+  KalmanLinearAttention,    // "KLA"  per-element Kalman filters in information form
   GatedDeltaNet2,           // "GDN2" channel-wise decay, erase gate on keys, write gate on values (CPU only so far)
   BMojoF,                   // "BMF"  B'MOJO-F: an SSM whose outputs are attended beside a sliding window
 };

@@ -14,7 +14,7 @@
 // (use_gate), o_norm.weight [D], o_proj [d, H·D].
 // Carried state: conv = [q, k, v] short-convolution inputs (none without short convolutions), recurrent =
 // [λ, η] each [B, H, D, D] in f32 (f64 in references); no state: the prior λ = 1, η = 0.
-// The core runs on the CPU only so far (no CUDA kernels).
+// The core runs on the CPU and on CUDA (core/ops/cuda/kalman_scan.cu: head_dim a multiple of 16 up to 128).
 #pragma once
 #include <string>
 

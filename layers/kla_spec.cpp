@@ -11,7 +11,7 @@ const MixerSpec& kla_spec() {
       .token = "KLA",
       .module = "kla",
       .is_ssm = true,
-      .summary = "Kalman linear attention (per-element Kalman filters in information form; CPU only so far)",
+      .summary = "Kalman linear attention (per-element Kalman filters in information form)",
       .json_block = "kla_config",
       .recipe_section = "kla",
       .fields =

@@ -11,7 +11,7 @@ KalmanScanResult kalman_scan(const Var& q, const Var& k, const Var& v, const Var
   PRIMER_CHECK(q && v && q->value.dim() == 4 && v->value.dim() == 4 && a_bar && a_bar->value.dim() == 3,
                "kalman_scan: expected q [B, T, H, N], v [B, T, H, D] and a_bar [H, N, D]");
   const Shape state_shape = {q->value.size(0), q->value.size(2), q->value.size(3), v->value.size(3)};
-  const DType dt = q->value.dtype();
+  const DType dt = a_bar->value.dtype();  // the states' dtype: the dynamics'
   const Tensor lam0 = precision_in ? precision_in->value : Tensor::full(state_shape, 1.0, dt, q->value.device());
   const Tensor eta0 = info_mean_in ? info_mean_in->value : Tensor::zeros(state_shape, dt, q->value.device());
   const ops::KalmanScanOutputs o = ops::kalman_scan(q->value, k->value, v->value, value_precision->value, a_bar->value,

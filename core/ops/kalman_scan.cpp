@@ -1,10 +1,12 @@
 #include "core/ops/kalman_scan.h"
 
+#include <cstdint>
 #include <tuple>
 #include <vector>
 
 #include "core/check.h"
 #include "core/ops/cpu/kalman_scan.h"
+#include "core/ops/cuda/kalman_scan.h"
 #include "core/ops/dispatch.h"
 
 namespace primer::ops {
@@ -18,22 +20,23 @@ struct Dims {
   int64_t state(int64_t b, int64_t h, int64_t n) const { return ((b * H + h) * N + n) * D; }  // + d
 };
 
+// On the CPU every tensor is f32 or every tensor f64; on CUDA the per-token tensors are f32 or bf16 and the dynamics
+// and states f32 (precisions span decades).
 Dims check_inputs(const char* op, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& lv,
                   const Tensor& a_bar, const Tensor& p_bar, const Tensor& lam0, const Tensor& eta0) {
   PRIMER_CHECK(q.defined() && q.dim() == 4, "{}: q is {}, expected [B, T, H, N]", op,
                q.defined() ? q.describe() : "undefined");
-  PRIMER_CHECK(q.is_cpu(), "{}: q is {}; Kalman linear attention runs on the CPU only so far (no CUDA kernels yet)", op,
-               q.describe());
-  expect(q, op, "q", Device::cpu(), {DType::F32, DType::F64});
-  for (const auto& [t, name] : {std::pair{&q, "q"},
-                                {&k, "k"},
-                                {&v, "v"},
-                                {&lv, "value_precision"},
-                                {&a_bar, "a_bar"},
-                                {&p_bar, "p_bar"},
-                                {&lam0, "precision_in"},
-                                {&eta0, "info_mean_in"}})
-    expect(*t, op, name, Device::cpu(), {q.dtype()});
+  const bool cuda = !q.is_cpu();
+  if (cuda)
+    expect(q, op, "q", q.device(), {DType::F32, DType::BF16});
+  else
+    expect(q, op, "q", q.device(), {DType::F32, DType::F64});
+  const DType state_dtype = cuda ? DType::F32 : q.dtype();
+  for (const auto& [t, name] : {std::pair{&k, "k"}, {&v, "v"}, {&lv, "value_precision"}})
+    expect(*t, op, name, q.device(), {q.dtype()});
+  for (const auto& [t, name] :
+       {std::pair{&a_bar, "a_bar"}, {&p_bar, "p_bar"}, {&lam0, "precision_in"}, {&eta0, "info_mean_in"}})
+    expect(*t, op, name, q.device(), {state_dtype});
   const Dims d{q.size(0), q.size(1), q.size(2), q.size(3), v.dim() == 4 ? v.size(3) : 0};
   expect_shape(k, op, "k", q.shape());
   expect_shape(v, op, "v", {d.B, d.T, d.H, d.D});
@@ -42,29 +45,86 @@ Dims check_inputs(const char* op, const Tensor& q, const Tensor& k, const Tensor
   expect_shape(p_bar, op, "p_bar", {d.H, d.N, d.D});
   expect_shape(lam0, op, "precision_in", {d.B, d.H, d.N, d.D});
   expect_shape(eta0, op, "info_mean_in", {d.B, d.H, d.N, d.D});
+  PRIMER_CHECK(!cuda || (d.N % 16 == 0 && d.N > 0 && d.N <= 128),
+               "{}: q is {}; on CUDA the state slots N (q's last dim) must be a multiple of 16 up to 128", op,
+               q.describe());
   return d;
 }
 
 void check_output_grads(const char* op, const Tensor& dy, const Tensor& dy_var, const Tensor& dlam, const Tensor& deta,
                         const Tensor& v, const Tensor& lam0) {
-  for (const auto& [t, name, shape] : {std::tuple{&dy, "dy", v.shape()},
-                                       {&dy_var, "dy_var", v.shape()},
-                                       {&dlam, "dprecision_out", lam0.shape()},
-                                       {&deta, "dinfo_mean_out", lam0.shape()}})
+  for (const auto& [t, name, like] :
+       {std::tuple{&dy, "dy", &v}, {&dy_var, "dy_var", &v}, {&dlam, "dprecision_out", &lam0},
+        {&deta, "dinfo_mean_out", &lam0}})
     if (t->defined()) {
-      expect(*t, op, name, Device::cpu(), {v.dtype()});
-      expect_shape(*t, op, name, shape);
+      expect(*t, op, name, v.device(), {like->dtype()});
+      expect_shape(*t, op, name, like->shape());
     }
 }
 
 template <class T> T* ptr(const Tensor& t) { return t.defined() ? t.data<T>() : nullptr; }
 Tensor dense_or_null(const Tensor& t) { return t.defined() ? t.contiguous() : Tensor(); }
 
+// The CUDA kernels load 4 slots at once (16 bytes of f32): a contiguous view that starts off that boundary is copied.
+Tensor aligned(const Tensor& t) {
+  const Tensor c = t.contiguous();
+  return reinterpret_cast<uintptr_t>(c.data_ptr()) % 16 ? c.clone() : c;
+}
+[[maybe_unused]] const void* raw_or_null(const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
+[[maybe_unused]] const float* f32_or_null(const Tensor& t) { return t.defined() ? t.data<float>() : nullptr; }
+
+[[maybe_unused]] cuda_ops::KalmanScanShape cuda_shape(const Dims& s) { return {s.B, s.T, s.H, s.N, s.D}; }
+
+KalmanScanOutputs kalman_scan_cuda([[maybe_unused]] const Dims& s, const Tensor& q_, const Tensor& k_, const Tensor& v_,
+                                   const Tensor& lv_, const Tensor& a_, const Tensor& p_, const Tensor& lam0_,
+                                   const Tensor& eta0_, bool with_variance) {
+  const Tensor q = aligned(q_), k = aligned(k_), v = v_.contiguous(), lv = lv_.contiguous(), a = a_.contiguous(),
+               p = p_.contiguous(), lam0 = lam0_.contiguous(), eta0 = eta0_.contiguous();
+  const Device dev = q.device();
+  KalmanScanOutputs out{Tensor::empty(v.shape(), v.dtype(), dev),
+                        with_variance ? Tensor::empty(v.shape(), v.dtype(), dev) : Tensor(),
+                        Tensor::empty(lam0.shape(), DType::F32, dev), Tensor::empty(lam0.shape(), DType::F32, dev)};
+  PRIMER_ON_CUDA(cuda_ops::kalman_scan_forward(
+      cuda_shape(s), q.dtype(), q.data_ptr(), k.data_ptr(), v.data_ptr(), lv.data_ptr(), a.data<float>(),
+      p.data<float>(), lam0.data<float>(), eta0.data<float>(), out.y.data_ptr(),
+      with_variance ? out.y_var.data_ptr() : nullptr, out.precision.data<float>(), out.info_mean.data<float>()));
+  return out;
+}
+
+KalmanScanGrads kalman_scan_backward_cuda([[maybe_unused]] const Dims& s, const Tensor& dy_, const Tensor& dy_var_,
+                                          const Tensor& dlam_, const Tensor& deta_, const Tensor& q_,
+                                          const Tensor& k_, const Tensor& v_, const Tensor& lv_, const Tensor& a_,
+                                          const Tensor& p_, const Tensor& lam0_, const Tensor& eta0_) {
+  const Tensor q = aligned(q_), k = aligned(k_), v = v_.contiguous(), lv = lv_.contiguous(), a = a_.contiguous(),
+               p = p_.contiguous(), lam0 = lam0_.contiguous(), eta0 = eta0_.contiguous(), dy = dense_or_null(dy_),
+               dy_var = dense_or_null(dy_var_), dlam = dense_or_null(dlam_), deta = dense_or_null(deta_);
+  const Device dev = q.device();
+  const DType dt = q.dtype();
+  // dq and dk sum over the channels of several CTAs (f32 atomics); ā and p̄ over the batch.
+  KalmanScanGrads g{Tensor::zeros(q.shape(), DType::F32, dev),    Tensor::zeros(k.shape(), DType::F32, dev),
+                    Tensor::empty(v.shape(), dt, dev),            Tensor::empty(lv.shape(), dt, dev),
+                    Tensor::zeros(a.shape(), DType::F32, dev),    Tensor::zeros(p.shape(), DType::F32, dev),
+                    Tensor::empty(lam0.shape(), DType::F32, dev), Tensor::empty(lam0.shape(), DType::F32, dev)};
+  Tensor checkpoints = Tensor::empty({cuda_ops::kalman_scan_checkpoint_floats(cuda_shape(s))}, DType::F32, dev);
+  PRIMER_ON_CUDA(cuda_ops::kalman_scan_backward(
+      cuda_shape(s), dt, raw_or_null(dy), raw_or_null(dy_var), f32_or_null(dlam), f32_or_null(deta), q.data_ptr(),
+      k.data_ptr(), v.data_ptr(), lv.data_ptr(), a.data<float>(), p.data<float>(), lam0.data<float>(),
+      eta0.data<float>(), g.dq.data<float>(), g.dk.data<float>(), g.dv.data_ptr(), g.dvalue_precision.data_ptr(),
+      g.da_bar.data<float>(), g.dp_bar.data<float>(), g.dprecision_in.data<float>(), g.dinfo_mean_in.data<float>(),
+      checkpoints.data<float>()));
+  if (dt != DType::F32) {
+    g.dq = g.dq.to(dt);
+    g.dk = g.dk.to(dt);
+  }
+  return g;
+}
+
 }  // namespace
 
 KalmanScanOutputs kalman_scan(const Tensor& q_, const Tensor& k_, const Tensor& v_, const Tensor& lv_, const Tensor& a_,
                               const Tensor& p_, const Tensor& lam0_, const Tensor& eta0_, bool with_variance) {
   const Dims s = check_inputs("kalman_scan", q_, k_, v_, lv_, a_, p_, lam0_, eta0_);
+  if (!q_.is_cpu()) return kalman_scan_cuda(s, q_, k_, v_, lv_, a_, p_, lam0_, eta0_, with_variance);
   const Tensor q = q_.contiguous(), k = k_.contiguous(), v = v_.contiguous(), lv = lv_.contiguous(),
                a = a_.contiguous(), p = p_.contiguous(), lam0 = lam0_.contiguous(), eta0 = eta0_.contiguous();
   const DType dt = q.dtype();
@@ -85,6 +145,8 @@ KalmanScanGrads kalman_scan_backward(const Tensor& dy_, const Tensor& dy_var_, c
   constexpr const char* op = "kalman_scan_backward";
   const Dims s = check_inputs(op, q_, k_, v_, lv_, a_, p_, lam0_, eta0_);
   check_output_grads(op, dy_, dy_var_, dlam_, deta_, v_, lam0_);
+  if (!q_.is_cpu())
+    return kalman_scan_backward_cuda(s, dy_, dy_var_, dlam_, deta_, q_, k_, v_, lv_, a_, p_, lam0_, eta0_);
   const Tensor q = q_.contiguous(), k = k_.contiguous(), v = v_.contiguous(), lv = lv_.contiguous(),
                a = a_.contiguous(), p = p_.contiguous(), lam0 = lam0_.contiguous(), eta0 = eta0_.contiguous(),
                dy = dense_or_null(dy_), dy_var = dense_or_null(dy_var_), dlam = dense_or_null(dlam_),

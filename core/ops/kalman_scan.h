@@ -10,8 +10,8 @@
 // This file holds the ground truth: f64, token by token, with the hand-written backward of two reverse scalar
 // scans (first η's adjoint, then λ's, which needs the gate gradients of the first), not through 2×2 Jacobians.
 // ops::kalman_scan is the implementation that runs: on the CPU (f32 or f64) by chunks of trace-normalised Möbius
-// products and the affine recursion (core/ops/cpu/kalman_scan.h). The CUDA kernels are not written yet: a CUDA
-// tensor is an error naming this.
+// products and the affine recursion (core/ops/cpu/kalman_scan.h); on CUDA in moment form (P = 1/λ, μ = η/λ), a thread
+// stepping 4 filters, with f32 or bf16 per-token tensors and f32 dynamics and states (core/ops/cuda/kalman_scan.cu).
 #pragma once
 #include "core/tensor.h"
 
@@ -31,7 +31,8 @@ struct KalmanScanGrads {
   Tensor dprecision_in, dinfo_mean_in;  // [B, H, N, D]
 };
 
-// As reference:: below; every tensor f32 or every tensor f64, on the CPU.
+// As reference:: below; on the CPU every tensor f32 or every tensor f64; on CUDA q, k, v, value_precision (and dy,
+// dy_var, y, y_var and their gradients) f32 or bf16, the rest f32, N a multiple of 16 up to 128.
 KalmanScanOutputs kalman_scan(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& value_precision,
                               const Tensor& a_bar, const Tensor& p_bar, const Tensor& precision_in,
                               const Tensor& info_mean_in, bool with_variance);

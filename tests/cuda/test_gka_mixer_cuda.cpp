@@ -1,6 +1,5 @@
 // The Gated KalmaNet layer on the GPU in bf16 against the same layer in f64 on the CPU, run on the very values the
-// GPU sees (its bf16 weights — the initialisation is keyed by parameter name — and bf16 input and output
-// gradient): output, final states, the input gradient and every parameter gradient.
+// GPU sees (tests/cuda/layer_parity.h): output, final states, the input gradient and every parameter gradient.
 // At the default ridge 0.02 the bf16 layer is intrinsically far from f64: the readout and the key gradients use
 // the part of x̂ (and of its adjoint) along the keys, which can be κ = 51 times smaller than the rest, so bf16
 // storage of x̂, q̃ and dq costs up to 2^-9·51 ≈ 0.1 of them (measured on an H100: output 5e-2, weight gradients
@@ -14,38 +13,17 @@
 
 #include "core/autograd/functions.h"
 #include "layers/gka_mixer.h"
-#include "tests/cuda/parity_util.h"
+#include "tests/cuda/layer_parity.h"
 #include "tests/support/mixer_checks.h"
 
 namespace primer {
 namespace {
 
-struct LayerRun {
-  Tensor y, H, S, dx;
-  std::vector<Tensor> grads;  // in registration order, on the CPU
-};
+constexpr const char* kPrefix = "model.layers.0.gka";
 
-// x and dy are given in the dtype the GPU uses; the f64 CPU run takes the GPU's bf16 weights (A_log and dt_bias
-// stay f32 there).
-LayerRun run_layer(const ModelConfig& c, Device device, DType dtype, const Tensor& x_in, const Tensor& dy_in,
-                   uint64_t seed) {
-  ParameterRegistry params;
-  layers::GkaMixer mixer(c, "model.layers.0.gka", params);
-  params.materialize(device, dtype, seed);
-  if (dtype == DType::F64)
-    for (Parameter* p : params.all())
-      p->var->value = (p->keep_f32 ? p->master : p->master.to(DType::BF16)).to(DType::F64);
-  const ag::Var x = ag::leaf(x_in.to(dtype).to(device));
-  layers::MixerState state;
-  const ag::Var y = mixer.forward(x, {}, nullptr, &state);
-  ag::backward(y, dy_in.to(dtype).to(device));
-  LayerRun r{test::cpu_f64(y->value),
-             test::cpu_f64(state.recurrent[0]->value),
-             test::cpu_f64(state.recurrent[1]->value),
-             test::cpu_f64(x->grad),
-             {}};
-  for (Parameter* p : params.all()) r.grads.push_back(test::cpu_f64(p->var->grad));
-  return r;
+test::LayerRun run_layer(const ModelConfig& c, Device device, DType dtype, const Tensor& x, const Tensor& dy,
+                         uint64_t seed) {
+  return test::run_layer<layers::GkaMixer>(c, kPrefix, device, dtype, x, dy, seed);
 }
 
 // One GKA layer of hidden 256 with `heads` query and `kv_heads` key/value heads of head_dim D.
@@ -56,13 +34,6 @@ ModelConfig one_layer_config(int64_t heads, int64_t kv_heads, int64_t D) {
   c.head_dim = D;
   c.max_position_embeddings = 512;
   return c;
-}
-
-void expect_rel(const Tensor& gpu, const Tensor& ref, double tol, const std::string& what) {
-  const test::Diff d = test::compare(gpu, ref);
-  std::printf("  %-40s rel L2 %.2e (tolerance %.0e)\n", what.c_str(), d.rel_l2, tol);
-  EXPECT_EQ(d.nonfinite, 0) << what;
-  EXPECT_LE(d.rel_l2, tol) << what << ": max abs " << d.max_abs;
 }
 
 TEST(GkaMixerCuda, Bf16LayerTracksTheF64Cpu) {
@@ -76,19 +47,17 @@ TEST(GkaMixerCuda, Bf16LayerTracksTheF64Cpu) {
     const Tensor x = test::randn({B, T, c.hidden_size}, seed + 1).to(DType::BF16);
     const Tensor dy = test::randn({B, T, c.hidden_size}, seed + 2).to(DType::BF16);
     std::printf("head_dim %ld\n", long(D));
-    const LayerRun ref = run_layer(c, Device::cpu(), DType::F64, x, dy, seed);
-    const LayerRun gpu = run_layer(c, Device::cuda(), DType::BF16, x, dy, seed);
+    const test::LayerRun ref = run_layer(c, Device::cpu(), DType::F64, x, dy, seed);
+    const test::LayerRun gpu = run_layer(c, Device::cuda(), DType::BF16, x, dy, seed);
     // bf16 activations (2^-9 ≈ 2e-3 relative each) through ~10 chained ops (projections, conv, norms, gates, the
     // solve with κ ≤ 3, the readout): 3e-2 on the output and states. Gradients take the adjoint path as well, and
     // the bias gradients are sums over tokens whose terms cancel: 1e-1.
-    expect_rel(gpu.y, ref.y, 3e-2, "y");
-    expect_rel(gpu.H, ref.H, 3e-2, "H state");
-    expect_rel(gpu.S, ref.S, 3e-2, "S state");
-    expect_rel(gpu.dx, ref.dx, 1e-1, "dx");
-    ParameterRegistry names;
-    layers::GkaMixer named(c, "model.layers.0.gka", names);
-    const std::vector<Parameter*> all = names.all();
-    for (size_t i = 0; i < ref.grads.size(); ++i) expect_rel(gpu.grads[i], ref.grads[i], 1e-1, all[i]->name);
+    test::expect_rel_l2(gpu.y, ref.y, 3e-2, "y");
+    test::expect_rel_l2(gpu.states[0], ref.states[0], 3e-2, "H state");
+    test::expect_rel_l2(gpu.states[1], ref.states[1], 3e-2, "S state");
+    test::expect_rel_l2(gpu.dx, ref.dx, 1e-1, "dx");
+    const std::vector<std::string> names = test::parameter_names<layers::GkaMixer>(c, kPrefix);
+    for (size_t i = 0; i < ref.grads.size(); ++i) test::expect_rel_l2(gpu.grads[i], ref.grads[i], 1e-1, names[i]);
   }
 }
 
@@ -127,24 +96,22 @@ TEST(GkaMixerCuda, Bf16LayerAtTheDefaultRidge) {
     const Tensor x = anisotropic_hidden(B, T, c.hidden_size, seed + 1).to(DType::BF16);
     const Tensor dy = test::randn({B, T, c.hidden_size}, seed + 2).to(DType::BF16);
     std::printf("ridge 0.02, num_iter 30, %s\n", precise ? "hi + lo iterate" : "bf16 iterate");
-    const LayerRun ref = run_layer(c, Device::cpu(), DType::F64, x, dy, seed);
-    const LayerRun gpu = run_layer(c, Device::cuda(), DType::BF16, x, dy, seed);
+    const test::LayerRun ref = run_layer(c, Device::cpu(), DType::F64, x, dy, seed);
+    const test::LayerRun gpu = run_layer(c, Device::cuda(), DType::BF16, x, dy, seed);
     const double out_bound = precise ? 1e-1 : 3e-1;
-    expect_rel(gpu.y, ref.y, out_bound, "y");
-    expect_rel(gpu.H, ref.H, 5e-2, "H state");
-    expect_rel(gpu.S, ref.S, 5e-2, "S state");
-    expect_rel(gpu.dx, ref.dx, out_bound, "dx");
+    test::expect_rel_l2(gpu.y, ref.y, out_bound, "y");
+    test::expect_rel_l2(gpu.states[0], ref.states[0], 5e-2, "H state");
+    test::expect_rel_l2(gpu.states[1], ref.states[1], 5e-2, "S state");
+    test::expect_rel_l2(gpu.dx, ref.dx, out_bound, "dx");
     if (!precise) continue;
-    ParameterRegistry names;
-    layers::GkaMixer named(c, "model.layers.0.gka", names);
-    const std::vector<Parameter*> all = names.all();
+    const std::vector<std::string> names = test::parameter_names<layers::GkaMixer>(c, kPrefix);
     for (size_t i = 0; i < ref.grads.size(); ++i) {
-      const std::string& name = all[i]->name;
+      const std::string& name = names[i];
       const bool gate_sum = name.ends_with(".a_proj.weight") || name.ends_with(".A_log") ||
                             name.ends_with(".dt_bias") || name.ends_with(".b_proj.weight") ||
                             name.ends_with(".b_proj.bias") || name.ends_with(".alpha_proj.weight") ||
                             name.ends_with(".alpha_proj.bias");
-      expect_rel(gpu.grads[i], ref.grads[i], gate_sum ? 6e-1 : 1e-1, name);
+      test::expect_rel_l2(gpu.grads[i], ref.grads[i], gate_sum ? 6e-1 : 1e-1, name);
     }
   }
 }

@@ -358,11 +358,11 @@ TEST_P(DistSpMixersGpu, AsAccurateAsOneRankInBf16) {
     }
 }
 
-// Every case whose mixer has CUDA kernels (KLA and GDN2 run on the CPU only).
+// Every case whose mixer has CUDA kernels (GDN2 runs on the CPU only).
 std::vector<MixerCase> gpu_mixers() {
   std::vector<MixerCase> out;
   for (const MixerCase& m : kMixers)
-    if (m.kind != MixerKind::KalmanLinearAttention && m.kind != MixerKind::GatedDeltaNet2) out.push_back(m);
+    if (m.kind != MixerKind::GatedDeltaNet2) out.push_back(m);
   return out;
 }
 

@@ -1,0 +1,59 @@
+// A mixer layer run once on the GPU in bf16 and once in f64 on the CPU on the very values the GPU sees (its bf16
+// weights — the initialisation is keyed by parameter name — and the bf16 input and output gradient, with f32-kept
+// parameters taken as they are), for the bf16-layer-vs-f64 tests of each mixer.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "core/autograd/functions.h"
+#include "layers/mixer.h"
+#include "tests/cuda/parity_util.h"
+
+namespace primer::test {
+
+struct LayerRun {
+  Tensor y, dx;
+  std::vector<Tensor> states;  // the mixer's final recurrent states, on the CPU in f64
+  std::vector<Tensor> grads;   // every parameter's gradient in registration order, on the CPU in f64
+};
+
+// `dtype` F64 runs on the CPU with the bf16 weights the GPU run gets; BF16 runs on `device`.
+template <class Mixer> LayerRun run_layer(const ModelConfig& c, const std::string& prefix, Device device, DType dtype,
+                                          const Tensor& x_in, const Tensor& dy_in, uint64_t seed) {
+  ParameterRegistry params;
+  Mixer mixer(c, prefix, params);
+  params.materialize(device, dtype, seed);
+  if (dtype == DType::F64)
+    for (Parameter* p : params.all())
+      p->var->value = (p->keep_f32 ? p->master : p->master.to(DType::BF16)).to(DType::F64);
+  const ag::Var x = ag::leaf(x_in.to(dtype).to(device));
+  layers::MixerState state;
+  const ag::Var y = mixer.forward(x, {}, nullptr, &state);
+  ag::backward(y, dy_in.to(dtype).to(device));
+  LayerRun r{cpu_f64(y->value), cpu_f64(x->grad), {}, {}};
+  for (const ag::Var& s : state.recurrent) r.states.push_back(cpu_f64(s->value));
+  for (Parameter* p : params.all()) r.grads.push_back(cpu_f64(p->var->grad));
+  return r;
+}
+
+// Prints the relative L2 error and expects it within `tol`, with every element finite.
+inline void expect_rel_l2(const Tensor& gpu, const Tensor& ref, double tol, const std::string& what) {
+  const Diff d = compare(gpu, ref);
+  std::printf("  %-40s rel L2 %.2e (tolerance %.0e)\n", what.c_str(), d.rel_l2, tol);
+  EXPECT_EQ(d.nonfinite, 0) << what;
+  EXPECT_LE(d.rel_l2, tol) << what << ": max abs " << d.max_abs;
+}
+
+// The parameters' names in registration order (the order of LayerRun::grads).
+template <class Mixer> std::vector<std::string> parameter_names(const ModelConfig& c, const std::string& prefix) {
+  ParameterRegistry params;
+  Mixer mixer(c, prefix, params);
+  std::vector<std::string> names;
+  for (Parameter* p : params.all()) names.push_back(p->name);
+  return names;
+}
+
+}  // namespace primer::test
