@@ -53,9 +53,10 @@ Dims check_inputs(const char* op, const Tensor& q, const Tensor& k, const Tensor
 
 void check_output_grads(const char* op, const Tensor& dy, const Tensor& dy_var, const Tensor& dlam, const Tensor& deta,
                         const Tensor& v, const Tensor& lam0) {
-  for (const auto& [t, name, like] :
-       {std::tuple{&dy, "dy", &v}, {&dy_var, "dy_var", &v}, {&dlam, "dprecision_out", &lam0},
-        {&deta, "dinfo_mean_out", &lam0}})
+  for (const auto& [t, name, like] : {std::tuple{&dy, "dy", &v},
+                                      {&dy_var, "dy_var", &v},
+                                      {&dlam, "dprecision_out", &lam0},
+                                      {&deta, "dinfo_mean_out", &lam0}})
     if (t->defined()) {
       expect(*t, op, name, v.device(), {like->dtype()});
       expect_shape(*t, op, name, like->shape());
@@ -92,19 +93,23 @@ KalmanScanOutputs kalman_scan_cuda([[maybe_unused]] const Dims& s, const Tensor&
 }
 
 KalmanScanGrads kalman_scan_backward_cuda([[maybe_unused]] const Dims& s, const Tensor& dy_, const Tensor& dy_var_,
-                                          const Tensor& dlam_, const Tensor& deta_, const Tensor& q_,
-                                          const Tensor& k_, const Tensor& v_, const Tensor& lv_, const Tensor& a_,
-                                          const Tensor& p_, const Tensor& lam0_, const Tensor& eta0_) {
+                                          const Tensor& dlam_, const Tensor& deta_, const Tensor& q_, const Tensor& k_,
+                                          const Tensor& v_, const Tensor& lv_, const Tensor& a_, const Tensor& p_,
+                                          const Tensor& lam0_, const Tensor& eta0_) {
   const Tensor q = aligned(q_), k = aligned(k_), v = v_.contiguous(), lv = lv_.contiguous(), a = a_.contiguous(),
                p = p_.contiguous(), lam0 = lam0_.contiguous(), eta0 = eta0_.contiguous(), dy = dense_or_null(dy_),
                dy_var = dense_or_null(dy_var_), dlam = dense_or_null(dlam_), deta = dense_or_null(deta_);
   const Device dev = q.device();
   const DType dt = q.dtype();
   // dq and dk sum over the channels of several CTAs (f32 atomics); ā and p̄ over the batch.
-  KalmanScanGrads g{Tensor::zeros(q.shape(), DType::F32, dev),    Tensor::zeros(k.shape(), DType::F32, dev),
-                    Tensor::empty(v.shape(), dt, dev),            Tensor::empty(lv.shape(), dt, dev),
-                    Tensor::zeros(a.shape(), DType::F32, dev),    Tensor::zeros(p.shape(), DType::F32, dev),
-                    Tensor::empty(lam0.shape(), DType::F32, dev), Tensor::empty(lam0.shape(), DType::F32, dev)};
+  KalmanScanGrads g{Tensor::zeros(q.shape(), DType::F32, dev),
+                    Tensor::zeros(k.shape(), DType::F32, dev),
+                    Tensor::empty(v.shape(), dt, dev),
+                    Tensor::empty(lv.shape(), dt, dev),
+                    Tensor::zeros(a.shape(), DType::F32, dev),
+                    Tensor::zeros(p.shape(), DType::F32, dev),
+                    Tensor::empty(lam0.shape(), DType::F32, dev),
+                    Tensor::empty(lam0.shape(), DType::F32, dev)};
   Tensor checkpoints = Tensor::empty({cuda_ops::kalman_scan_checkpoint_floats(cuda_shape(s))}, DType::F32, dev);
   PRIMER_ON_CUDA(cuda_ops::kalman_scan_backward(
       cuda_shape(s), dt, raw_or_null(dy), raw_or_null(dy_var), f32_or_null(dlam), f32_or_null(deta), q.data_ptr(),

@@ -18,8 +18,8 @@
 namespace primer {
 namespace {
 
-using test::KalmanInputs;
 using test::kalman_inputs;
+using test::KalmanInputs;
 
 void check_gradients(const KalmanInputs& in, bool with_variance, uint64_t seed) {
   test::GradCheck check;
