@@ -65,8 +65,8 @@ TEST_P(KalmanScanCuda, MatchesTheF64Reference) {
                dlam = gpu(test::randn(in.precision.shape(), seed + 13), DType::F32),
                deta = gpu(test::randn(in.precision.shape(), seed + 14), DType::F32);
   // The reference sees exactly the values the GPU got.
-  const std::vector<Tensor> r = {test::cpu_f64(q), test::cpu_f64(k),    test::cpu_f64(v),   test::cpu_f64(lv),
-                                 test::cpu_f64(a), test::cpu_f64(p),    test::cpu_f64(lam0), test::cpu_f64(eta0)};
+  const std::vector<Tensor> r = {test::cpu_f64(q), test::cpu_f64(k), test::cpu_f64(v),    test::cpu_f64(lv),
+                                 test::cpu_f64(a), test::cpu_f64(p), test::cpu_f64(lam0), test::cpu_f64(eta0)};
   const bool bf16 = c.dtype == DType::BF16;
   const double token_out = bf16 ? kBf16 : kF32Out, token_grad = bf16 ? kBf16 : kF32Grad;
 
@@ -100,19 +100,20 @@ TEST_P(KalmanScanCuda, MatchesTheF64Reference) {
   // Only the output gradient (no variance readout, no final-state gradient): the kernels' null paths.
   const ops::KalmanScanGrads g1 =
       ops::kalman_scan_backward(dy, Tensor(), Tensor(), Tensor(), q, k, v, lv, a, p, lam0, eta0);
-  const ops::KalmanScanGrads rg1 = ops::reference::kalman_scan_backward(
-      test::cpu_f64(dy), Tensor(), Tensor(), Tensor(), r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7]);
+  const ops::KalmanScanGrads rg1 = ops::reference::kalman_scan_backward(test::cpu_f64(dy), Tensor(), Tensor(), Tensor(),
+                                                                        r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7]);
   expect_rel(g1.dk, rg1.dk, token_grad, "dk (dy only)");
   expect_rel(g1.dprecision_in, rg1.dprecision_in, kF32Grad, "dprecision_in (dy only)");
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Shapes, KalmanScanCuda,
-    ::testing::Values(Case{1, 16, 8, DType::F32}, Case{7, 16, 12, DType::F32}, Case{100, 64, 64, DType::F32},
-                      Case{200, 128, 128, DType::F32}, Case{300, 128, 64, DType::F32}, Case{1, 64, 64, DType::BF16},
-                      Case{100, 128, 128, DType::BF16}, Case{300, 64, 12, DType::BF16},
-                      Case{200, 16, 8, DType::F32, 1e-7, 1e-5}, Case{200, 16, 8, DType::F32, 1e-3, 0.3, 1000}),
-    case_name);
+INSTANTIATE_TEST_SUITE_P(Shapes, KalmanScanCuda,
+                         ::testing::Values(Case{1, 16, 8, DType::F32}, Case{7, 16, 12, DType::F32},
+                                           Case{100, 64, 64, DType::F32}, Case{200, 128, 128, DType::F32},
+                                           Case{300, 128, 64, DType::F32}, Case{1, 64, 64, DType::BF16},
+                                           Case{100, 128, 128, DType::BF16}, Case{300, 64, 12, DType::BF16},
+                                           Case{200, 16, 8, DType::F32, 1e-7, 1e-5},
+                                           Case{200, 16, 8, DType::F32, 1e-3, 0.3, 1000}),
+                         case_name);
 
 TEST(KalmanScanCudaErrors, SlotsMustBeAMultipleOf16) {
   PRIMER_REQUIRE_CUDA();

@@ -29,10 +29,8 @@ TEST(KlaMixerCuda, Bf16LayerTracksTheF64Cpu) {
     const Tensor x = test::randn({B, T, c.hidden_size}, seed + 1).to(DType::BF16);
     const Tensor dy = test::randn({B, T, c.hidden_size}, seed + 2).to(DType::BF16);
     std::printf("head_dim %ld\n", long(D));
-    const test::LayerRun ref =
-        test::run_layer<layers::KlaMixer>(c, kPrefix, Device::cpu(), DType::F64, x, dy, seed);
-    const test::LayerRun gpu =
-        test::run_layer<layers::KlaMixer>(c, kPrefix, Device::cuda(), DType::BF16, x, dy, seed);
+    const test::LayerRun ref = test::run_layer<layers::KlaMixer>(c, kPrefix, Device::cpu(), DType::F64, x, dy, seed);
+    const test::LayerRun gpu = test::run_layer<layers::KlaMixer>(c, kPrefix, Device::cuda(), DType::BF16, x, dy, seed);
     // bf16 activations (2^-9 ≈ 2e-3 relative each) through the projections, convolutions, norms and gate around an
     // f32 filter: 3e-2 on the output and the states (as the other bf16 layer tests); the gradients take the adjoint
     // path too, and the dynamics' gradients are sums over tokens, channels and the batch: 1e-1.

@@ -15,8 +15,8 @@ struct KalmanInputs {
 // Unit keys and queries over N (the authors' QK-norm), v ~ N(0, 1), Λᵛ = 1/(softplus(z) + 1e-4) scaled by
 // `precision_scale`, ā = exp(−Δ) with Δ log-uniform in [1e-3, 0.1] (the authors' init, |a| = 1) widened to [1e-3, 1],
 // p̄ log-uniform in [p_lo, p_hi], λ_0 ∈ [0.5, 2], η_0 ~ N(0, 1).
-inline KalmanInputs kalman_inputs(int64_t B, int64_t T, int64_t H, int64_t N, int64_t D, uint64_t seed, double p_lo = 1e-3,
-                                  double p_hi = 0.3, double precision_scale = 1.0) {
+inline KalmanInputs kalman_inputs(int64_t B, int64_t T, int64_t H, int64_t N, int64_t D, uint64_t seed,
+                                  double p_lo = 1e-3, double p_hi = 0.3, double precision_scale = 1.0) {
   auto fill = [](const Shape& s, auto&& f) {
     Tensor t = Tensor::empty(s, DType::F64);
     for (int64_t i = 0; i < t.numel(); ++i) t.data<double>()[i] = f(uint64_t(i));

@@ -43,9 +43,9 @@ void bench_kla_core(const bench::LayerShape& shape, DType dtype, std::vector<ben
   const Tensor q = ops::scale(normal_gpu({B, T, H, N}, 1, dtype), scale),
                k = ops::scale(normal_gpu({B, T, H, N}, 2, dtype), scale), v = normal_gpu({B, T, H, D}, 3, dtype),
                lv = ops::unary(ops::Unary::Softplus, normal_gpu({B, T, H, D}, 4, dtype)),
-               a = ops::unary(ops::Unary::Exp, ops::scale(ops::unary(ops::Unary::Exp, normal_gpu({H, N, D}, 5,
-                                                                                                  DType::F32, -4, 1)),
-                                                          -1.0)),
+               a = ops::unary(
+                   ops::Unary::Exp,
+                   ops::scale(ops::unary(ops::Unary::Exp, normal_gpu({H, N, D}, 5, DType::F32, -4, 1)), -1.0)),
                p = Tensor::full({H, N, D}, 1e-4, DType::F32, Device::cuda()),
                lam0 = Tensor::full({B, H, N, D}, 1.0, DType::F32, Device::cuda()),
                eta0 = Tensor::zeros({B, H, N, D}, DType::F32, Device::cuda()), dy = normal_gpu({B, T, H, D}, 6, dtype);
@@ -79,8 +79,8 @@ void bench_mamba2_core(const bench::LayerShape& shape, std::vector<bench::Row>& 
   rows.push_back({{"Mamba-2 core (GLA), bf16, fwd + bwd", shape.core(), fixed(train, 3), ""}});
 }
 
-template <class Mixer> void bench_layer(const bench::LayerShape& shape, const char* what, const char* prefix,
-                                        std::vector<bench::Row>& rows) {
+template <class Mixer>
+void bench_layer(const bench::LayerShape& shape, const char* what, const char* prefix, std::vector<bench::Row>& rows) {
   const ModelConfig c = shape.layer_config();
   const Tensor x = normal_gpu({shape.batch, shape.seq, c.hidden_size}, 8, DType::BF16);
   const Tensor dy = normal_gpu({shape.batch, shape.seq, c.hidden_size}, 9, DType::BF16);

@@ -22,11 +22,11 @@
 namespace primer::ops::cuda_ops {
 namespace {
 
-constexpr int kSlots = 4;       // filters per thread: slots n0..n0+3 of one channel
-constexpr int kChannels = 8;    // channels per CTA (the lanes of a warp that share slots)
-constexpr int kPiece = 8;       // tokens per register-held piece of the backward
+constexpr int kSlots = 4;                            // filters per thread: slots n0..n0+3 of one channel
+constexpr int kChannels = 8;                         // channels per CTA (the lanes of a warp that share slots)
+constexpr int kPiece = 8;                            // tokens per register-held piece of the backward
 constexpr int kChunk = int(kKalmanCheckpointEvery);  // tokens per global checkpoint
-constexpr int kMaxSlots = 128;  // N: threads = N / kSlots * kChannels
+constexpr int kMaxSlots = 128;                       // N: threads = N / kSlots * kChannels
 constexpr int kMaxThreads = kMaxSlots / kSlots * kChannels, kMaxWarps = kMaxThreads / 32;
 constexpr int kPiecesPerChunk = kChunk / kPiece;
 static_assert(kSlots * kChannels == 32, "a warp covers 4 slot groups of 8 channels");
@@ -357,8 +357,9 @@ void kalman_scan_forward(const KalmanScanShape& s, DType dtype, const void* q, c
                          const float* info_mean_in, void* y, void* y_var, float* precision_out, float* info_mean_out) {
   const unsigned threads = threads_of(s);
   if (s.batch == 0 || s.heads == 0 || s.channels == 0) return;
-  const ForwardArgs args{layout_of(s), q,  k, v, value_precision, a_bar, p_bar, precision_in, info_mean_in,
-                         y,            y_var, precision_out, info_mean_out};
+  const ForwardArgs args{
+      layout_of(s), q, k, v, value_precision, a_bar, p_bar, precision_in, info_mean_in, y, y_var, precision_out,
+      info_mean_out};
   visit_token_type(dtype, [&](auto tag) {
     using T = decltype(tag);
     if (y_var) {
@@ -378,9 +379,28 @@ void kalman_scan_backward(const KalmanScanShape& s, DType dtype, const void* dy,
                           float* dinfo_mean_in, float* checkpoints) {
   const unsigned threads = threads_of(s);
   if (s.batch == 0 || s.heads == 0 || s.channels == 0) return;
-  const BackwardArgs args{layout_of(s), dy, dy_var, dprecision_out, dinfo_mean_out, q, k, v, value_precision, a_bar,
-                          p_bar, precision_in, info_mean_in, dq, dk, dv, dvalue_precision, da_bar, dp_bar,
-                          dprecision_in, dinfo_mean_in, reinterpret_cast<float2*>(checkpoints)};
+  const BackwardArgs args{layout_of(s),
+                          dy,
+                          dy_var,
+                          dprecision_out,
+                          dinfo_mean_out,
+                          q,
+                          k,
+                          v,
+                          value_precision,
+                          a_bar,
+                          p_bar,
+                          precision_in,
+                          info_mean_in,
+                          dq,
+                          dk,
+                          dv,
+                          dvalue_precision,
+                          da_bar,
+                          dp_bar,
+                          dprecision_in,
+                          dinfo_mean_in,
+                          reinterpret_cast<float2*>(checkpoints)};
   const int smem = int(kPiecesPerChunk * threads * kSlots * sizeof(float2));
   constexpr int kMaxSmem = int(kPiecesPerChunk * kMaxThreads * kSlots * sizeof(float2));
   visit_token_type(dtype, [&](auto tag) {
