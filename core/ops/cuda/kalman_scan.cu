@@ -15,6 +15,9 @@
 // positive but β m, and μ stays bounded where η and λ grow without bound (small process noise). The carried state
 // crosses the op's boundary as (λ, η).
 //
+// Each step needs its token's inputs; every pass over the sequence copies them 16 tokens at a time into shared memory
+// with all the CTA's threads (loading them step by step from global memory left every step waiting on it).
+//
 // The backward needs each step's incoming state in reverse order. It steps the filters forward once, keeping the
 // state every 64 tokens in a global scratch; then, chunk by chunk from the end, it steps the chunk forward again
 // keeping the state every 8 tokens in shared memory, and for each 8-token piece steps it once more into registers and
@@ -22,14 +25,16 @@
 namespace primer::ops::cuda_ops {
 namespace {
 
-constexpr int kSlots = 4;                            // filters per thread: slots n0..n0+3 of one channel
-constexpr int kChannels = 8;                         // channels per CTA (the lanes of a warp that share slots)
-constexpr int kPiece = 8;                            // tokens per register-held piece of the backward
+constexpr int kSlots = 4;     // filters per thread: slots n0..n0+3 of one channel
+constexpr int kChannels = 8;  // channels per CTA (the lanes of a warp that share slots)
+constexpr int kPiece = 8;     // tokens per register-held piece of the backward
+constexpr int kStage = 16;    // tokens staged in shared memory at a time (static shared memory stays under 48 KB)
 constexpr int kChunk = int(kKalmanCheckpointEvery);  // tokens per global checkpoint
 constexpr int kMaxSlots = 128;                       // N: threads = N / kSlots * kChannels
 constexpr int kMaxThreads = kMaxSlots / kSlots * kChannels, kMaxWarps = kMaxThreads / 32;
 constexpr int kPiecesPerChunk = kChunk / kPiece;
 static_assert(kSlots * kChannels == 32, "a warp covers 4 slot groups of 8 channels");
+static_assert(kChunk % kStage == 0 && kStage % kPiece == 0, "stages tile chunks, pieces tile stages");
 
 struct Layout {
   int64_t B, T, H, N, D;
@@ -56,18 +61,62 @@ __device__ __forceinline__ void load4(const __nv_bfloat16* p, float (&out)[kSlot
   out[0] = __low2float(lo), out[1] = __high2float(lo), out[2] = __low2float(hi), out[3] = __high2float(hi);
 }
 
+// The inputs of up to kStage tokens for the CTA, copied from global memory by all its threads at once (the
+// recursion reads one token after another; loading each token's inputs on the way stalled every step on memory).
+struct Stage {
+  float k[kStage * kMaxSlots], q[kStage * kMaxSlots];                            // [token][slot]
+  float lv[kStage * kChannels], lvv[kStage * kChannels], v[kStage * kChannels];  // [token][channel]: Λᵛ, Λᵛv, v
+  float gy[kStage * kChannels], gvar[kStage * kChannels];                        // the output gradients
+};
+
+template <class T> struct TokenInputs {
+  const T *q, *k, *v, *lv, *dy, *dy_var;  // q, dy, dy_var may be null: not staged (zero)
+};
+
+// Copies tokens t0 .. t0 + count − 1 of (b, h) into `stage`; the caller brackets it with barriers.
+template <class T> __device__ void load_stage(Stage& stage, const TokenInputs<T>& in, const Layout& at, int64_t b,
+                                              int64_t h, int64_t t0, int count) {
+  const int quads = int(at.N / kSlots);
+  for (int i = threadIdx.x; i < count * quads; i += blockDim.x) {
+    const int s = i / quads, n = (i % quads) * kSlots;
+    float x[kSlots];
+    load4(in.k + at.slots(b, t0 + s, h) + n, x);
+    *reinterpret_cast<float4*>(&stage.k[s * kMaxSlots + n]) = make_float4(x[0], x[1], x[2], x[3]);
+    if (in.q) {
+      load4(in.q + at.slots(b, t0 + s, h) + n, x);
+      *reinterpret_cast<float4*>(&stage.q[s * kMaxSlots + n]) = make_float4(x[0], x[1], x[2], x[3]);
+    }
+  }
+  for (int i = threadIdx.x; i < count * kChannels; i += blockDim.x) {
+    const int s = i / kChannels;
+    const int64_t d = int64_t(blockIdx.x) * kChannels + i % kChannels, at_c = at.channels(b, t0 + s, h) + d;
+    const bool valid = d < at.D;  // the padding channels get zero evidence
+    const float lv = valid ? to_float(in.lv[at_c]) : 0.f, v = valid ? to_float(in.v[at_c]) : 0.f;
+    stage.lv[i] = lv, stage.lvv[i] = lv * v, stage.v[i] = v;
+    stage.gy[i] = valid && in.dy ? to_float(in.dy[at_c]) : 0.f;
+    stage.gvar[i] = valid && in.dy_var ? to_float(in.dy_var[at_c]) : 0.f;
+  }
+}
+
+__device__ __forceinline__ void read4(const float* p, float (&out)[kSlots]) {
+  const float4 v = *reinterpret_cast<const float4*>(p);
+  out[0] = v.x, out[1] = v.y, out[2] = v.z, out[3] = v.w;
+}
+
 // One thread's filters: slots n0..n0+3 of channel d of (b, h); `valid` is false for the channels past D of the
 // last CTA, which step with zero evidence and write nothing.
 struct Filters {
   Layout at;
   int64_t b, h, n0, d;
+  int channel;  // d within the CTA
   bool valid;
   float a[kSlots], a2[kSlots], p[kSlots];
 
   __device__ Filters(const Layout& layout, const float* a_bar, const float* p_bar) : at(layout) {
     b = blockIdx.z, h = blockIdx.y;
     n0 = int64_t(threadIdx.x / kChannels) * kSlots;
-    d = int64_t(blockIdx.x) * kChannels + threadIdx.x % kChannels;
+    channel = threadIdx.x % kChannels;
+    d = int64_t(blockIdx.x) * kChannels + channel;
     valid = d < at.D;
 #pragma unroll
     for (int i = 0; i < kSlots; ++i) {
@@ -87,16 +136,16 @@ struct Filters {
     }
   }
 
-  // The evidence of token t: k over the thread's slots, Λᵛ and Λᵛv of its channel (zero for padding).
-  template <class T> __device__ void evidence(const T* k, const T* lv, const T* v, int64_t t, float (&kt)[kSlots],
-                                              float& lvt, float& lvvt) const {
-    load4(k + at.slots(b, t, h) + n0, kt);
-    lvt = valid ? to_float(lv[at.channels(b, t, h) + d]) : 0.f;
-    lvvt = valid ? lvt * to_float(v[at.channels(b, t, h) + d]) : 0.f;
+  // Token s of the stage: k over the thread's slots, Λᵛ and Λᵛv of its channel.
+  __device__ void evidence(const Stage& st, int s, float (&kt)[kSlots], float& lvt, float& lvvt) const {
+    read4(&st.k[s * kMaxSlots + n0], kt);
+    lvt = st.lv[s * kChannels + channel];
+    lvvt = st.lvv[s * kChannels + channel];
   }
 
-  __device__ void step(float (&P)[kSlots], float (&mu)[kSlots], const float (&kt)[kSlots], float lvt,
-                       float lvvt) const {
+  __device__ void step(const Stage& st, int s, float (&P)[kSlots], float (&mu)[kSlots]) const {
+    float kt[kSlots], lvt, lvvt;
+    evidence(st, s, kt, lvt, lvvt);
 #pragma unroll
     for (int i = 0; i < kSlots; ++i) {
       const float m = fmaf(a2[i], P[i], p[i]), r = reciprocal(fmaf(kt[i] * kt[i] * lvt, m, 1.f));
@@ -104,35 +153,32 @@ struct Filters {
       mu[i] = fmaf(kt[i] * lvvt, m, a[i] * mu[i]) * r;
     }
   }
-
-  template <class T> __device__ void step_token(const T* k, const T* lv, const T* v, int64_t t, float (&P)[kSlots],
-                                                float (&mu)[kSlots]) const {
-    float kt[kSlots], lvt, lvvt;
-    evidence(k, lv, v, t, kt, lvt, lvvt);
-    step(P, mu, kt, lvt, lvvt);
-  }
 };
 
-// Sum over the 4 slot groups of a warp (lanes 8 apart), then over the warps through `partial` [kPiece][warps][8]:
-// lanes 0..7 of each warp park their channel's sum for piece step s. Finished by `flush_channel_sums`.
+// Sum over the 4 slot groups of a warp (lanes 8 apart), then over the warps through `partial` [kStage][warps][8]:
+// lanes 0..7 of each warp park their channel's sum for stage token s. Finished by `flush_channel_sums`.
 __device__ __forceinline__ void park_channel_sum(float x, float* partial, int s) {
   x += __shfl_xor_sync(0xffffffffu, x, 8);
   x += __shfl_xor_sync(0xffffffffu, x, 16);
   if (threadIdx.x % 32 < kChannels) partial[(s * kMaxWarps + threadIdx.x / 32) * kChannels + threadIdx.x % 32] = x;
 }
 
-// After a barrier: out[t0 + s, channel] = Σ_warps partial, for the piece's tokens below t_end.
+// After a barrier: out[t0 + s, channel] = Σ_warps partial for the stage's `count` tokens.
 template <class T> __device__ void flush_channel_sums(const float* partial, T* out, const Layout& at, int64_t b,
-                                                      int64_t h, int64_t t0, int64_t t_end) {
+                                                      int64_t h, int64_t t0, int count) {
   const int warps = blockDim.x / 32;
-  for (int i = threadIdx.x; i < kPiece * kChannels; i += blockDim.x) {
+  for (int i = threadIdx.x; i < count * kChannels; i += blockDim.x) {
     const int s = i / kChannels, c = i % kChannels;
-    const int64_t t = t0 + s, d = int64_t(blockIdx.x) * kChannels + c;
-    if (t >= t_end || d >= at.D) continue;
+    const int64_t d = int64_t(blockIdx.x) * kChannels + c;
+    if (d >= at.D) continue;
     float sum = 0;
     for (int w = 0; w < warps; ++w) sum += partial[(s * kMaxWarps + w) * kChannels + c];
-    out[at.channels(b, t, h) + d] = from_float<T>(sum);
+    out[at.channels(b, t0 + s, h) + d] = from_float<T>(sum);
   }
+}
+
+int __device__ __forceinline__ stage_count(int64_t t0, int64_t t_end) {
+  return int(t_end - t0 < kStage ? t_end - t0 : kStage);
 }
 
 struct ForwardArgs {
@@ -144,39 +190,44 @@ struct ForwardArgs {
 };
 
 template <class T, bool kVariance> __global__ void __launch_bounds__(kMaxThreads) forward_kernel(ForwardArgs args) {
-  __shared__ float partial[2][kPiece * kMaxWarps * kChannels];
-  const Filters f(args.at, args.a_bar, args.p_bar);
-  const T *q = static_cast<const T*>(args.q), *k = static_cast<const T*>(args.k), *v = static_cast<const T*>(args.v),
-          *lv = static_cast<const T*>(args.lv);
+  __shared__ Stage stage;
+  __shared__ float partial[kVariance ? 2 : 1][kStage * kMaxWarps * kChannels];
+  const Layout& at = args.at;
+  const Filters f(at, args.a_bar, args.p_bar);
+  const TokenInputs<T> in{static_cast<const T*>(args.q),
+                          static_cast<const T*>(args.k),
+                          static_cast<const T*>(args.v),
+                          static_cast<const T*>(args.lv),
+                          nullptr,
+                          nullptr};
   float P[kSlots], mu[kSlots];
   f.load_state(args.lam0, args.eta0, P, mu);
-  for (int64_t t0 = 0; t0 < args.at.T; t0 += kPiece) {
+  for (int64_t t0 = 0; t0 < at.T; t0 += kStage) {
+    const int count = stage_count(t0, at.T);
+    __syncthreads();  // the previous stage is consumed and flushed
+    load_stage(stage, in, at, f.b, f.h, t0, count);
+    __syncthreads();
+#pragma unroll 8
+    for (int s = 0; s < count; ++s) {
+      f.step(stage, s, P, mu);
+      float qt[kSlots], y = 0, y_var = 0;
+      read4(&stage.q[s * kMaxSlots + f.n0], qt);
 #pragma unroll
-    for (int s = 0; s < kPiece; ++s) {
-      const int64_t t = t0 + s;
-      float y = 0, y_var = 0;
-      if (t < args.at.T) {  // the same for the whole CTA
-        f.step_token(k, lv, v, t, P, mu);
-        float qt[kSlots];
-        load4(q + args.at.slots(f.b, t, f.h) + f.n0, qt);
-#pragma unroll
-        for (int i = 0; i < kSlots; ++i) {
-          y = fmaf(qt[i], mu[i], y);
-          if (kVariance) y_var = fmaf(qt[i] * qt[i], P[i], y_var);
-        }
+      for (int i = 0; i < kSlots; ++i) {
+        y = fmaf(qt[i], mu[i], y);
+        if (kVariance) y_var = fmaf(qt[i] * qt[i], P[i], y_var);
       }
       park_channel_sum(y, partial[0], s);
-      if (kVariance) park_channel_sum(y_var, partial[1], s);
+      if (kVariance) park_channel_sum(y_var, partial[kVariance ? 1 : 0], s);
     }
     __syncthreads();
-    flush_channel_sums(partial[0], static_cast<T*>(args.y), args.at, f.b, f.h, t0, args.at.T);
-    if (kVariance) flush_channel_sums(partial[1], static_cast<T*>(args.y_var), args.at, f.b, f.h, t0, args.at.T);
-    __syncthreads();
+    flush_channel_sums(partial[0], static_cast<T*>(args.y), at, f.b, f.h, t0, count);
+    if (kVariance) flush_channel_sums(partial[kVariance ? 1 : 0], static_cast<T*>(args.y_var), at, f.b, f.h, t0, count);
   }
   if (!f.valid) return;
 #pragma unroll
   for (int i = 0; i < kSlots; ++i) {
-    const int64_t st = args.at.state(f.b, f.h, f.n0 + i, f.d);
+    const int64_t st = at.state(f.b, f.h, f.n0 + i, f.d);
     args.lam_out[st] = 1.f / P[i];
     args.eta_out[st] = mu[i] / P[i];
   }
@@ -212,25 +263,41 @@ __device__ __forceinline__ float reduce_scatter_over_channels(const float (&dq)[
   return x[0];
 }
 
-template <class T, bool kVariance> __global__ void __launch_bounds__(kMaxThreads) backward_kernel(BackwardArgs args) {
+template <class T, bool kVariance> __global__ void __launch_bounds__(kMaxThreads, 2)
+    backward_kernel(BackwardArgs args) {
   extern __shared__ float2 piece_start[];  // [kPiecesPerChunk][threads][kSlots]: state at each piece's start
-  __shared__ float partial[2][kPiece * kMaxWarps * kChannels];
+  __shared__ Stage stage;
+  __shared__ float partial[2][kStage * kMaxWarps * kChannels];
   const Layout& at = args.at;
   const Filters f(at, args.a_bar, args.p_bar);
-  const T *q = static_cast<const T*>(args.q), *k = static_cast<const T*>(args.k), *v = static_cast<const T*>(args.v),
-          *lv = static_cast<const T*>(args.lv), *dy = static_cast<const T*>(args.dy),
-          *dy_var = static_cast<const T*>(args.dy_var);
+  const TokenInputs<T> evidence_only{
+      nullptr, static_cast<const T*>(args.k), static_cast<const T*>(args.v), static_cast<const T*>(args.lv), nullptr,
+      nullptr};
+  TokenInputs<T> all = evidence_only;
+  all.q = static_cast<const T*>(args.q);
+  all.dy = static_cast<const T*>(args.dy);
+  all.dy_var = kVariance ? static_cast<const T*>(args.dy_var) : nullptr;
   const int64_t chunks = (at.T + kChunk - 1) / kChunk;
   float2* checkpoint = args.checkpoints + (f.b * at.H + f.h) * chunks * at.N * at.D;
   auto checkpoint_at = [&](int64_t c, int i) -> float2& { return checkpoint[(c * at.N + f.n0 + i) * at.D + f.d]; };
+  auto piece_start_at = [&](int64_t piece, int i) -> float2& {
+    return piece_start[(piece * blockDim.x + threadIdx.x) * kSlots + i];
+  };
 
+  // Forward once, keeping the state at each chunk's start.
   float P[kSlots], mu[kSlots];
   f.load_state(args.lam0, args.eta0, P, mu);
-  for (int64_t t = 0; t < at.T; ++t) {
-    if (t % kChunk == 0 && f.valid)
+  for (int64_t t0 = 0; t0 < at.T; t0 += kStage) {
+    const int count = stage_count(t0, at.T);
+    __syncthreads();
+    load_stage(stage, evidence_only, at, f.b, f.h, t0, count);
+    __syncthreads();
+    for (int s = 0; s < count; ++s) {
+      if ((t0 + s) % kChunk == 0 && f.valid)
 #pragma unroll
-      for (int i = 0; i < kSlots; ++i) checkpoint_at(t / kChunk, i) = make_float2(P[i], mu[i]);
-    f.step_token(k, lv, v, t, P, mu);
+        for (int i = 0; i < kSlots; ++i) checkpoint_at((t0 + s) / kChunk, i) = make_float2(P[i], mu[i]);
+      f.step(stage, s, P, mu);
+    }
   }
 
   // Adjoints of the carried (P, μ), from those of the final (λ, η) = (1/P, μ/P).
@@ -246,78 +313,87 @@ template <class T, bool kVariance> __global__ void __launch_bounds__(kMaxThreads
 
   for (int64_t c = chunks - 1; c >= 0; --c) {
     const int64_t chunk_start = c * kChunk, chunk_end = at.T < chunk_start + kChunk ? at.T : chunk_start + kChunk;
+    // The chunk forward again, keeping the state at each piece's start.
 #pragma unroll
     for (int i = 0; i < kSlots; ++i) {
       const float2 s = f.valid ? checkpoint_at(c, i) : make_float2(1.f, 0.f);
       P[i] = s.x, mu[i] = s.y;
     }
-    for (int64_t t = chunk_start; t < chunk_end; ++t) {
-      if ((t - chunk_start) % kPiece == 0)
+    for (int64_t t0 = chunk_start; t0 < chunk_end; t0 += kStage) {
+      const int count = stage_count(t0, chunk_end);
+      __syncthreads();
+      load_stage(stage, evidence_only, at, f.b, f.h, t0, count);
+      __syncthreads();
+      for (int s = 0; s < count; ++s) {
+        if ((t0 + s - chunk_start) % kPiece == 0)
 #pragma unroll
-        for (int i = 0; i < kSlots; ++i)
-          piece_start[((t - chunk_start) / kPiece * blockDim.x + threadIdx.x) * kSlots + i] = make_float2(P[i], mu[i]);
-      f.step_token(k, lv, v, t, P, mu);
+          for (int i = 0; i < kSlots; ++i)
+            piece_start_at((t0 + s - chunk_start) / kPiece, i) = make_float2(P[i], mu[i]);
+        f.step(stage, s, P, mu);
+      }
     }
-    for (int64_t j = (chunk_end - chunk_start - 1) / kPiece; j >= 0; --j) {
-      const int64_t t0 = chunk_start + j * kPiece;
-      float P_in[kPiece][kSlots], mu_in[kPiece][kSlots];  // each token's incoming state
+    // Then stage by stage and piece by piece from the end: each piece forward into registers, then backwards.
+    for (int64_t t0 = chunk_start + (chunk_end - 1 - chunk_start) / kStage * kStage; t0 >= chunk_start; t0 -= kStage) {
+      const int count = stage_count(t0, chunk_end);
+      __syncthreads();  // the previous stage is consumed and flushed
+      load_stage(stage, all, at, f.b, f.h, t0, count);
+      __syncthreads();
+      for (int p0 = (count - 1) / kPiece * kPiece; p0 >= 0; p0 -= kPiece) {
+        float P_in[kPiece][kSlots], mu_in[kPiece][kSlots];  // each token's incoming state
 #pragma unroll
-      for (int i = 0; i < kSlots; ++i) {
-        const float2 s = piece_start[(j * blockDim.x + threadIdx.x) * kSlots + i];
-        P[i] = s.x, mu[i] = s.y;
-      }
+        for (int i = 0; i < kSlots; ++i) {
+          const float2 s = piece_start_at((t0 + p0 - chunk_start) / kPiece, i);
+          P[i] = s.x, mu[i] = s.y;
+        }
 #pragma unroll
-      for (int s = 0; s < kPiece; ++s) {
+        for (int s = 0; s < kPiece; ++s) {
 #pragma unroll
-        for (int i = 0; i < kSlots; ++i) P_in[s][i] = P[i], mu_in[s][i] = mu[i];
-        if (t0 + s < chunk_end) f.step_token(k, lv, v, t0 + s, P, mu);
-      }
+          for (int i = 0; i < kSlots; ++i) P_in[s][i] = P[i], mu_in[s][i] = mu[i];
+          if (p0 + s < count) f.step(stage, p0 + s, P, mu);
+        }
 #pragma unroll
-      for (int s = kPiece - 1; s >= 0; --s) {
-        const int64_t t = t0 + s;
-        float dq[kSlots] = {}, dk[kSlots] = {}, dv = 0, dlv = 0;
-        if (t < chunk_end) {  // the same for the whole CTA
-          float kt[kSlots], qt[kSlots], lvt, lvvt;
-          f.evidence(k, lv, v, t, kt, lvt, lvvt);
-          load4(q + at.slots(f.b, t, f.h) + f.n0, qt);
-          const int64_t ic = at.channels(f.b, t, f.h) + f.d;
-          const float vt = f.valid ? to_float(v[ic]) : 0.f;
-          const float gy = f.valid && dy ? to_float(dy[ic]) : 0.f,
-                      gvar = kVariance && f.valid && dy_var ? to_float(dy_var[ic]) : 0.f;
+        for (int s = kPiece - 1; s >= 0; --s) {
+          const int ts = p0 + s;  // the token within the stage
+          float dq[kSlots] = {}, dk[kSlots] = {}, dv = 0, dlv = 0;
+          if (ts < count) {  // the same for the whole CTA
+            float kt[kSlots], qt[kSlots], lvt, lvvt;
+            f.evidence(stage, ts, kt, lvt, lvvt);
+            read4(&stage.q[ts * kMaxSlots + f.n0], qt);
+            const float vt = stage.v[ts * kChannels + f.channel], gy = stage.gy[ts * kChannels + f.channel],
+                        gvar = kVariance ? stage.gvar[ts * kChannels + f.channel] : 0.f;
 #pragma unroll
-          for (int i = 0; i < kSlots; ++i) {
-            const float phi = kt[i] * kt[i] * lvt, beta = kt[i] * lvvt;
-            const float m = fmaf(f.a2[i], P_in[s][i], f.p[i]), r = reciprocal(fmaf(phi, m, 1.f));
-            const float u = fmaf(beta, m, f.a[i] * mu_in[s][i]), P_out = m * r, mu_out = u * r;
-            // Readouts y = Σ q μ', y_var = Σ q² P' add to the adjoints of the outgoing state.
-            const float g_mu = fmaf(qt[i], gy, gmu[i]), g_P = kVariance ? fmaf(qt[i] * qt[i], gvar, gP[i]) : gP[i];
-            dq[i] = kVariance ? fmaf(gy, mu_out, 2.f * qt[i] * gvar * P_out) : gy * mu_out;
-            // Through P' = m r, μ' = u r, r = 1/(1 + φ m), u = ā μ + β m, m = ā² P + p̄.
-            const float g_u = g_mu * r, g_r = fmaf(g_mu, u, g_P * m), g_s = -g_r * r * r;
-            const float g_m = fmaf(g_P, r, fmaf(g_u, beta, g_s * phi));
-            const float g_phi = g_s * m, g_beta = g_u * m;
-            ga[i] += fmaf(g_u, mu_in[s][i], 2.f * f.a[i] * P_in[s][i] * g_m);
-            gp[i] += g_m;
-            gmu[i] = g_u * f.a[i];
-            gP[i] = g_m * f.a2[i];
-            dk[i] = fmaf(2.f * kt[i] * lvt, g_phi, lvvt * g_beta);
-            dlv = fmaf(kt[i] * kt[i], g_phi, fmaf(kt[i] * vt, g_beta, dlv));
-            dv = fmaf(kt[i] * lvt, g_beta, dv);
+            for (int i = 0; i < kSlots; ++i) {
+              const float phi = kt[i] * kt[i] * lvt, beta = kt[i] * lvvt;
+              const float m = fmaf(f.a2[i], P_in[s][i], f.p[i]), r = reciprocal(fmaf(phi, m, 1.f));
+              const float u = fmaf(beta, m, f.a[i] * mu_in[s][i]), P_out = m * r, mu_out = u * r;
+              // Readouts y = Σ q μ', y_var = Σ q² P' add to the adjoints of the outgoing state.
+              const float g_mu = fmaf(qt[i], gy, gmu[i]), g_P = kVariance ? fmaf(qt[i] * qt[i], gvar, gP[i]) : gP[i];
+              dq[i] = kVariance ? fmaf(gy, mu_out, 2.f * qt[i] * gvar * P_out) : gy * mu_out;
+              // Through P' = m r, μ' = u r, r = 1/(1 + φ m), u = ā μ + β m, m = ā² P + p̄.
+              const float g_u = g_mu * r, g_r = fmaf(g_mu, u, g_P * m), g_s = -g_r * r * r;
+              const float g_m = fmaf(g_P, r, fmaf(g_u, beta, g_s * phi));
+              const float g_phi = g_s * m, g_beta = g_u * m;
+              ga[i] += fmaf(g_u, mu_in[s][i], 2.f * f.a[i] * P_in[s][i] * g_m);
+              gp[i] += g_m;
+              gmu[i] = g_u * f.a[i];
+              gP[i] = g_m * f.a2[i];
+              dk[i] = fmaf(2.f * kt[i] * lvt, g_phi, lvvt * g_beta);
+              dlv = fmaf(kt[i] * kt[i], g_phi, fmaf(kt[i] * vt, g_beta, dlv));
+              dv = fmaf(kt[i] * lvt, g_beta, dv);
+            }
+          }
+          const float mine = reduce_scatter_over_channels(dq, dk);
+          if (ts < count) {
+            float* target = f.channel < kSlots ? args.dq : args.dk;
+            atomicAdd(target + at.slots(f.b, t0 + ts, f.h) + f.n0 + f.channel % kSlots, mine);
+            park_channel_sum(dv, partial[0], ts);
+            park_channel_sum(dlv, partial[1], ts);
           }
         }
-        const float mine = reduce_scatter_over_channels(dq, dk);
-        if (t < chunk_end) {
-          const int c8 = threadIdx.x % kChannels;
-          float* target = c8 < kSlots ? args.dq : args.dk;
-          atomicAdd(target + at.slots(f.b, t, f.h) + f.n0 + c8 % kSlots, mine);
-        }
-        park_channel_sum(dv, partial[0], s);
-        park_channel_sum(dlv, partial[1], s);
       }
       __syncthreads();
-      flush_channel_sums(partial[0], static_cast<T*>(args.dv), at, f.b, f.h, t0, chunk_end);
-      flush_channel_sums(partial[1], static_cast<T*>(args.dlv), at, f.b, f.h, t0, chunk_end);
-      __syncthreads();
+      flush_channel_sums(partial[0], static_cast<T*>(args.dv), at, f.b, f.h, t0, count);
+      flush_channel_sums(partial[1], static_cast<T*>(args.dlv), at, f.b, f.h, t0, count);
     }
   }
   if (!f.valid) return;
