@@ -27,7 +27,7 @@ std::string error_of(const MqarSpec& spec) {
 }  // namespace
 
 TEST(MqarTask, PairsComeFirstWithKeysBelowAndValuesAboveHalf) {
-  const MqarSet set = make_mqar_set(kSpec, 50, 7, 8);
+  const LabelledSet set = make_mqar_set(kSpec, 50, 7, 8);
   ASSERT_EQ(set.ids.size(), size_t(50 * kSpec.seq));
   for (int64_t i = 0; i < set.count; ++i) {
     const int32_t* ids = set.ids.data() + i * set.seq;
@@ -49,7 +49,7 @@ TEST(MqarTask, PairsComeFirstWithKeysBelowAndValuesAboveHalf) {
 }
 
 TEST(MqarTask, EachLabelIsTheValueOfTheKeyAtItsPosition) {
-  const MqarSet set = make_mqar_set(kSpec, 200, 3, 4);
+  const LabelledSet set = make_mqar_set(kSpec, 200, 3, 4);
   int64_t labelled = 0;
   for (int64_t i = 0; i < set.count; ++i) {
     const int32_t* ids = set.ids.data() + i * set.seq;
@@ -71,7 +71,7 @@ TEST(MqarTask, EachLabelIsTheValueOfTheKeyAtItsPosition) {
 }
 
 TEST(MqarTask, QueriesSpreadOverTheWholeRange) {
-  const MqarSet set = make_mqar_set(kSpec, 500, 5, 6);
+  const LabelledSet set = make_mqar_set(kSpec, 500, 5, 6);
   std::set<int64_t> positions;
   for (size_t p = 0; p < set.labels.size(); ++p)
     if (set.labels[p] != kIgnoreLabel) positions.insert(int64_t(p) % set.seq);
@@ -83,7 +83,7 @@ TEST(MqarTask, QueriesSpreadOverTheWholeRange) {
 TEST(MqarTask, ExtrapolationSetsKeepEachSequencesPairs) {
   MqarSpec longer = kSpec;
   longer.seq = 4 * kSpec.seq;
-  const MqarSet a = make_mqar_set(kSpec, 20, 11, 12), b = make_mqar_set(longer, 20, 11, 13);
+  const LabelledSet a = make_mqar_set(kSpec, 20, 11, 12), b = make_mqar_set(longer, 20, 11, 13);
   bool noise_differs = false;
   for (int64_t i = 0; i < 20; ++i) {
     for (int64_t t = 0; t < 2 * kSpec.pairs; ++t) EXPECT_EQ(a.ids[size_t(i * a.seq + t)], b.ids[size_t(i * b.seq + t)]);
@@ -94,10 +94,10 @@ TEST(MqarTask, ExtrapolationSetsKeepEachSequencesPairs) {
 }
 
 TEST(MqarTask, SameSeedsSameDataOtherSeedsOtherData) {
-  const MqarSet a = make_mqar_set(kSpec, 10, 1, 2), b = make_mqar_set(kSpec, 10, 1, 2);
+  const LabelledSet a = make_mqar_set(kSpec, 10, 1, 2), b = make_mqar_set(kSpec, 10, 1, 2);
   EXPECT_EQ(a.ids, b.ids);
   EXPECT_EQ(a.labels, b.labels);
-  const MqarSet other_pairs = make_mqar_set(kSpec, 10, 9, 2), other_layout = make_mqar_set(kSpec, 10, 1, 9);
+  const LabelledSet other_pairs = make_mqar_set(kSpec, 10, 9, 2), other_layout = make_mqar_set(kSpec, 10, 1, 9);
   EXPECT_NE(a.ids, other_pairs.ids);
   EXPECT_NE(a.ids, other_layout.ids);
   EXPECT_NE(a.labels, other_layout.labels);

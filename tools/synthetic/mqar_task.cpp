@@ -38,18 +38,15 @@ void validate(const MqarSpec& s) {
                s.power_alpha);
 }
 
-int64_t MqarSet::labelled() const {
-  return std::count_if(labels.begin(), labels.end(), [](int32_t l) { return l != kIgnoreLabel; });
-}
-
-MqarSet make_mqar_set(const MqarSpec& s, int64_t count, uint64_t pair_seed, uint64_t layout_seed) {
+LabelledSet make_mqar_set(const MqarSpec& s, int64_t count, uint64_t pair_seed, uint64_t layout_seed) {
   validate(s);
   PRIMER_CHECK(count >= 0, "mqar: count {}: expected 0 or more sequences", count);
   const uint64_t pair_key = key_for(pair_seed, "mqar/pairs"), noise_key = key_for(layout_seed, "mqar/noise");
   const uint64_t order_key = key_for(layout_seed, "mqar/order"), where_key = key_for(layout_seed, "mqar/where");
   const int64_t half = s.vocab / 2, P = s.pairs, T = s.seq;
   const std::vector<double> cdf = offset_cdf(s);
-  MqarSet set{count, T, std::vector<int32_t>(size_t(count * T)), std::vector<int32_t>(size_t(count * T), kIgnoreLabel)};
+  LabelledSet set{count, T, std::vector<int32_t>(size_t(count * T)),
+                  std::vector<int32_t>(size_t(count * T), kIgnoreLabel)};
   std::vector<int64_t> order(static_cast<size_t>(P));
   for (int64_t i = 0; i < count; ++i) {
     int32_t* ids = set.ids.data() + i * T;
@@ -73,6 +70,21 @@ MqarSet make_mqar_set(const MqarSpec& s, int64_t count, uint64_t pair_seed, uint
     }
   }
   return set;
+}
+
+SyntheticData make_mqar_data(const MqarSpec& spec, int64_t train_size, int64_t val_size,
+                             const std::vector<int64_t>& factors, uint64_t seed) {
+  PRIMER_CHECK(train_size > 0 && val_size > 0, "--train-size {} / --val-size {}: expected positive integers",
+               train_size, val_size);
+  SyntheticData data{
+      spec.vocab, make_mqar_set(spec, train_size, seed, seed), make_mqar_set(spec, val_size, seed + 1, seed + 1), {}};
+  for (const int64_t f : factors) {
+    PRIMER_CHECK(f > 0, "--factors {}: expected positive integers", f);
+    MqarSpec longer = spec;
+    longer.seq = spec.seq * f;
+    data.evaluation.push_back(make_mqar_set(longer, val_size, seed + 1000, seed + 1000 + uint64_t(f)));
+  }
+  return data;
 }
 
 }  // namespace primer::synthetic

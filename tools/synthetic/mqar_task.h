@@ -9,9 +9,9 @@
 #include <cstdint>
 #include <vector>
 
-namespace primer::synthetic {
+#include "tools/synthetic/labelled_set.h"
 
-inline constexpr int32_t kIgnoreLabel = -100;
+namespace primer::synthetic {
 
 struct MqarSpec {
   int64_t vocab = 8192;      // keys in [0, vocab/2), values in [vocab/2, vocab)
@@ -25,16 +25,15 @@ struct MqarSpec {
 // the query range must not be empty).
 void validate(const MqarSpec& spec);
 
-// `count` sequences, row-major [count, seq]: token ids and next-token labels (kIgnoreLabel except at queries).
-struct MqarSet {
-  int64_t count = 0, seq = 0;
-  std::vector<int32_t> ids, labels;
-  int64_t labelled() const;  // positions with a label
-};
-
 // Sequence i's key-value pairs depend only on (pair_seed, i), its noise and query positions only on
 // (layout_seed, i): sets of several lengths made with one pair_seed hold the same pairs, sequence by sequence,
 // and differ in the noise (the extrapolation sets).
-MqarSet make_mqar_set(const MqarSpec& spec, int64_t count, uint64_t pair_seed, uint64_t layout_seed);
+LabelledSet make_mqar_set(const MqarSpec& spec, int64_t count, uint64_t pair_seed, uint64_t layout_seed);
+
+// The sets of one run: `train_size` training and `val_size` validation sequences at spec.seq (pair and layout seeds
+// `seed` and seed + 1), and for each factor f an evaluation set of `val_size` sequences at spec.seq · f that keeps
+// the pairs of one pair seed (seed + 1000) and draws its noise and queries anew (seed + 1000 + f).
+SyntheticData make_mqar_data(const MqarSpec& spec, int64_t train_size, int64_t val_size,
+                             const std::vector<int64_t>& factors, uint64_t seed);
 
 }  // namespace primer::synthetic

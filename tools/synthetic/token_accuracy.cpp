@@ -1,4 +1,4 @@
-#include "tools/synthetic/mqar_accuracy.h"
+#include "tools/synthetic/token_accuracy.h"
 
 #include <algorithm>
 
@@ -9,9 +9,9 @@
 
 namespace primer::synthetic {
 
-double mqar_accuracy(layers::DecoderLM& model, ParameterRegistry& params, const MqarSet& set, int64_t batch,
-                     Device device) {
-  PRIMER_CHECK(batch >= 1, "mqar_accuracy: batch {}: expected at least 1", batch);
+double token_accuracy(layers::DecoderLM& model, ParameterRegistry& params, const LabelledSet& set, int64_t batch,
+                      Device device) {
+  PRIMER_CHECK(batch >= 1, "token_accuracy: batch {}: expected at least 1", batch);
   ag::NoGrad no_grad;
   const int64_t T = set.seq, D = model.config().hidden_size, V = model.config().vocab_size;
   const Tensor& head = params.get(model.head_name()).var->value;
@@ -42,7 +42,7 @@ double mqar_accuracy(layers::DecoderLM& model, ParameterRegistry& params, const 
     }
     total += N;
   }
-  PRIMER_CHECK(total > 0, "mqar_accuracy: the set has no labelled position");
+  PRIMER_CHECK(total > 0, "token_accuracy: the set has no labelled position");
   return double(correct) / double(total);
 }
 

@@ -1,0 +1,46 @@
+// Trains a small decoder LM whose every block is one mixer on a synthetic task's sets (tools/synthetic/labelled_set.h)
+// with the schedule of the Kaczmarz linear attention paper's MQAR runs (constant learning rate, early stopping on
+// validation accuracy, best weights kept), then measures the best weights' accuracy on each evaluation set.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/device.h"
+#include "layers/hybrid_config.h"
+#include "layers/model_config.h"
+#include "tools/synthetic/labelled_set.h"
+
+namespace primer::synthetic {
+
+// The model: `layers` blocks of one mixer (no attention), `heads` heads of `head_dim` (a state of heads·head_dim²
+// per layer for GDN, KZLA, M2 and KLA), SwiGLU `ffn`, the head tied to the embedding unless not tie_embeddings.
+struct SyntheticModel {
+  int64_t layers = 2, width = 256, heads = 4, head_dim = 64, ffn = 1024;
+  bool tie_embeddings = true;  // the LM head as the embedding's transpose, as the authors' models tie them
+};
+
+struct SyntheticTraining {
+  int64_t batch = 32;
+  double lr = 1e-3, weight_decay = 0.1, max_grad_norm = 1.0;
+  int64_t max_steps = 10000, eval_every = 200, patience = 10;  // patience: evaluations without improvement
+  uint64_t seed = 42;                                          // initialisation and the epochs' order
+};
+
+// Errors name the option (as its command-line flag) and what was expected.
+void validate(const SyntheticModel& model, const SyntheticTraining& training);
+
+ModelConfig synthetic_model_config(MixerKind mixer, const SyntheticModel& model, int64_t vocab, int64_t max_seq);
+
+struct SyntheticResult {
+  std::string mixer;
+  int64_t layers = 0, params = 0, steps = 0, best_step = 0;
+  double best_val = 0, train_seconds = 0;  // train_seconds includes the validation passes
+  std::vector<double> accuracy;            // per evaluation set, with the best weights
+};
+
+// Trains and evaluates on `device` (bf16 compute on CUDA, f32 on the CPU), printing a progress line per evaluation.
+SyntheticResult train_synthetic(MixerKind mixer, const SyntheticModel& model, const SyntheticTraining& training,
+                                const SyntheticData& data, Device device);
+
+}  // namespace primer::synthetic
