@@ -11,8 +11,19 @@
 #include "core/autograd/functions.h"
 #include "layers/mixer.h"
 #include "tests/cuda/parity_util.h"
+#include "tests/support/mixer_checks.h"
 
 namespace primer::test {
+
+// One mixer layer of hidden 256 with `heads` query and `kv_heads` key/value heads of head_dim D.
+inline ModelConfig one_layer_config(int64_t heads, int64_t kv_heads, int64_t D) {
+  ModelConfig c = tiny_mixer_config(heads, kv_heads, 1);
+  c.hidden_size = 256;
+  c.intermediate_size = 512;
+  c.head_dim = D;
+  c.max_position_embeddings = 512;
+  return c;
+}
 
 struct LayerRun {
   Tensor y, dx;

@@ -14,7 +14,6 @@
 #include "core/autograd/functions.h"
 #include "layers/gka_mixer.h"
 #include "tests/cuda/layer_parity.h"
-#include "tests/support/mixer_checks.h"
 
 namespace primer {
 namespace {
@@ -26,22 +25,12 @@ test::LayerRun run_layer(const ModelConfig& c, Device device, DType dtype, const
   return test::run_layer<layers::GkaMixer>(c, kPrefix, device, dtype, x, dy, seed);
 }
 
-// One GKA layer of hidden 256 with `heads` query and `kv_heads` key/value heads of head_dim D.
-ModelConfig one_layer_config(int64_t heads, int64_t kv_heads, int64_t D) {
-  ModelConfig c = test::tiny_mixer_config(heads, kv_heads, 1);
-  c.hidden_size = 256;
-  c.intermediate_size = 512;
-  c.head_dim = D;
-  c.max_position_embeddings = 512;
-  return c;
-}
-
 TEST(GkaMixerCuda, Bf16LayerTracksTheF64Cpu) {
   PRIMER_REQUIRE_CUDA();
   const uint64_t seed = test::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   for (int64_t D : {64, 128}) {
-    ModelConfig c = one_layer_config(4, 2, D);
+    ModelConfig c = test::one_layer_config(4, 2, D);
     c.gka.ridge_strength = 0.5;
     const int64_t B = 2, T = 100;  // two chunks, the second ragged
     const Tensor x = test::randn({B, T, c.hidden_size}, seed + 1).to(DType::BF16);
@@ -90,7 +79,7 @@ TEST(GkaMixerCuda, Bf16LayerAtTheDefaultRidge) {
   const uint64_t seed = test::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   for (const bool precise : {true, false}) {
-    ModelConfig c = one_layer_config(2, 2, 128);
+    ModelConfig c = test::one_layer_config(2, 2, 128);
     c.gka.precise_iterate = precise;
     const int64_t B = 1, T = 300;
     const Tensor x = anisotropic_hidden(B, T, c.hidden_size, seed + 1).to(DType::BF16);

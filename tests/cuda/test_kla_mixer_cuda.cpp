@@ -8,7 +8,6 @@
 
 #include "layers/kla_mixer.h"
 #include "tests/cuda/layer_parity.h"
-#include "tests/support/mixer_checks.h"
 
 namespace primer {
 namespace {
@@ -20,11 +19,7 @@ TEST(KlaMixerCuda, Bf16LayerTracksTheF64Cpu) {
   const uint64_t seed = test::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   for (int64_t D : {64, 128}) {
-    ModelConfig c = test::tiny_mixer_config(4, 2, 1);
-    c.hidden_size = 256;
-    c.intermediate_size = 512;
-    c.head_dim = D;
-    c.max_position_embeddings = 512;
+    const ModelConfig c = test::one_layer_config(4, 2, D);
     const int64_t B = 2, T = 100;
     const Tensor x = test::randn({B, T, c.hidden_size}, seed + 1).to(DType::BF16);
     const Tensor dy = test::randn({B, T, c.hidden_size}, seed + 2).to(DType::BF16);

@@ -6,41 +6,12 @@
 #include <fmt/core.h>
 
 #include <cstdio>
-#include <sstream>
 
 #include "recipes/train_setup.h"
 #include "tools/synthetic/a5_task.h"
-#include "tools/synthetic/synthetic_train.h"
+#include "tools/synthetic/synthetic_cli.h"
 
 using namespace primer;
-
-namespace {
-
-std::vector<MixerKind> parse_mixers(const std::string& list) {
-  std::vector<MixerKind> kinds;
-  std::stringstream in(list);
-  for (std::string token; std::getline(in, token, ',');) kinds.push_back(parse_mixer_token(token, "--mixers " + list));
-  PRIMER_CHECK(!kinds.empty(), "--mixers: expected a comma-separated list of mixers, e.g. KLA,GDN,M2");
-  return kinds;
-}
-
-void print_table(int64_t seq, const std::vector<int64_t>& factors,
-                 const std::vector<synthetic::SyntheticResult>& results) {
-  std::string header = "| mixer | blocks | params | steps | best val step |", rule = "|---|---:|---:|---:|---:|";
-  for (const int64_t f : factors) {
-    header += fmt::format(" acc @ {} |", seq * f);
-    rule += "---:|";
-  }
-  fmt::print("\n{} solved at {} | train time |\n{}---|---:|\n", header, seq, rule);
-  for (const synthetic::SyntheticResult& r : results) {
-    std::string row =
-        fmt::format("| {} | {} | {:.2f}M | {} | {} |", r.mixer, r.layers, double(r.params) / 1e6, r.steps, r.best_step);
-    for (const double a : r.accuracy) row += fmt::format(" {:.2f} |", 100 * a);
-    fmt::print("{} {} | {:.0f} s |\n", row, r.accuracy.front() >= 0.9 ? "yes" : "no", r.train_seconds);
-  }
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress lines appear as they are printed, also in a log file
@@ -58,25 +29,14 @@ int main(int argc, char** argv) {
   app.add_option("--seq", seq, "training length (elements per sequence)");
   app.add_option("--factors", factors, "evaluation lengths as multiples of --seq (the first must be 1)")
       ->delimiter(',');
-  app.add_option("--width", model.width, "model width");
-  app.add_option("--heads", model.heads, "mixer heads");
-  app.add_option("--head-dim", model.head_dim, "mixer head dimension (key and value)");
-  app.add_option("--ffn", model.ffn, "SwiGLU width");
-  app.add_option("--train-size", train_size, "training sequences");
-  app.add_option("--val-size", val_size, "validation sequences (and sequences per evaluation set)");
-  app.add_option("--batch", training.batch, "sequences per step");
-  app.add_option("--lr", training.lr, "constant learning rate");
-  app.add_option("--max-steps", training.max_steps, "optimizer steps at most");
-  app.add_option("--eval-every", training.eval_every, "steps between validations");
-  app.add_option("--patience", training.patience, "validations without improvement before stopping");
-  app.add_option("--seed", training.seed, "data and initialisation seed");
+  synthetic::add_model_and_training_options(app, model, training, train_size, val_size);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
   try {
-    const std::vector<MixerKind> kinds = parse_mixers(mixers);
+    const std::vector<MixerKind> kinds = synthetic::parse_mixer_list(mixers);
     PRIMER_CHECK(!depths.empty() && !factors.empty() && factors.front() == 1,
                  "--depths and --factors: expected at least one each, the first factor 1 (the training length)");
     const Device device = recipes::pick_device(device_name);
@@ -93,7 +53,7 @@ int main(int argc, char** argv) {
         fmt::print("{} x {}: best validation {:.2f}% at step {}, {:.2f}% at {} tokens with those weights\n", r.mixer,
                    r.layers, 100 * r.best_val, r.best_step, 100 * r.accuracy.front(), seq);
       }
-    print_table(seq, factors, results);
+    synthetic::print_results(seq, factors, results, true);
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "synthetic_a5: error: %s\n", e.what());

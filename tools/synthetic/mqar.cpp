@@ -5,40 +5,12 @@
 #include <fmt/core.h>
 
 #include <cstdio>
-#include <sstream>
 
 #include "recipes/train_setup.h"
 #include "tools/synthetic/mqar_task.h"
-#include "tools/synthetic/synthetic_train.h"
+#include "tools/synthetic/synthetic_cli.h"
 
 using namespace primer;
-
-namespace {
-
-std::vector<MixerKind> parse_mixers(const std::string& list) {
-  std::vector<MixerKind> kinds;
-  std::stringstream in(list);
-  for (std::string token; std::getline(in, token, ',');) kinds.push_back(parse_mixer_token(token, "--mixers " + list));
-  PRIMER_CHECK(!kinds.empty(), "--mixers: expected a comma-separated list of mixers, e.g. GDN,KZLA,M2");
-  return kinds;
-}
-
-void print_table(int64_t seq, const std::vector<int64_t>& factors,
-                 const std::vector<synthetic::SyntheticResult>& results) {
-  std::string header = "| mixer | params | steps | best val step |", rule = "|---|---:|---:|---:|";
-  for (const int64_t f : factors) {
-    header += fmt::format(" acc @ {} |", seq * f);
-    rule += "---:|";
-  }
-  fmt::print("\n{} train time |\n{}---:|\n", header, rule);
-  for (const synthetic::SyntheticResult& r : results) {
-    std::string row = fmt::format("| {} | {:.2f}M | {} | {} |", r.mixer, double(r.params) / 1e6, r.steps, r.best_step);
-    for (const double a : r.accuracy) row += fmt::format(" {:.2f} |", 100 * a);
-    fmt::print("{} {:.0f} s |\n", row, r.train_seconds);
-  }
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress lines appear as they are printed, also in a log file
@@ -57,21 +29,10 @@ int main(int argc, char** argv) {
   app.add_option("--query-start", task.query_start, "first position a query may take");
   app.add_option("--factors", factors, "evaluation lengths as multiples of --seq")->delimiter(',');
   app.add_option("--layers", model.layers, "blocks");
-  app.add_option("--width", model.width, "model width");
-  app.add_option("--heads", model.heads, "mixer heads");
-  app.add_option("--head-dim", model.head_dim, "mixer head dimension (key and value)");
-  app.add_option("--ffn", model.ffn, "SwiGLU width");
-  app.add_option("--train-size", train_size, "training sequences");
-  app.add_option("--val-size", val_size, "validation sequences (and sequences per extrapolation set)");
-  app.add_option("--batch", training.batch, "sequences per step");
-  app.add_option("--lr", training.lr, "constant learning rate");
   bool untied_head = false;
   app.add_flag("--untied-head", untied_head,
                "an LM head of its own (default: the embedding's transpose, as the authors' models)");
-  app.add_option("--max-steps", training.max_steps, "optimizer steps at most");
-  app.add_option("--eval-every", training.eval_every, "steps between validations");
-  app.add_option("--patience", training.patience, "validations without improvement before stopping");
-  app.add_option("--seed", training.seed, "data and initialisation seed");
+  synthetic::add_model_and_training_options(app, model, training, train_size, val_size);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -79,7 +40,7 @@ int main(int argc, char** argv) {
   }
   model.tie_embeddings = !untied_head;
   try {
-    const std::vector<MixerKind> kinds = parse_mixers(mixers);
+    const std::vector<MixerKind> kinds = synthetic::parse_mixer_list(mixers);
     const Device device = recipes::pick_device(device_name);
     const synthetic::SyntheticData data = synthetic::make_mqar_data(task, train_size, val_size, factors, training.seed);
     fmt::print(
@@ -90,7 +51,7 @@ int main(int argc, char** argv) {
     std::vector<synthetic::SyntheticResult> results;
     for (const MixerKind kind : kinds)
       results.push_back(synthetic::train_synthetic(kind, model, training, data, device));
-    print_table(task.seq, factors, results);
+    synthetic::print_results(task.seq, factors, results, false);
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "synthetic_mqar: error: %s\n", e.what());

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <numeric>
+#include <sstream>
 
 #include "core/autograd/variable.h"
 #include "core/check.h"
@@ -117,6 +118,37 @@ SyntheticResult train_synthetic(MixerKind mixer, const SyntheticModel& m, const 
   for (const LabelledSet& set : data.evaluation)
     result.accuracy.push_back(token_accuracy(model, params, set, B, device));
   return result;
+}
+
+std::vector<MixerKind> parse_mixer_list(const std::string& list) {
+  std::vector<MixerKind> kinds;
+  std::stringstream in(list);
+  for (std::string token; std::getline(in, token, ',');) kinds.push_back(parse_mixer_token(token, "--mixers " + list));
+  PRIMER_CHECK(!kinds.empty(), "--mixers: expected a comma-separated list of mixers, e.g. GDN,KZLA,M2");
+  return kinds;
+}
+
+void print_results(int64_t seq, const std::vector<int64_t>& factors, const std::vector<SyntheticResult>& results,
+                   bool by_depth) {
+  std::string header =
+      by_depth ? "| mixer | blocks | params | steps | best val step |" : "| mixer | params | steps | best val step |";
+  std::string rule = by_depth ? "|---|---:|---:|---:|---:|" : "|---|---:|---:|---:|";
+  for (const int64_t f : factors) {
+    header += fmt::format(" acc @ {} |", seq * f);
+    rule += "---:|";
+  }
+  if (by_depth) {
+    header += fmt::format(" solved at {} |", seq);
+    rule += "---|";
+  }
+  fmt::print("\n{} train time |\n{}---:|\n", header, rule);
+  for (const SyntheticResult& r : results) {
+    std::string row = by_depth ? fmt::format("| {} | {} |", r.mixer, r.layers) : fmt::format("| {} |", r.mixer);
+    row += fmt::format(" {:.2f}M | {} | {} |", double(r.params) / 1e6, r.steps, r.best_step);
+    for (const double a : r.accuracy) row += fmt::format(" {:.2f} |", 100 * a);
+    if (by_depth) row += r.accuracy.front() >= 0.9 ? " yes |" : " no |";
+    fmt::print("{} {:.0f} s |\n", row, r.train_seconds);
+  }
 }
 
 }  // namespace primer::synthetic

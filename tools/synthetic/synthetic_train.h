@@ -39,6 +39,14 @@ struct SyntheticResult {
   std::vector<double> accuracy;            // per evaluation set, with the best weights
 };
 
+// "GDN,KZLA,M2" → those mixers; errors name --mixers.
+std::vector<MixerKind> parse_mixer_list(const std::string& list);
+
+// The results as a markdown table: a row per model, its accuracy with the best weights on each evaluation set (at
+// seq × factor); `by_depth` adds the models' blocks and whether each solves the task (≥ 90% at seq).
+void print_results(int64_t seq, const std::vector<int64_t>& factors, const std::vector<SyntheticResult>& results,
+                   bool by_depth);
+
 // Trains and evaluates on `device` (bf16 compute on CUDA, f32 on the CPU), printing a progress line per evaluation.
 SyntheticResult train_synthetic(MixerKind mixer, const SyntheticModel& model, const SyntheticTraining& training,
                                 const SyntheticData& data, Device device);
