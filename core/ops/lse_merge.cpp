@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/ops/cuda/lse_merge.h"
+#include "core/ops/dispatch.h"
 #include "core/ops/elementwise.h"
 
 namespace primer::ops {
@@ -24,6 +26,16 @@ void check_parts(const Tensor& out_a, const Tensor& lse_a, const Tensor& out_b, 
 
 Tensor lse_merge(const Tensor& out_a, const Tensor& lse_a, const Tensor& out_b, const Tensor& lse_b, Tensor* lse_out) {
   check_parts(out_a, lse_a, out_b, lse_b);
+  if (!out_a.is_cpu() && lse_a.dtype() == DType::F32) {  // one fused pass
+    const Tensor oa = out_a.contiguous(), ob = out_b.contiguous(), la = lse_a.contiguous(), lb = lse_b.contiguous();
+    Tensor out = Tensor::empty(oa.shape(), oa.dtype(), oa.device()),
+           lse = Tensor::empty(la.shape(), DType::F32, la.device());
+    PRIMER_ON_CUDA(cuda_ops::lse_merge(out.data_ptr(), lse.data<float>(), oa.data_ptr(), la.data<float>(),
+                                       ob.data_ptr(), lb.data<float>(), oa.size(0), oa.size(1), oa.size(2), oa.size(3),
+                                       oa.dtype()));
+    if (lse_out) *lse_out = lse;
+    return out;
+  }
   const DType acc = lse_a.dtype();
   const Tensor d = sub(lse_b, lse_a);
   // [B, H, T] weights → [B, T, H, 1], broadcast over the head dim.
