@@ -177,7 +177,7 @@ template <class T> __device__ void flush_channel_sums(const float* partial, T* o
   }
 }
 
-int __device__ __forceinline__ stage_count(int64_t t0, int64_t t_end) {
+__device__ __forceinline__ int stage_count(int64_t t0, int64_t t_end) {
   return int(t_end - t0 < kStage ? t_end - t0 : kStage);
 }
 
@@ -218,11 +218,11 @@ template <class T, bool kVariance> __global__ void __launch_bounds__(kMaxThreads
         if (kVariance) y_var = fmaf(qt[i] * qt[i], P[i], y_var);
       }
       park_channel_sum(y, partial[0], s);
-      if (kVariance) park_channel_sum(y_var, partial[kVariance ? 1 : 0], s);
+      if constexpr (kVariance) park_channel_sum(y_var, partial[1], s);
     }
     __syncthreads();
     flush_channel_sums(partial[0], static_cast<T*>(args.y), at, f.b, f.h, t0, count);
-    if (kVariance) flush_channel_sums(partial[kVariance ? 1 : 0], static_cast<T*>(args.y_var), at, f.b, f.h, t0, count);
+    if constexpr (kVariance) flush_channel_sums(partial[1], static_cast<T*>(args.y_var), at, f.b, f.h, t0, count);
   }
   if (!f.valid) return;
 #pragma unroll
