@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/ops/cpu/gated_delta_rule2.h"
+#include "core/ops/cuda/gated_delta_rule2.h"
 #include "core/ops/dispatch.h"
 
 namespace primer::ops {
@@ -10,16 +11,22 @@ namespace {
 
 using cpu::GatedDelta2Dims;
 
+// The dtype of the gates and states: the token dtype on the CPU (f32 or f64 throughout), f32 on CUDA (whose q, k, v
+// and o may be bf16).
+DType gate_dtype(const Tensor& q) { return q.is_cpu() ? q.dtype() : DType::F32; }
+
 // Validates the forward's arguments (shared by the backward) and returns the sizes.
 GatedDelta2Dims check_inputs(const char* op, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
                              const Tensor& b, const Tensor& w, double scale, const Tensor& state_in) {
   PRIMER_CHECK(q.defined() && q.dim() == 4, "{}: argument 'q' is {}, expected [B, T, H, K]", op,
                q.defined() ? q.describe() : "undefined");
-  PRIMER_CHECK(q.is_cpu(), "{}: q is {}; Gated DeltaNet-2 runs on the CPU only so far (no CUDA kernels yet)", op,
-               q.describe());
-  expect(q, op, "q", Device::cpu(), {DType::F32, DType::F64});
-  for (const auto& [t, name] : {std::pair{&k, "k"}, {&v, "v"}, {&g, "g"}, {&b, "b"}, {&w, "w"}})
-    expect(*t, op, name, Device::cpu(), {q.dtype()});
+  if (q.is_cpu())
+    expect(q, op, "q", q.device(), {DType::F32, DType::F64});
+  else
+    expect(q, op, "q", q.device(), {DType::F32, DType::BF16});
+  const DType gates = gate_dtype(q);
+  for (const auto& [t, name] : {std::pair{&k, "k"}, {&v, "v"}}) expect(*t, op, name, q.device(), {q.dtype()});
+  for (const auto& [t, name] : {std::pair{&g, "g"}, {&b, "b"}, {&w, "w"}}) expect(*t, op, name, q.device(), {gates});
   PRIMER_CHECK(v.dim() == 4 && v.size(0) == q.size(0) && v.size(1) == q.size(1) && v.size(2) == q.size(2),
                "{}: argument 'v' is {}, expected [B, T, H, V] with [B, T, H] = [{}, {}, {}] as q", op, v.describe(),
                q.size(0), q.size(1), q.size(2));
@@ -30,9 +37,11 @@ GatedDelta2Dims check_inputs(const char* op, const Tensor& q, const Tensor& k, c
   expect_shape(w, op, "w", v.shape());
   PRIMER_CHECK(d.key_dim > 0 && d.value_dim > 0, "{}: q is {} and v {}, expected non-empty head dims", op, q.describe(),
                v.describe());
+  PRIMER_CHECK(q.is_cpu() || d.key_dim <= 128, "{}: q is {}; on CUDA the key head dim (q's last) is at most 128", op,
+               q.describe());
   PRIMER_CHECK(std::isfinite(scale), "{}: scale is {}, expected a finite number", op, scale);
   if (state_in.defined()) {
-    expect(state_in, op, "state_in", Device::cpu(), {q.dtype()});
+    expect(state_in, op, "state_in", q.device(), {gates});
     expect_shape(state_in, op, "state_in", {d.batch, d.heads, d.key_dim, d.value_dim});
   }
   return d;
@@ -40,10 +49,10 @@ GatedDelta2Dims check_inputs(const char* op, const Tensor& q, const Tensor& k, c
 
 void check_output_grads(const char* op, const GatedDelta2Dims& d, const Tensor& dout, const Tensor& dstate_out,
                         const Tensor& q, const Tensor& v) {
-  expect(dout, op, "dout", Device::cpu(), {q.dtype()});
+  expect(dout, op, "dout", q.device(), {q.dtype()});
   expect_shape(dout, op, "dout", v.shape());
   if (dstate_out.defined()) {
-    expect(dstate_out, op, "dstate_out", Device::cpu(), {q.dtype()});
+    expect(dstate_out, op, "dstate_out", q.device(), {gate_dtype(q)});
     expect_shape(dstate_out, op, "dstate_out", {d.batch, d.heads, d.key_dim, d.value_dim});
   }
 }
@@ -104,11 +113,57 @@ template <class Run> GatedDelta2Grads backward(const char* op, bool reference, c
   return r;
 }
 
+[[maybe_unused]] cuda_ops::GatedDelta2Shape cuda_shape(const GatedDelta2Dims& d) {
+  return {d.batch, d.time, d.heads, d.key_dim, d.value_dim};
+}
+[[maybe_unused]] const float* f32_or_null(const Tensor& t) { return t.defined() ? t.data<float>() : nullptr; }
+[[maybe_unused]] float* f32_or_null(Tensor* t) { return t && t->defined() ? t->data<float>() : nullptr; }
+
+Tensor forward_cuda(const GatedDelta2Dims& d, const Dense& x, Tensor* state_out) {
+  const Device dev = x.q.device();
+  const Tensor o = Tensor::empty(x.v.shape(), x.q.dtype(), dev);
+  Tensor st = state_out ? Tensor::empty(state_shape(d), DType::F32, dev) : Tensor();
+  PRIMER_ON_CUDA(cuda_ops::gated_delta_rule2_forward(
+      cuda_shape(d), x.q.dtype(), x.q.data_ptr(), x.k.data_ptr(), x.v.data_ptr(), x.g.data<float>(), x.b.data<float>(),
+      x.w.data<float>(), f32_or_null(x.s), float(d.scale), o.data_ptr(), f32_or_null(&st)));
+  if (state_out) *state_out = st;
+  return o;
+}
+
+// dq, dk, dg and db sum over the value columns of several CTAs (f32 atomics); dq and dk are then cast to q's dtype.
+GatedDelta2Grads backward_cuda(const GatedDelta2Dims& d, const Dense& x, const Tensor& dout, const Tensor& dstate_out) {
+  const Device dev = x.q.device();
+  const DType dt = x.q.dtype();
+  GatedDelta2Grads r{Tensor::zeros(x.q.shape(), DType::F32, dev),
+                     Tensor::zeros(x.k.shape(), DType::F32, dev),
+                     Tensor::empty(x.v.shape(), dt, dev),
+                     Tensor::zeros(x.g.shape(), DType::F32, dev),
+                     Tensor::zeros(x.b.shape(), DType::F32, dev),
+                     Tensor::empty(x.w.shape(), DType::F32, dev),
+                     x.s.defined() ? Tensor::empty(state_shape(d), DType::F32, dev) : Tensor()};
+  [[maybe_unused]] const Tensor scratch =
+      Tensor::empty({cuda_ops::gated_delta_rule2_scratch_floats(cuda_shape(d))}, DType::F32, dev);
+  PRIMER_ON_CUDA(cuda_ops::gated_delta_rule2_backward(
+      cuda_shape(d), dt, dout.data_ptr(), f32_or_null(dstate_out), x.q.data_ptr(), x.k.data_ptr(), x.v.data_ptr(),
+      x.g.data<float>(), x.b.data<float>(), x.w.data<float>(), f32_or_null(x.s), float(d.scale), r.dq.data<float>(),
+      r.dk.data<float>(), r.dv.data_ptr(), r.dg.data<float>(), r.db.data<float>(), r.dw.data<float>(),
+      f32_or_null(&r.dstate_in), scratch.data<float>()));
+  if (dt != DType::F32) {
+    r.dq = r.dq.to(dt);
+    r.dk = r.dk.to(dt);
+  }
+  return r;
+}
+
 }  // namespace
 
 Tensor gated_delta_rule2(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& b,
                          const Tensor& w, double scale, const Tensor& state_in, Tensor* state_out) {
   constexpr const char* op = "gated_delta_rule2";
+  if (q.defined() && !q.is_cpu()) {
+    const GatedDelta2Dims d = check_inputs(op, q, k, v, g, b, w, scale, state_in);
+    return forward_cuda(d, Dense(q, k, v, g, b, w, state_in), state_out);
+  }
   return forward(op, false, q, k, v, g, b, w, scale, state_in, state_out,
                  [&](const GatedDelta2Dims& d, const Dense& x, const Tensor& o, const Tensor& st) {
                    dispatch_cpu_float(q.dtype(), op, [&](auto tag) {
@@ -124,6 +179,11 @@ GatedDelta2Grads gated_delta_rule2_backward(const Tensor& dout, const Tensor& q,
                                             const Tensor& g, const Tensor& b, const Tensor& w, double scale,
                                             const Tensor& state_in, const Tensor& dstate_out) {
   constexpr const char* op = "gated_delta_rule2_backward";
+  if (q.defined() && !q.is_cpu()) {
+    const GatedDelta2Dims d = check_inputs(op, q, k, v, g, b, w, scale, state_in);
+    check_output_grads(op, d, dout, dstate_out, q, v);
+    return backward_cuda(d, Dense(q, k, v, g, b, w, state_in), dout.contiguous(), contiguous_or_null(dstate_out));
+  }
   return backward(
       op, false, dout, q, k, v, g, b, w, scale, state_in, dstate_out,
       [&](const GatedDelta2Dims& d, const Dense& x, const Tensor& dy, const Tensor& ds, GatedDelta2Grads& r) {

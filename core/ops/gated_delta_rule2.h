@@ -6,16 +6,17 @@
 //   S_t = S̄_t + k_t (w_t⊙v_t − S̄_tᵀ (b_t⊙k_t))ᵀ          = (I − k_t (b_t⊙k_t)ᵀ) Diag(α_t) S_{t−1} + k_t (w_t⊙v_t)ᵀ
 //   o_t = scale · S_tᵀ q_t,                                 S_0 = state_in (zeros if undefined)
 // The erase reads along the gated key b⊙k but writes along the raw k; b = w = β·1 is KDA, and a scalar decay besides
-// is Gated DeltaNet. Two implementations that must agree: reference:: (token by token in f64, hand-written backward)
-// and the chunked CPU path (f32/f64; per chunk of 64 the UT transform with decays folded into the keys as pairwise
-// ratios exp(G_r − G_s), r ≥ s, so no factor exceeds 1). There are no CUDA kernels yet: a CUDA tensor is an error
-// naming this op.
+// is Gated DeltaNet. Three implementations that must agree: reference:: (token by token in f64, hand-written
+// backward), the chunked CPU path (f32/f64; per chunk of 64 the UT transform with decays folded into the keys as
+// pairwise ratios exp(G_r − G_s), r ≥ s, so no factor exceeds 1) and the CUDA path (the recurrence token by token in
+// f32 with a checkpointed reverse walk, core/ops/cuda/gated_delta_rule2.cu).
 #pragma once
 #include "core/tensor.h"
 
 namespace primer::ops {
 
-// q, k, g, b [B, T, H, K]; v, w [B, T, H, V]; every tensor f32 or every tensor f64, on the CPU.
+// q, k, g, b [B, T, H, K]; v, w [B, T, H, V]. On the CPU every tensor is f32 or every tensor f64; on CUDA q, k, v
+// (and o, dout, dq, dk, dv) are f32 or bf16 and g, b, w, the states and their gradients f32, with K ≤ 128.
 // Returns o [B, T, H, V]. If state_out is non-null it receives S_T [B, H, K, V].
 Tensor gated_delta_rule2(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& b,
                          const Tensor& w, double scale, const Tensor& state_in, Tensor* state_out);

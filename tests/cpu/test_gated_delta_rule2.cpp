@@ -13,48 +13,16 @@
 #include "core/autograd/gated_delta_rule2.h"
 #include "core/ops/gated_delta_rule.h"
 #include "core/ops/gated_delta_rule2.h"
+#include "tests/support/gdn2_inputs.h"
 #include "tests/support/gdn2_oracle_case.h"
 #include "tests/support/test_util.h"
 
 namespace primer {
 namespace {
 
-// Realistic inputs as the layer produces them: q, k L2-normalised per head, v ~ N(0, 1), the log decay
-// g = decay·log σ(z) ≤ 0 per key channel, the erase gate b = b_max·σ(z) per key channel, the write gate w = σ(z) per
-// value channel, an O(1) initial state. All f64.
-struct Inputs {
-  Tensor q, k, v, g, b, w, state;
-};
-
-Tensor unit_rows(const Shape& s, uint64_t seed) {
-  std::vector<double> x = test::randn(s, seed).to_vector<double>();
-  const size_t K = size_t(s.back());
-  for (size_t r = 0; r < x.size() / K; ++r) {
-    double ss = 0;
-    for (size_t i = 0; i < K; ++i) ss += x[r * K + i] * x[r * K + i];
-    for (size_t i = 0; i < K; ++i) x[r * K + i] /= std::sqrt(ss);
-  }
-  return Tensor::from_vector(x, s, DType::F64);
-}
-
-Tensor sigmoid_of_normal(const Shape& s, uint64_t seed, double factor, bool log) {
-  std::vector<double> x = test::randn(s, seed).to_vector<double>();
-  for (double& z : x) z = log ? -factor * std::log1p(std::exp(-z)) : factor / (1 + std::exp(-z));
-  return Tensor::from_vector(x, s, DType::F64);
-}
-
-Inputs inputs(int64_t B, int64_t T, int64_t H, int64_t K, int64_t V, uint64_t seed, double b_max = 1.0,
-              double decay = 1.0) {
-  Inputs in;
-  in.q = unit_rows({B, T, H, K}, seed + 1);
-  in.k = unit_rows({B, T, H, K}, seed + 2);
-  in.v = test::randn({B, T, H, V}, seed + 3);
-  in.g = sigmoid_of_normal({B, T, H, K}, seed + 4, decay, true);
-  in.b = sigmoid_of_normal({B, T, H, K}, seed + 5, b_max, false);
-  in.w = sigmoid_of_normal({B, T, H, V}, seed + 6, 1.0, false);
-  in.state = test::randn({B, H, K, V}, seed + 7);
-  return in;
-}
+using Inputs = test::Gdn2Inputs;
+using test::gdn2_inputs;
+using test::sigmoid_of_normal;
 
 // Gradient check of the reference with outputs {o, S_T} (weights on both, so dstate_out flows in) or {o} alone.
 void check_reference_gradients(const Inputs& in, bool with_state, uint64_t seed) {
@@ -88,7 +56,7 @@ TEST(GatedDeltaRule2Reference, BackwardMatchesFiniteDifferences) {
   SCOPED_TRACE("seed " + std::to_string(seed));
   for (double b_max : {1.0, 2.0}) {  // 2: the negative-eigenvalue variant b ∈ (0, 2)
     SCOPED_TRACE("b_max " + std::to_string(b_max));
-    const Inputs in = inputs(2, 5, 2, 3, 4, seed, b_max);
+    const Inputs in = gdn2_inputs(2, 5, 2, 3, 4, seed, b_max);
     check_reference_gradients(in, true, seed);
     check_reference_gradients(in, false, seed + 1);
   }
@@ -161,7 +129,7 @@ TEST(GatedDeltaRule2Reference, TiedGatesAndScalarDecayAreGatedDeltaNet) {
   SCOPED_TRACE("seed " + std::to_string(seed));
   const int64_t B = 2, T = 9, H = 2, K = 5, V = 3;
   const double scale = 0.6;
-  const Inputs in = inputs(B, T, H, K, V, seed);
+  const Inputs in = gdn2_inputs(B, T, H, K, V, seed);
   const Tensor beta = sigmoid_of_normal({B, T, H}, seed + 20, 1.0, false);
   const Tensor gs = sigmoid_of_normal({B, T, H}, seed + 21, 1.0, true);
   auto broadcast = [](const Tensor& x, int64_t n) {
@@ -211,7 +179,7 @@ TEST(GatedDeltaRule2Reference, ErasesAlongTheGatedKeyAndWritesTheGatedValue) {
   const uint64_t seed = test::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   const int64_t K = 4, V = 3;
-  const Inputs in = inputs(1, 1, 1, K, V, seed);
+  const Inputs in = gdn2_inputs(1, 1, 1, K, V, seed);
   const Tensor zero_g = Tensor::zeros({1, 1, 1, K}, DType::F64);
   const std::vector<double> k = in.k.to_vector<double>(), v = in.v.to_vector<double>(), w = in.w.to_vector<double>(),
                             b = in.b.to_vector<double>();
@@ -258,7 +226,7 @@ class GatedDeltaRule2Chunked : public ::testing::TestWithParam<ChunkCase> {};
 void compare_chunked(const ChunkCase& c, DType dtype, double rel_out, double rel_grad, uint64_t seed) {
   const int64_t B = c.K < 64 ? 2 : 1, H = c.K < 64 ? 2 : 1, K = c.K, V = c.K < 64 ? 12 : c.K;
   const double scale = 1.0 / std::sqrt(double(K));
-  const Inputs in = inputs(B, c.T, H, K, V, seed, c.b_max, c.decay);
+  const Inputs in = gdn2_inputs(B, c.T, H, K, V, seed, c.b_max, c.decay);
   const Tensor state = c.with_state ? in.state : Tensor();
   const Tensor dout = test::randn({B, c.T, H, V}, seed + 11), dstate = test::randn({B, H, K, V}, seed + 12);
   auto as = [&](const Tensor& t) { return t.defined() ? t.to(dtype) : Tensor(); };
@@ -316,7 +284,7 @@ TEST(GatedDeltaRule2, ChainingCarriesTheStateAndItsGradient) {
   SCOPED_TRACE("seed " + std::to_string(seed));
   const int64_t B = 2, T1 = 70, T2 = 45, H = 2, K = 8, V = 6;
   const double scale = 0.35;
-  const Inputs in = inputs(B, T1 + T2, H, K, V, seed);
+  const Inputs in = gdn2_inputs(B, T1 + T2, H, K, V, seed);
   const Tensor R = test::randn({B, T1 + T2, H, V}, seed + 1), Rs = test::randn({B, H, K, V}, seed + 2);
   const std::vector<Tensor> whole{in.q, in.k, in.v, in.g, in.b, in.w};
 
@@ -353,7 +321,7 @@ TEST(GatedDeltaRule2, ChainingCarriesTheStateAndItsGradient) {
 }
 
 TEST(GatedDeltaRule2, RejectsBadArguments) {
-  const Inputs in = inputs(1, 3, 2, 4, 4, 1);
+  const Inputs in = gdn2_inputs(1, 3, 2, 4, 4, 1);
   test::expect_error(
       [&] {
         ops::gated_delta_rule2(in.q, in.k, in.v, in.g.reshape({1, 3, 8}), in.b, in.w, 1.0, Tensor(), nullptr);

@@ -1,0 +1,139 @@
+// Gated DeltaNet-2's CUDA core against the f64 token-by-token reference on the same rounded inputs: o, the final
+// state and every gradient (q, k, v, g, b, w, the initial state, with output and final-state gradients flowing in),
+// for T ∈ {1, 7, 67, 100, 200} (the backward's checkpoints every 32 tokens and pieces of 8: T = 1, inside one piece,
+// across pieces and blocks, a block cut short), key dims 64 and 128 and the padded ones 16 and 48 (rows of a lane
+// past K), value dims that fill the CTAs' 16 columns and ones that leave them partly empty (12, 20), f32 and bf16
+// q, k, v, the negative-eigenvalue erase gate b ∈ (0, 2) and strong decay.
+//
+// Tolerances (relative L2 against the reference):
+//  - f32: the kernels run the recurrence in f32 (the chunked CPU path's f32 bounds hold for the same rounding of
+//    K-term sums and T chained updates: 1e-5 on o and S_T, 3e-5 on gradients; tests/cpu/test_gated_delta_rule2.cpp).
+//  - bf16 q, k, v: o, dq, dk and dv are stored in bf16, a 2^-9 ≈ 2e-3 rounding of each element, so 4e-3 (the parity
+//    bound of every bf16 output); the state, dg, db, dw and the initial-state gradient stay f32 from the same rounded
+//    inputs, at the f32 bounds.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+
+#include "core/ops/gated_delta_rule2.h"
+#include "tests/cuda/parity_util.h"
+#include "tests/support/gdn2_inputs.h"
+
+namespace primer {
+namespace {
+
+constexpr double kF32Out = 1e-5, kF32Grad = 3e-5, kBf16 = 4e-3;
+
+// Outputs are allocated inside the op: a NaN-filled block released just before is what the pool hands it, so an
+// element the kernels fail to write shows up.
+void poison_pool() { test::poison(Tensor::empty({int64_t(64) << 20}, DType::F32, Device::cuda())); }
+
+void expect_rel(const Tensor& gpu, const Tensor& ref, double tol, const char* what) {
+  const test::Diff diff = test::compare(gpu, ref);
+  std::printf("  %-16s rel L2 %.2e\n", what, diff.rel_l2);
+  test::expect_close(gpu, ref, tol, 1e30, what);
+}
+
+struct Case {
+  int64_t T, K, V;
+  DType dtype;
+  bool with_state = true;
+  double b_max = 1, decay = 1;
+};
+
+std::string case_name(const ::testing::TestParamInfo<Case>& i) {
+  const Case& c = i.param;
+  return "T" + std::to_string(c.T) + "_K" + std::to_string(c.K) + "_V" + std::to_string(c.V) +
+         (c.with_state ? "" : "_nostate") + (c.b_max > 1 ? "_negeig" : "") + (c.decay > 1 ? "_strongdecay" : "") +
+         (c.dtype == DType::BF16 ? "_bf16" : "_f32");
+}
+
+class GatedDeltaRule2Cuda : public ::testing::TestWithParam<Case> {};
+
+TEST_P(GatedDeltaRule2Cuda, MatchesTheF64Reference) {
+  PRIMER_REQUIRE_CUDA();
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const Case& c = GetParam();
+  const int64_t B = 2, H = 2;
+  const double scale = 1.0 / std::sqrt(double(c.K));
+  const test::Gdn2Inputs in = test::gdn2_inputs(B, c.T, H, c.K, c.V, seed, c.b_max, c.decay);
+  auto gpu = [](const Tensor& t, DType dt) { return t.to(dt).to(Device::cuda()); };
+  const Tensor q = gpu(in.q, c.dtype), k = gpu(in.k, c.dtype), v = gpu(in.v, c.dtype), g = gpu(in.g, DType::F32),
+               b = gpu(in.b, DType::F32), w = gpu(in.w, DType::F32),
+               s0 = c.with_state ? gpu(in.state, DType::F32) : Tensor();
+  const Tensor dout = gpu(test::randn(in.v.shape(), seed + 11), c.dtype),
+               dstate = gpu(test::randn(in.state.shape(), seed + 12), DType::F32);
+  // The reference sees exactly the values the GPU got.
+  auto f64 = [](const Tensor& t) { return t.defined() ? test::cpu_f64(t) : Tensor(); };
+  const bool bf16 = c.dtype == DType::BF16;
+  const double token_out = bf16 ? kBf16 : kF32Out, token_grad = bf16 ? kBf16 : kF32Grad;
+
+  poison_pool();
+  Tensor state_out, ref_state;
+  const Tensor o = ops::gated_delta_rule2(q, k, v, g, b, w, scale, s0, &state_out);
+  const Tensor ro =
+      ops::reference::gated_delta_rule2(f64(q), f64(k), f64(v), f64(g), f64(b), f64(w), scale, f64(s0), &ref_state);
+  EXPECT_EQ(o.dtype(), c.dtype);
+  EXPECT_EQ(state_out.dtype(), DType::F32);
+  expect_rel(o, ro, token_out, "o");
+  expect_rel(state_out, ref_state, kF32Out, "state_out");
+  expect_rel(ops::gated_delta_rule2(q, k, v, g, b, w, scale, s0, nullptr), ro, token_out, "o (no state out)");
+
+  poison_pool();
+  const ops::GatedDelta2Grads d = ops::gated_delta_rule2_backward(dout, q, k, v, g, b, w, scale, s0, dstate);
+  const ops::GatedDelta2Grads r = ops::reference::gated_delta_rule2_backward(
+      f64(dout), f64(q), f64(k), f64(v), f64(g), f64(b), f64(w), scale, f64(s0), f64(dstate));
+  EXPECT_EQ(d.dq.dtype(), c.dtype);
+  EXPECT_EQ(d.dv.dtype(), c.dtype);
+  EXPECT_EQ(d.dg.dtype(), DType::F32);
+  expect_rel(d.dq, r.dq, token_grad, "dq");
+  expect_rel(d.dk, r.dk, token_grad, "dk");
+  expect_rel(d.dv, r.dv, token_grad, "dv");
+  expect_rel(d.dg, r.dg, kF32Grad, "dg");
+  expect_rel(d.db, r.db, kF32Grad, "db");
+  expect_rel(d.dw, r.dw, kF32Grad, "dw");
+  ASSERT_EQ(d.dstate_in.defined(), c.with_state);
+  if (c.with_state) expect_rel(d.dstate_in, r.dstate_in, kF32Grad, "dstate_in");
+
+  // Only the output gradient: the kernels' null final-state gradient.
+  const ops::GatedDelta2Grads d1 = ops::gated_delta_rule2_backward(dout, q, k, v, g, b, w, scale, s0, Tensor());
+  const ops::GatedDelta2Grads r1 = ops::reference::gated_delta_rule2_backward(
+      f64(dout), f64(q), f64(k), f64(v), f64(g), f64(b), f64(w), scale, f64(s0), Tensor());
+  expect_rel(d1.dk, r1.dk, token_grad, "dk (dout only)");
+  expect_rel(d1.dg, r1.dg, kF32Grad, "dg (dout only)");
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, GatedDeltaRule2Cuda,
+    ::testing::Values(Case{1, 64, 64, DType::F32}, Case{7, 128, 128, DType::F32}, Case{67, 64, 64, DType::F32, false},
+                      Case{100, 128, 128, DType::F32}, Case{200, 64, 64, DType::F32},
+                      Case{67, 48, 12, DType::F32}, Case{33, 16, 20, DType::F32, false},
+                      Case{100, 64, 64, DType::F32, true, 2.0}, Case{100, 64, 64, DType::F32, true, 1.0, 8.0},
+                      Case{1, 128, 128, DType::BF16}, Case{67, 64, 64, DType::BF16}, Case{200, 128, 128, DType::BF16},
+                      Case{100, 48, 20, DType::BF16, false}),
+    case_name);
+
+TEST(GatedDeltaRule2CudaErrors, KeyDimAtMost128AndGatesInF32) {
+  PRIMER_REQUIRE_CUDA();
+  const test::Gdn2Inputs in = test::gdn2_inputs(1, 3, 1, 160, 4, 1);
+  auto gpu = [](const Tensor& t, DType dt) { return t.to(dt).to(Device::cuda()); };
+  const DType f32 = DType::F32;
+  test::expect_error(
+      [&] {
+        ops::gated_delta_rule2(gpu(in.q, f32), gpu(in.k, f32), gpu(in.v, f32), gpu(in.g, f32), gpu(in.b, f32),
+                               gpu(in.w, f32), 1.0, Tensor(), nullptr);
+      },
+      {"gated_delta_rule2", "at most 128"});
+  const test::Gdn2Inputs small = test::gdn2_inputs(1, 3, 1, 8, 4, 1);
+  test::expect_error(
+      [&] {
+        ops::gated_delta_rule2(gpu(small.q, DType::BF16), gpu(small.k, DType::BF16), gpu(small.v, DType::BF16),
+                               gpu(small.g, DType::BF16), gpu(small.b, f32), gpu(small.w, f32), 1.0, Tensor(), nullptr);
+      },
+      {"gated_delta_rule2", "'g'"});
+}
+
+}  // namespace
+}  // namespace primer
