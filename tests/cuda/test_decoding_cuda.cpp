@@ -28,11 +28,17 @@ struct Case {
   int64_t sliding_window = 0;  // the model's (Mistral-style) window
 };
 
-const Case kCases[] = {{"Attention", ""},  {"MistralWindow", "", 4},
-                       {"SWA", "*-SWA"},   {"M2", "*-M2"},
-                       {"GDN", "*-GDN"},   {"GKA", "*-GKA"},
-                       {"KZLA", "*-KZLA"}, {"KLA", "*-KLA"},
-                       {"BMF", "*-BMF"},   {"Hybrid", "SWA-M2-GDN-*-GKA-KZLA-KLA-BMF"}};
+const Case kCases[] = {{"Attention", ""},
+                       {"MistralWindow", "", 4},
+                       {"SWA", "*-SWA"},
+                       {"M2", "*-M2"},
+                       {"GDN", "*-GDN"},
+                       {"GKA", "*-GKA"},
+                       {"KZLA", "*-KZLA"},
+                       {"KLA", "*-KLA"},
+                       {"GDN2", "*-GDN2"},
+                       {"BMF", "*-BMF"},
+                       {"Hybrid", "SWA-M2-GDN-*-GKA-KZLA-KLA-BMF"}};
 
 // Head dims of 64: what the CUDA attention and recurrent kernels take.
 ModelConfig decoding_config(const Case& c) {

@@ -99,21 +99,22 @@ TEST_P(GatedDeltaRule2Cuda, MatchesTheF64Reference) {
 
   // Only the output gradient: the kernels' null final-state gradient.
   const ops::GatedDelta2Grads d1 = ops::gated_delta_rule2_backward(dout, q, k, v, g, b, w, scale, s0, Tensor());
-  const ops::GatedDelta2Grads r1 = ops::reference::gated_delta_rule2_backward(
-      f64(dout), f64(q), f64(k), f64(v), f64(g), f64(b), f64(w), scale, f64(s0), Tensor());
+  const ops::GatedDelta2Grads r1 = ops::reference::gated_delta_rule2_backward(f64(dout), f64(q), f64(k), f64(v), f64(g),
+                                                                              f64(b), f64(w), scale, f64(s0), Tensor());
   expect_rel(d1.dk, r1.dk, token_grad, "dk (dout only)");
   expect_rel(d1.dg, r1.dg, kF32Grad, "dg (dout only)");
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Shapes, GatedDeltaRule2Cuda,
-    ::testing::Values(Case{1, 64, 64, DType::F32}, Case{7, 128, 128, DType::F32}, Case{67, 64, 64, DType::F32, false},
-                      Case{100, 128, 128, DType::F32}, Case{200, 64, 64, DType::F32},
-                      Case{67, 48, 12, DType::F32}, Case{33, 16, 20, DType::F32, false},
-                      Case{100, 64, 64, DType::F32, true, 2.0}, Case{100, 64, 64, DType::F32, true, 1.0, 8.0},
-                      Case{1, 128, 128, DType::BF16}, Case{67, 64, 64, DType::BF16}, Case{200, 128, 128, DType::BF16},
-                      Case{100, 48, 20, DType::BF16, false}),
-    case_name);
+INSTANTIATE_TEST_SUITE_P(Shapes, GatedDeltaRule2Cuda,
+                         ::testing::Values(Case{1, 64, 64, DType::F32}, Case{7, 128, 128, DType::F32},
+                                           Case{67, 64, 64, DType::F32, false}, Case{100, 128, 128, DType::F32},
+                                           Case{200, 64, 64, DType::F32}, Case{67, 48, 12, DType::F32},
+                                           Case{33, 16, 20, DType::F32, false},
+                                           Case{100, 64, 64, DType::F32, true, 2.0},
+                                           Case{100, 64, 64, DType::F32, true, 1.0, 8.0},
+                                           Case{1, 128, 128, DType::BF16}, Case{67, 64, 64, DType::BF16},
+                                           Case{200, 128, 128, DType::BF16}, Case{100, 48, 20, DType::BF16, false}),
+                         case_name);
 
 TEST(GatedDeltaRule2CudaErrors, KeyDimAtMost128AndGatesInF32) {
   PRIMER_REQUIRE_CUDA();

@@ -25,8 +25,7 @@ TEST(Gdn2MixerCuda, Bf16LayerTracksTheF64Cpu) {
     const Tensor dy = test::randn({B, T, c.hidden_size}, seed + 2).to(DType::BF16);
     std::printf("head_dim %ld\n", long(D));
     const test::LayerRun ref = test::run_layer<layers::Gdn2Mixer>(c, kPrefix, Device::cpu(), DType::F64, x, dy, seed);
-    const test::LayerRun gpu =
-        test::run_layer<layers::Gdn2Mixer>(c, kPrefix, Device::cuda(), DType::BF16, x, dy, seed);
+    const test::LayerRun gpu = test::run_layer<layers::Gdn2Mixer>(c, kPrefix, Device::cuda(), DType::BF16, x, dy, seed);
     // bf16 activations (2^-9 ≈ 2e-3 relative each) through the projections, convolutions, norms and gates around an
     // f32 core: 3e-2 on the output and the state (as the other bf16 layer tests); the gradients take the adjoint path
     // too and the decay's and gates' parameters sum over tokens and the batch: 1e-1.

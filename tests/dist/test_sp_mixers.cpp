@@ -363,15 +363,8 @@ TEST_P(DistSpMixersGpu, AsAccurateAsOneRankInBf16) {
     }
 }
 
-// Every case whose mixer has CUDA kernels (GDN2 runs on the CPU only).
-std::vector<MixerCase> gpu_mixers() {
-  std::vector<MixerCase> out;
-  for (const MixerCase& m : kMixers)
-    if (m.kind != MixerKind::GatedDeltaNet2) out.push_back(m);
-  return out;
-}
-
-INSTANTIATE_TEST_SUITE_P(Mixers, DistSpMixersGpu, ::testing::ValuesIn(gpu_mixers()),
+// Every mixer has CUDA kernels.
+INSTANTIATE_TEST_SUITE_P(Mixers, DistSpMixersGpu, ::testing::ValuesIn(kMixers),
                          [](const auto& i) { return std::string(i.param.name); });
 
 }  // namespace

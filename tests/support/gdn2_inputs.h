@@ -32,8 +32,8 @@ inline Tensor sigmoid_of_normal(const Shape& s, uint64_t seed, double factor, bo
   return Tensor::from_vector(x, s, DType::F64);
 }
 
-inline Gdn2Inputs gdn2_inputs(int64_t B, int64_t T, int64_t H, int64_t K, int64_t V, uint64_t seed,
-                              double b_max = 1.0, double decay = 1.0) {
+inline Gdn2Inputs gdn2_inputs(int64_t B, int64_t T, int64_t H, int64_t K, int64_t V, uint64_t seed, double b_max = 1.0,
+                              double decay = 1.0) {
   Gdn2Inputs in;
   in.q = unit_rows({B, T, H, K}, seed + 1);
   in.k = unit_rows({B, T, H, K}, seed + 2);

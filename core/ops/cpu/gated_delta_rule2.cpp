@@ -17,7 +17,8 @@
 //   the start state:       dS ← Diag(e^{G_c}) dS + (e^G⊙q)ᵀ dO − Yᵀ dR
 //   intra-chunk pairs:     T_rs and A_qk,rs differentiated channel by channel with their ratio ρ = e^{G_r − G_s}
 //                          (each term x adds x to ∂/∂G_r and −x to ∂/∂G_s), ρ built as a product of per-token
-//                          decays e^{g} ≤ 1 walking s down from r (no exponential per pair)
+//                          decays e^{g} ≤ 1 walking s down from r (no exponential per pair; the forward's T and
+//                          A_qk take theirs the same way)
 //   and dg the reverse cumulative sum of ∂/∂G over the chunk, per channel.
 #include "core/ops/cpu/gated_delta_rule2.h"
 
@@ -64,12 +65,19 @@ template <class T> struct Chunk {
     // Y ← (I + T)⁻¹ Ē and U ← (I + T)⁻¹ Z by forward substitution: row r minus Σ_{s<r} T_rs (solved row s).
     Tl.assign(size_t(c * c), T(0));
     Aqk.assign(size_t(c * c), T(0));
-    std::vector<T> rho(static_cast<size_t>(K));  // the pair's decay ratios, shared by T_rs and Aqk_rs
+    // The pair's decay ratios e^{G_r − G_s}, shared by T_rs and Aqk_rs, as products of the per-token decays e^{g} ≤ 1
+    // walking s down from r (one multiply per pair and channel instead of an exponential; the substitution's sums
+    // over s are order-free).
+    std::vector<T> alpha(size_t(c * K)), rho(static_cast<size_t>(K));
+    for (int64_t r = 0; r < c; ++r)
+      for (int64_t i = 0; i < K; ++i) alpha[size_t(r * K + i)] = std::exp(g_in[d.key_row(bi, t0 + r, h) + i]);
     for (int64_t r = 0; r < c; ++r) {
       const T *qr = &q[size_t(r * K)], *kr = &k[size_t(r * K)], *br = &b[size_t(r * K)];
-      for (int64_t s = 0; s < r; ++s) {
+      std::fill(rho.begin(), rho.end(), T(1));
+      for (int64_t s = r - 1; s >= 0; --s) {
         const T* ks = &k[size_t(s * K)];
-        for (int64_t i = 0; i < K; ++i) rho[size_t(i)] = ratio(r, s, i);
+        const T* decay = &alpha[size_t((s + 1) * K)];
+        for (int64_t i = 0; i < K; ++i) rho[size_t(i)] *= decay[i];
         T t_rs = 0, a = 0;
         for (int64_t i = 0; i < K; ++i) t_rs += br[i] * kr[i] * ks[i] * rho[size_t(i)];
         for (int64_t i = 0; i < K; ++i) a += qr[i] * ks[i] * rho[size_t(i)];

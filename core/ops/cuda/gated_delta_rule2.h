@@ -16,7 +16,13 @@ struct GatedDelta2Shape {
 // ρ_t = w_t⊙v_t − S̄_tᵀ(b_t⊙k_t) in an f32 scratch of this many floats (B·T·H·V for ρ and B·H·⌈T/32⌉·K·V for the
 // states, both rounded up to the kernels' tiles: 671 MB at B 4, T 4096, H 16, K = V = 128).
 inline constexpr int64_t kGatedDelta2CheckpointEvery = 32;
-int64_t gated_delta_rule2_scratch_floats(const GatedDelta2Shape& shape);
+inline constexpr int64_t kGatedDelta2CtaColumns = 16;  // value columns per CTA; key rows are padded to 32
+inline int64_t gated_delta_rule2_scratch_floats(const GatedDelta2Shape& s) {
+  const auto round_up = [](int64_t x, int64_t m) { return (x + m - 1) / m * m; };
+  const int64_t blocks = (s.time + kGatedDelta2CheckpointEvery - 1) / kGatedDelta2CheckpointEvery;
+  return s.batch * s.time * s.heads * s.value_dim +
+         s.batch * s.heads * blocks * round_up(s.value_dim, kGatedDelta2CtaColumns) * round_up(s.key_dim, 32);
+}
 
 // state_in (null: zeros) and state_out may be null.
 void gated_delta_rule2_forward(const GatedDelta2Shape& shape, DType dtype, const void* q, const void* k, const void* v,
