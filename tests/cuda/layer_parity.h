@@ -67,4 +67,27 @@ template <class Mixer> std::vector<std::string> parameter_names(const ModelConfi
   return names;
 }
 
+// The bf16 layer on the GPU against the f64 CPU layer at head_dim 64 and 128 (hidden 256, 4 query and 2 key/value
+// heads, B = 2, T = 100, the mixer's default options): output and final states within `out_tol`, the input gradient
+// and every parameter gradient within `grad_tol`.
+template <class Mixer>
+void expect_bf16_layer_tracks_f64(const std::string& prefix, uint64_t seed, double out_tol, double grad_tol) {
+  for (int64_t D : {64, 128}) {
+    const ModelConfig c = one_layer_config(4, 2, D);
+    const int64_t B = 2, T = 100;
+    const Tensor x = randn({B, T, c.hidden_size}, seed + 1).to(DType::BF16);
+    const Tensor dy = randn({B, T, c.hidden_size}, seed + 2).to(DType::BF16);
+    std::printf("head_dim %ld\n", long(D));
+    const LayerRun ref = run_layer<Mixer>(c, prefix, Device::cpu(), DType::F64, x, dy, seed);
+    const LayerRun gpu = run_layer<Mixer>(c, prefix, Device::cuda(), DType::BF16, x, dy, seed);
+    expect_rel_l2(gpu.y, ref.y, out_tol, "y");
+    ASSERT_EQ(gpu.states.size(), ref.states.size());
+    for (size_t i = 0; i < ref.states.size(); ++i)
+      expect_rel_l2(gpu.states[i], ref.states[i], out_tol, "state " + std::to_string(i));
+    expect_rel_l2(gpu.dx, ref.dx, grad_tol, "dx");
+    const std::vector<std::string> names = parameter_names<Mixer>(c, prefix);
+    for (size_t i = 0; i < ref.grads.size(); ++i) expect_rel_l2(gpu.grads[i], ref.grads[i], grad_tol, names[i]);
+  }
+}
+
 }  // namespace primer::test

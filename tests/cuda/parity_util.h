@@ -2,6 +2,7 @@
 // and the tolerance that the output dtype justifies.
 #pragma once
 #include <algorithm>
+#include <cstdio>
 #include <string>
 
 #include "tests/support/test_util.h"
@@ -29,6 +30,17 @@ inline void expect_parity(const Tensor& gpu, const Tensor& reference, const std:
   double max_ref = 0;
   for (double v : reference.to_vector<double>()) max_ref = std::max(max_ref, std::abs(v));
   expect_close(gpu, reference, rel, rel * max_ref + 1e-30, what);
+}
+
+// For ops that allocate their outputs (and scratch) inside: a NaN-filled 256 MB block released just before is what
+// the stream-ordered pool hands them, so an element the kernels fail to write shows up.
+inline void poison_pool() { poison(Tensor::empty({int64_t(64) << 20}, DType::F32, Device::cuda())); }
+
+// Prints the relative L2 error against the reference and expects it within `tol` (NaN fails).
+inline void expect_rel(const Tensor& gpu, const Tensor& ref, double tol, const char* what) {
+  const Diff diff = compare(gpu, ref);
+  std::printf("  %-16s rel L2 %.2e\n", what, diff.rel_l2);
+  expect_close(gpu, ref, tol, 1e30, what);
 }
 
 }  // namespace primer::test

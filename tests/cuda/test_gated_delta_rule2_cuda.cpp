@@ -25,16 +25,6 @@ namespace {
 
 constexpr double kF32Out = 1e-5, kF32Grad = 3e-5, kBf16 = 4e-3;
 
-// Outputs are allocated inside the op: a NaN-filled block released just before is what the pool hands it, so an
-// element the kernels fail to write shows up.
-void poison_pool() { test::poison(Tensor::empty({int64_t(64) << 20}, DType::F32, Device::cuda())); }
-
-void expect_rel(const Tensor& gpu, const Tensor& ref, double tol, const char* what) {
-  const test::Diff diff = test::compare(gpu, ref);
-  std::printf("  %-16s rel L2 %.2e\n", what, diff.rel_l2);
-  test::expect_close(gpu, ref, tol, 1e30, what);
-}
-
 struct Case {
   int64_t T, K, V;
   DType dtype;
@@ -70,39 +60,39 @@ TEST_P(GatedDeltaRule2Cuda, MatchesTheF64Reference) {
   const bool bf16 = c.dtype == DType::BF16;
   const double token_out = bf16 ? kBf16 : kF32Out, token_grad = bf16 ? kBf16 : kF32Grad;
 
-  poison_pool();
+  test::poison_pool();
   Tensor state_out, ref_state;
   const Tensor o = ops::gated_delta_rule2(q, k, v, g, b, w, scale, s0, &state_out);
   const Tensor ro =
       ops::reference::gated_delta_rule2(f64(q), f64(k), f64(v), f64(g), f64(b), f64(w), scale, f64(s0), &ref_state);
   EXPECT_EQ(o.dtype(), c.dtype);
   EXPECT_EQ(state_out.dtype(), DType::F32);
-  expect_rel(o, ro, token_out, "o");
-  expect_rel(state_out, ref_state, kF32Out, "state_out");
-  expect_rel(ops::gated_delta_rule2(q, k, v, g, b, w, scale, s0, nullptr), ro, token_out, "o (no state out)");
+  test::expect_rel(o, ro, token_out, "o");
+  test::expect_rel(state_out, ref_state, kF32Out, "state_out");
+  test::expect_rel(ops::gated_delta_rule2(q, k, v, g, b, w, scale, s0, nullptr), ro, token_out, "o (no state out)");
 
-  poison_pool();
+  test::poison_pool();
   const ops::GatedDelta2Grads d = ops::gated_delta_rule2_backward(dout, q, k, v, g, b, w, scale, s0, dstate);
   const ops::GatedDelta2Grads r = ops::reference::gated_delta_rule2_backward(
       f64(dout), f64(q), f64(k), f64(v), f64(g), f64(b), f64(w), scale, f64(s0), f64(dstate));
   EXPECT_EQ(d.dq.dtype(), c.dtype);
   EXPECT_EQ(d.dv.dtype(), c.dtype);
   EXPECT_EQ(d.dg.dtype(), DType::F32);
-  expect_rel(d.dq, r.dq, token_grad, "dq");
-  expect_rel(d.dk, r.dk, token_grad, "dk");
-  expect_rel(d.dv, r.dv, token_grad, "dv");
-  expect_rel(d.dg, r.dg, kF32Grad, "dg");
-  expect_rel(d.db, r.db, kF32Grad, "db");
-  expect_rel(d.dw, r.dw, kF32Grad, "dw");
+  test::expect_rel(d.dq, r.dq, token_grad, "dq");
+  test::expect_rel(d.dk, r.dk, token_grad, "dk");
+  test::expect_rel(d.dv, r.dv, token_grad, "dv");
+  test::expect_rel(d.dg, r.dg, kF32Grad, "dg");
+  test::expect_rel(d.db, r.db, kF32Grad, "db");
+  test::expect_rel(d.dw, r.dw, kF32Grad, "dw");
   ASSERT_EQ(d.dstate_in.defined(), c.with_state);
-  if (c.with_state) expect_rel(d.dstate_in, r.dstate_in, kF32Grad, "dstate_in");
+  if (c.with_state) test::expect_rel(d.dstate_in, r.dstate_in, kF32Grad, "dstate_in");
 
   // Only the output gradient: the kernels' null final-state gradient.
   const ops::GatedDelta2Grads d1 = ops::gated_delta_rule2_backward(dout, q, k, v, g, b, w, scale, s0, Tensor());
   const ops::GatedDelta2Grads r1 = ops::reference::gated_delta_rule2_backward(f64(dout), f64(q), f64(k), f64(v), f64(g),
                                                                               f64(b), f64(w), scale, f64(s0), Tensor());
-  expect_rel(d1.dk, r1.dk, token_grad, "dk (dout only)");
-  expect_rel(d1.dg, r1.dg, kF32Grad, "dg (dout only)");
+  test::expect_rel(d1.dk, r1.dk, token_grad, "dk (dout only)");
+  test::expect_rel(d1.dg, r1.dg, kF32Grad, "dg (dout only)");
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, GatedDeltaRule2Cuda,

@@ -35,10 +35,6 @@ namespace {
 
 constexpr double kOutTol = 5e-3, kGradTol = 8e-3, kGateTol = 2e-2;
 
-// Outputs and the op's workspace are allocated inside the op: poisoning a large block just before and releasing it
-// makes the stream-ordered pool hand NaN-filled memory to the op, so any element a kernel fails to write shows up.
-void poison_pool() { test::poison(Tensor::empty({int64_t(64) << 20}, DType::F32, Device::cuda())); }
-
 // The RMS ratio against `floor_rms` where the reference itself vanishes: with one token and no initial state, dg is
 // exactly zero (the decay multiplies a zero state), and what the GPU returns is the rounding of the cancelling terms
 // that make it up, the same terms that make up dβ; its size is the floor there.
@@ -115,7 +111,7 @@ TEST_P(GatedDeltaRuleCuda, MatchesTheF64Reference) {
                rdout = test::cpu_f64(dout), rdstate = test::cpu_f64(dstate);
 
   Tensor state_out, ref_state;
-  poison_pool();
+  test::poison_pool();
   const Tensor o = ops::gated_delta_rule(q, k, v, g, beta, scale, state, &state_out);
   const Tensor ref = ops::reference::gated_delta_rule(rq, rk, rv, rg, rbeta, scale, rstate, &ref_state);
   EXPECT_EQ(o.dtype(), c.dtype);
@@ -123,7 +119,7 @@ TEST_P(GatedDeltaRuleCuda, MatchesTheF64Reference) {
   expect_ratio(o, ref, kOutTol, "o");
   expect_ratio(state_out, ref_state, kOutTol, "state_out");
 
-  poison_pool();
+  test::poison_pool();
   const ops::GatedDeltaGrads d = ops::gated_delta_rule_backward(dout, q, k, v, g, beta, scale, state, dstate);
   const ops::GatedDeltaGrads r =
       ops::reference::gated_delta_rule_backward(rdout, rq, rk, rv, rg, rbeta, scale, rstate, rdstate);
@@ -350,7 +346,7 @@ TEST_P(KaczmarzDeltaRuleCuda, MatchesTheF64Reference) {
   for (const ag::Var& v : x) rx.push_back(test::cpu_f64(v->value));
   const Tensor rstate = c.with_state ? test::cpu_f64(s0->value) : Tensor();
 
-  poison_pool();
+  test::poison_pool();
   ag::Var st;
   const ag::Var o = ag::kaczmarz_delta_rule(x[0], x[1], x[2], x[3], x[4], scale, eps, s0, &st);
   Tensor ref_state;
@@ -360,7 +356,7 @@ TEST_P(KaczmarzDeltaRuleCuda, MatchesTheF64Reference) {
   expect_ratio(o->value, ref, kKaczmarzOutTol, "o");
   expect_ratio(st->value, ref_state, kKaczmarzOutTol, "state_out");
 
-  poison_pool();
+  test::poison_pool();
   o->grad = dout;
   st->grad = dstate;
   ag::current_tape().backward();
@@ -386,7 +382,7 @@ TEST(KeyNormScaleCuda, MatchesTheF64Cpu) {
     auto gpu = [&](const Tensor& t) { return t.to(dt).to(Device::cuda()); };
     const Tensor k = gpu(test::randn({3, 37, 48}, seed)), v = gpu(test::randn({3, 37, 80}, seed + 1));
     const Tensor dk = gpu(test::randn({3, 37, 48}, seed + 2)), dv = gpu(test::randn({3, 37, 80}, seed + 3));
-    poison_pool();
+    test::poison_pool();
     const ops::KeyNormScaled s = ops::key_norm_scale(k, v, 1e-6);
     const ops::KeyNormScaleGrads g = ops::key_norm_scale_backward(dk, dv, k, v, s.r);
     const ops::KeyNormScaled rs = ops::key_norm_scale(test::cpu_f64(k), test::cpu_f64(v), 1e-6);

@@ -24,16 +24,6 @@ namespace {
 
 constexpr double kF32Out = 5e-6, kF32Grad = 3e-5, kBf16 = 4e-3;
 
-// Outputs are allocated inside the op: a NaN-filled block released just before is what the pool hands it, so an
-// element the kernels fail to write shows up.
-void poison_pool() { test::poison(Tensor::empty({int64_t(64) << 20}, DType::F32, Device::cuda())); }
-
-void expect_rel(const Tensor& gpu, const Tensor& ref, double tol, const char* what) {
-  const test::Diff diff = test::compare(gpu, ref);
-  std::printf("  %-16s rel L2 %.2e\n", what, diff.rel_l2);
-  test::expect_close(gpu, ref, tol, 1e30, what);
-}
-
 struct Case {
   int64_t T, N, D;
   DType dtype;
@@ -70,40 +60,40 @@ TEST_P(KalmanScanCuda, MatchesTheF64Reference) {
   const bool bf16 = c.dtype == DType::BF16;
   const double token_out = bf16 ? kBf16 : kF32Out, token_grad = bf16 ? kBf16 : kF32Grad;
 
-  poison_pool();
+  test::poison_pool();
   const ops::KalmanScanOutputs o = ops::kalman_scan(q, k, v, lv, a, p, lam0, eta0, true);
   const ops::KalmanScanOutputs ro = ops::reference::kalman_scan(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], true);
   EXPECT_EQ(o.y.dtype(), c.dtype);
   EXPECT_EQ(o.precision.dtype(), DType::F32);
-  expect_rel(o.y, ro.y, token_out, "y");
-  expect_rel(o.y_var, ro.y_var, token_out, "y_var");
-  expect_rel(o.precision, ro.precision, kF32Out, "precision_out");
-  expect_rel(o.info_mean, ro.info_mean, kF32Out, "info_mean_out");
+  test::expect_rel(o.y, ro.y, token_out, "y");
+  test::expect_rel(o.y_var, ro.y_var, token_out, "y_var");
+  test::expect_rel(o.precision, ro.precision, kF32Out, "precision_out");
+  test::expect_rel(o.info_mean, ro.info_mean, kF32Out, "info_mean_out");
   // Without the variance readout the same mean.
-  expect_rel(ops::kalman_scan(q, k, v, lv, a, p, lam0, eta0, false).y, ro.y, token_out, "y (no variance)");
+  test::expect_rel(ops::kalman_scan(q, k, v, lv, a, p, lam0, eta0, false).y, ro.y, token_out, "y (no variance)");
 
-  poison_pool();
+  test::poison_pool();
   const ops::KalmanScanGrads g = ops::kalman_scan_backward(dy, dy_var, dlam, deta, q, k, v, lv, a, p, lam0, eta0);
   const ops::KalmanScanGrads rg =
       ops::reference::kalman_scan_backward(test::cpu_f64(dy), test::cpu_f64(dy_var), test::cpu_f64(dlam),
                                            test::cpu_f64(deta), r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7]);
   EXPECT_EQ(g.dq.dtype(), c.dtype);
-  expect_rel(g.dq, rg.dq, token_grad, "dq");
-  expect_rel(g.dk, rg.dk, token_grad, "dk");
-  expect_rel(g.dv, rg.dv, token_grad, "dv");
-  expect_rel(g.dvalue_precision, rg.dvalue_precision, token_grad, "dvalue_precision");
-  expect_rel(g.da_bar, rg.da_bar, kF32Grad, "da_bar");
-  expect_rel(g.dp_bar, rg.dp_bar, kF32Grad, "dp_bar");
-  expect_rel(g.dprecision_in, rg.dprecision_in, kF32Grad, "dprecision_in");
-  expect_rel(g.dinfo_mean_in, rg.dinfo_mean_in, kF32Grad, "dinfo_mean_in");
+  test::expect_rel(g.dq, rg.dq, token_grad, "dq");
+  test::expect_rel(g.dk, rg.dk, token_grad, "dk");
+  test::expect_rel(g.dv, rg.dv, token_grad, "dv");
+  test::expect_rel(g.dvalue_precision, rg.dvalue_precision, token_grad, "dvalue_precision");
+  test::expect_rel(g.da_bar, rg.da_bar, kF32Grad, "da_bar");
+  test::expect_rel(g.dp_bar, rg.dp_bar, kF32Grad, "dp_bar");
+  test::expect_rel(g.dprecision_in, rg.dprecision_in, kF32Grad, "dprecision_in");
+  test::expect_rel(g.dinfo_mean_in, rg.dinfo_mean_in, kF32Grad, "dinfo_mean_in");
 
   // Only the output gradient (no variance readout, no final-state gradient): the kernels' null paths.
   const ops::KalmanScanGrads g1 =
       ops::kalman_scan_backward(dy, Tensor(), Tensor(), Tensor(), q, k, v, lv, a, p, lam0, eta0);
   const ops::KalmanScanGrads rg1 = ops::reference::kalman_scan_backward(test::cpu_f64(dy), Tensor(), Tensor(), Tensor(),
                                                                         r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7]);
-  expect_rel(g1.dk, rg1.dk, token_grad, "dk (dy only)");
-  expect_rel(g1.dprecision_in, rg1.dprecision_in, kF32Grad, "dprecision_in (dy only)");
+  test::expect_rel(g1.dk, rg1.dk, token_grad, "dk (dy only)");
+  test::expect_rel(g1.dprecision_in, rg1.dprecision_in, kF32Grad, "dprecision_in (dy only)");
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, KalmanScanCuda,

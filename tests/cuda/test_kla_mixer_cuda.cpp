@@ -1,10 +1,8 @@
 // The Kalman linear attention layer on the GPU in bf16 against the same layer in f64 on the CPU, run on the very
-// values the GPU sees (tests/cuda/layer_parity.h): output, the final (λ, η), the input gradient and every parameter
-// gradient, at head_dim 64 and 128 with GQA, the output gate and the short convolutions, over two ragged chunks of
-// the backward's 64-token checkpoints.
+// values the GPU sees (tests/cuda/layer_parity.h): output, the final (λ, η) (states 0 and 1), the input gradient and
+// every parameter gradient, at head_dim 64 and 128 with GQA, the output gate and the short convolutions, over two
+// ragged chunks of the backward's 64-token checkpoints.
 #include <gtest/gtest.h>
-
-#include <cstdio>
 
 #include "layers/kla_mixer.h"
 #include "tests/cuda/layer_parity.h"
@@ -12,30 +10,14 @@
 namespace primer {
 namespace {
 
-constexpr const char* kPrefix = "model.layers.0.kla";
-
 TEST(KlaMixerCuda, Bf16LayerTracksTheF64Cpu) {
   PRIMER_REQUIRE_CUDA();
   const uint64_t seed = test::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
-  for (int64_t D : {64, 128}) {
-    const ModelConfig c = test::one_layer_config(4, 2, D);
-    const int64_t B = 2, T = 100;
-    const Tensor x = test::randn({B, T, c.hidden_size}, seed + 1).to(DType::BF16);
-    const Tensor dy = test::randn({B, T, c.hidden_size}, seed + 2).to(DType::BF16);
-    std::printf("head_dim %ld\n", long(D));
-    const test::LayerRun ref = test::run_layer<layers::KlaMixer>(c, kPrefix, Device::cpu(), DType::F64, x, dy, seed);
-    const test::LayerRun gpu = test::run_layer<layers::KlaMixer>(c, kPrefix, Device::cuda(), DType::BF16, x, dy, seed);
-    // bf16 activations (2^-9 ≈ 2e-3 relative each) through the projections, convolutions, norms and gate around an
-    // f32 filter: 3e-2 on the output and the states (as the other bf16 layer tests); the gradients take the adjoint
-    // path too, and the dynamics' gradients are sums over tokens, channels and the batch: 1e-1.
-    test::expect_rel_l2(gpu.y, ref.y, 3e-2, "y");
-    test::expect_rel_l2(gpu.states[0], ref.states[0], 3e-2, "precision state");
-    test::expect_rel_l2(gpu.states[1], ref.states[1], 3e-2, "information-mean state");
-    test::expect_rel_l2(gpu.dx, ref.dx, 1e-1, "dx");
-    const std::vector<std::string> names = test::parameter_names<layers::KlaMixer>(c, kPrefix);
-    for (size_t i = 0; i < ref.grads.size(); ++i) test::expect_rel_l2(gpu.grads[i], ref.grads[i], 1e-1, names[i]);
-  }
+  // bf16 activations (2^-9 ≈ 2e-3 relative each) through the projections, convolutions, norms and gate around an
+  // f32 filter: 3e-2 on the output and the states (as the other bf16 layer tests); the gradients take the adjoint
+  // path too, and the dynamics' gradients are sums over tokens, channels and the batch: 1e-1.
+  test::expect_bf16_layer_tracks_f64<layers::KlaMixer>("model.layers.0.kla", seed, 3e-2, 1e-1);
 }
 
 }  // namespace

@@ -24,12 +24,6 @@ Tensor random_gpu(const Shape& shape, uint64_t key) {
   return t;
 }
 
-std::string fixed(double v, int digits) {
-  char s[32];
-  std::snprintf(s, sizeof s, "%.*f", digits, v);
-  return s;
-}
-
 }  // namespace
 
 int main() {
@@ -54,9 +48,9 @@ int main() {
     const std::string shape_s = "B=" + std::to_string(B) + " T=" + std::to_string(T);
     for (auto [pass, ms, flops] :
          {std::tuple{"fwd", fwd_ms, fwd_flops}, std::tuple{"fwd+bwd", train_ms, 3.5 * fwd_flops}}) {
-      rows.push_back({{pass, shape_s, fixed(ms, 3), fixed(flops / (ms * 1e-3) / 1e12, 1)}});
+      rows.push_back({{pass, shape_s, bench::fixed(ms, 3), bench::fixed(flops / (ms * 1e-3) / 1e12, 1)}});
       csv.push_back("csv," + std::string(pass) + "," + std::to_string(B) + "," + std::to_string(T) + "," +
-                    fixed(ms, 4));
+                    bench::fixed(ms, 4));
     }
   }
   bench::print_table({"pass", "shape", "ms", "TFLOP/s"}, rows);

@@ -28,18 +28,6 @@ using namespace primer;
 
 namespace {
 
-Tensor normal_gpu(const Shape& shape, uint64_t key) {
-  Tensor t = Tensor::empty(shape, DType::BF16, Device::cuda());
-  fill_normal(t, key, 0.0, 1.0);
-  return t;
-}
-
-std::string fixed(double v, int digits) {
-  char s[32];
-  std::snprintf(s, sizeof s, "%.*f", digits, v);
-  return s;
-}
-
 // Visible (query, key) pairs of one row: in-context keys (p − W, p], fading keys (p − 2W, p − W].
 double pairs(int64_t T, int64_t W, bool fading) {
   double n = 0;
@@ -50,9 +38,12 @@ double pairs(int64_t T, int64_t W, bool fading) {
 
 void bench_attention_parts(const bench::LayerShape& s, int64_t W, std::vector<bench::Row>& rows) {
   const int64_t B = s.batch, T = s.seq, Hq = s.heads, Hkv = s.kv_heads, D = s.head_dim;
-  const Tensor q = normal_gpu({B, T, Hq, D}, 1), k = normal_gpu({B, T, Hkv, D}, 2), v = normal_gpu({B, T, Hkv, D}, 3),
-               k_f = normal_gpu({B, T, Hkv, D}, 4), v_f = normal_gpu({B, T, Hkv, D}, 5),
-               dout = normal_gpu({B, T, Hq, D}, 6);
+  const Tensor q = bench::normal_gpu({B, T, Hq, D}, 1, DType::BF16),
+               k = bench::normal_gpu({B, T, Hkv, D}, 2, DType::BF16),
+               v = bench::normal_gpu({B, T, Hkv, D}, 3, DType::BF16),
+               k_f = bench::normal_gpu({B, T, Hkv, D}, 4, DType::BF16),
+               v_f = bench::normal_gpu({B, T, Hkv, D}, 5, DType::BF16),
+               dout = bench::normal_gpu({B, T, Hq, D}, 6, DType::BF16);
   ops::AttentionOptions here;
   here.window = W;
   ops::AttentionOptions fading = here;
@@ -70,8 +61,8 @@ void bench_attention_parts(const bench::LayerShape& s, int64_t W, std::vector<be
       ag::current_tape().backward();
     });
     const std::string shape = fmt::format("B={} T={} Hq={} Hkv={} D={} W={}", B, T, Hq, Hkv, D, W);
-    rows.push_back({{what + ", fwd", shape, fixed(fwd, 3), fixed(flops / fwd / 1e9, 1)}});
-    rows.push_back({{what + ", fwd + bwd", shape, fixed(train, 3), fixed(3.5 * flops / train / 1e9, 1)}});
+    rows.push_back({{what + ", fwd", shape, bench::fixed(fwd, 3), bench::fixed(flops / fwd / 1e9, 1)}});
+    rows.push_back({{what + ", fwd + bwd", shape, bench::fixed(train, 3), bench::fixed(3.5 * flops / train / 1e9, 1)}});
   };
   auto var = [](const Tensor& t, bool grad) { return grad ? ag::leaf(t) : ag::constant(t); };
   measure("windowed attention (SWA's kernels)", window_flops,
@@ -88,7 +79,8 @@ void bench_layers(const bench::LayerShape& s, int64_t W, const std::string& ssm,
   c.bmojo.window_size = W;
   c.bmojo.ssm_mixer = ssm;
   c.swa.window_size = W;
-  const Tensor x = normal_gpu({B, T, c.hidden_size}, 8), dy = normal_gpu({B, T, c.hidden_size}, 9);
+  const Tensor x = bench::normal_gpu({B, T, c.hidden_size}, 8, DType::BF16),
+               dy = bench::normal_gpu({B, T, c.hidden_size}, 9, DType::BF16);
   std::vector<int32_t> position_ids(size_t(B * T));
   for (size_t i = 0; i < position_ids.size(); ++i) position_ids[i] = int32_t(int64_t(i) % T);
   layers::MixerContext ctx;
@@ -108,7 +100,7 @@ void bench_layers(const bench::LayerShape& s, int64_t W, const std::string& ssm,
       ag::current_tape().backward();
     });
     const std::string what = token == "BMF" ? "B'MOJO-F layer (" + ssm_token + " inside)" : token + " layer";
-    rows.push_back({{what + ", fwd + bwd", s.layer() + fmt::format(" W={}", W), fixed(train, 3), ""}});
+    rows.push_back({{what + ", fwd + bwd", s.layer() + fmt::format(" W={}", W), bench::fixed(train, 3), ""}});
   }
 }
 

@@ -29,18 +29,6 @@ using namespace primer;
 
 namespace {
 
-Tensor normal_gpu(const Shape& shape, uint64_t key, DType dtype) {
-  Tensor t = Tensor::empty(shape, dtype, Device::cuda());
-  fill_normal(t, key, 0.0, 1.0);
-  return t;
-}
-
-std::string fixed(double v, int digits) {
-  char s[32];
-  std::snprintf(s, sizeof s, "%.*f", digits, v);
-  return s;
-}
-
 struct CoreInputs {
   int64_t B, T, H, K, V;
   Tensor q, k, v, g, beta, dout;
@@ -48,13 +36,14 @@ struct CoreInputs {
   explicit CoreInputs(const bench::LayerShape& s)
       : B(s.batch), T(s.seq), H(s.heads), K(s.head_dim), V(s.head_dim), scale(1.0 / std::sqrt(double(s.head_dim))) {
     ag::NoGrad no_grad;
-    q = layers::l2_normalize(ag::constant(normal_gpu({B, T, H, K}, 1, DType::BF16)), 1e-6)->value;
-    k = layers::l2_normalize(ag::constant(normal_gpu({B, T, H, K}, 2, DType::BF16)), 1e-6)->value;
-    v = normal_gpu({B, T, H, V}, 3, DType::BF16);
-    beta = ops::unary(ops::Unary::Sigmoid, normal_gpu({B, T, H}, 4, DType::F32));
+    q = layers::l2_normalize(ag::constant(bench::normal_gpu({B, T, H, K}, 1, DType::BF16)), 1e-6)->value;
+    k = layers::l2_normalize(ag::constant(bench::normal_gpu({B, T, H, K}, 2, DType::BF16)), 1e-6)->value;
+    v = bench::normal_gpu({B, T, H, V}, 3, DType::BF16);
+    beta = ops::unary(ops::Unary::Sigmoid, bench::normal_gpu({B, T, H}, 4, DType::F32));
     // log σ(z) = −softplus(−z)
-    g = ops::scale(ops::unary(ops::Unary::Softplus, ops::scale(normal_gpu({B, T, H}, 5, DType::F32), -1.0)), -1.0);
-    dout = normal_gpu({B, T, H, V}, 6, DType::BF16);
+    g = ops::scale(ops::unary(ops::Unary::Softplus, ops::scale(bench::normal_gpu({B, T, H}, 5, DType::F32), -1.0)),
+                   -1.0);
+    dout = bench::normal_gpu({B, T, H, V}, 6, DType::BF16);
   }
   double tokens_heads() const { return double(B * T * H); }
 };
@@ -74,8 +63,8 @@ void bench_core(const CoreInputs& in, const std::string& shape, std::vector<benc
   });
   for (auto [pass, ms, flops, bytes] : {std::tuple{"core fwd", fwd_ms, fwd_flops, io_fwd},
                                         std::tuple{"core fwd+bwd", train_ms, fwd_flops + bwd_flops, io_fwd + io_bwd}})
-    rows.push_back(
-        {{pass, shape, fixed(ms, 3), fixed(flops / (ms * 1e-3) / 1e12, 1), fixed(bytes / (ms * 1e-3) / 1e9, 0)}});
+    rows.push_back({{pass, shape, bench::fixed(ms, 3), bench::fixed(flops / (ms * 1e-3) / 1e12, 1),
+                     bench::fixed(bytes / (ms * 1e-3) / 1e9, 0)}});
 }
 
 #ifdef PRIMER_WITH_CUDA
@@ -109,15 +98,16 @@ void bench_kernels(const CoreInputs& in, const std::string& shape) {
       for (const auto& kernel : bwd) kernel.launch();
     });
     const std::string vb = "value block " + std::to_string(value_block);
-    rows.push_back({{vb, "forward", fixed(fwd_ms, 3), "100"}});
+    rows.push_back({{vb, "forward", bench::fixed(fwd_ms, 3), "100"}});
     for (const auto& kernel : fwd) {
       const double ms = bench::median_ms(kernel.launch);
-      rows.push_back({{vb, std::string("  ") + kernel.name, fixed(ms, 3), fixed(100 * ms / fwd_ms, 0)}});
+      rows.push_back({{vb, std::string("  ") + kernel.name, bench::fixed(ms, 3), bench::fixed(100 * ms / fwd_ms, 0)}});
     }
-    rows.push_back({{vb, "forward + backward", fixed(train_ms, 3), "100"}});
+    rows.push_back({{vb, "forward + backward", bench::fixed(train_ms, 3), "100"}});
     for (const auto& kernel : bwd) {
       const double ms = bench::median_ms(kernel.launch);
-      rows.push_back({{vb, std::string("  backward ") + kernel.name, fixed(ms, 3), fixed(100 * ms / train_ms, 0)}});
+      rows.push_back(
+          {{vb, std::string("  backward ") + kernel.name, bench::fixed(ms, 3), bench::fixed(100 * ms / train_ms, 0)}});
     }
   }
   std::printf("\n# core kernels, %s (launchers, no allocation)\n", shape.c_str());
@@ -131,8 +121,8 @@ void bench_layer(const bench::LayerShape& shape, std::vector<bench::Row>& rows) 
   ParameterRegistry params;
   layers::GdnMixer mixer(c, "model.layers.0.gdn", params);
   params.materialize(Device::cuda(), DType::BF16, 7);
-  const Tensor x = normal_gpu({B, T, c.hidden_size}, 8, DType::BF16);
-  const Tensor dy = normal_gpu({B, T, c.hidden_size}, 9, DType::BF16);
+  const Tensor x = bench::normal_gpu({B, T, c.hidden_size}, 8, DType::BF16);
+  const Tensor dy = bench::normal_gpu({B, T, c.hidden_size}, 9, DType::BF16);
   const double fwd_ms = bench::median_ms([&] {
     ag::NoGrad no_grad;
     mixer.forward(ag::constant(x), {});
@@ -147,9 +137,10 @@ void bench_layer(const bench::LayerShape& shape, std::vector<bench::Row>& rows) 
   const double core_bwd = double(shape.heads) * layers::GdnMixer::core_backward_flops(shape.head_dim, shape.head_dim);
   const double flops = double(B * T) * (3.0 * (mixer.flops_per_token(T) - core_fwd) + core_fwd + core_bwd);
   const double fwd_flops = double(B * T) * mixer.flops_per_token(T);
+  rows.push_back({{"GDN layer fwd", shape.layer(), bench::fixed(fwd_ms, 3),
+                   bench::fixed(fwd_flops / (fwd_ms * 1e-3) / 1e12, 1), "-"}});
   rows.push_back(
-      {{"GDN layer fwd", shape.layer(), fixed(fwd_ms, 3), fixed(fwd_flops / (fwd_ms * 1e-3) / 1e12, 1), "-"}});
-  rows.push_back({{"GDN layer fwd+bwd", shape.layer(), fixed(ms, 3), fixed(flops / (ms * 1e-3) / 1e12, 1), "-"}});
+      {{"GDN layer fwd+bwd", shape.layer(), bench::fixed(ms, 3), bench::fixed(flops / (ms * 1e-3) / 1e12, 1), "-"}});
 }
 
 }  // namespace

@@ -21,32 +21,22 @@
 #include "layers/ssm_blocks.h"
 #include "tools/bench/common/bench_args.h"
 #include "tools/bench/common/bench_util.h"
+#include "tools/bench/common/layer_bench.h"
 
 using namespace primer;
 
 namespace {
 
-Tensor normal_gpu(const Shape& shape, uint64_t key, DType dtype) {
-  Tensor t = Tensor::empty(shape, dtype, Device::cuda());
-  fill_normal(t, key, 0.0, 1.0);
-  return t;
-}
-
-std::string fixed(double v, int digits) {
-  char s[32];
-  std::snprintf(s, sizeof s, "%.*f", digits, v);
-  return s;
-}
-
 Tensor unit_heads(const Shape& shape, uint64_t key, DType dtype) {
-  return layers::l2_normalize(ag::constant(normal_gpu(shape, key, dtype)), 1e-6)->value;
+  return layers::l2_normalize(ag::constant(bench::normal_gpu(shape, key, dtype)), 1e-6)->value;
 }
 Tensor sigmoid_gpu(const Shape& shape, uint64_t key) {
-  return ops::unary(ops::Unary::Sigmoid, normal_gpu(shape, key, DType::F32));
+  return ops::unary(ops::Unary::Sigmoid, bench::normal_gpu(shape, key, DType::F32));
 }
 // log σ(z) = −softplus(−z)
 Tensor log_sigmoid_gpu(const Shape& shape, uint64_t key) {
-  return ops::scale(ops::unary(ops::Unary::Softplus, ops::scale(normal_gpu(shape, key, DType::F32), -1.0)), -1.0);
+  return ops::scale(ops::unary(ops::Unary::Softplus, ops::scale(bench::normal_gpu(shape, key, DType::F32), -1.0)),
+                    -1.0);
 }
 
 void bench_gdn2_core(const bench::LayerShape& shape, DType dtype, std::vector<bench::Row>& rows) {
@@ -54,9 +44,9 @@ void bench_gdn2_core(const bench::LayerShape& shape, DType dtype, std::vector<be
   const double scale = 1.0 / std::sqrt(double(K));
   ag::NoGrad no_grad;
   const Tensor q = unit_heads({B, T, H, K}, 1, dtype), k = unit_heads({B, T, H, K}, 2, dtype),
-               v = normal_gpu({B, T, H, V}, 3, dtype), g = log_sigmoid_gpu({B, T, H, K}, 4),
+               v = bench::normal_gpu({B, T, H, V}, 3, dtype), g = log_sigmoid_gpu({B, T, H, K}, 4),
                b = sigmoid_gpu({B, T, H, K}, 5), w = sigmoid_gpu({B, T, H, V}, 6),
-               dout = normal_gpu({B, T, H, V}, 7, dtype);
+               dout = bench::normal_gpu({B, T, H, V}, 7, dtype);
   const double fwd = bench::median_ms([&] { ops::gated_delta_rule2(q, k, v, g, b, w, scale, Tensor(), nullptr); });
   const double bwd =
       bench::median_ms([&] { ops::gated_delta_rule2_backward(dout, q, k, v, g, b, w, scale, Tensor(), Tensor()); });
@@ -66,9 +56,11 @@ void bench_gdn2_core(const bench::LayerShape& shape, DType dtype, std::vector<be
   });
   const double fma = double(B * T * H) * double(K * V);  // state elements stepped
   const std::string what = std::string("GDN-2 core, ") + (dtype == DType::BF16 ? "bf16" : "f32") + " q/k/v";
-  rows.push_back({{what + ", forward", shape.core(), fixed(fwd, 3), fixed(2 * 4 * fma / fwd / 1e9, 1)}});
-  rows.push_back({{what + ", backward", shape.core(), fixed(bwd, 3), fixed(2 * 14 * fma / bwd / 1e9, 1)}});
-  rows.push_back({{what + ", fwd + bwd", shape.core(), fixed(train, 3), fixed(2 * 18 * fma / train / 1e9, 1)}});
+  rows.push_back({{what + ", forward", shape.core(), bench::fixed(fwd, 3), bench::fixed(2 * 4 * fma / fwd / 1e9, 1)}});
+  rows.push_back(
+      {{what + ", backward", shape.core(), bench::fixed(bwd, 3), bench::fixed(2 * 14 * fma / bwd / 1e9, 1)}});
+  rows.push_back(
+      {{what + ", fwd + bwd", shape.core(), bench::fixed(train, 3), bench::fixed(2 * 18 * fma / train / 1e9, 1)}});
 }
 
 void bench_gdn_core(const bench::LayerShape& shape, std::vector<bench::Row>& rows) {
@@ -76,31 +68,15 @@ void bench_gdn_core(const bench::LayerShape& shape, std::vector<bench::Row>& row
   const double scale = 1.0 / std::sqrt(double(K));
   ag::NoGrad no_grad;
   const Tensor q = unit_heads({B, T, H, K}, 11, DType::BF16), k = unit_heads({B, T, H, K}, 12, DType::BF16),
-               v = normal_gpu({B, T, H, V}, 13, DType::BF16), beta = sigmoid_gpu({B, T, H}, 14),
-               g = log_sigmoid_gpu({B, T, H}, 15), dout = normal_gpu({B, T, H, V}, 16, DType::BF16);
+               v = bench::normal_gpu({B, T, H, V}, 13, DType::BF16), beta = sigmoid_gpu({B, T, H}, 14),
+               g = log_sigmoid_gpu({B, T, H}, 15), dout = bench::normal_gpu({B, T, H, V}, 16, DType::BF16);
   const double fwd = bench::median_ms([&] { ops::gated_delta_rule(q, k, v, g, beta, scale, Tensor(), nullptr); });
   const double train = bench::median_ms([&] {
     ops::gated_delta_rule(q, k, v, g, beta, scale, Tensor(), nullptr);
     ops::gated_delta_rule_backward(dout, q, k, v, g, beta, scale, Tensor(), Tensor());
   });
-  rows.push_back({{"GDN core (chunked), bf16, forward", shape.core(), fixed(fwd, 3), ""}});
-  rows.push_back({{"GDN core (chunked), bf16, fwd + bwd", shape.core(), fixed(train, 3), ""}});
-}
-
-template <class Mixer>
-void bench_layer(const bench::LayerShape& shape, const char* what, const char* prefix, std::vector<bench::Row>& rows) {
-  const ModelConfig c = shape.layer_config();
-  const Tensor x = normal_gpu({shape.batch, shape.seq, c.hidden_size}, 8, DType::BF16);
-  const Tensor dy = normal_gpu({shape.batch, shape.seq, c.hidden_size}, 9, DType::BF16);
-  ParameterRegistry params;
-  Mixer mixer(c, prefix, params);
-  params.materialize(Device::cuda(), DType::BF16, 7);
-  const double train = bench::median_ms([&] {
-    const ag::Var y = mixer.forward(ag::leaf(x), {});
-    y->grad = dy;
-    ag::current_tape().backward();
-  });
-  rows.push_back({{std::string(what) + " layer, fwd + bwd", shape.layer(), fixed(train, 3), ""}});
+  rows.push_back({{"GDN core (chunked), bf16, forward", shape.core(), bench::fixed(fwd, 3), ""}});
+  rows.push_back({{"GDN core (chunked), bf16, fwd + bwd", shape.core(), bench::fixed(train, 3), ""}});
 }
 
 }  // namespace
@@ -116,8 +92,8 @@ int main(int argc, char** argv) {
   bench_gdn2_core(shape, DType::F32, rows);
   bench_gdn2_core(shape, DType::BF16, rows);
   bench_gdn_core(shape, rows);
-  bench_layer<layers::Gdn2Mixer>(shape, "GDN-2", "model.layers.0.gdn2", rows);
-  bench_layer<layers::GdnMixer>(shape, "GDN", "model.layers.0.gdn", rows);
+  rows.push_back(bench::mixer_train_row<layers::Gdn2Mixer>(shape, "GDN-2", "model.layers.0.gdn2"));
+  rows.push_back(bench::mixer_train_row<layers::GdnMixer>(shape, "GDN", "model.layers.0.gdn"));
   bench::print_table({"what", "shape", "ms", "TFLOP/s"}, rows);
   return 0;
 }

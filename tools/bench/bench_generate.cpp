@@ -79,12 +79,6 @@ ModelConfig model_config(const Options& o) {
   return c;
 }
 
-std::string fixed(double v, int digits) {
-  char s[32];
-  std::snprintf(s, sizeof s, "%.*f", digits, v);
-  return s;
-}
-
 // Bytes the full-attention layers' key/value caches hold after the prefill: layers::KvCache's first append (the
 // prompt) reserves an eighth more (at least 64 tokens), so the decoded tokens fit without a copy. Sliding windows and
 // B'MOJO-F's window are ignored (bounded by their windows).
@@ -127,8 +121,9 @@ int main(int argc, char** argv) {
   const double gib = double(int64_t(1) << 30);
   if (weight_bytes + kv_bytes > o.memory_gib * gib) {
     row({"-", "-", "-",
-         "does not fit: " + fixed((weight_bytes + kv_bytes) / gib, 0) + " GiB > " + fixed(o.memory_gib, 0) +
-             " GiB (KV caches " + fixed(kv_bytes / gib, 0) + " GiB, weights " + fixed(weight_bytes / gib, 1) + ")"});
+         "does not fit: " + bench::fixed((weight_bytes + kv_bytes) / gib, 0) + " GiB > " +
+             bench::fixed(o.memory_gib, 0) + " GiB (KV caches " + bench::fixed(kv_bytes / gib, 0) + " GiB, weights " +
+             bench::fixed(weight_bytes / gib, 1) + ")"});
     return 0;
   }
   params.materialize(device, compute, 0);
@@ -163,8 +158,8 @@ int main(int argc, char** argv) {
     const double prefill_ms = bench::median_ms_on(device, prefill, 0, 3);
     // The first new token comes from the prefill's logits; each of the other new_tokens - 1 is a decode step.
     const double decode_ms = bench::median_ms_on(device, step, 2, int(o.new_tokens) - 3);
-    row({fixed(prefill_ms, 1), fixed(decode_ms, 2), fixed(double(o.batch) / (decode_ms * 1e-3), 0),
-         fixed(double(memory_stats(device).peak) / gib, 1) + " GiB"});
+    row({bench::fixed(prefill_ms, 1), bench::fixed(decode_ms, 2), bench::fixed(double(o.batch) / (decode_ms * 1e-3), 0),
+         bench::fixed(double(memory_stats(device).peak) / gib, 1) + " GiB"});
   } catch (const std::exception& e) {
     row({"-", "-", "-", std::string("failed: ") + e.what()});
     return 1;

@@ -60,12 +60,6 @@ Tensor decays_gpu(const Shape& shape, uint64_t key) {
   return t.to(Device::cuda());
 }
 
-std::string fixed(double v, int digits) {
-  char s[32];
-  std::snprintf(s, sizeof s, "%.*f", digits, v);
-  return s;
-}
-
 double solve_forward_flops(double r, double D) { return (2 * r + 4) * D * D + (4 * r + 2) * kC * D; }
 double solve_backward_flops(double r, double D) { return (2 * r + 16) * D * D + (4 * r + 24) * kC * D; }
 double gla_forward_flops(double D) { return 4.0 * D * D + 4.0 * kC * D; }
@@ -126,7 +120,7 @@ void kernel_breakdown(const bench::LayerShape& shape, const Tensor& q, const Ten
   };
   for (const auto& [name, fn] : kernels) {
     fn();  // inputs of the later kernels
-    rows.push_back({{name, std::to_string(r), fixed(bench::median_ms(fn), 3), "-"}});
+    rows.push_back({{name, std::to_string(r), bench::fixed(bench::median_ms(fn), 3), "-"}});
   }
 }
 #endif
@@ -151,8 +145,8 @@ int main(int argc, char** argv) {
 
   std::vector<bench::Row> rows;
   auto add = [&](const std::string& what, int64_t r, double ms, double flops_per_head_token) {
-    rows.push_back({{what, r >= 0 ? std::to_string(r) : "-", fixed(ms, 3),
-                     fixed(flops_per_head_token * tokens / (ms * 1e-3) / 1e12, 1)}});
+    rows.push_back({{what, r >= 0 ? std::to_string(r) : "-", bench::fixed(ms, 3),
+                     bench::fixed(flops_per_head_token * tokens / (ms * 1e-3) / 1e12, 1)}});
   };
   struct Mode {
     int64_t r;
@@ -209,8 +203,8 @@ int main(int argc, char** argv) {
         2, 10);
     rows.push_back(
         {{"GKA layer fwd+bwd (hidden " + std::to_string(c.hidden_size) + ")" + (m.precise ? "" : ", bf16 iterate"),
-          std::to_string(r), fixed(ms, 3),
-          fixed(3 * mixer.flops_per_token(T) * double(B * T) / (ms * 1e-3) / 1e12, 1)}});
+          std::to_string(r), bench::fixed(ms, 3),
+          bench::fixed(3 * mixer.flops_per_token(T) * double(B * T) / (ms * 1e-3) / 1e12, 1)}});
   }
   bench::print_table({"part", "num_iter", "ms", "TFLOP/s"}, rows);
   return 0;

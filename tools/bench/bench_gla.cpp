@@ -41,15 +41,9 @@ Tensor random_gpu(const Shape& shape, uint64_t key, DType dtype = DType::BF16, d
   return t;
 }
 
-std::string fixed(double v, int digits) {
-  char s[32];
-  std::snprintf(s, sizeof s, "%.*f", digits, v);
-  return s;
-}
-
 bench::Row row(const std::string& what, double ms, double flops, double bytes) {
-  return {{what, fixed(ms, 3), flops > 0 ? fixed(flops / (ms * 1e-3) / 1e12, 1) : "",
-           bytes > 0 ? fixed(bytes / (ms * 1e-3) / 1e9, 0) : ""}};
+  return {{what, bench::fixed(ms, 3), flops > 0 ? bench::fixed(flops / (ms * 1e-3) / 1e12, 1) : "",
+           bytes > 0 ? bench::fixed(bytes / (ms * 1e-3) / 1e9, 0) : ""}};
 }
 
 }  // namespace

@@ -18,37 +18,28 @@
 #include "layers/mamba2_mixer.h"
 #include "tools/bench/common/bench_args.h"
 #include "tools/bench/common/bench_util.h"
+#include "tools/bench/common/layer_bench.h"
 
 using namespace primer;
 
 namespace {
-
-Tensor normal_gpu(const Shape& shape, uint64_t key, DType dtype, double mean = 0, double std = 1) {
-  Tensor t = Tensor::empty(shape, dtype, Device::cuda());
-  fill_normal(t, key, mean, std);
-  return t;
-}
-
-std::string fixed(double v, int digits) {
-  char s[32];
-  std::snprintf(s, sizeof s, "%.*f", digits, v);
-  return s;
-}
 
 void bench_kla_core(const bench::LayerShape& shape, DType dtype, std::vector<bench::Row>& rows) {
   const int64_t B = shape.batch, T = shape.seq, H = shape.heads, N = shape.head_dim, D = shape.head_dim;
   const double scale = 1.0 / std::sqrt(double(N));
   ag::NoGrad no_grad;
   // Keys and queries of about unit norm, Λᵛ = softplus(z) + 1e-4 as the layer makes it, the authors' init for ā, p̄.
-  const Tensor q = ops::scale(normal_gpu({B, T, H, N}, 1, dtype), scale),
-               k = ops::scale(normal_gpu({B, T, H, N}, 2, dtype), scale), v = normal_gpu({B, T, H, D}, 3, dtype),
-               lv = ops::unary(ops::Unary::Softplus, normal_gpu({B, T, H, D}, 4, dtype)),
+  const Tensor q = ops::scale(bench::normal_gpu({B, T, H, N}, 1, dtype), scale),
+               k = ops::scale(bench::normal_gpu({B, T, H, N}, 2, dtype), scale),
+               v = bench::normal_gpu({B, T, H, D}, 3, dtype),
+               lv = ops::unary(ops::Unary::Softplus, bench::normal_gpu({B, T, H, D}, 4, dtype)),
                a = ops::unary(
                    ops::Unary::Exp,
-                   ops::scale(ops::unary(ops::Unary::Exp, normal_gpu({H, N, D}, 5, DType::F32, -4, 1)), -1.0)),
+                   ops::scale(ops::unary(ops::Unary::Exp, bench::normal_gpu({H, N, D}, 5, DType::F32, -4, 1)), -1.0)),
                p = Tensor::full({H, N, D}, 1e-4, DType::F32, Device::cuda()),
                lam0 = Tensor::full({B, H, N, D}, 1.0, DType::F32, Device::cuda()),
-               eta0 = Tensor::zeros({B, H, N, D}, DType::F32, Device::cuda()), dy = normal_gpu({B, T, H, D}, 6, dtype);
+               eta0 = Tensor::zeros({B, H, N, D}, DType::F32, Device::cuda()),
+               dy = bench::normal_gpu({B, T, H, D}, 6, dtype);
   const double fwd = bench::median_ms([&] { ops::kalman_scan(q, k, v, lv, a, p, lam0, eta0, false); });
   const double bwd = bench::median_ms(
       [&] { ops::kalman_scan_backward(dy, Tensor(), Tensor(), Tensor(), q, k, v, lv, a, p, lam0, eta0); });
@@ -58,41 +49,27 @@ void bench_kla_core(const bench::LayerShape& shape, DType dtype, std::vector<ben
   });
   const double steps = double(B * H * N * D * T);
   const std::string what = std::string("KLA core, ") + (dtype == DType::BF16 ? "bf16" : "f32") + " I/O";
-  rows.push_back({{what + ", forward", shape.core(), fixed(fwd, 3), fixed(steps / fwd / 1e6, 1)}});
-  rows.push_back({{what + ", backward", shape.core(), fixed(bwd, 3), fixed(4 * steps / bwd / 1e6, 1)}});
-  rows.push_back({{what + ", fwd + bwd", shape.core(), fixed(train, 3), fixed(5 * steps / train / 1e6, 1)}});
+  rows.push_back({{what + ", forward", shape.core(), bench::fixed(fwd, 3), bench::fixed(steps / fwd / 1e6, 1)}});
+  rows.push_back({{what + ", backward", shape.core(), bench::fixed(bwd, 3), bench::fixed(4 * steps / bwd / 1e6, 1)}});
+  rows.push_back(
+      {{what + ", fwd + bwd", shape.core(), bench::fixed(train, 3), bench::fixed(5 * steps / train / 1e6, 1)}});
 }
 
 void bench_mamba2_core(const bench::LayerShape& shape, std::vector<bench::Row>& rows) {
   const int64_t B = shape.batch, T = shape.seq, H = shape.heads, Dh = shape.head_dim;
   ag::NoGrad no_grad;
-  const Tensor q = normal_gpu({B, T, H, Dh}, 11, DType::BF16), v = normal_gpu({B, T, H, Dh}, 13, DType::BF16),
-               k = ops::scale(normal_gpu({B, T, H, Dh}, 12, DType::BF16), 1.0 / std::sqrt(double(Dh))),
-               dout = normal_gpu({B, T, H, Dh}, 14, DType::BF16),
-               g = ops::scale(ops::unary(ops::Unary::Softplus, normal_gpu({B, T, H}, 15, DType::F32)), -0.1);
+  const Tensor q = bench::normal_gpu({B, T, H, Dh}, 11, DType::BF16),
+               v = bench::normal_gpu({B, T, H, Dh}, 13, DType::BF16),
+               k = ops::scale(bench::normal_gpu({B, T, H, Dh}, 12, DType::BF16), 1.0 / std::sqrt(double(Dh))),
+               dout = bench::normal_gpu({B, T, H, Dh}, 14, DType::BF16),
+               g = ops::scale(ops::unary(ops::Unary::Softplus, bench::normal_gpu({B, T, H}, 15, DType::F32)), -0.1);
   const double fwd = bench::median_ms([&] { ops::gla(q, k, v, g, 1.0, Tensor(), nullptr); });
   const double train = bench::median_ms([&] {
     ops::gla(q, k, v, g, 1.0, Tensor(), nullptr);
     ops::gla_backward(dout, q, k, v, g, 1.0, Tensor(), Tensor());
   });
-  rows.push_back({{"Mamba-2 core (GLA), bf16, forward", shape.core(), fixed(fwd, 3), ""}});
-  rows.push_back({{"Mamba-2 core (GLA), bf16, fwd + bwd", shape.core(), fixed(train, 3), ""}});
-}
-
-template <class Mixer>
-void bench_layer(const bench::LayerShape& shape, const char* what, const char* prefix, std::vector<bench::Row>& rows) {
-  const ModelConfig c = shape.layer_config();
-  const Tensor x = normal_gpu({shape.batch, shape.seq, c.hidden_size}, 8, DType::BF16);
-  const Tensor dy = normal_gpu({shape.batch, shape.seq, c.hidden_size}, 9, DType::BF16);
-  ParameterRegistry params;
-  Mixer mixer(c, prefix, params);
-  params.materialize(Device::cuda(), DType::BF16, 7);
-  const double train = bench::median_ms([&] {
-    const ag::Var y = mixer.forward(ag::leaf(x), {});
-    y->grad = dy;
-    ag::current_tape().backward();
-  });
-  rows.push_back({{std::string(what) + " layer, fwd + bwd", shape.layer(), fixed(train, 3), ""}});
+  rows.push_back({{"Mamba-2 core (GLA), bf16, forward", shape.core(), bench::fixed(fwd, 3), ""}});
+  rows.push_back({{"Mamba-2 core (GLA), bf16, fwd + bwd", shape.core(), bench::fixed(train, 3), ""}});
 }
 
 }  // namespace
@@ -108,8 +85,8 @@ int main(int argc, char** argv) {
   bench_kla_core(shape, DType::F32, rows);
   bench_kla_core(shape, DType::BF16, rows);
   bench_mamba2_core(shape, rows);
-  bench_layer<layers::KlaMixer>(shape, "KLA", "model.layers.0.kla", rows);
-  bench_layer<layers::Mamba2Mixer>(shape, "Mamba-2", "model.layers.0.mamba", rows);
+  rows.push_back(bench::mixer_train_row<layers::KlaMixer>(shape, "KLA", "model.layers.0.kla"));
+  rows.push_back(bench::mixer_train_row<layers::Mamba2Mixer>(shape, "Mamba-2", "model.layers.0.mamba"));
   bench::print_table({"what", "shape", "ms", "G steps/s"}, rows);
   return 0;
 }

@@ -22,31 +22,20 @@ using namespace primer;
 
 namespace {
 
-Tensor normal_gpu(const Shape& shape, uint64_t key, DType dtype) {
-  Tensor t = Tensor::empty(shape, dtype, Device::cuda());
-  fill_normal(t, key, 0.0, 1.0);
-  return t;
-}
-
-std::string fixed(double v, int digits) {
-  char s[32];
-  std::snprintf(s, sizeof s, "%.*f", digits, v);
-  return s;
-}
-
 void bench_cores(const bench::LayerShape& shape, std::vector<bench::Row>& rows) {
   const int64_t B = shape.batch, T = shape.seq, H = shape.heads, D = shape.head_dim;
   const double scale = 1.0 / std::sqrt(double(D));
   Tensor q, unit_k, raw_k, v, eta, g, dout;
   {
     ag::NoGrad no_grad;
-    q = layers::l2_normalize(ag::constant(normal_gpu({B, T, H, D}, 1, DType::BF16)), 1e-6)->value;
-    raw_k = normal_gpu({B, T, H, D}, 2, DType::BF16);
+    q = layers::l2_normalize(ag::constant(bench::normal_gpu({B, T, H, D}, 1, DType::BF16)), 1e-6)->value;
+    raw_k = bench::normal_gpu({B, T, H, D}, 2, DType::BF16);
     unit_k = layers::l2_normalize(ag::constant(raw_k), 1e-6)->value;
-    v = normal_gpu({B, T, H, D}, 3, DType::BF16);
-    eta = ops::unary(ops::Unary::Sigmoid, normal_gpu({B, T, H}, 4, DType::F32));
-    g = ops::scale(ops::unary(ops::Unary::Softplus, ops::scale(normal_gpu({B, T, H}, 5, DType::F32), -1.0)), -1.0);
-    dout = normal_gpu({B, T, H, D}, 6, DType::BF16);
+    v = bench::normal_gpu({B, T, H, D}, 3, DType::BF16);
+    eta = ops::unary(ops::Unary::Sigmoid, bench::normal_gpu({B, T, H}, 4, DType::F32));
+    g = ops::scale(ops::unary(ops::Unary::Softplus, ops::scale(bench::normal_gpu({B, T, H}, 5, DType::F32), -1.0)),
+                   -1.0);
+    dout = bench::normal_gpu({B, T, H, D}, 6, DType::BF16);
   }
   auto run = [&](bool kaczmarz, bool backward) {
     std::vector<ag::Var> x;
@@ -64,15 +53,15 @@ void bench_cores(const bench::LayerShape& shape, std::vector<bench::Row>& rows) 
       run(kaczmarz, false);
     });
     const double train = bench::median_ms([&] { run(kaczmarz, true); });
-    rows.push_back({{kaczmarz ? "KZLA core" : "GDN core", shape.core(), fixed(fwd, 3), fixed(train, 3)}});
+    rows.push_back({{kaczmarz ? "KZLA core" : "GDN core", shape.core(), bench::fixed(fwd, 3), bench::fixed(train, 3)}});
   }
 }
 
 void bench_layers(const bench::LayerShape& shape, std::vector<bench::Row>& rows) {
   const ModelConfig c = shape.layer_config();
   const int64_t B = shape.batch, T = shape.seq;
-  const Tensor x = normal_gpu({B, T, c.hidden_size}, 8, DType::BF16);
-  const Tensor dy = normal_gpu({B, T, c.hidden_size}, 9, DType::BF16);
+  const Tensor x = bench::normal_gpu({B, T, c.hidden_size}, 8, DType::BF16);
+  const Tensor dy = bench::normal_gpu({B, T, c.hidden_size}, 9, DType::BF16);
   for (layers::DeltaStep step : {layers::DeltaStep::Gated, layers::DeltaStep::Kaczmarz}) {
     ParameterRegistry params;
     layers::GdnMixer mixer(c, "layer", params, step);
@@ -86,8 +75,8 @@ void bench_layers(const bench::LayerShape& shape, std::vector<bench::Row>& rows)
       y->grad = dy;
       ag::current_tape().backward();
     });
-    rows.push_back({{step == layers::DeltaStep::Kaczmarz ? "KZLA layer" : "GDN layer", shape.layer(), fixed(fwd, 3),
-                     fixed(train, 3)}});
+    rows.push_back({{step == layers::DeltaStep::Kaczmarz ? "KZLA layer" : "GDN layer", shape.layer(),
+                     bench::fixed(fwd, 3), bench::fixed(train, 3)}});
   }
 }
 

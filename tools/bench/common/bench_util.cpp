@@ -9,6 +9,7 @@
 
 #include "core/check.h"
 #include "core/cuda_runtime.h"
+#include "core/rng.h"
 #include "core/tensor.h"
 
 namespace primer::bench {
@@ -135,6 +136,18 @@ ModelConfig qwen3_shape(const std::string& name, int64_t layers) {
     return c;
   }
   PRIMER_FAIL("unknown Qwen3 shape '{}' (known: 0.6b, 1.7b, 4b, 8b)", name);
+}
+
+std::string fixed(double v, int digits) {
+  char s[32];
+  std::snprintf(s, sizeof s, "%.*f", digits, v);
+  return s;
+}
+
+Tensor normal_gpu(const Shape& shape, uint64_t key, DType dtype, double mean, double std) {
+  Tensor t = Tensor::empty(shape, dtype, Device::cuda());
+  fill_normal(t, key, mean, std);
+  return t;
 }
 
 }  // namespace primer::bench

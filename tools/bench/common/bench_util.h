@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/device.h"
+#include "core/tensor.h"
 #include "layers/model_config.h"
 
 namespace primer::bench {
@@ -33,5 +34,11 @@ void print_table(const std::vector<std::string>& header, const std::vector<Row>&
 
 std::string device_name();
 std::string today();  // YYYY-MM-DD
+
+// v with `digits` decimals, for a table cell.
+std::string fixed(double v, int digits);
+
+// A CUDA tensor of N(mean, std²) entries drawn from the counter-based generator under `key`.
+Tensor normal_gpu(const Shape& shape, uint64_t key, DType dtype, double mean = 0, double std = 1);
 
 }  // namespace primer::bench
