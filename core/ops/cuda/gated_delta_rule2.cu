@@ -26,9 +26,9 @@
 namespace primer::ops::cuda_ops {
 namespace {
 
-constexpr int kCols = 4;                  // value columns per warp
-constexpr int kWarps = 4;                 // warps per CTA
-constexpr int kThreads = 32 * kWarps;     //
+constexpr int kCols = 4;   // value columns per warp
+constexpr int kWarps = 4;  // warps per CTA
+constexpr int kThreads = 32 * kWarps;
 constexpr int kCtaCols = kCols * kWarps;  // value columns per CTA
 constexpr int kStage = 16;                // tokens per staged load of the forward
 constexpr int kPiece = 8;                 // tokens per piece of the backward
