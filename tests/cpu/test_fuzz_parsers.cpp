@@ -33,11 +33,12 @@ int scale() {
   return v ? std::max(1, std::atoi(v)) : 1;
 }
 
-// Tokens that break naive parsers: structure, escapes, huge or odd numbers, YAML indicators, invalid UTF-8.
+// Tokens that break naive parsers: structure, escapes, huge or odd numbers, YAML indicators, invalid UTF-8, and ""
+// for a NUL byte (the splice inserts one for it; a pointer into a temporary std::string("\0", 1) dangled).
 const char* const kSplices[] = {"{",   "}",    "[",       "]",   "\"",    ":",    ",",
                                 "\\",  "\\u",  "\\ud800", "-1",  "1e309", "-0",   "99999999999999999999999",
                                 "nan", "null", "true",    "\n",  "  ",    "- ",   "&a",
-                                "*a",  "!!",   "%",       "#",   "\xff",  "\xc3", std::string("\0", 1).c_str(),
+                                "*a",  "!!",   "%",       "#",   "\xff",  "\xc3", "",
                                 "\t",  "'",    "0x",      "<<: "};
 
 class Mutator {
