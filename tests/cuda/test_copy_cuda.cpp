@@ -82,6 +82,46 @@ TEST(CopyCuda, IntoStridedDestinations) {
   }
 }
 
+// Views whose rows along the last dim are contiguous and 16-byte aligned go through the packed kernel (a slice of a
+// projection's output, a [B, T, H, D] <-> [B, H, T, D] transpose); a slice that starts off a pack does not.
+TEST(CopyCuda, PackedRowsMatchTheElementwiseCopy) {
+  PRIMER_REQUIRE_CUDA();
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const View views[] = {
+      {"last-dim slice", [](const Tensor& t) { return t.slice(2, 8, 40); }},
+      {"head transpose", [](const Tensor& t) { return t.transpose(0, 1); }},
+      {"permuted slice",
+       [](const Tensor& t) {
+         return t.permute({1, 0, 2}).slice(2, 16, 48);
+       }},
+      {"slice off a pack", [](const Tensor& t) { return t.slice(2, 3, 35); }},
+  };
+  const DType dtypes[] = {DType::F32, DType::BF16, DType::F16, DType::F64, DType::U8};
+  for (DType src_dt : dtypes) {
+    const Tensor host = base_values({6, 5, 48}, seed, src_dt);
+    const Tensor dev = host.to(Device::cuda());
+    for (const View& v : views) {
+      for (DType dst_dt : dtypes) {
+        const Tensor hv = v.make(host), dv = v.make(dev);
+        Tensor expected = Tensor::empty(hv.shape(), dst_dt);
+        expected.copy_from(hv);
+        Tensor out = Tensor::empty(dv.shape(), dst_dt, Device::cuda());
+        test::poison(out);
+        out.copy_from(dv);
+        expect_equal(out.to(Device::cpu()), expected,
+                     fmt::format("{} -> {} of {}", dtype_name(src_dt), dtype_name(dst_dt), v.name));
+        // and into the same view of a poisoned buffer (a strided, packed destination)
+        Tensor buffer = Tensor::empty(dev.shape(), dst_dt, Device::cuda());
+        test::poison(buffer);
+        v.make(buffer).copy_from(dv);
+        expect_equal(v.make(buffer.to(Device::cpu())), expected,
+                     fmt::format("{} -> {} into {}", dtype_name(src_dt), dtype_name(dst_dt), v.name));
+      }
+    }
+  }
+}
+
 TEST(CopyCuda, HostDeviceRoundTrips) {
   PRIMER_REQUIRE_CUDA();
   const uint64_t seed = test::fresh_seed();

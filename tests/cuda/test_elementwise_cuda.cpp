@@ -37,11 +37,17 @@ TEST(ElementwiseCuda, BinaryOpsBroadcastLikeCpu) {
       // Last dim a multiple of the pack width: vector loads of a row, a repeated value, or (outer product) scalar.
       {{33, 256}, {256}},
       {{5, 40}, {5, 1}},
-      {{64, 1}, {1, 48}}};
+      {{64, 1}, {1, 48}},
+      // Head-sized rows, many of them (one pack per thread step): a GQA expansion [.., Hk, 1, D] · [G, 1] (the
+      // repeated operand's strides are not multiples of the pack), and a per-head gate [.., H, 1] · [.., H, D].
+      {{6, 3, 1, 64}, {4, 1}},
+      {{5, 7, 3, 1}, {5, 7, 3, 32}},
+      {{9, 2, 1, 24}, {3, 1}}};
   for (DType dt : kDtypes) {
     for (const auto& [sa, sb] : cases) {
       const Tensor a = test::random_on_cuda(sa, seed, dt), b = test::random_on_cuda(sb, seed + 1, dt);
       const Tensor ra = test::cpu_f64(a), rb = test::cpu_f64(b);
+      test::poison_pool();
       test::expect_parity(ops::add(a, b), ops::add(ra, rb), label("add", dt, sa));
       test::expect_parity(ops::sub(a, b), ops::sub(ra, rb), label("sub", dt, sa));
       test::expect_parity(ops::mul(a, b), ops::mul(ra, rb), label("mul", dt, sa));

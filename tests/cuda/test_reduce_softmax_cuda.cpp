@@ -28,12 +28,20 @@ TEST(ReduceCuda, SumAndMeanOverADimMatchCpu) {
                                                     {{5, 1, 9}, 1},
                                                     // inner a multiple of the pack width: vector column loads
                                                     {{6, 555, 136}, 1},
-                                                    {{4099, 264}, 0}};
+                                                    {{4099, 264}, 0},
+                                                    // many short rows: a warp per row (aligned and not)
+                                                    {{3001, 128}, -1},
+                                                    {{2, 777, 67}, 2},
+                                                    // few rows to a column sum (a GQA expansion's G copies)
+                                                    {{300, 2, 128}, 1},
+                                                    {{97, 3, 67}, 1},
+                                                    {{1000, 15, 16}, 1}};
   for (DType dt : kDtypes) {
     for (const auto& [shape, dim] : cases) {
       const Tensor x = test::random_on_cuda(shape, seed, dt);
       const Tensor rx = test::cpu_f64(x);
       const std::string what = fmt::format("{} {} dim {}", dtype_name(dt), shape_str(shape), dim);
+      test::poison_pool();
       // Sums of up to 1e5 O(1) terms: per-thread runs of <= 16 then a tree keep fp32 error near 1e-6; 2x headroom.
       test::expect_parity(ops::sum(x, dim), ops::sum(rx, dim), "sum " + what, 2.0);
       test::expect_parity(ops::mean(x, dim, true), ops::mean(rx, dim, true), "mean " + what, 2.0);

@@ -15,7 +15,8 @@ struct StepResult {
   std::vector<Tensor> grads, masters;  // on the CPU
 };
 
-StepResult one_step(Device device, DType compute, uint64_t seed) {
+// With `step_grads`, the optimizer steps from those gradients (one per parameter, on the CPU) instead of its own.
+StepResult one_step(Device device, DType compute, uint64_t seed, const std::vector<Tensor>* step_grads = nullptr) {
   layers::ShortConvLMConfig c;
   c.vocab = 256;
   c.hidden = 64;
@@ -31,6 +32,10 @@ StepResult one_step(Device device, DType compute, uint64_t seed) {
   StepResult r;
   r.loss = loss->value.item() / 111;
   for (Parameter* p : params.all()) r.grads.push_back(p->var->grad.to(Device::cpu()));
+  if (step_grads) {
+    const std::vector<Parameter*> all = params.all();
+    for (size_t i = 0; i < all.size(); ++i) all[i]->var->grad.copy_from((*step_grads)[i]);
+  }
   optim::AdamW opt(params, {});
   opt.step(1e-3);
   for (Parameter* p : params.all()) r.masters.push_back(p->master.to(Device::cpu()));
@@ -42,7 +47,11 @@ TEST(ShortConvLMCuda, F32StepMatchesCpu) {
   const uint64_t seed = test::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   const StepResult cpu = one_step(Device::cpu(), DType::F32, seed);
-  const StepResult gpu = one_step(Device::cuda(), DType::F32, seed);
+  // The GPU's optimizer steps from the CPU's gradients: AdamW's first step moves each weight by lr·g/(|g| + eps),
+  // whose sensitivity to g grows without bound as |g| nears eps = 1e-8 — a gradient element that cancels to ~1e-8
+  // turns the summation-order differences checked below into a 1% difference of its update (seen once: master 12 at
+  // 1.9e-5 relative L2). The gradients and the step are each held to their own bound instead.
+  const StepResult gpu = one_step(Device::cuda(), DType::F32, seed, &cpu.grads);
   // f32 everywhere (TF32 off): differences come from summation order only.
   EXPECT_NEAR(gpu.loss, cpu.loss, 1e-5 * cpu.loss);
   for (size_t i = 0; i < cpu.grads.size(); ++i)

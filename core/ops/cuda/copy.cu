@@ -1,6 +1,9 @@
+#include <type_traits>
+
 #include "core/cuda_runtime.h"
 #include "core/ops/cuda/copy.h"
 #include "core/ops/cuda/tile/device_types.cuh"
+#include "core/ops/cuda/tile/vector_io.cuh"
 
 namespace primer::ops::cuda_ops {
 namespace {
@@ -40,6 +43,48 @@ __global__ void copy_kernel(D* dst, Layout dl, bool dst_dense, const S* src, Lay
   }
 }
 
+template <class S, class D> __device__ __forceinline__ D convert(S x) {
+  if constexpr (std::is_same_v<S, D>)
+    return x;
+  else
+    return from_double<D>(to_double(x));
+}
+
+// The same copy when both layouts step by 1 along the last dim and every row start is pack-aligned: packs of V along
+// it, one vector load and store each, the row's offsets computed once per pack instead of per element (slices of a
+// projection's output, transposes of [.., H, D] head tensors: the strided copies the layers make).
+template <int V, class S, class D>
+__global__ void copy_packs_kernel(D* dst, Layout dl, const S* src, Layout sl, int64_t packs_per_row, int64_t packs) {
+  const int last = dl.ndim - 1;
+  for (int64_t p = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; p < packs; p += int64_t(gridDim.x) * blockDim.x) {
+    int64_t row = p / packs_per_row;
+    const int64_t c = (p - row * packs_per_row) * V;
+    int64_t so = c, d_o = c;
+    for (int d = last - 1; d >= 0; --d) {
+      const int64_t i = row % dl.shape[d];
+      row /= dl.shape[d];
+      so += i * sl.strides[d];
+      d_o += i * dl.strides[d];
+    }
+    const Pack<S, V> in = load_pack<V>(src + so, 0);
+    Pack<D, V> out;
+#pragma unroll
+    for (int k = 0; k < V; ++k) out.v[k] = convert<S, D>(in.v[k]);
+    store_pack<V>(dst + d_o, 0, out);
+  }
+}
+
+// Rows of the last dim fit packs of V elements of `elem` bytes: stride 1 along it, a multiple of V long, and every
+// row start V-aligned (dims of extent 1 have no say).
+bool rows_in_packs(const StridedDesc& d, int V, size_t elem) {
+  const int last = d.ndim - 1;
+  if (last < 0 || d.strides[last] != 1 || d.shape[last] % V != 0) return false;
+  if (reinterpret_cast<uintptr_t>(d.data) % (size_t(V) * elem) != 0) return false;
+  for (int i = 0; i < last; ++i)
+    if (d.shape[i] > 1 && d.strides[i] % V != 0) return false;
+  return true;
+}
+
 template <class D> __global__ void fill_kernel(D* dst, Layout dl, bool dense, D value, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
     dst[dense ? i : offset_of(dl, i)] = value;
@@ -58,6 +103,15 @@ void copy(const StridedDesc& dst, const StridedDesc& src) {
     using S = decltype(s);
     visit_dtype(dst.dtype, [&](auto d) {
       using D = decltype(d);
+      constexpr int V = kPack<S> < kPack<D> ? kPack<S> : kPack<D>;
+      if (V > 1 && n > 0 && rows_in_packs(dst, V, sizeof(D)) && rows_in_packs(src, V, sizeof(S))) {
+        const int64_t packs = n / V;
+        copy_packs_kernel<V, S, D><<<grid_for(packs, 256), 256, 0, cuda::stream()>>>(
+            static_cast<D*>(dst.data), layout_of(dst), static_cast<const S*>(src.data), layout_of(src),
+            dst.shape[dst.ndim - 1] / V, packs);
+        PRIMER_CUDA_CHECK_LAUNCH();
+        return;
+      }
       copy_kernel<S, D><<<grid_for(n, 256), 256, 0, cuda::stream()>>>(static_cast<D*>(dst.data), layout_of(dst),
                                                                       dst.contiguous, static_cast<const S*>(src.data),
                                                                       layout_of(src), src.contiguous, n);

@@ -84,6 +84,26 @@ struct BroadcastLayout {
 
 constexpr int kRunPacksPerThread = 4;  // work unit: blockDim.x * V * 4 consecutive outputs of one row
 
+// Where row `row` of the output (an index over every dim but the last) starts in a and b.
+__device__ __forceinline__ void row_offsets(const BroadcastLayout& l, int64_t row, int64_t& oa, int64_t& ob) {
+  oa = ob = 0;
+  for (int d = l.ndim - 2; d >= 0; --d) {
+    const int64_t idx = row % l.shape[d];
+    row /= l.shape[d];
+    oa += idx * l.a_strides[d];
+    ob += idx * l.b_strides[d];
+  }
+}
+
+template <int V, class T, class F>
+__device__ __forceinline__ void broadcast_pack(T* o, const T* a, int64_t sa, const T* b, int64_t sb, F f) {
+  const Pack<T, V> pa = load_run<V>(a, sa), pb = load_run<V>(b, sb);
+  Pack<T, V> po;
+#pragma unroll
+  for (int k = 0; k < V; ++k) po.v[k] = from_float<T>(f(to_float(pa.v[k]), to_float(pb.v[k])));
+  store_pack<V>(o, 0, po);
+}
+
 // The output as rows of its last dim: each work unit is a run of one row, whose input offsets are computed once
 // (index arithmetic per run, not per element); along the run the inputs step by their last-dim strides (1 or 0 in
 // the vector case, which then loads packs or repeats one value).
@@ -96,33 +116,50 @@ __global__ void broadcast_kernel(T* out, const T* a, const T* b, BroadcastLayout
   for (int64_t unit = blockIdx.x; unit < rows * runs_per_row; unit += gridDim.x) {
     const int64_t row = unit / runs_per_row, begin = (unit % runs_per_row) * run;
     const int64_t end = begin + run < inner ? begin + run : inner;
-    int64_t rest = row, oa = 0, ob = 0;
-    for (int d = last - 1; d >= 0; --d) {
-      const int64_t idx = rest % l.shape[d];
-      rest /= l.shape[d];
-      oa += idx * l.a_strides[d];
-      ob += idx * l.b_strides[d];
-    }
-    T* o = out + row * inner;
-    for (int64_t c = begin + int64_t(threadIdx.x) * V; c < end; c += int64_t(blockDim.x) * V) {
-      const Pack<T, V> pa = load_run<V>(a + oa + c * sa, sa), pb = load_run<V>(b + ob + c * sb, sb);
-      Pack<T, V> po;
-#pragma unroll
-      for (int k = 0; k < V; ++k) po.v[k] = from_float<T>(f(to_float(pa.v[k]), to_float(pb.v[k])));
-      store_pack<V>(o + c, 0, po);
-    }
+    int64_t oa, ob;
+    row_offsets(l, row, oa, ob);
+    for (int64_t c = begin + int64_t(threadIdx.x) * V; c < end; c += int64_t(blockDim.x) * V)
+      broadcast_pack<V>(out + row * inner + c, a + oa + c * sa, sa, b + ob + c * sb, sb, f);
   }
 }
 
-// Packs of V along the last dim need it to be a multiple of V, every row start pack-aligned, and each input to
-// step by 1 (pack loads) or 0 (a repeated value) along it.
+// Rows narrower than a block's pass (head-sized last dims, e.g. [B, T, Hk, 1, D] · [G, 1] for GQA): one pack per
+// thread step with its row's offsets, so that a block spans many rows instead of idling on one.
+template <int V, class T, class F>
+__global__ void broadcast_narrow_kernel(T* out, const T* a, const T* b, BroadcastLayout l, int64_t packs, F f) {
+  const int last = l.ndim - 1;
+  const int64_t inner = l.shape[last], sa = l.a_strides[last], sb = l.b_strides[last], packs_per_row = inner / V;
+  for (int64_t p = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; p < packs; p += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t row = p / packs_per_row, c = (p - row * packs_per_row) * V;
+    int64_t oa, ob;
+    row_offsets(l, row, oa, ob);
+    broadcast_pack<V>(out + row * inner + c, a + oa + c * sa, sa, b + ob + c * sb, sb, f);
+  }
+}
+
+// Packs of V along the last dim need it to be a multiple of V and every output row start pack-aligned; an input
+// either steps by 1 along it (pack loads: its row starts aligned too) or by 0 (one value repeated, no alignment).
 template <int V, class T> bool broadcast_packs_fit(const StridedDesc& out, const StridedDesc& in, int64_t inner) {
   const int last = out.ndim - 1;
   if (inner % V != 0 || !pack_aligned<V>(static_cast<const T*>(out.data))) return false;
-  if (in.strides[last] > 1 || in.strides[last] < 0 || !pack_aligned<V>(static_cast<const T*>(in.data))) return false;
+  if (in.strides[last] == 0) return true;
+  if (in.strides[last] != 1 || !pack_aligned<V>(static_cast<const T*>(in.data))) return false;
   for (int d = 0; d < last; ++d)
     if (in.strides[d] % V != 0) return false;
   return true;
+}
+
+template <int V, class T, class F>
+void launch_broadcast(T* out, const T* a, const T* b, const BroadcastLayout& l, int64_t rows, int64_t inner, F f) {
+  if (inner / V < kThreads) {
+    const int64_t packs = rows * (inner / V);
+    broadcast_narrow_kernel<V><<<grid_for(packs, kThreads), kThreads, 0, cuda::stream()>>>(out, a, b, l, packs, f);
+  } else {
+    const int64_t run = int64_t(kThreads) * V * kRunPacksPerThread;
+    broadcast_kernel<V>
+        <<<grid_for(rows * ((inner + run - 1) / run), 1), kThreads, 0, cuda::stream()>>>(out, a, b, l, rows, f);
+  }
+  PRIMER_CUDA_CHECK_LAUNCH();
 }
 
 template <class T, class F> void broadcast(const StridedDesc& out, const StridedDesc& a, const StridedDesc& b, F f) {
@@ -140,17 +177,10 @@ template <class T, class F> void broadcast(const StridedDesc& out, const Strided
   const T* pa = static_cast<const T*>(a.data);
   const T* pb = static_cast<const T*>(b.data);
   constexpr int V = kPack<T>;
-  const bool packs = broadcast_packs_fit<V, T>(out, a, inner) && broadcast_packs_fit<V, T>(out, b, inner);
-  const int width = packs ? V : 1;
-  // Narrow rows get narrow blocks so that few threads idle.
-  const int threads = inner >= 256 * width ? 256 : int(std::max<int64_t>(32, (inner / width + 31) / 32 * 32));
-  const int64_t run = int64_t(threads) * width * kRunPacksPerThread;
-  const unsigned blocks = grid_for(rows * ((inner + run - 1) / run), 1);
-  if (packs)
-    broadcast_kernel<V><<<blocks, threads, 0, cuda::stream()>>>(po, pa, pb, l, rows, f);
+  if (broadcast_packs_fit<V, T>(out, a, inner) && broadcast_packs_fit<V, T>(out, b, inner))
+    launch_broadcast<V>(po, pa, pb, l, rows, inner, f);
   else
-    broadcast_kernel<1><<<blocks, threads, 0, cuda::stream()>>>(po, pa, pb, l, rows, f);
-  PRIMER_CUDA_CHECK_LAUNCH();
+    launch_broadcast<1>(po, pa, pb, l, rows, inner, f);
 }
 
 }  // namespace

@@ -18,6 +18,8 @@ constexpr int kColX = 32, kColY = 8;     // 32 threads on neighbouring columns (
 constexpr int64_t kTargetBlocks = 1024;  // fills an H100 several times over
 constexpr int64_t kMinRowChunk = 4096;   // elements per block below which splitting a row does not pay
 constexpr int64_t kMinColChunk = 64;     // rows per block likewise for column sums
+constexpr int64_t kWarpRowMax = 1024;    // rows up to this long get a warp each, not a block of mostly idle threads
+constexpr int64_t kShortColRows = 2 * kColY;  // column sums over fewer rows: a thread adds them alone
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -38,6 +40,37 @@ __global__ void row_sum_kernel(Out* out, const In* x, int64_t r, int64_t chunk, 
   }
   acc = block_sum(acc);
   if (threadIdx.x == 0) out[blockIdx.x] = from_float<Out>(acc * multiplier);
+}
+
+// Short rows (a head's width): warp w of the grid sums row w; out[row] = multiplier * sum.
+template <bool Square, class In, class Out>
+__global__ void row_sum_warp_kernel(Out* out, const In* x, int64_t rows, int64_t r, float multiplier) {
+  const int64_t row = blockIdx.x * int64_t(blockDim.x / 32) + threadIdx.x / 32;
+  if (row >= rows) return;
+  const int lane = int(threadIdx.x % 32);
+  float acc = 0.f;
+  row_foreach(
+      {lane, 32}, r, [&](int64_t, float v) { acc += Square ? v * v : v; }, x + row * r);
+  acc = warp_sum(acc);
+  if (lane == 0) out[row] = from_float<Out>(acc * multiplier);
+}
+
+// x [outer, r, inner] with few rows r (e.g. the G copies of a GQA head expansion): each thread sums V neighbouring
+// columns of one o over the r rows, in order; out [outer, inner] = multiplier * sums.
+template <int V, class In, class Out>
+__global__ void col_sum_short_kernel(Out* out, const In* x, int64_t outer, int64_t r, int64_t inner, float multiplier) {
+  const int64_t packs_per_row = inner / V, packs = outer * packs_per_row;
+  for (int64_t p = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; p < packs; p += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t o = p / packs_per_row, c = (p - o * packs_per_row) * V;
+    float acc[V] = {};
+    for (int64_t k = 0; k < r; ++k) {
+      const Pack<In, V> in = load_run<V>(x + (o * r + k) * inner + c, 1);
+#pragma unroll
+      for (int j = 0; j < V; ++j) acc[j] += to_float(in.v[j]);
+    }
+#pragma unroll
+    for (int j = 0; j < V; ++j) out[o * inner + c + j] = from_float<Out>(acc[j] * multiplier);
+  }
 }
 
 // x [outer, r, inner]: block (column tile, chunk, o) sums its chunk of r for 32 * V columns, V neighbouring
@@ -80,6 +113,16 @@ std::shared_ptr<Storage> partial_buffer(int64_t floats) {
 template <class In, class Out>
 void reduce_rows(Out* out, const In* x, int64_t rows, int64_t r, bool squares, float multiplier) {
   const int64_t splits = split_count(rows, r, kMinRowChunk);
+  if (splits == 1 && r <= kWarpRowMax) {
+    constexpr int kWarps = kRowThreads / 32;
+    const unsigned blocks = unsigned(ceil_div(rows, kWarps));
+    if (squares)
+      row_sum_warp_kernel<true><<<blocks, kRowThreads, 0, cuda::stream()>>>(out, x, rows, r, multiplier);
+    else
+      row_sum_warp_kernel<false><<<blocks, kRowThreads, 0, cuda::stream()>>>(out, x, rows, r, multiplier);
+    PRIMER_CUDA_CHECK_LAUNCH();
+    return;
+  }
   auto launch = [&](auto* dst, const auto* src, int64_t length, int64_t chunk, int64_t parts, bool sq, float mult) {
     const unsigned blocks = unsigned(rows * parts);
     if (sq)
@@ -112,6 +155,17 @@ void launch_columns(Out* out, const In* x, int64_t outer, int64_t r, int64_t inn
 }
 
 template <class T> void reduce_columns(T* out, const T* x, int64_t outer, int64_t r, int64_t inner, float multiplier) {
+  if (r < kShortColRows) {
+    constexpr int V = kPack<T>;
+    if (inner % V == 0 && pack_aligned<V>(x))
+      col_sum_short_kernel<V><<<grid_for(outer * inner / V, kRowThreads), kRowThreads, 0, cuda::stream()>>>(
+          out, x, outer, r, inner, multiplier);
+    else
+      col_sum_short_kernel<1><<<grid_for(outer * inner, kRowThreads), kRowThreads, 0, cuda::stream()>>>(
+          out, x, outer, r, inner, multiplier);
+    PRIMER_CUDA_CHECK_LAUNCH();
+    return;
+  }
   const int64_t splits = split_count(outer * ceil_div(inner, kColX * kPack<T>), r, kMinColChunk);
   if (splits == 1) return launch_columns(out, x, outer, r, inner, 1, multiplier);
   const auto partial = partial_buffer(outer * splits * inner);

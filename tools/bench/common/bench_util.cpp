@@ -12,6 +12,10 @@
 #include "core/rng.h"
 #include "core/tensor.h"
 
+#ifdef PRIMER_WITH_CUDA
+#include <cuda_profiler_api.h>
+#endif
+
 namespace primer::bench {
 namespace {
 
@@ -56,6 +60,16 @@ double median_ms(const std::function<void()>& fn, int warmup, int iters) {
   return times[times.size() / 2];
 }
 
+double profiled_once_ms(const std::function<void()>& fn) {
+  cuda::synchronize();
+  const auto t0 = std::chrono::steady_clock::now();
+  PRIMER_CUDA_CHECK(cudaProfilerStart());
+  fn();
+  cuda::synchronize();
+  PRIMER_CUDA_CHECK(cudaProfilerStop());
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
 double measure_copy_gbps(size_t bytes) {
   Tensor src = Tensor::full({int64_t(bytes)}, 1.0, DType::U8, Device::cuda());
   Tensor dst = Tensor::empty({int64_t(bytes)}, DType::U8, Device::cuda());
@@ -70,6 +84,7 @@ std::string device_name() {
 }
 #else
 double median_ms(const std::function<void()>&, int, int) { PRIMER_FAIL("benchmarks need a CUDA build"); }
+double profiled_once_ms(const std::function<void()>&) { PRIMER_FAIL("benchmarks need a CUDA build"); }
 double measure_copy_gbps(size_t) { PRIMER_FAIL("benchmarks need a CUDA build"); }
 std::string device_name() { return "cpu"; }
 #endif

@@ -23,6 +23,10 @@ double median_ms(const std::function<void()>& fn, int warmup = 5, int iters = 30
 // Median milliseconds of fn() on `device`: CUDA events on a GPU (median_ms), the wall clock on the CPU.
 double median_ms_on(Device device, const std::function<void()>& fn, int warmup, int iters);
 
+// Runs fn() once between cudaProfilerStart and cudaProfilerStop (what `ncu --profile-from-start off` records) and
+// returns its wall-clock milliseconds, host work included.
+double profiled_once_ms(const std::function<void()>& fn);
+
 // Device-to-device copy bandwidth in GB/s counting bytes read plus bytes written (the memory ceiling).
 double measure_copy_gbps(size_t bytes = size_t(2) << 30);
 

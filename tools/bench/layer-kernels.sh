@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Where a mixer layer's time goes, kernel by kernel: bench_layer_kernels under Nsight Compute (one forward + backward
+# pass, durations only, clocks left alone), then tools/bench/common/kernel_table.py. After tools/device-check.sh's
+# build (build-device/, or $BUILD_DIR). Writes $OUT/kernels-<MIXER>.csv, .md (grouped) and -order.md (every launch).
+# Usage: tools/bench/layer-kernels.sh [MIXER ...] [-- bench_layer_kernels options]   (default: GDN M2 GKA)
+set -uo pipefail
+cd "$(dirname "$0")/../.." || exit
+out="${OUT:-$PWD/device-logs}"
+build="${BUILD_DIR:-build-device}"
+mkdir -p "$out"
+mixers=()
+while [ $# -gt 0 ] && [ "$1" != "--" ]; do mixers+=("$1"); shift; done
+[ "${1:-}" = "--" ] && shift
+[ ${#mixers[@]} -eq 0 ] && mixers=(GDN M2 GKA)
+rc=0
+for m in "${mixers[@]}"; do
+  "$build/bench_layer_kernels" --mixer "$m" "$@" || { rc=1; continue; }
+  if ! ncu --clock-control none --profile-from-start off --metrics gpu__time_duration.sum --csv --page raw \
+    "$build/bench_layer_kernels" --mixer "$m" "$@" >"$out/kernels-$m.csv" 2>"$out/kernels-$m.err"; then
+    echo "ncu failed for $m:"; tail -5 "$out/kernels-$m.err"; rc=1; continue
+  fi
+  python3 tools/bench/common/kernel_table.py "$out/kernels-$m.csv" >"$out/kernels-$m.md" || { rc=1; continue; }
+  python3 tools/bench/common/kernel_table.py --order "$out/kernels-$m.csv" >"$out/kernels-$m-order.md"
+  echo "## $m layer: kernels of one forward + backward"
+  head -30 "$out/kernels-$m.md"
+  tail -1 "$out/kernels-$m.md"
+done
+exit $rc
