@@ -96,10 +96,17 @@ Var linear(const Var& x, const Var& W) {
   Var y = output(ops::linear(x->value, W->value));
   if (needs_grad({&x, &W}))
     record("linear", {y}, [x, W, y] {
+      // When x already holds a gradient of its own dtype (a second projection of the same input), the GEMM adds it
+      // in its epilogue: a new sum as accumulate_grad makes, without the separate pass over it.
+      const bool sum_in_gemm =
+          x->requires_grad && !x->accumulates && x->grad.defined() && x->grad.dtype() == x->value.dtype();
       Tensor dx;
       ops::linear_backward(y->grad, x->value, W->value, x->requires_grad ? &dx : nullptr,
-                           W->requires_grad ? grad_accumulator(W) : Tensor());
-      accumulate_grad(x, dx);
+                           W->requires_grad ? grad_accumulator(W) : Tensor(), sum_in_gemm ? x->grad : Tensor());
+      if (sum_in_gemm)
+        x->grad = dx;
+      else
+        accumulate_grad(x, dx);
     });
   return y;
 }

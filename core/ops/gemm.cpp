@@ -80,22 +80,35 @@ GemmArgs gemm_args(const Tensor& A, bool trans_a, const Tensor& B, bool trans_b,
   return g;
 }
 
-void gemm(const Tensor& A, bool trans_a, const Tensor& B, bool trans_b, const Tensor& C, double alpha, double beta) {
+namespace {
+
+// gemm(), with beta's C read from c_in (CUDA, same layout as C) when that is given.
+void run_gemm(const Tensor& A, bool trans_a, const Tensor& B, bool trans_b, const Tensor& C, double alpha, double beta,
+              const void* c_in) {
   PRIMER_CHECK(A.defined() && B.defined(), "gemm: argument '{}' is undefined", A.defined() ? "B" : "A");
   const Tensor a = in_blas_layout(A), b = in_blas_layout(B);
-  const GemmArgs g = gemm_args(a, trans_a, b, trans_b, C, alpha, beta);
+  GemmArgs g = gemm_args(a, trans_a, b, trans_b, C, alpha, beta);
+  g.c_in = c_in;
   if (g.m == 0 || g.n == 0 || g.batch == 0) return;
+  PRIMER_CHECK(!c_in || (beta == 1 && C.is_cuda()), "gemm: a separate C input needs beta 1 on CUDA");
   if (g.k == 0) {  // an empty sum: C = beta * C
     if (beta == 0)
       C.zero_();
     else
       PRIMER_CHECK(beta == 1, "gemm: K = 0 with beta {} is not supported (only 0 or 1)", beta);
+    PRIMER_CHECK(!c_in, "gemm: K = 0 with a separate C input is not supported");
     return;
   }
   if (C.is_cpu())
     cpu::gemm(g);
   else
     PRIMER_ON_CUDA(cuda_ops::gemm(g));
+}
+
+}  // namespace
+
+void gemm(const Tensor& A, bool trans_a, const Tensor& B, bool trans_b, const Tensor& C, double alpha, double beta) {
+  run_gemm(A, trans_a, B, trans_b, C, alpha, beta, nullptr);
 }
 
 void set_gemm_autotune([[maybe_unused]] bool enabled) {  // unused in CPU-only builds
@@ -113,6 +126,23 @@ Tensor matmul(const Tensor& A, const Tensor& B, bool trans_a, bool trans_b) {
   return C;
 }
 
+Tensor matmul_add(const Tensor& A, const Tensor& B, const Tensor& addend) {
+  PRIMER_CHECK(A.defined() && B.defined() && addend.defined(), "matmul_add: an argument is undefined");
+  PRIMER_CHECK(A.dim() == 2 && B.dim() == 2, "matmul_add: A {} and B {} must be 2-D", A.describe(), B.describe());
+  Tensor D = Tensor::empty({A.size(0), B.size(1)}, A.dtype(), A.device());
+  expect_shape(addend, "matmul_add", "addend", D.shape());
+  expect(addend, "matmul_add", "addend", D.device(), {D.dtype()});
+  const bool in_epilogue = D.is_cuda() && A.size(1) > 0 && addend.is_contiguous() &&
+                           reinterpret_cast<uintptr_t>(addend.data_ptr()) % 16 == 0;
+  if (in_epilogue) {
+    run_gemm(A, false, B, false, D, 1.0, 1.0, addend.data_ptr());
+  } else {
+    D.copy_from(addend);
+    gemm(A, false, B, false, D, 1.0, 1.0);
+  }
+  return D;
+}
+
 Tensor linear(const Tensor& x, const Tensor& W) {
   PRIMER_CHECK(x.defined() && W.defined(), "linear: argument '{}' is undefined", x.defined() ? "W" : "x");
   PRIMER_CHECK(W.dim() == 2 && x.dim() >= 1 && x.size(-1) == W.size(1),
@@ -122,7 +152,8 @@ Tensor linear(const Tensor& x, const Tensor& W) {
   return matmul(x.reshape({-1, W.size(1)}), W, false, true).view(y_shape);
 }
 
-void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& W, Tensor* dx, const Tensor& dW_accum) {
+void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& W, Tensor* dx, const Tensor& dW_accum,
+                     const Tensor& dx_addend) {
   PRIMER_CHECK(dy.defined() && x.defined() && W.defined(), "linear_backward: dy, x and W must be defined");
   PRIMER_CHECK(W.dim() == 2 && x.size(-1) == W.size(1),
                "linear_backward: argument 'x' is {}, expected last dim {} to match W {}", x.describe(), W.size(1),
@@ -131,7 +162,11 @@ void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& W, Tensor*
   y_shape.back() = W.size(0);
   expect_shape(dy, "linear_backward", "dy", y_shape);
   const Tensor dy2 = dy.reshape({-1, W.size(0)});
-  if (dx) *dx = matmul(dy2, W).view(x.shape());
+  if (dx) {
+    if (dx_addend.defined()) expect_shape(dx_addend, "linear_backward", "dx_addend", x.shape());
+    *dx =
+        (dx_addend.defined() ? matmul_add(dy2, W, dx_addend.reshape({-1, W.size(1)})) : matmul(dy2, W)).view(x.shape());
+  }
   if (dW_accum.defined()) {
     expect_shape(dW_accum, "linear_backward", "dW_accum", W.shape());
     if (dW_accum.is_cuda()) expect(dW_accum, "linear_backward", "dW_accum", W.device(), {DType::F32});

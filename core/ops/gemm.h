@@ -13,12 +13,16 @@ void gemm(const Tensor& A, bool trans_a, const Tensor& B, bool trans_b, const Te
           double beta = 0.0);
 // A new C = op(A) @ op(B) of A's dtype.
 Tensor matmul(const Tensor& A, const Tensor& B, bool trans_a = false, bool trans_b = false);
+// A new D = A @ B + addend (addend [M, N] of A's dtype, read and never written). On CUDA the sum happens in the
+// GEMM's epilogue (one rounding, no separate pass over D) when the addend is contiguous and 16-byte aligned.
+Tensor matmul_add(const Tensor& A, const Tensor& B, const Tensor& addend);
 
 // Linear layer in Hugging Face layout: W [out, in]; x [..., in] -> y [..., out] = x @ W^T (dtype of x).
 Tensor linear(const Tensor& x, const Tensor& W);
-// *dx = dy @ W (new, dtype of dy) when dx != nullptr; dW_accum [out, in] (f32 on CUDA and for f32, f64 for f64)
-// += dy^T @ x when defined.
-void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& W, Tensor* dx, const Tensor& dW_accum);
+// *dx = dy @ W (new, dtype of dy; plus dx_addend when that is defined: the gradient x already holds, summed in the
+// GEMM) when dx != nullptr; dW_accum [out, in] (f32 on CUDA and for f32, f64 for f64) += dy^T @ x when defined.
+void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& W, Tensor* dx, const Tensor& dW_accum,
+                     const Tensor& dx_addend = Tensor());
 
 // CUDA: while enabled, the first gemm of each new layout times every cuBLASLt candidate once (waiting for the GPU)
 // and later calls run the fastest; otherwise the heuristic's first choice. Turn on for a warm-up step, not inside

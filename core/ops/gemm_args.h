@@ -14,6 +14,9 @@ struct GemmArgs {
   const void* a = nullptr;
   const void* b = nullptr;
   void* c = nullptr;
+  // CUDA only: beta's C when it is another buffer than the output c (same layout and dtype; null: c itself). The
+  // front end (ops::matmul_add) passes it only where cuBLASLt reads it in the epilogue; elsewhere it copies first.
+  const void* c_in = nullptr;
   DType a_type = DType::F32, b_type = DType::F32, c_type = DType::F32;
   int64_t lda = 0, ldb = 0, ldc = 0;
   int64_t stride_a = 0, stride_b = 0, stride_c = 0;

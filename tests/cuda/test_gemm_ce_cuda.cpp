@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/ops/cross_entropy.h"
+#include "core/ops/elementwise.h"
 #include "core/ops/gemm.h"
 #include "tests/support/test_util.h"
 
@@ -142,6 +143,31 @@ TEST(LinearCuda, ForwardAndBackwardMatchCpu) {
 void poison_pool(const Shape& shape, DType dtype) {
   const Tensor t = Tensor::empty(shape, dtype, Device::cuda());
   test::poison(t);
+}
+
+// The input-gradient pattern of a second projection of one input: dx = dy @ W + the gradient x already holds, summed
+// in the GEMM's epilogue (a 16-byte aligned addend) or by a copy first (a misaligned one); the addend stays untouched.
+TEST(LinearCuda, BackwardAddsTheGradientAlreadyHeld) {
+  PRIMER_REQUIRE_CUDA();
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const Device gpu = Device::cuda();
+  for (DType dt : {DType::BF16, DType::F32}) {
+    const Tensor x = test::randn({3, 41, 96}, seed, dt, gpu), W = test::randn({130, 96}, seed + 1, dt, gpu);
+    const Tensor dy = test::randn({3, 41, 130}, seed + 2, dt, gpu);
+    const Tensor held = test::randn({3 * 41 * 96 + 1}, seed + 3, dt, gpu);
+    for (int64_t offset : {0, 1}) {
+      SCOPED_TRACE(fmt::format("{} addend at element offset {}", dtype_name(dt), offset));
+      const Tensor addend = held.slice(0, offset, offset + 3 * 41 * 96).view({3, 41, 96});
+      const std::vector<double> before = addend.to(Device::cpu()).to_vector<double>();
+      poison_pool({3 * 41, 96}, dt);
+      Tensor dx, dx_ref;
+      ops::linear_backward(dy, x, W, &dx, Tensor(), addend);
+      ops::linear_backward(cpu_f64(dy), cpu_f64(x), cpu_f64(W), &dx_ref, Tensor());
+      expect_matches(dx, ops::add(dx_ref, cpu_f64(addend)), dt == DType::BF16 ? kBf16Tol : kF32Tol, "dx");
+      EXPECT_EQ(addend.to(Device::cpu()).to_vector<double>(), before) << "the addend was written";
+    }
+  }
 }
 
 TEST(FusedCrossEntropyCuda, MatchesCpuOnTheSameInputs) {

@@ -145,7 +145,8 @@ Plan make_plan(const DeviceContext& ctx, const GemmArgs& g) {
 
 cublasStatus_t run(const DeviceContext& ctx, const Plan& p, const GemmArgs& g, const cublasLtMatmulAlgo_t& algo) {
   const float alpha = float(g.alpha), beta = float(g.beta);
-  return cublasLtMatmul(ctx.handle, p.op, &alpha, g.b, p.a, g.a, p.b, &beta, g.c, p.c, g.c, p.c, &algo, ctx.workspace,
+  const void* c_in = g.c_in ? g.c_in : g.c;
+  return cublasLtMatmul(ctx.handle, p.op, &alpha, g.b, p.a, g.a, p.b, &beta, c_in, p.c, g.c, p.c, &algo, ctx.workspace,
                         kWorkspaceBytes, cuda::stream());
 }
 
@@ -157,6 +158,7 @@ void tune(const DeviceContext& ctx, Plan& p, GemmArgs g) {
   const int64_t c_elems = (g.batch - 1) * g.stride_c + (g.m - 1) * g.ldc + g.n;
   const auto scratch = allocate(Device::cuda(cuda::current_device()), size_t(c_elems) * dtype_size(g.c_type));
   g.c = scratch->data();
+  g.c_in = nullptr;
   cudaEvent_t start, stop;
   PRIMER_CUDA_CHECK(cudaEventCreate(&start));
   PRIMER_CUDA_CHECK(cudaEventCreate(&stop));
