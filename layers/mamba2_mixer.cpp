@@ -63,8 +63,13 @@ ag::Var Mamba2Mixer::forward(const ag::Var& input, const MixerContext& ctx, cons
 
   // Token-local work on this rank's tokens: the projections, B/C norms and RoPE at the tokens' global positions.
   // Under A2A the per-head features then move to this rank's heads over the whole sequence (T tokens, H heads).
-  const std::vector<ag::Var> zxbcdt =
-      ag::split(ag::linear(u, weight(".in_proj.weight")), 2, {d_inner_, d_xb_, d_xb_, d_inner_, heads_});
+  // in_proj's row blocks z | x | B | C | dt, each its own GEMM (no copies splitting one wide product).
+  std::vector<ag::Var> zxbcdt;
+  int64_t row = 0;
+  for (const int64_t rows : {d_inner_, d_xb_, d_xb_, d_inner_, heads_}) {
+    zxbcdt.push_back(ag::linear_rows(u, weight(".in_proj.weight"), row, row + rows));
+    row += rows;
+  }
   const ag::Var xs = carry.to_heads(ag::reshape(zxbcdt[1], {B, T_local, kv_heads_, Dh}));
   const ag::Var bs =
       carry.to_heads(key_or_query(zxbcdt[2], ".B_norm.weight", kv_heads_, carry.positions(), ctx.inv_freq));

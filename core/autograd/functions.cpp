@@ -92,17 +92,27 @@ Var cast(const Var& x, DType dtype) {
   return y;
 }
 
-Var linear(const Var& x, const Var& W) {
-  Var y = output(ops::linear(x->value, W->value));
+Var linear(const Var& x, const Var& W) { return linear_rows(x, W, 0, W->value.size(0)); }
+
+Var linear_rows(const Var& x, const Var& W, int64_t begin, int64_t end) {
+  PRIMER_CHECK(W->value.dim() == 2 && 0 <= begin && begin < end && end <= W->value.size(0),
+               "linear_rows: rows [{}, {}) of weight '{}' {}", begin, end, W->name, W->value.describe());
+  const bool whole = begin == 0 && end == W->value.size(0);
+  // A contiguous row block, taken again in backward: W's storage may be regathered in between (ZeRO-3).
+  const auto block = [W, whole, begin, end] { return whole ? W->value : W->value.slice(0, begin, end); };
+  Var y = output(ops::linear(x->value, block()));
   if (needs_grad({&x, &W}))
-    record("linear", {y}, [x, W, y] {
+    record("linear", {y}, [x, W, y, block, whole, begin, end] {
       // When x already holds a gradient of its own dtype (a second projection of the same input), the GEMM adds it
       // in its epilogue: a new sum as accumulate_grad makes, without the separate pass over it.
       const bool sum_in_gemm =
           x->requires_grad && !x->accumulates && x->grad.defined() && x->grad.dtype() == x->value.dtype();
+      const Tensor dW = !W->requires_grad ? Tensor()
+                        : whole           ? grad_accumulator(W)
+                                          : grad_accumulator(W).slice(0, begin, end);
       Tensor dx;
-      ops::linear_backward(y->grad, x->value, W->value, x->requires_grad ? &dx : nullptr,
-                           W->requires_grad ? grad_accumulator(W) : Tensor(), sum_in_gemm ? x->grad : Tensor());
+      ops::linear_backward(y->grad, x->value, block(), x->requires_grad ? &dx : nullptr, dW,
+                           sum_in_gemm ? x->grad : Tensor());
       if (sum_in_gemm)
         x->grad = dx;
       else

@@ -18,6 +18,9 @@ Var cast(const Var& x, DType dtype);          // gradient cast back to x's dtype
 Var sum(const Var& x, int dim);               // over one dimension (dropped); negative counts from the end
 
 Var linear(const Var& x, const Var& W);  // y = x @ W^T, W [out, in]
+// y = x @ W[begin:end]^T: one row block of a fused projection (its gradient lands in those rows of W's), instead of
+// the whole product split into copies.
+Var linear_rows(const Var& x, const Var& W, int64_t begin, int64_t end);
 Var matmul(const Var& a, const Var& b);  // batched: a [N, M, K] @ b [N, K, P] → [N, M, P], one dtype
 Var rmsnorm(const Var& x, const Var& w, double eps);
 Var rope(const Var& x, const Tensor& positions, const Tensor& inv_freq);

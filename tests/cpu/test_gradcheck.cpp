@@ -1,5 +1,6 @@
-// The finite-difference checker itself: a gradient a few parts per million wrong fails it, and a correct gradient
-// through a sharply curved spot (where the first step's five-point stencil errs by truncation) passes it.
+// The finite-difference checker itself: a gradient a few parts per million wrong fails it, a correct gradient
+// through a sharply curved spot (where the first step's five-point stencil errs by truncation) passes it, and where
+// rounding of the objective limits the differences' resolution, a correct gradient passes and a wrong one fails.
 #include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 
@@ -41,6 +42,12 @@ double scalar_norm_derivative(double x) { return kCurve * kCurve / std::pow(x * 
 double sine(double x) { return std::sin(x); }
 double slightly_wrong_cosine(double x) { return std::cos(x) * (1 + 3e-6); }
 
+// A small slope on a large value: rounding of f (~1e-11 absolute) divided by h puts the differences' own error near
+// 1e-5 of this gradient (over the tolerance), as a whole model's loss can against one weight's small gradient.
+double offset_sine(double x) { return 1e5 + 1e-2 * std::sin(x); }
+double offset_sine_derivative(double x) { return 1e-2 * std::cos(x); }
+double offset_sine_wrong_derivative(double x) { return 1e-2 * std::cos(x) * (1 + 1e-2); }
+
 TEST(GradCheck, AGradientThreePartsPerMillionWrongFails) {
   const uint64_t seed = test::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
@@ -52,6 +59,19 @@ TEST(GradCheck, ACorrectGradientThroughASharpCurvePasses) {
   const uint64_t seed = test::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   test::run_gradcheck(elementwise_check({0.0}, scalar_norm, scalar_norm_derivative), seed);
+}
+
+TEST(GradCheck, ACorrectGradientAtTheDifferencesResolutionPasses) {
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  test::run_gradcheck(elementwise_check({0.4, -0.9}, offset_sine, offset_sine_derivative), seed);
+}
+
+TEST(GradCheck, AWrongGradientAtTheDifferencesResolutionFails) {
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const test::GradCheck check = elementwise_check({0.4, -0.9}, offset_sine, offset_sine_wrong_derivative);
+  EXPECT_NONFATAL_FAILURE(test::run_gradcheck(check, seed), "gradient of x: relative error");
 }
 
 }  // namespace
