@@ -92,13 +92,8 @@ ag::Var linear_state_output(const LinearStateCore& core, const ag::Var& v, const
 }
 
 ag::Var expand_heads(const ag::Var& x, int64_t groups) {
-  if (groups == 1) return x;
-  const Shape& s = x->value.shape();
-  PRIMER_CHECK(s.size() == 4, "expand_heads: x is {}, expected [B, T, H, D]", x->value.describe());
-  // Broadcasting against ones [groups, 1] repeats each head; the backward of the broadcast sums the copies.
-  const Tensor ones = Tensor::full({groups, 1}, 1.0, x->value.dtype(), x->value.device());
-  const ag::Var repeated = ag::mul(ag::reshape(x, {s[0], s[1], s[2], 1, s[3]}), ag::constant(ones));
-  return ag::reshape(repeated, {s[0], s[1], s[2] * groups, s[3]});
+  PRIMER_CHECK(x->value.dim() == 4, "expand_heads: x is {}, expected [B, T, H, D]", x->value.describe());
+  return ag::repeat_interleave(x, 2, groups);
 }
 
 ag::Var l2_normalize(const ag::Var& x, double eps) {

@@ -36,6 +36,29 @@ Var mul(const Var& a, const Var& b) {
   return y;
 }
 
+Var repeat_interleave(const Var& x, int dim, int64_t repeats) {
+  const Shape& s = x->value.shape();
+  if (dim < 0) dim += int(s.size());
+  PRIMER_CHECK(dim >= 0 && dim < int(s.size()) && repeats >= 1, "repeat_interleave: dim {} and repeats {} for {}", dim,
+               repeats, x->value.describe());
+  if (repeats == 1) return x;
+  int64_t outer = 1, inner = 1;
+  for (int d = 0; d < dim; ++d) outer *= s[size_t(d)];
+  for (size_t d = size_t(dim) + 1; d < s.size(); ++d) inner *= s[d];
+  const int64_t n = s[size_t(dim)];
+  Shape out_shape = s;
+  out_shape[size_t(dim)] = n * repeats;
+  // [outer, n, 1, inner] · ones [repeats, 1]: each slice written `repeats` times by one broadcast pass.
+  const Tensor ones = Tensor::full({repeats, 1}, 1.0, x->value.dtype(), x->value.device());
+  Var y = output(ops::mul(x->value.contiguous().view({outer, n, 1, inner}), ones).view(out_shape));
+  if (needs_grad({&x}))
+    record("repeat_interleave", {y}, [x, y, outer, n, repeats, inner] {
+      // The copies' gradients summed (no product with the ones, as mul's backward would make).
+      accumulate_grad(x, ops::sum(y->grad.contiguous().view({outer, n, repeats, inner}), 2).view(x->value.shape()));
+    });
+  return y;
+}
+
 Var scale(const Var& a, double s) {
   Var y = output(ops::scale(a->value, s));
   if (needs_grad({&a})) record("scale", {y}, [a, y, s] { accumulate_grad(a, ops::scale(y->grad, s)); });

@@ -11,6 +11,8 @@ namespace primer::ag {
 Var add(const Var& a, const Var& b);  // broadcasting
 Var mul(const Var& a, const Var& b);  // broadcasting
 Var scale(const Var& a, double s);
+// Each slice of x along `dim` repeated `repeats` times in place (GQA's head expansion: heads h -> h·r ... h·r + r-1).
+Var repeat_interleave(const Var& x, int dim, int64_t repeats);
 Var unary(ops::Unary op, const Var& x);
 Var reshape(const Var& x, const Shape& shape);
 Var transpose(const Var& x, int d0, int d1);  // materialised (contiguous) result
