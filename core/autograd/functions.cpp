@@ -128,8 +128,8 @@ Var linear_rows(const Var& x, const Var& W, int64_t begin, int64_t end) {
     record("linear", {y}, [x, W, y, block, whole, begin, end] {
       // When x already holds a gradient of its own dtype (a second projection of the same input), the GEMM adds it
       // in its epilogue: a new sum as accumulate_grad makes, without the separate pass over it.
-      const bool sum_in_gemm =
-          x->requires_grad && !x->accumulates && x->grad.defined() && x->grad.dtype() == x->value.dtype();
+      const bool sum_in_gemm = x->requires_grad && !x->accumulates && x->grad.defined() &&
+                               x->grad.dtype() == x->value.dtype() && y->grad.dtype() == x->grad.dtype();
       const Tensor dW = !W->requires_grad ? Tensor()
                         : whole           ? grad_accumulator(W)
                                           : grad_accumulator(W).slice(0, begin, end);
