@@ -5,13 +5,14 @@
 // prints the layer's median time over repetitions (CUDA events) next to the one profiled pass's wall time, so the
 // host's share shows as well.
 #include <cstdio>
+#include <functional>
 
-#include "core/autograd/functions.h"
 #include "core/parameters.h"
 #include "layers/hybrid_config.h"
 #include "layers/mixer_factory.h"
 #include "tools/bench/common/bench_args.h"
 #include "tools/bench/common/bench_util.h"
+#include "tools/bench/common/layer_bench.h"
 
 using namespace primer;
 
@@ -30,13 +31,7 @@ int main(int argc, char** argv) {
   ParameterRegistry params;
   const std::unique_ptr<layers::SequenceMixer> mixer = layers::make_mixer(c, 0, params);
   params.materialize(Device::cuda(), DType::BF16, 7);
-  const Tensor x = bench::normal_gpu({shape.batch, shape.seq, c.hidden_size}, 8, DType::BF16);
-  const Tensor dy = bench::normal_gpu({shape.batch, shape.seq, c.hidden_size}, 9, DType::BF16);
-  const auto pass = [&] {
-    const ag::Var y = mixer->forward(ag::leaf(x), {});
-    y->grad = dy;
-    ag::current_tape().backward();
-  };
+  const std::function<void()> pass = bench::mixer_train_pass(*mixer, shape);
   const double median = bench::median_ms(pass);  // also the warm-up of the profiled pass
 
   const double once = bench::profiled_once_ms(pass);

@@ -1,29 +1,36 @@
 // One mixer layer's forward + backward on CUDA in bf16, timed, for the SSM benchmarks that set a new mixer's layer
 // beside its peer's.
 #pragma once
+#include <functional>
 #include <string>
 
 #include "core/autograd/functions.h"
 #include "core/parameters.h"
+#include "layers/mixer.h"
 #include "tools/bench/common/bench_args.h"
 #include "tools/bench/common/bench_util.h"
 
 namespace primer::bench {
 
-// Median milliseconds of one forward + backward of a `Mixer` layer of `shape` (its weights under `prefix`), with a
-// random input and output gradient.
-template <class Mixer> double mixer_train_ms(const LayerShape& shape, const std::string& prefix) {
-  const ModelConfig c = shape.layer_config();
-  const Tensor x = normal_gpu({shape.batch, shape.seq, c.hidden_size}, 8, DType::BF16);
-  const Tensor dy = normal_gpu({shape.batch, shape.seq, c.hidden_size}, 9, DType::BF16);
-  ParameterRegistry params;
-  Mixer mixer(c, prefix, params);
-  params.materialize(Device::cuda(), DType::BF16, 7);
-  return median_ms([&] {
+// One forward + backward of `mixer` (its parameters already materialized) on a random bf16 input of `shape` with a
+// random output gradient, as a callable for the timers.
+inline std::function<void()> mixer_train_pass(layers::SequenceMixer& mixer, const LayerShape& shape) {
+  const int64_t hidden = shape.layer_config().hidden_size;
+  const Tensor x = normal_gpu({shape.batch, shape.seq, hidden}, 8, DType::BF16);
+  const Tensor dy = normal_gpu({shape.batch, shape.seq, hidden}, 9, DType::BF16);
+  return [&mixer, x, dy] {
     const ag::Var y = mixer.forward(ag::leaf(x), {});
     y->grad = dy;
     ag::current_tape().backward();
-  });
+  };
+}
+
+// Median milliseconds of one forward + backward of a `Mixer` layer of `shape` (its weights under `prefix`).
+template <class Mixer> double mixer_train_ms(const LayerShape& shape, const std::string& prefix) {
+  ParameterRegistry params;
+  Mixer mixer(shape.layer_config(), prefix, params);
+  params.materialize(Device::cuda(), DType::BF16, 7);
+  return median_ms(mixer_train_pass(mixer, shape));
 }
 
 // The table row of that: "<what> layer, fwd + bwd", the layer's shape, milliseconds.
