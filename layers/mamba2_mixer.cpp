@@ -106,11 +106,10 @@ ag::Var Mamba2Mixer::forward(const ag::Var& input, const MixerContext& ctx, cons
   const ag::Var y = carry.from_heads(ag::add(ag::gla(queries, keys, v, g, 1.0, s0, carry.recurrent_out(0)), skip));
 
   // Back on this rank's tokens with every head: gate, then RMSNorm per head (group = head_dim) with the per-channel
-  // weight.
-  const ag::Var gated = ag::swiglu(ag::reshape(zxbcdt[0], {B, T_local, heads_, Dh}), y);
-  const Tensor ones = Tensor::full({Dh}, 1.0, io_dtype, u->value.device());
-  const ag::Var normed = ag::mul(ag::rmsnorm(gated, ag::constant(ones), config_.mamba2.norm_eps),
-                                 ag::reshape(weight(".norm.weight"), {heads_, Dh}));
+  // weight (Mamba-2's RMSNormGated with norm_before_gate = False), one pass each way.
+  const ag::Var normed =
+      ag::rmsnorm(y, ag::reshape(weight(".norm.weight"), {heads_, Dh}), ag::reshape(zxbcdt[0], {B, T_local, heads_, Dh}),
+                  ops::NormSpec{config_.mamba2.norm_eps, ops::NormGate::Before});
   return carry.from_rows(ag::linear(ag::reshape(normed, {B, T_local, d_inner_}), weight(".out_proj.weight")));
 }
 

@@ -97,11 +97,7 @@ ag::Var expand_heads(const ag::Var& x, int64_t groups) {
 }
 
 ag::Var l2_normalize(const ag::Var& x, double eps) {
-  // RMSNorm with unit weight and eps/D is x·sqrt(D)/sqrt(Σx² + eps); the scale removes the sqrt(D). (A weight of
-  // D^-1/2 instead would not be exact in bf16.)
-  const int64_t d = x->value.size(-1);
-  const Tensor ones = Tensor::full({d}, 1.0, x->value.dtype(), x->value.device());
-  return ag::scale(ag::rmsnorm(x, ag::constant(ones), eps / double(d)), 1.0 / std::sqrt(double(d)));
+  return ag::rmsnorm(x, nullptr, nullptr, ops::NormSpec{eps, ops::NormGate::None, /*l2=*/true});
 }
 
 ag::Var ssm_decay(const ag::Var& a, const ag::Var& A_log, const ag::Var& dt_bias) {
@@ -110,7 +106,7 @@ ag::Var ssm_decay(const ag::Var& a, const ag::Var& A_log, const ag::Var& dt_bias
 }
 
 ag::Var gated_rmsnorm(const ag::Var& o, const ag::Var& w, const ag::Var& gate, double eps) {
-  return ag::swiglu(gate, ag::rmsnorm(o, w, eps));
+  return ag::rmsnorm(o, w, gate, ops::NormSpec{eps, ops::NormGate::After});
 }
 
 ag::Var norm_gate_project(const ag::Var& o, const ag::Var& x, const ag::Var& o_norm, const ag::Var* g_proj,

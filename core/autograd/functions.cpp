@@ -144,13 +144,19 @@ Var linear_rows(const Var& x, const Var& W, int64_t begin, int64_t end) {
   return y;
 }
 
-Var rmsnorm(const Var& x, const Var& w, double eps) {
+Var rmsnorm(const Var& x, const Var& w, double eps) { return rmsnorm(x, w, nullptr, ops::NormSpec{eps}); }
+
+Var rmsnorm(const Var& x, const Var& w, const Var& z, const ops::NormSpec& spec) {
   Tensor rstd;
-  Var y = output(ops::rmsnorm(x->value, w->value, eps, &rstd));
-  if (needs_grad({&x, &w}))
-    record("rmsnorm", {y}, [x, w, y, rstd] {
-      const Tensor dw = grad_accumulator_or_scratch(w);
-      accumulate_grad(x, ops::rmsnorm_backward(y->grad, x->value, w->value, rstd, dw));
+  const Tensor w_value = w ? w->value : Tensor(), z_value = z ? z->value : Tensor();
+  Var y = output(ops::rmsnorm(x->value, w_value, z_value, spec, &rstd));
+  if (needs_grad({&x, &w, &z}))
+    record("rmsnorm", {y}, [x, w, z, y, rstd, spec] {
+      const Tensor dw = w ? grad_accumulator_or_scratch(w) : Tensor();
+      const Tensor z_value = z ? z->value : Tensor();
+      ops::NormGrads g = ops::rmsnorm_backward(y->grad, x->value, w ? w->value : Tensor(), z_value, rstd, spec, dw);
+      accumulate_grad(x, g.dx);
+      if (z) accumulate_grad(z, g.dz);
     });
   return y;
 }

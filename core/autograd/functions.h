@@ -5,6 +5,7 @@
 #include "core/autograd/variable.h"
 #include "core/ops/attention.h"
 #include "core/ops/elementwise.h"
+#include "core/ops/rmsnorm.h"
 
 namespace primer::ag {
 
@@ -25,6 +26,9 @@ Var linear(const Var& x, const Var& W);  // y = x @ W^T, W [out, in]
 Var linear_rows(const Var& x, const Var& W, int64_t begin, int64_t end);
 Var matmul(const Var& a, const Var& b);  // batched: a [N, M, K] @ b [N, K, P] → [N, M, P], one dtype
 Var rmsnorm(const Var& x, const Var& w, double eps);
+// The gated and L2 variants of ops::rmsnorm, one node: w null for a unit weight, [D] or per-head [G, D]; gate z null
+// unless spec.gate != None.
+Var rmsnorm(const Var& x, const Var& w, const Var& z, const ops::NormSpec& spec);
 Var rope(const Var& x, const Tensor& positions, const Tensor& inv_freq);
 Var swiglu(const Var& gate, const Var& up);
 Var embedding(const Var& weight, const Tensor& ids);

@@ -1,15 +1,41 @@
-// RMSNorm over the last dimension (Qwen3/Llama): y = w * (x * rsqrt(mean(x^2) + eps)), math in fp32 or wider.
+// RMSNorm over the last dimension (Qwen3/Llama): y = w * (x * rsqrt(mean(x^2) + eps)), math in fp32 or wider; and
+// the variants the SSM mixers use around it, each one pass over memory each way:
+//   gate After  (fla's FusedRMSNormGated; GDN, GKA): y = w ⊙ x·r(x) ⊙ silu(z)
+//   gate Before (Mamba-2's RMSNormGated, norm_before_gate = False): a = x ⊙ silu(z), y = w ⊙ a·r(a)
+//   l2 (L2 normalisation, fla's l2norm): r(u) = rsqrt(Σu² + eps) instead of rsqrt(mean(u²) + eps)
 #pragma once
 #include "core/tensor.h"
 
 namespace primer::ops {
 
-// x [..., D] (f32/bf16 on CUDA; f32/f64 on CPU), w [D] of x's dtype; returns y like x. If rstd_out is non-null it
-// is set to a new tensor of the per-row rsqrt(mean(x^2) + eps): f32 [rows] (f64 for f64 x), rows = numel / D.
-Tensor rmsnorm(const Tensor& x, const Tensor& w, double eps, Tensor* rstd_out);
+enum class NormGate { None, After, Before };
 
-// Returns dx (like x); accumulates dw_accum (f32 [D], f64 for f64 x) += sum over rows of dy * x * rstd.
-// Deterministic on CUDA (per-block partial sums reduced in a fixed order; no float atomics).
-Tensor rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& rstd, const Tensor& dw_accum);
+struct NormSpec {
+  double eps = 1e-6;
+  NormGate gate = NormGate::None;
+  bool l2 = false;
+};
+
+// x [..., D] (f32/bf16 on CUDA; f32/f64 on CPU); w of x's dtype: [D], [G, D] with x [..., G, D] (per-head weights:
+// row r of x uses weight row r mod G), or undefined (unit weight); z like x when spec.gate != None, else undefined.
+// Returns y like x. If rstd_out is non-null it is set to a new tensor of the per-row r (of x, or of a under
+// gate Before): f32 [rows] (f64 for f64 x), rows = numel / D.
+Tensor rmsnorm(const Tensor& x, const Tensor& w, const Tensor& z, const NormSpec& spec, Tensor* rstd_out);
+inline Tensor rmsnorm(const Tensor& x, const Tensor& w, double eps, Tensor* rstd_out) {
+  return rmsnorm(x, w, Tensor(), NormSpec{eps}, rstd_out);
+}
+
+struct NormGrads {
+  Tensor dx, dz;  // dz undefined without a gate
+};
+
+// The gradients of y given dy; accumulates dw_accum (f32 like w, f64 for f64 x; undefined iff w is) += Σ over rows
+// of dy ∂y/∂w. Deterministic on CUDA (per-block partial sums reduced in a fixed order; no float atomics).
+NormGrads rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& z, const Tensor& rstd,
+                           const NormSpec& spec, const Tensor& dw_accum);
+inline Tensor rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& rstd,
+                               const Tensor& dw_accum) {
+  return rmsnorm_backward(dy, x, w, Tensor(), rstd, NormSpec{}, dw_accum).dx;
+}
 
 }  // namespace primer::ops

@@ -47,81 +47,126 @@ __device__ __forceinline__ float group_sum(float v, int row_threads, float* scra
   return warp_sum(lane < warps_per_group ? scratch[first + lane] : 0.f);
 }
 
-template <class T, int N, bool kWide, int P> __global__ void __launch_bounds__(kMaxRowThreads)
+// The per-element quantities of a variant (kGate: 0 none, 1 after, 2 before): s = silu(z), ds = silu'(z) =
+// σ(z)·(1 + z·(1 − σ(z))), and u = the normalised input: x, or x·s when the gate comes before the norm.
+template <int kGate> struct GateTerms {
+  float u, s, ds;
+  __device__ __forceinline__ GateTerms(float x, float z) {
+    if constexpr (kGate == 0) {
+      u = x, s = 1.f, ds = 0.f;
+    } else {
+      const float sig = 1.f / (1.f + expf(-z));
+      s = z * sig;
+      ds = sig * (1.f + z * (1.f - sig));
+      u = kGate == 2 ? x * s : x;
+    }
+  }
+};
+
+// The rows of a per-head weight [G, D] repeat every G rows; null: unit weight.
+template <class T> __device__ __forceinline__ const T* weight_row(const T* w, int64_t row, int G, int D) {
+  return w ? w + (row % G) * D : nullptr;
+}
+
+// y = w·u·rs (·s under gate after) with rs = rsqrt(Σu² / n_div + eps), n_div = D (RMSNorm) or 1 (L2).
+template <class T, int N, bool kWide, int P, int kGate> __global__ void __launch_bounds__(kMaxRowThreads)
     rmsnorm_forward_kernel(T* __restrict__ y, float* __restrict__ rstd, const T* __restrict__ x,
-                           const T* __restrict__ w, int64_t rows, int D, int row_threads, float eps) {
+                           const T* __restrict__ w, const T* __restrict__ z, int64_t rows, int D, int G,
+                           int row_threads, float eps, float n_div) {
   __shared__ float scratch[kMaxRowThreads / kWarp];
   const int lane = threadIdx.x % row_threads, packs = D / N;
   const int64_t row = int64_t(blockIdx.x) * (blockDim.x / row_threads) + threadIdx.x / row_threads;
   const bool active = row < rows;  // idle groups of the last block still take part in group_sum
 
-  Pack<T, N, kWide> xs[P];
+  constexpr int kS = kGate == 1 ? P : 1;  // silu(z) is kept for the output pass only under gate after
+  float u[P][N], s[kS][N];
   float sum_sq = 0;
 #pragma unroll
   for (int j = 0; j < P; ++j) {
     const int p = lane + j * row_threads;
     if (active && p < packs) {
-      xs[j].load(x + row * D + p * N);
+      Pack<T, N, kWide> xp, zp;
+      xp.load(x + row * D + p * N);
+      if constexpr (kGate != 0) zp.load(z + row * D + p * N);
 #pragma unroll
-      for (int k = 0; k < N; ++k) sum_sq += xs[j][k] * xs[j][k];
+      for (int k = 0; k < N; ++k) {
+        const GateTerms<kGate> t(xp[k], kGate != 0 ? zp[k] : 0.f);
+        u[j][k] = t.u;
+        if constexpr (kGate == 1) s[j][k] = t.s;
+        sum_sq += t.u * t.u;
+      }
     }
   }
-  const float rs = rsqrtf(group_sum(sum_sq, row_threads, scratch) / float(D) + eps);
+  const float rs = rsqrtf(group_sum(sum_sq, row_threads, scratch) / n_div + eps);
   if (!active) return;
   if (rstd && lane == 0) rstd[row] = rs;
+  const T* wr = weight_row(w, row, G, D);
 #pragma unroll
   for (int j = 0; j < P; ++j) {
     const int p = lane + j * row_threads;
     if (p < packs) {
       Pack<T, N, kWide> wp, out;
-      wp.load(w + p * N);
+      if (wr) wp.load(wr + p * N);
 #pragma unroll
-      for (int k = 0; k < N; ++k) out.set(k, wp[k] * (xs[j][k] * rs));
+      for (int k = 0; k < N; ++k) {
+        const float n = (wr ? wp[k] : 1.f) * (u[j][k] * rs);
+        if constexpr (kGate == 1)
+          out.set(k, n * s[kGate == 1 ? j : 0][k]);
+        else
+          out.set(k, n);
+      }
       out.store(y + row * D + p * N);
     }
   }
 }
 
-// Rows of x and dy staged ahead of use per thread (AsyncRows): more for short rows, so that a block keeps about
+// Rows of x, dy (and z) staged ahead of use per thread (AsyncRows): more for short rows, so that a block keeps about
 // 32-64 KB in flight. Narrow packs (unaligned data) are read in place.
 template <int P> constexpr int kBackwardDepth = P <= 2 ? 4 : 2;
-template <class T, int N, bool kWide, int P> using BackwardRows =
-    AsyncRows<int(sizeof(T)) * N, 2 * P, kBackwardDepth<P>, kWide>;
+template <class T, int N, bool kWide, int P, int kGate> using BackwardRows =
+    AsyncRows<int(sizeof(T)) * N, (kGate != 0 ? 3 : 2) * P, kBackwardDepth<P>, kWide>;
 
-// dx = rstd * (g - xhat * mean(g * xhat)) with xhat = x * rstd, g = dy * w. Blocks stride over the rows; each thread
-// sums dy * xhat for the columns it owns in registers and finally writes them to its group's row of dw_partial
-// ([gridDim.x * groups per block, D]), which sum_partials_kernel reduces in a fixed order. The x and dy of the
-// next rows are copied into shared memory while the current row is reduced and written.
-template <class T, int N, bool kWide, int P> __global__ void __launch_bounds__(kMaxRowThreads)
-    rmsnorm_backward_kernel(T* __restrict__ dx, float* __restrict__ dw_partial, const T* __restrict__ dy,
-                            const T* __restrict__ x, const T* __restrict__ w, const float* __restrict__ rstd,
-                            int64_t rows, int D, int row_threads) {
+// With û = u·rs and g = dy·w (·s under gate after): du = rs·(g − û·Σ(g·û)/n_div); dx = du (·s under gate before);
+// dz = du·x·silu'(z) (before) or dy·w·û·silu'(z) (after). Blocks stride over the rows by a multiple of G, so each
+// thread's rows share one weight row; each thread sums dy·û (·s) for the columns it owns in registers and finally
+// writes them to its group's row of dw_partial ([gridDim.x * groups per block, D]; part p holds weight row p mod G),
+// which sum_partials_kernel reduces in a fixed order. The next rows' inputs are copied into shared memory while the
+// current row is reduced and written.
+template <class T, int N, bool kWide, int P, int kGate> __global__ void __launch_bounds__(kMaxRowThreads)
+    rmsnorm_backward_kernel(T* __restrict__ dx, T* __restrict__ dz, float* __restrict__ dw_partial,
+                            const T* __restrict__ dy, const T* __restrict__ x, const T* __restrict__ w,
+                            const T* __restrict__ z, const float* __restrict__ rstd, int64_t rows, int D, int G,
+                            int row_threads, float n_div) {
   extern __shared__ __align__(16) unsigned char staged[];
   __shared__ float scratch[kMaxRowThreads / kWarp];
   const int lane = threadIdx.x % row_threads, group = threadIdx.x / row_threads;
   const int groups = blockDim.x / row_threads, packs = D / N;
   const int64_t first_row = int64_t(blockIdx.x) * groups, step = int64_t(gridDim.x) * groups;
 
-  // Unit j < P of iteration i is pack j of the thread's x row, unit P + j the same pack of dy (null: none).
-  BackwardRows<T, N, kWide, P> staging(staged, threadIdx.x, blockDim.x);
+  // Unit j < P of iteration i is pack j of the thread's x row, unit P + j the same pack of dy, unit 2P + j of z
+  // (null: none).
+  constexpr int kUnits = (kGate != 0 ? 3 : 2) * P;
+  BackwardRows<T, N, kWide, P, kGate> staging(staged, threadIdx.x, blockDim.x);
   auto fetch = [&](int64_t i) {
     const int64_t row = first_row + i * step + group;
-    const void* src[2 * P];
+    const void* src[kUnits];
 #pragma unroll
     for (int j = 0; j < P; ++j) {
       const int p = lane + j * row_threads;
       const bool valid = row < rows && p < packs;
       src[j] = valid ? x + row * D + p * N : nullptr;
       src[P + j] = valid ? dy + row * D + p * N : nullptr;
+      if constexpr (kGate != 0) src[2 * P + j] = valid ? z + row * D + p * N : nullptr;
     }
     staging.fetch(i, src);
   };
   for (int i = 0; i < kBackwardDepth<P> - 1; ++i) fetch(i);
 
+  const T* wr = weight_row(w, first_row + group, G, D);
   Pack<T, N, kWide> ws[P];
 #pragma unroll
   for (int j = 0; j < P; ++j)
-    if (lane + j * row_threads < packs) ws[j].load(w + (lane + j * row_threads) * N);
+    if (wr && lane + j * row_threads < packs) ws[j].load(wr + (lane + j * row_threads) * N);
   float dw[P][N] = {};
 
   // Every thread runs the same number of iterations: group_sum synchronises the block.
@@ -129,7 +174,7 @@ template <class T, int N, bool kWide, int P> __global__ void __launch_bounds__(k
     const int64_t row = first_row + i * step + group;
     const bool active = row < rows;
     const float rs = active ? rstd[row] : 0.f;
-    Pack<T, N, kWide> xs[P], ds[P];
+    Pack<T, N, kWide> xs[P], ds[P], zs[P];
     float dot = 0;
     staging.wait();
 #pragma unroll
@@ -138,28 +183,43 @@ template <class T, int N, bool kWide, int P> __global__ void __launch_bounds__(k
       if (active && p < packs) {
         xs[j].load(static_cast<const T*>(staging.at(i, j, x + row * D + p * N)));
         ds[j].load(static_cast<const T*>(staging.at(i, P + j, dy + row * D + p * N)));
+        if constexpr (kGate != 0) zs[j].load(static_cast<const T*>(staging.at(i, 2 * P + j, z + row * D + p * N)));
 #pragma unroll
-        for (int k = 0; k < N; ++k) dot += ds[j][k] * ws[j][k] * xs[j][k];
+        for (int k = 0; k < N; ++k) {
+          const GateTerms<kGate> t(xs[j][k], kGate != 0 ? zs[j][k] : 0.f);
+          const float dy_k = kGate == 1 ? ds[j][k] * t.s : ds[j][k];
+          dot += dy_k * (wr ? ws[j][k] : 1.f) * t.u;
+        }
       }
     }
     fetch(i + kBackwardDepth<P> - 1);
-    const float mean_dot = group_sum(dot, row_threads, scratch) * rs / float(D);
+    const float mean_dot = group_sum(dot, row_threads, scratch) * rs / n_div;
 #pragma unroll
     for (int j = 0; j < P; ++j) {
       const int p = lane + j * row_threads;
       if (active && p < packs) {
-        Pack<T, N, kWide> out;
+        Pack<T, N, kWide> dx_out, dz_out;
 #pragma unroll
         for (int k = 0; k < N; ++k) {
-          const float xhat = xs[j][k] * rs;
-          out.set(k, rs * (ds[j][k] * ws[j][k] - xhat * mean_dot));
-          dw[j][k] += ds[j][k] * xhat;
+          const GateTerms<kGate> t(xs[j][k], kGate != 0 ? zs[j][k] : 0.f);
+          const float dy_k = kGate == 1 ? ds[j][k] * t.s : ds[j][k], w_k = wr ? ws[j][k] : 1.f;
+          const float uhat = t.u * rs, du = rs * (dy_k * w_k - uhat * mean_dot);
+          if constexpr (kGate == 2) {
+            dx_out.set(k, du * t.s);
+            dz_out.set(k, du * xs[j][k] * t.ds);
+          } else {
+            dx_out.set(k, du);
+            if constexpr (kGate == 1) dz_out.set(k, ds[j][k] * w_k * uhat * t.ds);
+          }
+          dw[j][k] += dy_k * uhat;
         }
-        out.store(dx + row * D + p * N);
+        dx_out.store(dx + row * D + p * N);
+        if constexpr (kGate != 0) dz_out.store(dz + row * D + p * N);
       }
     }
   }
 
+  if (!wr) return;
   float* part = dw_partial + (int64_t(blockIdx.x) * groups + group) * D;
 #pragma unroll
   for (int j = 0; j < P; ++j) {
@@ -174,54 +234,74 @@ template <class T, int N, bool kWide, int P> __global__ void __launch_bounds__(k
 // dozen, with several loads in flight, so this pass takes a few microseconds instead of 6.
 constexpr int kSumSlices = 32;
 
-// dw[c] += sum over parts of partial[part][c], in a fixed order: slice y sums parts y, y + kSumSlices, ..., then
-// slice totals are added in slice order.
-__global__ void sum_partials_kernel(float* __restrict__ dw, const float* __restrict__ partial, int parts, int D) {
+// dw[g, c] += sum over the parts p = g mod G of partial[p][c], in a fixed order: slice y sums parts g + y·G,
+// g + (y + kSumSlices)·G, ..., then slice totals are added in slice order. Grid: (⌈D / 32⌉, G).
+__global__ void sum_partials_kernel(float* __restrict__ dw, const float* __restrict__ partial, int parts, int D,
+                                    int G) {
   __shared__ float slice_sum[kSumSlices][kWarp + 1];
-  const int c = blockIdx.x * kWarp + threadIdx.x;
+  const int c = blockIdx.x * kWarp + threadIdx.x, g = blockIdx.y;
   float s = 0;
   if (c < D)
 #pragma unroll 4
-    for (int p = threadIdx.y; p < parts; p += kSumSlices) s += partial[int64_t(p) * D + c];
+    for (int p = g + threadIdx.y * G; p < parts; p += kSumSlices * G) s += partial[int64_t(p) * D + c];
   slice_sum[threadIdx.y][threadIdx.x] = s;
   __syncthreads();
   if (threadIdx.y == 0 && c < D) {
     float total = 0;
     for (int i = 0; i < kSumSlices; ++i) total += slice_sum[i][threadIdx.x];
-    dw[c] += total;
+    dw[int64_t(g) * D + c] += total;
   }
 }
 
-template <class T, int N, bool kWide, int P>
-void forward_with(const Layout& l, T* y, float* rstd, const T* x, const T* w, int64_t rows, int D, float eps) {
-  const int64_t blocks = (rows + l.rows_per_block - 1) / l.rows_per_block;
-  rmsnorm_forward_kernel<T, N, kWide, P>
-      <<<unsigned(blocks), l.threads(), 0, cuda::stream()>>>(y, rstd, x, w, rows, D, l.row_threads, eps);
+template <class T> struct NormArgs {
+  T *y, *dx, *dz;
+  float *rstd, *dw;
+  const T *x, *w, *z, *dy;
+  const float* rstd_in;
+};
+
+template <class T, int N, bool kWide, int P, int kGate>
+void forward_with(const Layout& l, const NormArgs<T>& a, const NormShape& s, float eps) {
+  const int64_t blocks = (s.rows + l.rows_per_block - 1) / l.rows_per_block;
+  rmsnorm_forward_kernel<T, N, kWide, P, kGate><<<unsigned(blocks), l.threads(), 0, cuda::stream()>>>(
+      a.y, a.rstd, a.x, a.w, a.z, s.rows, int(s.D), int(s.weight_rows), l.row_threads, eps,
+      s.l2 ? 1.f : float(s.D));
   PRIMER_CUDA_CHECK_LAUNCH();
 }
 
-template <class T, int N, bool kWide, int P> void backward_with(const Layout& l, T* dx, float* dw, const T* dy,
-                                                                const T* x, const T* w, const float* rstd, int64_t rows,
-                                                                int D) {
-  auto kernel = rmsnorm_backward_kernel<T, N, kWide, P>;
-  const size_t smem = BackwardRows<T, N, kWide, P>::smem_bytes(l.threads());
+int gcd(int a, int b) { return b == 0 ? a : gcd(b, a % b); }
+
+template <class T, int N, bool kWide, int P, int kGate>
+void backward_with(const Layout& l, const NormArgs<T>& a, const NormShape& s) {
+  auto kernel = rmsnorm_backward_kernel<T, N, kWide, P, kGate>;
+  const size_t smem = BackwardRows<T, N, kWide, P, kGate>::smem_bytes(l.threads());
   PRIMER_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   int per_sm = 0;
   PRIMER_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, l.threads(), smem));
-  const int64_t needed = (rows + l.rows_per_block - 1) / l.rows_per_block;
+  const int64_t needed = (s.rows + l.rows_per_block - 1) / l.rows_per_block;
   const int64_t resident = int64_t(sm_count()) * (per_sm > 0 ? per_sm : 1);
-  const int blocks = int(needed < resident ? needed : resident);
+  int blocks = int(needed < resident ? needed : resident);
+  // Per-head weights: the row step (blocks · rows per block) must be a multiple of G so that each row group's rows
+  // share one weight row; surplus blocks find no rows and contribute zero partials.
+  const int G = s.weight_rows > 0 ? int(s.weight_rows) : 1;
+  const int multiple = G / gcd(G, l.rows_per_block);
+  blocks = (blocks + multiple - 1) / multiple * multiple;
   const int parts = blocks * l.rows_per_block;
 
   // Scratch from the stream-ordered pool; its free is ordered after the kernels below.
-  const std::shared_ptr<Storage> partial =
-      allocate(Device::cuda(cuda::current_device()), size_t(parts) * size_t(D) * sizeof(float));
-  auto* partial_ptr = static_cast<float*>(partial->data());
-  kernel<<<unsigned(blocks), l.threads(), smem, cuda::stream()>>>(dx, partial_ptr, dy, x, w, rstd, rows, D,
-                                                                  l.row_threads);
+  std::shared_ptr<Storage> partial;
+  float* partial_ptr = nullptr;
+  if (a.dw) {
+    partial = allocate(Device::cuda(cuda::current_device()), size_t(parts) * size_t(s.D) * sizeof(float));
+    partial_ptr = static_cast<float*>(partial->data());
+  }
+  kernel<<<unsigned(blocks), l.threads(), smem, cuda::stream()>>>(a.dx, a.dz, partial_ptr, a.dy, a.x, a.w, a.z,
+                                                                  a.rstd_in, s.rows, int(s.D), G, l.row_threads,
+                                                                  s.l2 ? 1.f : float(s.D));
   PRIMER_CUDA_CHECK_LAUNCH();
-  sum_partials_kernel<<<unsigned((D + kWarp - 1) / kWarp), dim3(kWarp, kSumSlices), 0, cuda::stream()>>>(
-      dw, partial_ptr, parts, D);
+  if (!a.dw) return;
+  sum_partials_kernel<<<dim3(unsigned((s.D + kWarp - 1) / kWarp), unsigned(G)), dim3(kWarp, kSumSlices), 0,
+                        cuda::stream()>>>(a.dw, partial_ptr, parts, int(s.D), G);
   PRIMER_CUDA_CHECK_LAUNCH();
 }
 
@@ -249,27 +329,53 @@ template <class T, class F> void with_layout(int64_t D, bool aligned, F&& fn) {
     by_packs_per_thread(Const<V>{}, Const<false>{});
 }
 
+// The gated variants exist for rows of whole 16-byte packs, at most 2 a thread (kRmsNormGatedMaxPacks; head-wide
+// rows), which ops::rmsnorm checks: a third as many kernels to compile.
+constexpr bool instantiated(int gate, int N, int P) {
+  return gate == 0 || (N > 1 && P * kMaxRowThreads <= kRmsNormGatedMaxPacks);
+}
+
+// Calls fn(Const<kGate>) for the variant's gate.
+template <class F> void with_gate(int gate, F&& fn) {
+  switch (gate) {
+    case 0: return fn(Const<0>{});
+    case 1: return fn(Const<1>{});
+    default: return fn(Const<2>{});
+  }
+}
+
 }  // namespace
 
-void rmsnorm_forward(void* y, float* rstd, const void* x, const void* w, int64_t rows, int64_t D, float eps,
-                     DType dtype) {
-  visit_float(dtype, [&](auto tag) {
+void rmsnorm_forward(void* y, float* rstd, const void* x, const void* w, const void* z, const NormShape& s,
+                     float eps) {
+  visit_float(s.dtype, [&](auto tag) {
     using T = decltype(tag);
-    with_layout<T>(D, aligned16({y, x, w}), [&](auto n, auto wide, auto P, const Layout& l) {
-      forward_with<T, decltype(n)::value, decltype(wide)::value, decltype(P)::value>(
-          l, static_cast<T*>(y), rstd, static_cast<const T*>(x), static_cast<const T*>(w), rows, int(D), eps);
+    NormArgs<T> a{};
+    a.y = static_cast<T*>(y), a.rstd = rstd, a.x = static_cast<const T*>(x), a.w = static_cast<const T*>(w),
+    a.z = static_cast<const T*>(z);
+    with_gate(s.gate, [&](auto gate) {
+      constexpr int kGate = decltype(gate)::value;
+      with_layout<T>(s.D, aligned16({y, x, w, z}), [&](auto n, auto wide, auto P, const Layout& l) {
+        if constexpr (instantiated(kGate, decltype(n)::value, decltype(P)::value))
+          forward_with<T, decltype(n)::value, decltype(wide)::value, decltype(P)::value, kGate>(l, a, s, eps);
+      });
     });
   });
 }
 
-void rmsnorm_backward(void* dx, float* dw_accum, const void* dy, const void* x, const void* w, const float* rstd,
-                      int64_t rows, int64_t D, DType dtype) {
-  visit_float(dtype, [&](auto tag) {
+void rmsnorm_backward(void* dx, void* dz, float* dw_accum, const void* dy, const void* x, const void* w,
+                      const void* z, const float* rstd, const NormShape& s) {
+  visit_float(s.dtype, [&](auto tag) {
     using T = decltype(tag);
-    with_layout<T>(D, aligned16({dx, dy, x, w}), [&](auto n, auto wide, auto P, const Layout& l) {
-      backward_with<T, decltype(n)::value, decltype(wide)::value, decltype(P)::value>(
-          l, static_cast<T*>(dx), dw_accum, static_cast<const T*>(dy), static_cast<const T*>(x),
-          static_cast<const T*>(w), rstd, rows, int(D));
+    NormArgs<T> a{};
+    a.dx = static_cast<T*>(dx), a.dz = static_cast<T*>(dz), a.dw = dw_accum, a.dy = static_cast<const T*>(dy),
+    a.x = static_cast<const T*>(x), a.w = static_cast<const T*>(w), a.z = static_cast<const T*>(z), a.rstd_in = rstd;
+    with_gate(s.gate, [&](auto gate) {
+      constexpr int kGate = decltype(gate)::value;
+      with_layout<T>(s.D, aligned16({dx, dz, dy, x, w, z}), [&](auto n, auto wide, auto P, const Layout& l) {
+        if constexpr (instantiated(kGate, decltype(n)::value, decltype(P)::value))
+          backward_with<T, decltype(n)::value, decltype(wide)::value, decltype(P)::value, kGate>(l, a, s);
+      });
     });
   });
 }
