@@ -107,9 +107,9 @@ ag::Var Mamba2Mixer::forward(const ag::Var& input, const MixerContext& ctx, cons
 
   // Back on this rank's tokens with every head: gate, then RMSNorm per head (group = head_dim) with the per-channel
   // weight (Mamba-2's RMSNormGated with norm_before_gate = False), one pass each way.
-  const ag::Var normed =
-      ag::rmsnorm(y, ag::reshape(weight(".norm.weight"), {heads_, Dh}), ag::reshape(zxbcdt[0], {B, T_local, heads_, Dh}),
-                  ops::NormSpec{config_.mamba2.norm_eps, ops::NormGate::Before});
+  const ag::Var normed = ag::rmsnorm(y, ag::reshape(weight(".norm.weight"), {heads_, Dh}),
+                                     ag::reshape(zxbcdt[0], {B, T_local, heads_, Dh}),
+                                     ops::NormSpec{config_.mamba2.norm_eps, ops::NormGate::Before});
   return carry.from_rows(ag::linear(ag::reshape(normed, {B, T_local, d_inner_}), weight(".out_proj.weight")));
 }
 

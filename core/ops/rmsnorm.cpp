@@ -39,7 +39,9 @@ int64_t check_inputs(const char* op, const Tensor& x, const Tensor& w, const Ten
   PRIMER_CHECK(z.defined() == (spec.gate != NormGate::None),
                "{}: argument 'z' (the gate) is {}, expected {} (spec.gate {})", op,
                z.defined() ? z.describe() : "undefined", spec.gate == NormGate::None ? "undefined" : "a tensor like x",
-               spec.gate == NormGate::None ? "None" : spec.gate == NormGate::After ? "After" : "Before");
+               spec.gate == NormGate::None    ? "None"
+               : spec.gate == NormGate::After ? "After"
+                                              : "Before");
   if (z.defined()) {
     expect(z, op, "z", x.device(), {x.dtype()});
     expect_shape(z, op, "z", x.shape());
@@ -101,10 +103,10 @@ NormGrads rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& w, c
     if (x.is_cpu()) {
       cpu::rmsnorm_backward(grads.dx, grads.dz, dw_accum, dyc, xc, wc, zc, rc, spec);
     } else {
-      PRIMER_ON_CUDA(cuda_ops::rmsnorm_backward(
-          grads.dx.data_ptr(), grads.dz.defined() ? grads.dz.data_ptr() : nullptr,
-          dw_accum.defined() ? dw_accum.data<float>() : nullptr, dyc.data_ptr(), xc.data_ptr(), ptr_or_null(wc),
-          ptr_or_null(zc), rc.data<float>(), cuda_shape(x, w, spec)));
+      PRIMER_ON_CUDA(cuda_ops::rmsnorm_backward(grads.dx.data_ptr(), grads.dz.defined() ? grads.dz.data_ptr() : nullptr,
+                                                dw_accum.defined() ? dw_accum.data<float>() : nullptr, dyc.data_ptr(),
+                                                xc.data_ptr(), ptr_or_null(wc), ptr_or_null(zc), rc.data<float>(),
+                                                cuda_shape(x, w, spec)));
     }
   }
   return grads;

@@ -67,8 +67,8 @@ TEST(GatedRmsNorm, VariantsMatchTheirDefinitions) {
   for (const Variant& v : kVariants) {
     SCOPED_TRACE(v.name);
     const Tensor x = test::randn({kB, kT, kG, kD}, seed), w = weight_for(v, seed + 1);
-    const Tensor z = v.gate == NormGate::None ? Tensor() : test::randn({kB, kT, kG, kD}, seed + 2, DType::F64,
-                                                                       Device::cpu(), 2.0);
+    const Tensor z =
+        v.gate == NormGate::None ? Tensor() : test::randn({kB, kT, kG, kD}, seed + 2, DType::F64, Device::cpu(), 2.0);
     const ops::NormSpec spec{eps, v.gate, v.l2};
     Tensor rstd;
     const Tensor y = ops::rmsnorm(x, w, z, spec, &rstd);
@@ -122,10 +122,16 @@ TEST(GatedRmsNorm, BadArgumentsNameTheArgument) {
   const ops::NormSpec after{1e-6, NormGate::After};
   expect_error([&] { ops::rmsnorm(x, Tensor(), Tensor(), after, nullptr); }, {"rmsnorm", "'z'", "undefined"});
   expect_error([&] { ops::rmsnorm(x, Tensor(), z, ops::NormSpec{}, nullptr); }, {"rmsnorm", "'z'", "None"});
-  expect_error([&] { ops::rmsnorm(x, Tensor(), Tensor::zeros({2, 3, 5}, DType::F32), after, nullptr); },
-               {"rmsnorm", "'z'", "[2, 3, 4]"});
-  expect_error([&] { ops::rmsnorm(x, Tensor::zeros({2, 4}, DType::F32), Tensor(), ops::NormSpec{}, nullptr); },
-               {"rmsnorm", "per-head", "[..., 2, 4]"});
+  expect_error(
+      [&] {
+        ops::rmsnorm(x, Tensor(), Tensor::zeros({2, 3, 5}, DType::F32), after, nullptr);
+      },
+      {"rmsnorm", "'z'", "[2, 3, 4]"});
+  expect_error(
+      [&] {
+        ops::rmsnorm(x, Tensor::zeros({2, 4}, DType::F32), Tensor(), ops::NormSpec{}, nullptr);
+      },
+      {"rmsnorm", "per-head", "[..., 2, 4]"});
   Tensor rstd;
   ops::rmsnorm(x, Tensor(), z, after, &rstd);
   expect_error([&] { ops::rmsnorm_backward(x, x, Tensor(), z, rstd, after, Tensor::zeros({4}, DType::F32)); },

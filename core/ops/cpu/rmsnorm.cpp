@@ -77,7 +77,7 @@ template <class T> void backward(T* dx, T* dz, T* dw, const T* dy, const T* x, c
     }
   }
   if (!G) return;
-  // Weight-parallel so that each dw element has one writer and a fixed summation order.
+    // Weight-parallel so that each dw element has one writer and a fixed summation order.
 #pragma omp parallel for schedule(static)
   for (int64_t c = 0; c < G * D; ++c) {
     const int64_t g = c / D, i = c % D;

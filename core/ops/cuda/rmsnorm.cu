@@ -264,8 +264,7 @@ template <class T, int N, bool kWide, int P, int kGate>
 void forward_with(const Layout& l, const NormArgs<T>& a, const NormShape& s, float eps) {
   const int64_t blocks = (s.rows + l.rows_per_block - 1) / l.rows_per_block;
   rmsnorm_forward_kernel<T, N, kWide, P, kGate><<<unsigned(blocks), l.threads(), 0, cuda::stream()>>>(
-      a.y, a.rstd, a.x, a.w, a.z, s.rows, int(s.D), int(s.weight_rows), l.row_threads, eps,
-      s.l2 ? 1.f : float(s.D));
+      a.y, a.rstd, a.x, a.w, a.z, s.rows, int(s.D), int(s.weight_rows), l.row_threads, eps, s.l2 ? 1.f : float(s.D));
   PRIMER_CUDA_CHECK_LAUNCH();
 }
 
@@ -346,8 +345,7 @@ template <class F> void with_gate(int gate, F&& fn) {
 
 }  // namespace
 
-void rmsnorm_forward(void* y, float* rstd, const void* x, const void* w, const void* z, const NormShape& s,
-                     float eps) {
+void rmsnorm_forward(void* y, float* rstd, const void* x, const void* w, const void* z, const NormShape& s, float eps) {
   visit_float(s.dtype, [&](auto tag) {
     using T = decltype(tag);
     NormArgs<T> a{};
@@ -363,8 +361,8 @@ void rmsnorm_forward(void* y, float* rstd, const void* x, const void* w, const v
   });
 }
 
-void rmsnorm_backward(void* dx, void* dz, float* dw_accum, const void* dy, const void* x, const void* w,
-                      const void* z, const float* rstd, const NormShape& s) {
+void rmsnorm_backward(void* dx, void* dz, float* dw_accum, const void* dy, const void* x, const void* w, const void* z,
+                      const float* rstd, const NormShape& s) {
   visit_float(s.dtype, [&](auto tag) {
     using T = decltype(tag);
     NormArgs<T> a{};

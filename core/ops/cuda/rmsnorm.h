@@ -22,11 +22,10 @@ struct NormShape {
 };
 
 // y, x, z [rows, D]; w [G, D]; rstd f32 [rows] (may be null).
-void rmsnorm_forward(void* y, float* rstd, const void* x, const void* w, const void* z, const NormShape& s,
-                     float eps);
+void rmsnorm_forward(void* y, float* rstd, const void* x, const void* w, const void* z, const NormShape& s, float eps);
 // dx, dz, dy, x, z [rows, D] (dz, z null without a gate); w [G, D]; rstd f32 [rows]; dw_accum f32 [G, D] (null
 // with unit weight) += Σ over rows of dy ∂y/∂w.
-void rmsnorm_backward(void* dx, void* dz, float* dw_accum, const void* dy, const void* x, const void* w,
-                      const void* z, const float* rstd, const NormShape& s);
+void rmsnorm_backward(void* dx, void* dz, float* dw_accum, const void* dy, const void* x, const void* w, const void* z,
+                      const float* rstd, const NormShape& s);
 
 }  // namespace primer::ops::cuda_ops
