@@ -26,19 +26,30 @@ struct Layout {
   int threads() const { return row_threads * rows_per_block; }
 };
 
-// The fewest packs per thread that keep a row within kMaxRowThreads threads.
+// The fewest packs per thread that keep a row within kMaxRowThreads threads. Rows of at most a warp's packs get the
+// smallest power-of-two group that holds them (a head-wide bf16 row of 128: 16 threads, two rows a warp), so no lane
+// idles.
 Layout layout_for(int64_t packs) {
+  if (packs <= kWarp) {
+    int row_threads = 1;
+    while (row_threads < packs) row_threads *= 2;
+    return {1, row_threads, kMaxRowThreads / row_threads};
+  }
   int P = 1;
   while (P < kMaxPacksPerThread && (packs + P - 1) / P > kMaxRowThreads) P *= 2;
   const int row_threads = int(((packs + P - 1) / P + kWarp - 1) / kWarp * kWarp);
   return {P, row_threads, kMaxRowThreads / row_threads};
 }
 
-// Sum over each row group of `row_threads` consecutive threads; every thread receives its group's sum. Groups wider
-// than a warp meet in `scratch` (one float per warp), so all threads of the block must call this together.
+// Sum over each row group of `row_threads` consecutive threads; every thread receives its group's sum. Groups of at
+// most a warp reduce by shuffles within their aligned lanes; wider ones meet in `scratch` (one float per warp), so
+// all threads of the block must call this together.
 __device__ __forceinline__ float group_sum(float v, int row_threads, float* scratch) {
+  if (row_threads <= kWarp) {
+    for (int offset = row_threads / 2; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+    return v;
+  }
   v = warp_sum(v);
-  if (row_threads == kWarp) return v;
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, warps_per_group = row_threads / kWarp;
   __syncthreads();  // the previous call's readers are done with scratch
   if (lane == 0) scratch[warp] = v;
@@ -47,15 +58,13 @@ __device__ __forceinline__ float group_sum(float v, int row_threads, float* scra
   return warp_sum(lane < warps_per_group ? scratch[first + lane] : 0.f);
 }
 
-// The per-element quantities of a variant (kGate: 0 none, 1 after, 2 before): s = silu(z), ds = silu'(z) =
-// σ(z)·(1 + z·(1 − σ(z))), and u = the normalised input: x, or x·s when the gate comes before the norm.
 template <int kGate> struct GateTerms {
   float u, s, ds;
   __device__ __forceinline__ GateTerms(float x, float z) {
     if constexpr (kGate == 0) {
       u = x, s = 1.f, ds = 0.f;
     } else {
-      const float sig = 1.f / (1.f + expf(-z));
+      const float sig = __frcp_rn(1.f + expf(-z));  // 0 where expf overflows: silu → −0, no NaN
       s = z * sig;
       ds = sig * (1.f + z * (1.f - sig));
       u = kGate == 2 ? x * s : x;
@@ -175,6 +184,8 @@ template <class T, int N, bool kWide, int P, int kGate> __global__ void __launch
     const bool active = row < rows;
     const float rs = active ? rstd[row] : 0.f;
     Pack<T, N, kWide> xs[P], ds[P], zs[P];
+    constexpr int kC = kGate != 0 ? P : 1;  // the gate's terms, computed once per element
+    float gu[kC][N], gs[kC][N], gds[kC][N];
     float dot = 0;
     staging.wait();
 #pragma unroll
@@ -187,6 +198,7 @@ template <class T, int N, bool kWide, int P, int kGate> __global__ void __launch
 #pragma unroll
         for (int k = 0; k < N; ++k) {
           const GateTerms<kGate> t(xs[j][k], kGate != 0 ? zs[j][k] : 0.f);
+          if constexpr (kGate != 0) gu[j][k] = t.u, gs[j][k] = t.s, gds[j][k] = t.ds;
           const float dy_k = kGate == 1 ? ds[j][k] * t.s : ds[j][k];
           dot += dy_k * (wr ? ws[j][k] : 1.f) * t.u;
         }
@@ -201,7 +213,8 @@ template <class T, int N, bool kWide, int P, int kGate> __global__ void __launch
         Pack<T, N, kWide> dx_out, dz_out;
 #pragma unroll
         for (int k = 0; k < N; ++k) {
-          const GateTerms<kGate> t(xs[j][k], kGate != 0 ? zs[j][k] : 0.f);
+          GateTerms<0> t(xs[j][k], 0.f);
+          if constexpr (kGate != 0) t.u = gu[j][k], t.s = gs[j][k], t.ds = gds[j][k];
           const float dy_k = kGate == 1 ? ds[j][k] * t.s : ds[j][k], w_k = wr ? ws[j][k] : 1.f;
           const float uhat = t.u * rs, du = rs * (dy_k * w_k - uhat * mean_dot);
           if constexpr (kGate == 2) {
