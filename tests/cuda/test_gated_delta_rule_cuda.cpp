@@ -149,8 +149,8 @@ std::vector<Case> all_cases() {
 INSTANTIATE_TEST_SUITE_P(Shapes, GatedDeltaRuleCuda, ::testing::ValuesIn(all_cases()), case_name);
 
 #ifdef PRIMER_WITH_CUDA
-// The sequential passes with 128 value columns per CTA compute what 64 columns per CTA do (the same products in
-// the same order per element), through the launchers directly.
+// The sequential passes with 128 or 32 value columns per CTA compute what 64 columns per CTA do (the same products
+// in the same order per element), through the launchers directly.
 TEST(GatedDeltaRuleCuda, ValueBlocksAgree) {
   PRIMER_REQUIRE_CUDA();
   const uint64_t seed = test::fresh_seed();
@@ -184,9 +184,12 @@ TEST(GatedDeltaRuleCuda, ValueBlocksAgree) {
     for (const Tensor& t : out) host.push_back(t.to(Device::cpu()).to(DType::F64));
     return host;
   };
-  const std::vector<Tensor> a = run(64), b = run(128);
+  const std::vector<Tensor> a = run(64), b = run(128), c = run(32);
   const char* names[] = {"o", "state_out", "dq", "dk", "dv", "dg", "dbeta", "dstate_in"};
-  for (size_t i = 0; i < a.size(); ++i) test::expect_close(b[i], a[i], 1e-6, 1e-5, names[i]);
+  for (size_t i = 0; i < a.size(); ++i) {
+    test::expect_close(b[i], a[i], 1e-6, 1e-5, names[i] + std::string(" (128 vs 64)"));
+    test::expect_close(c[i], a[i], 1e-6, 1e-5, names[i] + std::string(" (32 vs 64)"));
+  }
 }
 #endif
 

@@ -7,7 +7,7 @@
 // (layers::GdnMixer::core_forward_flops, core_backward_flops: 2C(3K + 2V) + 6KV forward; the backward as our kernels
 // run it, recomputation included). GB/s counts the compulsory traffic: the forward reads q, k, v, g, β and writes o;
 // the backward also reads dout and writes dq, dk, dv, dg, dβ. (3) Each kernel of the core's forward and backward on its
-// own, for both value blocks of the sequential passes (64 or 128 value columns per CTA), through the CUDA launchers.
+// own, for each value block of the sequential passes (32, 64 or 128 value columns per CTA), through the CUDA launchers.
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -81,7 +81,7 @@ void bench_kernels(const CoreInputs& in, const std::string& shape) {
   const Tensor db = Tensor::empty(in.g.shape(), DType::F32, Device::cuda());
   const Tensor st = Tensor::empty({in.B, in.H, in.K, in.V}, DType::F32, Device::cuda());
   std::vector<bench::Row> rows;
-  for (int value_block : {64, 128}) {
+  for (int value_block : {32, 64, 128}) {
     const ops::cuda_ops::GatedDeltaConfig config{value_block};
     const auto fwd = ops::cuda_ops::gated_delta_rule_forward_kernels(
         d, in.q.data_ptr(), in.k.data_ptr(), in.v.data_ptr(), in.g.data<float>(), in.beta.data<float>(), nullptr,

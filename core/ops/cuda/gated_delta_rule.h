@@ -10,9 +10,9 @@
 
 namespace primer::ops::cuda_ops {
 
-// Kernel configuration. value_block: the value columns each CTA of the sequential state passes owns (64, or 128
-// when V = 128): 128 reads each chunk's tiles once per head instead of twice, 64 runs twice as many CTAs. 0: the
-// default (gated_delta_rule_default_value_block).
+// Kernel configuration. value_block: the value columns each CTA of the sequential state passes owns (64, or 32 or
+// 128 when V = 128): 128 reads each chunk's tiles once per head instead of twice, 64 runs twice as many CTAs and 32
+// four times. 0: the default (gated_delta_rule_default_value_block: 32 when 64 would leave SMs idle, else 64).
 struct GatedDeltaConfig {
   int value_block = 0;
 };

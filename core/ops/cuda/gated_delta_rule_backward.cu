@@ -434,7 +434,10 @@ std::vector<GatedDeltaKernel> gated_delta_rule_backward_kernels(
     kernels.push_back({"reverse state pass", [=] { gdr::reverse_pass<64, 64>(d, in, dO, s, dstate_out, dstate_in); }});
     kernels.push_back({"chunk gradients", [=] { gdr::chunk_grads<64>(d, in, dO, s, dq_, dk_, dv_, dg, dbeta); }});
   } else {
-    if (value_block == 64)
+    if (value_block == 32)
+      kernels.push_back(
+          {"reverse state pass", [=] { gdr::reverse_pass<128, 32>(d, in, dO, s, dstate_out, dstate_in); }});
+    else if (value_block == 64)
       kernels.push_back(
           {"reverse state pass", [=] { gdr::reverse_pass<128, 64>(d, in, dO, s, dstate_out, dstate_in); }});
     else

@@ -14,6 +14,7 @@
 #include "core/ops/cuda/dynamic_smem.h"
 #include "core/ops/cuda/gated_delta_rule.h"
 #include "core/ops/cuda/gated_delta_rule_kernels.cuh"
+#include "core/ops/cuda/sm_count.h"
 
 namespace primer::ops::cuda_ops::gdr {
 namespace {
@@ -326,6 +327,8 @@ void launch_state_pass(const GatedDeltaDims& d, const Inputs& in, const Scratch&
     constexpr bool kOutput = decltype(output)::value;
     if (d.key_dim == 64)
       state_pass<64, 64, kOutput>(d, in, s, state_in, o, state_out);
+    else if (value_block == 32)
+      state_pass<128, 32, kOutput>(d, in, s, state_in, o, state_out);
     else if (value_block == 64)
       state_pass<128, 64, kOutput>(d, in, s, state_in, o, state_out);
     else
@@ -348,7 +351,12 @@ size_t gated_delta_rule_workspace_bytes(const GatedDeltaDims& d, bool backward) 
 
 // 64 value columns per CTA: on an H100 at B·H = 64 the sequential passes are latency-bound and twice the CTAs beat
 // reading each tile once (0.23 vs 0.37 ms for the forward state pass; docs/perf.md).
-int gated_delta_rule_default_value_block(const GatedDeltaDims&) { return 64; }
+int gated_delta_rule_default_value_block(const GatedDeltaDims& d) {
+  // The state passes walk the chunks in order, one block per (value slice, head, sequence): with few sequences and
+  // heads (B = 1 at long T) slices of 64 leave most SMs idle, so they narrow to 32 (each block still reads whole
+  // key-wide tiles: more L2 traffic, which pays only while SMs would idle).
+  return d.key_dim == 128 && d.batch * d.heads * (d.key_dim / 64) < sm_count() ? 32 : 64;
+}
 
 std::vector<GatedDeltaKernel> gated_delta_rule_forward_kernels(const GatedDeltaDims& d, const void* q, const void* k,
                                                                const void* v, const float* g, const float* beta,

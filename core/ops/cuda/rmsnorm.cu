@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <memory>
 #include <type_traits>
 
@@ -243,27 +244,42 @@ template <class T, int N, bool kWide, int P, int kGate> __global__ void __launch
   }
 }
 
-// A block of 32 columns x 32 slices: with about 400 parts (one per resident row group) each thread sums about a
-// dozen, with several loads in flight, so this pass takes a few microseconds instead of 6.
+// A block of 32 columns x 32 slices. Head-wide rows leave thousands of parts (one per resident row group), so the
+// parts of a weight row are split among `splits` blocks whose totals a second pass adds in order: enough blocks to
+// fill the GPU, each thread summing a handful of loads in flight.
 constexpr int kSumSlices = 32;
 
-// dw[g, c] += sum over the parts p = g mod G of partial[p][c], in a fixed order: slice y sums parts g + y·G,
-// g + (y + kSumSlices)·G, ..., then slice totals are added in slice order. Grid: (⌈D / 32⌉, G).
-__global__ void sum_partials_kernel(float* __restrict__ dw, const float* __restrict__ partial, int parts, int D,
-                                    int G) {
+// Weight row g's parts are p_j = g + j·G, j < J = parts / G; block z of the grid (⌈D / 32⌉, G, splits) sums
+// j ∈ [z·J / splits, (z + 1)·J / splits), slice y taking every kSumSlices-th j from y, then the slice totals in
+// order. With one split the total is added to dw[g, c]; else it goes to split_sums[z, g, c].
+__global__ void sum_partials_kernel(float* __restrict__ dw, float* __restrict__ split_sums,
+                                    const float* __restrict__ partial, int parts, int D, int G) {
   __shared__ float slice_sum[kSumSlices][kWarp + 1];
-  const int c = blockIdx.x * kWarp + threadIdx.x, g = blockIdx.y;
+  const int c = blockIdx.x * kWarp + threadIdx.x, g = blockIdx.y, z = blockIdx.z, splits = gridDim.z;
+  const int J = parts / G, j_begin = int(int64_t(J) * z / splits), j_end = int(int64_t(J) * (z + 1) / splits);
   float s = 0;
   if (c < D)
 #pragma unroll 4
-    for (int p = g + threadIdx.y * G; p < parts; p += kSumSlices * G) s += partial[int64_t(p) * D + c];
+    for (int j = j_begin + threadIdx.y; j < j_end; j += kSumSlices) s += partial[(int64_t(g) + int64_t(j) * G) * D + c];
   slice_sum[threadIdx.y][threadIdx.x] = s;
   __syncthreads();
   if (threadIdx.y == 0 && c < D) {
     float total = 0;
     for (int i = 0; i < kSumSlices; ++i) total += slice_sum[i][threadIdx.x];
-    dw[int64_t(g) * D + c] += total;
+    if (splits == 1)
+      dw[int64_t(g) * D + c] += total;
+    else
+      split_sums[(int64_t(z) * G + g) * D + c] = total;
   }
+}
+
+// dw[i] += Σ_z split_sums[z, i] in split order, i < G·D.
+__global__ void sum_splits_kernel(float* __restrict__ dw, const float* __restrict__ split_sums, int splits, int64_t n) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  float total = 0;
+  for (int z = 0; z < splits; ++z) total += split_sums[z * n + i];
+  dw[i] += total;
 }
 
 template <class T> struct NormArgs {
@@ -312,8 +328,21 @@ void backward_with(const Layout& l, const NormArgs<T>& a, const NormShape& s) {
                                                                   s.l2 ? 1.f : float(s.D));
   PRIMER_CUDA_CHECK_LAUNCH();
   if (!a.dw) return;
-  sum_partials_kernel<<<dim3(unsigned((s.D + kWarp - 1) / kWarp), unsigned(G)), dim3(kWarp, kSumSlices), 0,
-                        cuda::stream()>>>(a.dw, partial_ptr, parts, int(s.D), G);
+  // Splits so that about two blocks per SM sum, each slice over at least ~4 parts.
+  const int column_blocks = int((s.D + kWarp - 1) / kWarp), per_row = parts / G;
+  const int splits = std::max(1, std::min(2 * sm_count() / (column_blocks * G), per_row / (4 * kSumSlices)));
+  std::shared_ptr<Storage> split_sums;
+  float* split_ptr = nullptr;
+  if (splits > 1) {
+    split_sums = allocate(Device::cuda(cuda::current_device()), size_t(splits) * size_t(G * s.D) * sizeof(float));
+    split_ptr = static_cast<float*>(split_sums->data());
+  }
+  sum_partials_kernel<<<dim3(unsigned(column_blocks), unsigned(G), unsigned(splits)), dim3(kWarp, kSumSlices), 0,
+                        cuda::stream()>>>(a.dw, split_ptr, partial_ptr, parts, int(s.D), G);
+  PRIMER_CUDA_CHECK_LAUNCH();
+  if (splits == 1) return;
+  const int64_t n = int64_t(G) * s.D;
+  sum_splits_kernel<<<unsigned((n + 255) / 256), 256, 0, cuda::stream()>>>(a.dw, split_ptr, splits, n);
   PRIMER_CUDA_CHECK_LAUNCH();
 }
 

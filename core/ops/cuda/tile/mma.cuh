@@ -18,8 +18,12 @@ namespace primer::ops::cuda_ops::tile {
 using bf16 = __nv_bfloat16;
 
 // Element offset of (row, col) in a tile with kCols bf16 per row, stored in 16-byte chunks whose index is XORed
-// with row % 8: the 8 rows an ldmatrix reads at one column fall in 8 different bank groups.
+// with row % 8: the 8 rows an ldmatrix reads at one column fall in 8 different bank groups. Rows of 32 (four
+// chunks, two rows per 128-byte line) XOR with (row / 2) % 4 instead: row parity picks the line's half, and the
+// four row pairs take the four chunks.
 template <int kCols> __device__ __forceinline__ int swizzle(int row, int col) {
+  static_assert(kCols == 32 || kCols % 64 == 0, "swizzled tiles are 32 or a multiple of 64 columns wide");
+  if constexpr (kCols == 32) return row * kCols + ((((col >> 3) ^ ((row >> 1) & 3)) << 3) | (col & 7));
   return row * kCols + ((((col >> 3) ^ (row & 7)) << 3) | (col & 7));
 }
 
