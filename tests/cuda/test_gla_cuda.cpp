@@ -10,6 +10,9 @@
 #include <limits>
 
 #include "core/ops/gla.h"
+#ifdef PRIMER_WITH_CUDA
+#include "core/ops/cuda/gla_scan.h"
+#endif
 #include "tests/cuda/parity_util.h"
 
 namespace primer {
@@ -135,6 +138,43 @@ TEST(GlaCuda, TwoCallsCarryingTheStateEqualOneCall) {
   expect_match(o2, part(o, T1, T), 1e-2, 2e-2, "o of the second call");
   expect_match(st2, st_full, 1e-2, 2e-2, "final state");
 }
+
+#ifdef PRIMER_WITH_CUDA
+// The sequential state pass with 32 value columns per block computes what 64 columns per block do (the same
+// products in the same order per element), forward and reverse jobs in one launch, through the launcher directly.
+TEST(GlaCuda, ScanSlicesAgree) {
+  PRIMER_REQUIRE_CUDA();
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  for (const int64_t K : {int64_t(64), int64_t(128)}) {
+    const int64_t B = 2, T = 150, H = 3, V = 128;
+    const ops::GlaDims d{B, T, H, K, V};
+    const int64_t chunks = ops::gla_chunks(d);
+    const Tensor a = test::random_on_cuda({B, T, H, K}, seed + 1, DType::BF16);
+    const Tensor b = test::random_on_cuda({B, T, H, V}, seed + 2, DType::BF16);
+    const Tensor init = test::random_on_cuda({B, H, K, V}, seed + 3, DType::F32);
+    const Tensor g = test::rand_uniform({B, T, H}, seed + 4, -0.2, 0.0, DType::F32).to(Device::cuda());
+    auto run = [&](int slice) {
+      std::vector<Tensor> out;
+      for (int i = 0; i < 4; ++i) {
+        out.push_back(i % 2 == 0 ? Tensor::empty({B, H, chunks, K, V}, DType::BF16, Device::cuda())
+                                 : Tensor::empty({B, H, K, V}, DType::F32, Device::cuda()));
+        test::poison(out.back());
+      }
+      const ops::cuda_ops::GlaScanJob jobs[2] = {
+          {a.data_ptr(), b.data_ptr(), init.data<float>(), out[0].data_ptr(), out[1].data<float>(), false},
+          {a.data_ptr(), b.data_ptr(), init.data<float>(), out[2].data_ptr(), out[3].data<float>(), true}};
+      ops::cuda_ops::gla_state_scans(d, g.data<float>(), 0.5f, jobs, 2, slice);
+      for (Tensor& t : out) t = test::cpu_f64(t);
+      return out;
+    };
+    const std::vector<Tensor> wide = run(64), narrow = run(32);
+    const char* names[] = {"forward states", "S_T", "reverse states", "dS_0"};
+    for (size_t i = 0; i < wide.size(); ++i)
+      test::expect_close(narrow[i], wide[i], 1e-6, 1e-5, names[i] + std::string(" K ") + std::to_string(K));
+  }
+}
+#endif
 
 TEST(GlaCuda, RejectsUnsupportedHeadDims) {
   PRIMER_REQUIRE_CUDA();

@@ -354,8 +354,8 @@ size_t gated_delta_rule_workspace_bytes(const GatedDeltaDims& d, bool backward) 
 int gated_delta_rule_default_value_block(const GatedDeltaDims& d) {
   // The state passes walk the chunks in order, one block per (value slice, head, sequence): with few sequences and
   // heads (B = 1 at long T) slices of 64 leave most SMs idle, so they narrow to 32 (each block still reads whole
-  // key-wide tiles: more L2 traffic, which pays only while SMs would idle).
-  return d.key_dim == 128 && d.batch * d.heads * (d.key_dim / 64) < sm_count() ? 32 : 64;
+  // key-wide tiles: more L2 traffic, which pays only while SMs would idle: 2.22 against 2.02 ms at B = 4, H = 16).
+  return d.key_dim == 128 && leaves_half_the_sms_idle(d.batch * d.heads * (d.value_dim / 64)) ? 32 : 64;
 }
 
 std::vector<GatedDeltaKernel> gated_delta_rule_forward_kernels(const GatedDeltaDims& d, const void* q, const void* k,

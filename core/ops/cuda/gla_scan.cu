@@ -1,13 +1,17 @@
-// The sequential chunk-state pass of chunked GLA (see gla_scan.h). One block of 8 warps per (64-column slice of V,
-// head, batch × job): warps tile the K × 64 state slice as kWarpsM row strips of 16 × kWarpsN column groups and
+// The sequential chunk-state pass of chunked GLA (see gla_scan.h). One block of 8 warps per (64- or 32-column slice
+// of V, head, batch × job): warps tile the K × slice state as kWarpsM row strips of 16 × kWarpsN column groups and
 // keep it in fp32 mma accumulators. Chunks stream through a ring of kStages shared-memory stages by cp.async,
 // kStages − 1 chunks ahead of the one being folded in, so the chain of per-chunk updates never waits on global
 // memory. The update is one tensor-core product Aᵀ diag(w) B per chunk; the row weights w are applied to the A
 // fragments after ldmatrix, so the tiles land in shared memory untouched.
+#include <type_traits>
+
+#include "core/check.h"
 #include "core/cuda_runtime.h"
 #include "core/ops/cuda/dynamic_smem.h"
 #include "core/ops/cuda/gla_scan.h"
 #include "core/ops/cuda/gla_tiles.cuh"
+#include "core/ops/cuda/sm_count.h"
 
 namespace primer::ops::cuda_ops {
 namespace {
@@ -15,8 +19,6 @@ namespace {
 using gla::bf16;
 using gla::kChunk;
 using gla::kThreads;
-constexpr int kSlice = 64;  // columns of V per block
-
 struct ScanLaunch {
   GlaScanJob job[2];
   const float* g;
@@ -24,7 +26,7 @@ struct ScanLaunch {
   int batch, time, heads, value_dim, chunks;
 };
 
-template <int kK> struct ScanTraits {
+template <int kK, int kSlice> struct ScanTraits {
   static constexpr int kWarpsM = kK / 16, kWarpsN = 8 / kWarpsM;
   static constexpr int kWarpCols = kSlice / kWarpsN, kTiles = kWarpCols / 8;
   static constexpr int kStages = 4;
@@ -32,8 +34,8 @@ template <int kK> struct ScanTraits {
   static constexpr int kSmemBytes = kStages * kStageElems * int(sizeof(bf16));
 };
 
-template <int kK> __global__ void __launch_bounds__(kThreads, 2) gla_scan_kernel(ScanLaunch p) {
-  using Tr = ScanTraits<kK>;
+template <int kK, int kSlice> __global__ void __launch_bounds__(kThreads, 2) gla_scan_kernel(ScanLaunch p) {
+  using Tr = ScanTraits<kK, kSlice>;
   extern __shared__ __align__(128) unsigned char smem[];
   bf16* ring = reinterpret_cast<bf16*>(smem);
   __shared__ float sW[kChunk];  // row weights of the chunk being folded in
@@ -149,9 +151,9 @@ template <int kK> __global__ void __launch_bounds__(kThreads, 2) gla_scan_kernel
   }
 }
 
-template <int kK> void launch_scan(const ScanLaunch& p, int count) {
-  using Tr = ScanTraits<kK>;
-  constexpr auto kernel = gla_scan_kernel<kK>;
+template <int kK, int kSlice> void launch_scan(const ScanLaunch& p, int count) {
+  using Tr = ScanTraits<kK, kSlice>;
+  constexpr auto kernel = gla_scan_kernel<kK, kSlice>;
   allow_dynamic_smem<kernel>(Tr::kSmemBytes);
   const dim3 grid(unsigned(p.value_dim / kSlice), unsigned(p.heads), unsigned(p.batch * count));
   kernel<<<grid, kThreads, Tr::kSmemBytes, cuda::stream()>>>(p);
@@ -160,7 +162,8 @@ template <int kK> void launch_scan(const ScanLaunch& p, int count) {
 
 }  // namespace
 
-void gla_state_scans(const GlaDims& d, const float* g, float scale, const GlaScanJob* jobs, int count) {
+void gla_state_scans(const GlaDims& d, const float* g, float scale, const GlaScanJob* jobs, int count,
+                     int value_slice) {
   if (d.batch == 0 || d.heads == 0) return;
   ScanLaunch p{};
   for (int i = 0; i < count; ++i) p.job[i] = jobs[i];
@@ -171,10 +174,20 @@ void gla_state_scans(const GlaDims& d, const float* g, float scale, const GlaSca
   p.heads = int(d.heads);
   p.value_dim = int(d.value_dim);
   p.chunks = int(gla_chunks(d));
-  if (d.key_dim == 64)
-    launch_scan<64>(p, count);
+  PRIMER_CHECK(value_slice == 0 || value_slice == 32 || value_slice == 64,
+               "gla_state_scans: value_slice {} is not 32, 64 or 0 (the default)", value_slice);
+  if (value_slice == 0)
+    value_slice = leaves_half_the_sms_idle(int64_t(count) * d.batch * d.heads * (d.value_dim / 64)) ? 32 : 64;
+  auto launch = [&](auto slice) {
+    if (d.key_dim == 64)
+      launch_scan<64, decltype(slice)::value>(p, count);
+    else
+      launch_scan<128, decltype(slice)::value>(p, count);
+  };
+  if (value_slice == 32)
+    launch(std::integral_constant<int, 32>{});
   else
-    launch_scan<128>(p, count);
+    launch(std::integral_constant<int, 64>{});
 }
 
 }  // namespace primer::ops::cuda_ops

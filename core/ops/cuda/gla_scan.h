@@ -1,5 +1,5 @@
-// The sequential pass of chunked GLA (internal to gla_forward.cu / gla_backward.cu): per (batch, head, 64-column
-// slice of V) one block walks the chunks keeping a K × 64 slice of a state in fp32 registers, writing it in bf16 at
+// The sequential pass of chunked GLA (internal to gla_forward.cu / gla_backward.cu): per (batch, head, 64- or 32-
+// column slice of V) one block walks the chunks keeping a K × slice of a state in fp32 registers, writing it in bf16 at
 // every chunk boundary. Two flavours share the kernel and may run in one launch:
 //   forward  (the state S, chunks in order):   states[c] = S before chunk c;  S ← e^{G_L} S + Σ_j e^{G_L−G_j} k_j v_jᵀ
 //   reverse  (its gradient dE, chunks reversed): states[c] = dE after chunk c; dE ← e^{G_L} dE + scale Σ_r e^{G_r} q_r
@@ -20,7 +20,9 @@ struct GlaScanJob {
   bool reverse;
 };
 
-// Runs `count` (1 or 2) jobs over the same g [B, T, H] in one launch.
-void gla_state_scans(const GlaDims& d, const float* g, float scale, const GlaScanJob* jobs, int count);
+// Runs `count` (1 or 2) jobs over the same g [B, T, H] in one launch. value_slice: the value columns per block, 64
+// or 32 (twice the blocks, for few heads and sequences); 0: 32 when 64 would leave half the SMs idle, else 64.
+void gla_state_scans(const GlaDims& d, const float* g, float scale, const GlaScanJob* jobs, int count,
+                     int value_slice = 0);
 
 }  // namespace primer::ops::cuda_ops

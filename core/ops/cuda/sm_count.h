@@ -14,4 +14,9 @@ inline int sm_count() {
   return count;
 }
 
+// True when a launch of `blocks` long-lived blocks (the sequential chunk passes: one block per value slice, head and
+// sequence for the whole sequence) would leave half the SMs or more idle; those passes then narrow their value
+// slices to double the blocks.
+inline bool leaves_half_the_sms_idle(int64_t blocks) { return 2 * blocks <= sm_count(); }
+
 }  // namespace primer::ops::cuda_ops
