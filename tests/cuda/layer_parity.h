@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -56,6 +57,32 @@ inline void expect_rel_l2(const Tensor& gpu, const Tensor& ref, double tol, cons
   std::printf("  %-40s rel L2 %.2e (tolerance %.0e)\n", what.c_str(), d.rel_l2, tol);
   EXPECT_EQ(d.nonfinite, 0) << what;
   EXPECT_LE(d.rel_l2, tol) << what << ": max abs " << d.max_abs;
+}
+
+// Every parameter gradient against its reference: tensors of kFewElements values or more each within tol(name);
+// smaller ones — per-head vectors (A_log, dt_bias, a gate's bias: one value per head, each a sum over every token
+// with cancellation) are a statistic of a handful of heavy-tailed draws, not an average — are printed, checked
+// finite, and held to `whole_tol` together with every other gradient (the concatenation of all of them).
+constexpr int64_t kFewElements = 32;
+inline void expect_gradients_track(const std::vector<Tensor>& gpu, const std::vector<Tensor>& ref,
+                                   const std::vector<std::string>& names,
+                                   const std::function<double(const std::string&)>& tol, double whole_tol) {
+  std::vector<double> gpu_all, ref_all;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    if (ref[i].numel() >= kFewElements) {
+      expect_rel_l2(gpu[i], ref[i], tol(names[i]), names[i]);
+    } else {
+      const Diff d = compare(gpu[i], ref[i]);
+      std::printf("  %-40s rel L2 %.2e (%lld values: in the whole-gradient check)\n", names[i].c_str(), d.rel_l2,
+                  static_cast<long long>(ref[i].numel()));
+      EXPECT_EQ(d.nonfinite, 0) << names[i];
+    }
+    for (double v : gpu[i].to_vector<double>()) gpu_all.push_back(v);
+    for (double v : ref[i].to_vector<double>()) ref_all.push_back(v);
+  }
+  const Shape whole{int64_t(ref_all.size())};
+  expect_rel_l2(Tensor::from_vector(gpu_all, whole, DType::F64), Tensor::from_vector(ref_all, whole, DType::F64),
+                whole_tol, "every parameter gradient together");
 }
 
 // The parameters' names in registration order (the order of LayerRun::grads).
