@@ -68,8 +68,9 @@ Tensor workspace(const GatedDeltaDims& d, bool backward, Device device) {
 }  // namespace
 
 Tensor gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
-                        double scale, const Tensor& state_in, Tensor* state_out) {
+                        double scale, const Tensor& state_in, Tensor* state_out, Tensor* kept_scratch) {
   constexpr const char* op = "gated_delta_rule";
+  if (kept_scratch) *kept_scratch = Tensor();
   const GatedDeltaDims d = check_inputs(op, q, k, v, g, beta, scale, state_in);
   const Tensor gc = g.contiguous(), bc = beta.contiguous(), sc = contiguous_or_null(state_in);
   Tensor st = state_out ? Tensor::empty(state_shape(d), state_dtype(q), q.device()) : Tensor();
@@ -86,10 +87,14 @@ Tensor gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const
     PRIMER_ON_CUDA([&] {
       const Tensor qb = as_bf16(q), kb = as_bf16(k), vb = as_bf16(v);
       const Tensor ob = Tensor::empty(v.shape(), DType::BF16, v.device());
-      const Tensor ws = workspace(d, false, q.device());
+      const bool keep = kept_scratch != nullptr;
+      const Tensor ws = workspace(d, keep, q.device());
+      cuda_ops::GatedDeltaConfig config;
+      config.keep_scratch = keep;
       cuda_ops::gated_delta_rule_forward(d, qb.data_ptr(), kb.data_ptr(), vb.data_ptr(), gc.data<float>(),
                                          bc.data<float>(), ptr<float>(sc), ob.data_ptr(), mut_ptr<float>(st),
-                                         ws.data_ptr());
+                                         ws.data_ptr(), config);
+      if (keep) *kept_scratch = ws;
       o = like(ob, v.dtype());
     }());
   }
@@ -99,7 +104,7 @@ Tensor gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const
 
 GatedDeltaGrads gated_delta_rule_backward(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
                                           const Tensor& g, const Tensor& beta, double scale, const Tensor& state_in,
-                                          const Tensor& dstate_out) {
+                                          const Tensor& dstate_out, [[maybe_unused]] const Tensor& kept_scratch) {
   constexpr const char* op = "gated_delta_rule_backward";
   const GatedDeltaDims d = check_inputs(op, q, k, v, g, beta, scale, state_in);
   expect(dout, op, "dout", q.device(), {v.dtype()});
@@ -132,11 +137,18 @@ GatedDeltaGrads gated_delta_rule_backward(const Tensor& dout, const Tensor& q, c
       const Tensor dq = Tensor::empty(q.shape(), DType::BF16, q.device());
       const Tensor dk = Tensor::empty(k.shape(), DType::BF16, k.device());
       const Tensor dv = Tensor::empty(v.shape(), DType::BF16, v.device());
-      const Tensor ws = workspace(d, true, q.device());
+      cuda_ops::GatedDeltaConfig config;
+      config.scratch_from_forward = kept_scratch.defined();
+      if (config.scratch_from_forward)
+        PRIMER_CHECK(kept_scratch.is_cuda() && kept_scratch.dtype() == DType::U8 &&
+                         kept_scratch.numel() == int64_t(cuda_ops::gated_delta_rule_workspace_bytes(d, true)),
+                     "{}: kept_scratch {} is not the scratch of a forward on inputs of these sizes", op,
+                     kept_scratch.describe());
+      const Tensor ws = config.scratch_from_forward ? kept_scratch : workspace(d, true, q.device());
       cuda_ops::gated_delta_rule_backward(d, dob.data_ptr(), qb.data_ptr(), kb.data_ptr(), vb.data_ptr(),
                                           gc.data<float>(), bc.data<float>(), ptr<float>(sc), ptr<float>(dsc),
                                           dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), r.dg.data<float>(),
-                                          r.dbeta.data<float>(), mut_ptr<float>(r.dstate_in), ws.data_ptr());
+                                          r.dbeta.data<float>(), mut_ptr<float>(r.dstate_in), ws.data_ptr(), config);
       r.dq = like(dq, q.dtype());
       r.dk = like(dk, k.dtype());
       r.dv = like(dv, v.dtype());

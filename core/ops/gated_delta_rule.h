@@ -12,18 +12,22 @@ namespace primer::ops {
 // q, k [B, T, H, K]; v [B, T, H, V]; g [B, T, H] log decay; beta [B, T, H] write strength.
 // CPU: every tensor f32 or every tensor f64. CUDA: q, k, v all bf16 or all f32; g, beta and state_in f32.
 // Returns o [B, T, H, V] in v's dtype. If state_out is non-null it receives S_T [B, H, K, V] (f32; f64 for f64).
+// If kept_scratch is non-null, on CUDA it receives the chunk scratch the backward would recompute (the chunk-start
+// states in bf16 and the per-token W, U, A rows: ≈ B·H·T·(K + 3V + 192)·2 bytes plus B·H·⌈T/64⌉·K·V·4, 0.4 GB at
+// B 4, T 4096, H 16, K = V = 128), for gated_delta_rule_backward to skip that work; undefined on the CPU.
 Tensor gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
-                        double scale, const Tensor& state_in, Tensor* state_out);
+                        double scale, const Tensor& state_in, Tensor* state_out, Tensor* kept_scratch = nullptr);
 
 struct GatedDeltaGrads {
   Tensor dq, dk, dv;  // like q, k, v
   Tensor dg, dbeta;   // like g, beta
   Tensor dstate_in;   // like state_in; defined iff state_in is
 };
-// Gradients of <dout, o> + <dstate_out, S_T> (dstate_out may be undefined: zero).
+// Gradients of <dout, o> + <dstate_out, S_T> (dstate_out may be undefined: zero). kept_scratch: the forward's on the
+// same inputs, or undefined (recomputed). It is consumed: the backward writes its own gradients' scratch into it.
 GatedDeltaGrads gated_delta_rule_backward(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
                                           const Tensor& g, const Tensor& beta, double scale, const Tensor& state_in,
-                                          const Tensor& dstate_out);
+                                          const Tensor& dstate_out, const Tensor& kept_scratch = Tensor());
 
 namespace reference {
 // The ground truth: the recurrence above token by token, f64 CPU tensors only, with a hand-written backward.

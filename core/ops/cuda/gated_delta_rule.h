@@ -15,10 +15,15 @@ namespace primer::ops::cuda_ops {
 // four times. 0: the default (gated_delta_rule_default_value_block: 32 when 64 would leave SMs idle, else 64).
 struct GatedDeltaConfig {
   int value_block = 0;
+  // Forward: also store what the backward would recompute (the chunk-start states and U) in a backward-sized
+  // workspace (gated_delta_rule_workspace_bytes(d, true)).
+  bool keep_scratch = false;
+  // Backward: the workspace is such a forward's (same inputs), so the chunk prep and the recompute pass are skipped.
+  bool scratch_from_forward = false;
 };
 int gated_delta_rule_default_value_block(const GatedDeltaDims& d);
 
-// Bytes of scratch the forward (backward = false) or the backward needs.
+// Bytes of scratch the forward (backward = false) or the backward (and a keep_scratch forward) needs.
 size_t gated_delta_rule_workspace_bytes(const GatedDeltaDims& d, bool backward);
 
 // One kernel of a call: launch() enqueues it on the compute stream.

@@ -427,9 +427,12 @@ std::vector<GatedDeltaKernel> gated_delta_rule_backward_kernels(
   auto* dk_ = static_cast<bf16*>(dk);
   auto* dv_ = static_cast<bf16*>(dv);
   const int value_block = config.value_block ? config.value_block : gated_delta_rule_default_value_block(d);
-  std::vector<GatedDeltaKernel> kernels{
-      {"chunk prep", [=] { gdr::launch_chunk_prep(d, in, s); }},
-      {"state pass (recompute)", [=] { gdr::launch_state_pass(d, in, s, state_in, nullptr, nullptr, value_block); }}};
+  std::vector<GatedDeltaKernel> kernels;
+  if (!config.scratch_from_forward) {  // else a keep_scratch forward left W, U, A and the chunk states in place
+    kernels.push_back({"chunk prep", [=] { gdr::launch_chunk_prep(d, in, s); }});
+    kernels.push_back({"state pass (recompute)",
+                       [=] { gdr::launch_state_pass(d, in, s, state_in, nullptr, nullptr, value_block, true); }});
+  }
   if (d.key_dim == 64) {
     kernels.push_back({"reverse state pass", [=] { gdr::reverse_pass<64, 64>(d, in, dO, s, dstate_out, dstate_in); }});
     kernels.push_back({"chunk gradients", [=] { gdr::chunk_grads<64>(d, in, dO, s, dq_, dk_, dv_, dg, dbeta); }});

@@ -163,7 +163,9 @@ template <int D, int BV, bool kOutput> struct PassLayout {
   static constexpr size_t kBytes = 2 * kStageBytes + (D * BV + 2 * kChunk * BV) * sizeof(bf16);
 };
 
-template <int D, int BV, bool kOutput> __global__ void __launch_bounds__(kThreads)
+// kOutput: write o (and S_T); kStore: write each chunk's starting state and its corrected values U for the backward
+// (the backward's recompute pass stores only; a forward whose scratch the backward keeps does both).
+template <int D, int BV, bool kOutput, bool kStore> __global__ void __launch_bounds__(kThreads)
     state_pass_kernel(Sizes sz, Inputs in, Scratch s, const float* state_in, bf16* o, float* state_out) {
   using Ly = PassLayout<D, BV, kOutput>;
   using GS = WarpGrid<D, BV, kThreads / 32>;       // the state slice [D][BV]
@@ -225,7 +227,7 @@ template <int D, int BV, bool kOutput> __global__ void __launch_bounds__(kThread
     const float* G = st.G;
 
     store_tile<BV>(sS, S, ms, ns, lane);
-    if constexpr (!kOutput)
+    if constexpr (kStore)
       for_each_pair(S, ms, ns, lane, [&](int r, int c, float v0, float v1) {
         *reinterpret_cast<uint32_t*>(s.states + ((bh * sz.chunks + n) * D + r) * D + col0 + c) = pack_bf16(v0, v1);
       });
@@ -242,7 +244,7 @@ template <int D, int BV, bool kOutput> __global__ void __launch_bounds__(kThread
       const float f = r == mu + lane / 4 ? f_lo : f_hi;
       *reinterpret_cast<uint32_t*>(sU + swizzle<BV>(r, c)) = pack_bf16(u0, u1);
       *reinterpret_cast<uint32_t*>(sU2 + swizzle<BV>(r, c)) = pack_bf16(f * u0, f * u1);
-      if constexpr (!kOutput) *reinterpret_cast<uint32_t*>(s.U + (crow + r) * D + col0 + c) = pack_bf16(u0, u1);
+      if constexpr (kStore) *reinterpret_cast<uint32_t*>(s.U + (crow + r) * D + col0 + c) = pack_bf16(u0, u1);
     });
     if constexpr (kOutput) {
       zero(acc);
@@ -277,13 +279,14 @@ template <int D> void chunk_prep(const GatedDeltaDims& d, const Inputs& in, cons
   PRIMER_CUDA_CHECK_LAUNCH();
 }
 
-template <int D, int BV, bool kOutput> void state_pass(const GatedDeltaDims& d, const Inputs& in, const Scratch& s,
-                                                       const float* state_in, bf16* o, float* state_out) {
+template <int D, int BV, bool kOutput, bool kStore> void state_pass(const GatedDeltaDims& d, const Inputs& in,
+                                                                    const Scratch& s, const float* state_in, bf16* o,
+                                                                    float* state_out) {
   using Ly = PassLayout<D, BV, kOutput>;
-  allow_dynamic_smem<state_pass_kernel<D, BV, kOutput>>(Ly::kBytes);
+  constexpr auto kernel = state_pass_kernel<D, BV, kOutput, kStore>;
+  allow_dynamic_smem<kernel>(Ly::kBytes);
   const dim3 grid(unsigned(D / BV), unsigned(d.heads), unsigned(d.batch));
-  state_pass_kernel<D, BV, kOutput>
-      <<<grid, kThreads, Ly::kBytes, cuda::stream()>>>(sizes_of(d), in, s, state_in, o, state_out);
+  kernel<<<grid, kThreads, Ly::kBytes, cuda::stream()>>>(sizes_of(d), in, s, state_in, o, state_out);
   PRIMER_CUDA_CHECK_LAUNCH();
 }
 
@@ -322,22 +325,24 @@ void launch_chunk_prep(const GatedDeltaDims& d, const Inputs& in, const Scratch&
 }
 
 void launch_state_pass(const GatedDeltaDims& d, const Inputs& in, const Scratch& s, const float* state_in, bf16* o,
-                       float* state_out, int value_block) {
-  auto run = [&](auto output) {
-    constexpr bool kOutput = decltype(output)::value;
+                       float* state_out, int value_block, bool store) {
+  auto run = [&](auto output, auto keep) {
+    constexpr bool kOutput = decltype(output)::value, kStore = decltype(keep)::value;
     if (d.key_dim == 64)
-      state_pass<64, 64, kOutput>(d, in, s, state_in, o, state_out);
+      state_pass<64, 64, kOutput, kStore>(d, in, s, state_in, o, state_out);
     else if (value_block == 32)
-      state_pass<128, 32, kOutput>(d, in, s, state_in, o, state_out);
+      state_pass<128, 32, kOutput, kStore>(d, in, s, state_in, o, state_out);
     else if (value_block == 64)
-      state_pass<128, 64, kOutput>(d, in, s, state_in, o, state_out);
+      state_pass<128, 64, kOutput, kStore>(d, in, s, state_in, o, state_out);
     else
-      state_pass<128, 128, kOutput>(d, in, s, state_in, o, state_out);
+      state_pass<128, 128, kOutput, kStore>(d, in, s, state_in, o, state_out);
   };
-  if (o)
-    run(std::true_type{});
+  if (!o)
+    run(std::false_type{}, std::true_type{});
+  else if (store)
+    run(std::true_type{}, std::true_type{});
   else
-    run(std::false_type{});
+    run(std::true_type{}, std::false_type{});
 }
 
 }  // namespace primer::ops::cuda_ops::gdr
@@ -373,13 +378,15 @@ std::vector<GatedDeltaKernel> gated_delta_rule_forward_kernels(const GatedDeltaD
              }}};
   }
   gdr::Scratch s;
-  gdr::carve_scratch(d, false, workspace, &s);
+  const bool keep = config.keep_scratch;
+  gdr::carve_scratch(d, keep, workspace, &s);
   const gdr::Inputs in{static_cast<const gdr::bf16*>(q), static_cast<const gdr::bf16*>(k),
                        static_cast<const gdr::bf16*>(v), g, beta};
   const int value_block = config.value_block ? config.value_block : gated_delta_rule_default_value_block(d);
   return {{"chunk prep", [=] { gdr::launch_chunk_prep(d, in, s); }},
-          {"state pass + output",
-           [=] { gdr::launch_state_pass(d, in, s, state_in, static_cast<gdr::bf16*>(o), state_out, value_block); }}};
+          {keep ? "state pass + output + stored states" : "state pass + output", [=] {
+             gdr::launch_state_pass(d, in, s, state_in, static_cast<gdr::bf16*>(o), state_out, value_block, keep);
+           }}};
 }
 
 void gated_delta_rule_forward(const GatedDeltaDims& d, const void* q, const void* k, const void* v, const float* g,

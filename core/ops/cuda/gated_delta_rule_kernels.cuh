@@ -68,9 +68,10 @@ __device__ __forceinline__ void load_row_async(float* smem, const float* global)
 
 // Chunk prep for every chunk (writes G2, P, W, u, and A when s.A is set).
 void launch_chunk_prep(const GatedDeltaDims& d, const Inputs& in, const Scratch& s);
-// The sequential state pass, each CTA owning `value_block` (64 or 128) value columns. Forward: o (bf16
-// [B, T, H, V]) and state_out (nullable). Backward recompute (o null): the chunk-start states and U into the scratch.
+// The sequential state pass, each CTA owning `value_block` (32, 64 or 128) value columns. Forward: o (bf16
+// [B, T, H, V]) and state_out (nullable). Backward recompute (o null): the chunk-start states and U into the scratch;
+// `store` (with o) writes those too, for a backward that keeps the forward's scratch.
 void launch_state_pass(const GatedDeltaDims& d, const Inputs& in, const Scratch& s, const float* state_in, bf16* o,
-                       float* state_out, int value_block);
+                       float* state_out, int value_block, bool store);
 
 }  // namespace primer::ops::cuda_ops::gdr
