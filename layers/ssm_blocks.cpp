@@ -2,10 +2,6 @@
 
 #include <algorithm>
 
-#include "core/check.h"
-
-#include <cmath>
-
 #include "core/autograd/functions.h"
 #include "core/autograd/gla.h"
 #include "core/check.h"
