@@ -149,6 +149,19 @@ std::vector<Case> all_cases() {
 
 INSTANTIATE_TEST_SUITE_P(Shapes, GatedDeltaRuleCuda, ::testing::ValuesIn(all_cases()), case_name);
 
+// Fresh inputs on the GPU (bf16 q, k, v and dout; f32 gates, initial state and final-state gradient), K = V = D.
+struct GpuCase {
+  Tensor q, k, v, g, beta, s0, dout, ds;
+  GpuCase(int64_t B, int64_t T, int64_t H, int64_t D, uint64_t seed) {
+    const test::GatedDeltaInputs in = test::gated_delta_inputs(B, T, H, D, D, seed);
+    auto gpu = [](const Tensor& t, DType dt) { return t.to(dt).to(Device::cuda()); };
+    q = gpu(in.q, DType::BF16), k = gpu(in.k, DType::BF16), v = gpu(in.v, DType::BF16);
+    g = gpu(in.g, DType::F32), beta = gpu(in.beta, DType::F32), s0 = gpu(in.state, DType::F32);
+    dout = gpu(test::randn({B, T, H, D}, seed + 1), DType::BF16);
+    ds = gpu(test::randn({B, H, D, D}, seed + 2), DType::F32);
+  }
+};
+
 #ifdef PRIMER_WITH_CUDA
 // The sequential passes with 128 or 32 value columns per CTA compute what 64 columns per CTA do (the same products
 // in the same order per element), through the launchers directly.
@@ -157,12 +170,8 @@ TEST(GatedDeltaRuleCuda, ValueBlocksAgree) {
   const uint64_t seed = test::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   const int64_t B = 2, T = 150, H = 2, D = 128;
-  const test::GatedDeltaInputs in = test::gated_delta_inputs(B, T, H, D, D, seed);
-  auto gpu = [&](const Tensor& t, DType dt) { return t.to(dt).to(Device::cuda()); };
-  const Tensor q = gpu(in.q, DType::BF16), k = gpu(in.k, DType::BF16), v = gpu(in.v, DType::BF16);
-  const Tensor g = gpu(in.g, DType::F32), beta = gpu(in.beta, DType::F32), s0 = gpu(in.state, DType::F32);
-  const Tensor dout = gpu(test::randn({B, T, H, D}, seed + 1), DType::BF16);
-  const Tensor ds = gpu(test::randn({B, H, D, D}, seed + 2), DType::F32);
+  const GpuCase in(B, T, H, D, seed);
+  const Tensor &q = in.q, &k = in.k, &v = in.v, &g = in.g, &beta = in.beta, &s0 = in.s0, &dout = in.dout, &ds = in.ds;
   const ops::GatedDeltaDims d{B, T, H, D, D, 1.0 / std::sqrt(double(D))};
   const Tensor ws =
       Tensor::empty({int64_t(ops::cuda_ops::gated_delta_rule_workspace_bytes(d, true))}, DType::U8, Device::cuda());
@@ -204,12 +213,8 @@ TEST(GatedDeltaRuleCuda, KeptScratchGivesTheSameResults) {
   for (const auto [B, T, H, D] : {std::array<int64_t, 4>{2, 150, 2, 128}, std::array<int64_t, 4>{1, 200, 3, 64},
                                   std::array<int64_t, 4>{4, 100, 16, 128}}) {
     const double scale = 1.0 / std::sqrt(double(D));
-    const test::GatedDeltaInputs in = test::gated_delta_inputs(B, T, H, D, D, seed);
-    auto gpu = [&](const Tensor& t, DType dt) { return t.to(dt).to(Device::cuda()); };
-    const Tensor q = gpu(in.q, DType::BF16), k = gpu(in.k, DType::BF16), v = gpu(in.v, DType::BF16);
-    const Tensor g = gpu(in.g, DType::F32), beta = gpu(in.beta, DType::F32), s0 = gpu(in.state, DType::F32);
-    const Tensor dout = gpu(test::randn({B, T, H, D}, seed + 1), DType::BF16);
-    const Tensor ds = gpu(test::randn({B, H, D, D}, seed + 2), DType::F32);
+    const GpuCase in(B, T, H, D, seed);
+    const Tensor &q = in.q, &k = in.k, &v = in.v, &g = in.g, &beta = in.beta, &s0 = in.s0, &dout = in.dout, &ds = in.ds;
     Tensor st_plain, st_kept, kept;
     test::poison_pool();
     const Tensor o_plain = ops::gated_delta_rule(q, k, v, g, beta, scale, s0, &st_plain);
