@@ -151,10 +151,9 @@ Var rmsnorm(const Var& x, const Var& w, const Var& z, const ops::NormSpec& spec)
   const Tensor w_value = w ? w->value : Tensor(), z_value = z ? z->value : Tensor();
   Var y = output(ops::rmsnorm(x->value, w_value, z_value, spec, &rstd));
   if (needs_grad({&x, &w, &z}))
-    record("rmsnorm", {y}, [x, w, z, y, rstd, spec] {
+    record("rmsnorm", {y}, [x, w, z, y, w_value, z_value, rstd, spec] {
       const Tensor dw = w ? grad_accumulator_or_scratch(w) : Tensor();
-      const Tensor z_value = z ? z->value : Tensor();
-      ops::NormGrads g = ops::rmsnorm_backward(y->grad, x->value, w ? w->value : Tensor(), z_value, rstd, spec, dw);
+      const ops::NormGrads g = ops::rmsnorm_backward(y->grad, x->value, w_value, z_value, rstd, spec, dw);
       accumulate_grad(x, g.dx);
       if (z) accumulate_grad(z, g.dz);
     });

@@ -35,6 +35,11 @@ Tensor weight_for(const Variant& v, uint64_t seed) {
   return v.weight_rows == 1 ? test::randn({kD}, seed) : test::randn({kG, kD}, seed);
 }
 
+// The gate z (wider than x, so silu's curvature shows) when the variant has one.
+Tensor gate_for(const Variant& v, uint64_t seed) {
+  return v.gate == NormGate::None ? Tensor() : test::randn({kB, kT, kG, kD}, seed, DType::F64, Device::cpu(), 2.0);
+}
+
 // y from the definition, element by element.
 std::vector<double> direct(const Variant& v, const Tensor& x, const Tensor& w, const Tensor& z, double eps) {
   const auto xv = x.to_vector<double>();
@@ -67,8 +72,7 @@ TEST(GatedRmsNorm, VariantsMatchTheirDefinitions) {
   for (const Variant& v : kVariants) {
     SCOPED_TRACE(v.name);
     const Tensor x = test::randn({kB, kT, kG, kD}, seed), w = weight_for(v, seed + 1);
-    const Tensor z =
-        v.gate == NormGate::None ? Tensor() : test::randn({kB, kT, kG, kD}, seed + 2, DType::F64, Device::cpu(), 2.0);
+    const Tensor z = gate_for(v, seed + 2);
     const ops::NormSpec spec{eps, v.gate, v.l2};
     Tensor rstd;
     const Tensor y = ops::rmsnorm(x, w, z, spec, &rstd);
@@ -91,10 +95,7 @@ TEST(GatedRmsNorm, GradientsOfXWAndZ) {
     check.inputs = {test::randn({kB, kT, kG, kD}, seed)};
     check.names = {"x"};
     if (has_w) check.inputs.push_back(weight_for(v, seed + 1)), check.names.push_back("w");
-    if (has_z) {
-      check.inputs.push_back(test::randn({kB, kT, kG, kD}, seed + 2, DType::F64, Device::cpu(), 2.0));
-      check.names.push_back("z");
-    }
+    if (has_z) check.inputs.push_back(gate_for(v, seed + 2)), check.names.push_back("z");
     auto unpack = [=](const std::vector<Tensor>& in) {
       return std::pair<Tensor, Tensor>{has_w ? in[1] : Tensor(), has_z ? in.back() : Tensor()};
     };

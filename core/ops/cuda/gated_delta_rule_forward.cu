@@ -354,12 +354,12 @@ size_t gated_delta_rule_workspace_bytes(const GatedDeltaDims& d, bool backward) 
   return gdr::carve_scratch(d, backward, nullptr, &s);
 }
 
-// 64 value columns per CTA: on an H100 at B·H = 64 the sequential passes are latency-bound and twice the CTAs beat
-// reading each tile once (0.23 vs 0.37 ms for the forward state pass; docs/perf.md).
+// The state passes walk the chunks in order, one block per (value slice, head, sequence), bound by per-chunk latency:
+// 64 value columns per block beat 128 (twice the blocks; 0.23 vs 0.37 ms for the forward pass at B·H = 64 on an
+// H100), and where 64 would leave half the SMs idle (B = 1 at long T) 32 beat 64 (3.17 vs 4.06 ms forward + backward
+// at B 1, T 16384, H 16). Each block still reads whole key-wide tiles, so 32 costs L2 traffic that pays only while SMs
+// would idle (2.22 vs 2.02 ms at B 4, H 16; docs/perf.md).
 int gated_delta_rule_default_value_block(const GatedDeltaDims& d) {
-  // The state passes walk the chunks in order, one block per (value slice, head, sequence): with few sequences and
-  // heads (B = 1 at long T) slices of 64 leave most SMs idle, so they narrow to 32 (each block still reads whole
-  // key-wide tiles: more L2 traffic, which pays only while SMs would idle: 2.22 against 2.02 ms at B = 4, H = 16).
   return d.key_dim == 128 && leaves_half_the_sms_idle(d.batch * d.heads * (d.value_dim / 64)) ? 32 : 64;
 }
 

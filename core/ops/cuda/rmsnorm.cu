@@ -121,7 +121,7 @@ template <class T, int N, bool kWide, int P, int kGate> __global__ void __launch
       for (int k = 0; k < N; ++k) {
         const float n = (wr ? wp[k] : 1.f) * (u[j][k] * rs);
         if constexpr (kGate == 1)
-          out.set(k, n * s[kGate == 1 ? j : 0][k]);
+          out.set(k, n * s[j][k]);
         else
           out.set(k, n);
       }
