@@ -3,6 +3,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
@@ -87,6 +88,13 @@ void run_gradcheck(const GradCheck& c, uint64_t seed) {
   std::vector<Tensor> weights;
   for (size_t j = 0; j < outs.size(); ++j) weights.push_back(randn(outs[j].shape(), seed + 7919 * (j + 1)));
 
+  // Σ|out·R| at the inputs: the scale of the objective's rounding, which the differences divide by h.
+  double objective_scale = 0;
+  for (size_t j = 0; j < outs.size(); ++j) {
+    const auto a = outs[j].to_vector<double>(), w = weights[j].to_vector<double>();
+    for (size_t i = 0; i < a.size(); ++i) objective_scale += std::abs(a[i] * w[i]);
+  }
+
   auto objective = [&](const std::vector<Tensor>& ins) {
     const std::vector<Tensor> o = c.forward(ins);
     double s = 0;
@@ -141,17 +149,37 @@ void run_gradcheck(const GradCheck& c, uint64_t seed) {
       }
       return std::sqrt(err2) / std::max(std::sqrt(norm2), 1e-12);
     };
+    // The rounding floor of the stencil at `step`: each evaluation of f errs by about ε·Σ|out·R| (a few roundings
+    // per output before the weighted sum: kRoundingsPerOutput), and (8·2 + 2)/12 = 1.5 of those per unit of h reach
+    // the estimate. Relative to the numeric gradient, over all elements.
+    constexpr double kRoundingsPerOutput = 4;
+    // The first step's floor holds for either step's error: the finer stencil rounds 3 times worse, so a gradient
+    // passed on its floor alone would let errors three times larger through.
+    auto rounding_floor = [&] {
+      double floor2 = 0;
+      for (int64_t i = 0; i < x.numel(); ++i) {
+        const double h = c.step * std::max(1.0, std::abs(p[i]));
+        const double e = 1.5 * kRoundingsPerOutput * std::numeric_limits<double>::epsilon() * objective_scale / h;
+        floor2 += e * e;
+      }
+      return std::sqrt(floor2);
+    };
     const std::vector<double> numeric = numeric_at(c.step);
     double max_abs = 0;
     double err = relative(analytic, numeric, &max_abs);
+    double numeric_norm = 0;
+    for (const double v : numeric) numeric_norm += v * v;
+    numeric_norm = std::max(std::sqrt(numeric_norm), 1e-12);
+    const double floor = rounding_floor() / numeric_norm;
     // A random input now and then lands near such a spot even for the five-point stencil (a B'MOJO-F state whose
     // readout nearly cancels: 4e-6 at h = 1e-5, 4e-10 at h = 1e-6). Truncation falls as h^4 and a wrong gradient's
-    // error does not, so a disagreement is judged again at a third of the step before it counts. Where the two
-    // stencils disagree with each other by as much (a gradient ~1e-4 of the objective's scale, where rounding of f
-    // dominates: 1.4e-6 for a fused SWA q_proj, the same with either step), the differences cannot resolve the
-    // error; it passes if it is within twice their own disagreement, which a wrong gradient's O(1) error is not.
+    // error does not, so a disagreement is judged again at a third of the step before it counts. Where rounding of
+    // f limits what the differences resolve (a gradient ~1e-4 of the objective's scale: 1.4e-6 for a fused SWA
+    // q_proj, the same with either step), an error within the stencil's rounding floor, or within twice the two
+    // stencils' disagreement, passes. The disagreement alone is no bound: the two stencils' rounding errors can
+    // nearly coincide (3.5e-5 apart while both were 8e-5 off a correct gradient), hence the explicit floor.
     double resolution = 0;
-    if (err > c.tolerance) {
+    if (err > std::max(c.tolerance, floor)) {
       const std::vector<double> finer_numeric = numeric_at(c.step / 3);
       double finer_max_abs = 0, unused = 0;
       const double finer = relative(analytic, finer_numeric, &finer_max_abs);
@@ -162,9 +190,10 @@ void run_gradcheck(const GradCheck& c, uint64_t seed) {
     for (const double a : analytic)
       if (!std::isfinite(a)) ++nonfinite;
     EXPECT_EQ(nonfinite, 0) << "gradient of " << name << " has non-finite values";
-    EXPECT_LE(err, std::max(c.tolerance, 2 * resolution))
+    EXPECT_LE(err, std::max({c.tolerance, floor, 2 * resolution}))
         << "gradient of " << name << ": relative error " << err << " (max abs " << max_abs
-        << ") against central differences, which disagree between steps h and h/3 by " << resolution;
+        << ") against central differences, whose rounding floor is " << floor
+        << " and which disagree between steps h and h/3 by " << resolution;
   }
 }
 

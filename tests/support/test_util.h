@@ -58,7 +58,7 @@ struct GradCheck {
   // function curves sharply (the plain central difference's h^2 |f'''| / 6 reached 1e-6 relative there) and
   // rounding stays near 1e-10, so a correct gradient lands well under the tolerance even through a whole model.
   // An input that still disagrees is judged again at step / 3 (truncation falls 81-fold, a wrong gradient's error
-  // does not).
+  // does not); an error within the stencil's rounding floor (from Σ|out·R|, the objective's scale) passes.
   double step = 1e-5;
   double tolerance = 1e-6;  // on ||analytic - numeric|| / max(||numeric||, 1e-12)
 };
