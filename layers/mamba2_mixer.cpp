@@ -83,14 +83,13 @@ ag::Var Mamba2Mixer::forward(const ag::Var& input, const MixerContext& ctx, cons
                                  carry.own_heads(weight(".conv1d.bias"), 0, segments), true,
                                  carry.conv_in(0, xbc_in, config_.mamba2.conv_size, segments), carry.conv_out(0));
   const std::vector<ag::Var> parts = ag::split(xbc, 2, {Hkv * Dh, Hkv * Dh, H * Dh});
-  const int64_t groups = H / Hkv;
-  const ag::Var x = expand_heads(ag::reshape(parts[0], {B, T, Hkv, Dh}), groups);
-  const ag::Var keys = expand_heads(ag::reshape(parts[1], {B, T, Hkv, Dh}), groups);
+  const ag::Var x = ag::reshape(parts[0], {B, T, Hkv, Dh});  // x's heads stay grouped: scale_heads reads each once
+  const ag::Var keys = expand_heads(ag::reshape(parts[1], {B, T, Hkv, Dh}), H / Hkv);
   const ag::Var queries = ag::reshape(parts[2], {B, T, H, Dh});
 
   // The dynamics in fp32 (f64 beside an f64 model); the GLA takes its gate in q's dtype on the CPU and in f32 on
-  // the GPU. v = Δ·x and the skip D·x are formed in the I/O dtype (Δ and D rounded to it: one more 2^-9 relative
-  // rounding under bf16, next to the GLA's own bf16 operands), which saves two f32 copies of x.
+  // the GPU. v = Δ·x and the skip y + D·x each take x's grouped heads and the f32 Δ or D in one pass (f32 math,
+  // output in the I/O dtype).
   const DType io_dtype = x->value.dtype(), gate_dtype = io_dtype == DType::F64 ? DType::F64 : DType::F32;
   // The per-head dt_bias, A_log and D of this rank's heads.
   const ag::Var dt = carry.to_heads(zxbcdt[4]);  // [B, T, H]
@@ -99,11 +98,11 @@ ag::Var Mamba2Mixer::forward(const ag::Var& input, const MixerContext& ctx, cons
       ag::unary(ops::Unary::Softplus, ag::add(as_dtype(dt, gate_dtype), as_dtype(dt_bias, gate_dtype)));
   const ag::Var decay = ag::mul(delta, ag::scale(ag::unary(ops::Unary::Exp, as_dtype(A_log, gate_dtype)), -1.0));
   const ag::Var g = as_dtype(decay, u->value.is_cpu() ? io_dtype : DType::F32);
-  const ag::Var v = ag::mul(x, ag::reshape(as_dtype(delta, io_dtype), {B, T, H, 1}));
-  const ag::Var skip = ag::mul(x, ag::reshape(as_dtype(carry.own_heads(weight(".D"), 0), io_dtype), {H, 1}));
+  const ag::Var v = ag::scale_heads(x, delta, nullptr, H);
 
   const ag::Var s0 = carry.recurrent_in(0, [&] { return scalar_decay_summary(keys, v, g); });
-  const ag::Var y = carry.from_heads(ag::add(ag::gla(queries, keys, v, g, 1.0, s0, carry.recurrent_out(0)), skip));
+  const ag::Var y = carry.from_heads(ag::scale_heads(x, as_dtype(carry.own_heads(weight(".D"), 0), gate_dtype),
+                                                     ag::gla(queries, keys, v, g, 1.0, s0, carry.recurrent_out(0)), H));
 
   // Back on this rank's tokens with every head: gate, then RMSNorm per head (group = head_dim) with the per-channel
   // weight (Mamba-2's RMSNormGated with norm_before_gate = False), one pass each way.

@@ -8,6 +8,7 @@
 #include "core/ops/reduce.h"
 #include "core/ops/rmsnorm.h"
 #include "core/ops/rope.h"
+#include "core/ops/scale_heads.h"
 #include "core/ops/softmax.h"
 #include "core/ops/swiglu.h"
 
@@ -55,6 +56,19 @@ Var repeat_interleave(const Var& x, int dim, int64_t repeats) {
     record("repeat_interleave", {y}, [x, y, outer, n, repeats, inner] {
       // The copies' gradients summed (no product with the ones, as mul's backward would make).
       accumulate_grad(x, ops::sum(y->grad.contiguous().view({outer, n, repeats, inner}), 2).view(x->value.shape()));
+    });
+  return y;
+}
+
+Var scale_heads(const Var& x, const Var& s, const Var& base, int64_t heads) {
+  Var y = output(ops::scale_heads(x->value, s->value, base ? base->value : Tensor(), heads));
+  if (needs_grad({&x, &s, &base}))
+    record("scale_heads", {y}, [x, s, base, y] {
+      if (base) accumulate_grad(base, y->grad);
+      if (!x->requires_grad && !s->requires_grad) return;
+      const ops::ScaleHeadsGrads g = ops::scale_heads_backward(y->grad, x->value, s->value);
+      accumulate_grad(x, g.dx);
+      accumulate_grad(s, g.ds);
     });
   return y;
 }

@@ -14,6 +14,9 @@ Var mul(const Var& a, const Var& b);  // broadcasting
 Var scale(const Var& a, double s);
 // Each slice of x along `dim` repeated `repeats` times in place (GQA's head expansion: heads h -> h·r ... h·r + r-1).
 Var repeat_interleave(const Var& x, int dim, int64_t repeats);
+// ops::scale_heads: base + s · (x's heads, each repeated for its group of heads); base may be null, s per row and
+// head [..., heads] or per head [heads] (Mamba-2's Δ·x and y + D·x under GQA).
+Var scale_heads(const Var& x, const Var& s, const Var& base, int64_t heads);
 Var unary(ops::Unary op, const Var& x);
 Var reshape(const Var& x, const Shape& shape);
 Var transpose(const Var& x, int d0, int d1);  // materialised (contiguous) result

@@ -1,0 +1,119 @@
+#include "core/ops/scale_heads.h"
+
+#include "core/ops/cuda/scale_heads.h"
+#include "core/ops/dispatch.h"
+#include "core/ops/reduce.h"
+
+namespace primer::ops {
+namespace {
+
+struct Layout : cuda_ops::ScaleHeadsDims {
+  Shape out_shape;  // [..., H, D]
+};
+
+// x [..., Hx, D] in a float dtype; s [..., H] or [H] in accum_dtype(x); heads a multiple of Hx.
+Layout check_layout(const char* op, const Tensor& x, const Tensor& s, int64_t heads) {
+  expect_float(x, op, "x", x.device());
+  expect(s, op, "s", x.device(), {accum_dtype(x.dtype())});
+  PRIMER_CHECK(x.dim() >= 2, "{}: x is {}, expected [..., heads, head_dim]", op, x.describe());
+  const int64_t x_heads = x.size(-2), head_dim = x.size(-1);
+  PRIMER_CHECK(x_heads > 0 && heads >= x_heads && heads % x_heads == 0,
+               "{}: {} output heads from x {}: expected a multiple of its {} heads", op, heads, x.describe(), x_heads);
+  Shape out_shape = x.shape();
+  out_shape[out_shape.size() - 2] = heads;
+  const Shape rows_shape(x.shape().begin(), x.shape().end() - 2);
+  Shape per_row_shape = rows_shape;
+  per_row_shape.push_back(heads);
+  const bool per_row = s.shape() == per_row_shape;
+  PRIMER_CHECK(per_row || s.shape() == Shape{heads},
+               "{}: s is {}, expected one value per row and head {} or per head [{}] for x {} and {} heads", op,
+               s.describe(), shape_str(per_row_shape), heads, x.describe(), heads);
+  Layout l;
+  l.rows = shape_numel(rows_shape), l.x_heads = x_heads, l.groups = heads / x_heads, l.head_dim = head_dim;
+  l.per_row = per_row, l.out_shape = out_shape;
+  return l;
+}
+
+template <class T> void forward_cpu(T* out, const T* x, const T* s, const T* base, const Layout& l) {
+  const int64_t H = l.x_heads * l.groups, D = l.head_dim;
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < l.rows; ++r)
+    for (int64_t h = 0; h < H; ++h) {
+      const double scale = double(s[l.per_row ? r * H + h : h]);
+      const T* xr = x + (r * l.x_heads + h / l.groups) * D;
+      const int64_t o = (r * H + h) * D;
+      for (int64_t d = 0; d < D; ++d) out[o + d] = T((base ? double(base[o + d]) : 0.0) + scale * double(xr[d]));
+    }
+}
+
+template <class T>
+void backward_cpu(T* dx, T* ds_rows, const T* dout, const T* x, const T* s, const Layout& l) {
+  const int64_t H = l.x_heads * l.groups, D = l.head_dim;
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < l.rows; ++r)
+    for (int64_t j = 0; j < l.x_heads; ++j) {
+      const T* xr = x + (r * l.x_heads + j) * D;
+      for (int64_t d = 0; d < D; ++d) {
+        double acc = 0;
+        for (int64_t g = 0; g < l.groups; ++g) {
+          const int64_t h = j * l.groups + g;
+          acc += double(s[l.per_row ? r * H + h : h]) * double(dout[(r * H + h) * D + d]);
+        }
+        dx[(r * l.x_heads + j) * D + d] = T(acc);
+      }
+      for (int64_t g = 0; g < l.groups; ++g) {
+        const int64_t h = j * l.groups + g;
+        double dot = 0;
+        for (int64_t d = 0; d < D; ++d) dot += double(dout[(r * H + h) * D + d]) * double(xr[d]);
+        ds_rows[r * H + h] = T(dot);
+      }
+    }
+}
+
+}  // namespace
+
+Tensor scale_heads(const Tensor& x, const Tensor& s, const Tensor& base, int64_t heads) {
+  constexpr const char* op = "scale_heads";
+  const Layout l = check_layout(op, x, s, heads);
+  if (base.defined()) {
+    expect(base, op, "base", x.device(), {x.dtype()});
+    expect_shape(base, op, "base", l.out_shape);
+  }
+  const Tensor xc = x.contiguous(), sc = s.contiguous(), bc = base.defined() ? base.contiguous() : Tensor();
+  Tensor out = Tensor::empty(l.out_shape, x.dtype(), x.device());
+  if (x.is_cpu()) {
+    dispatch_cpu_float(x.dtype(), op, [&](auto tag) {
+      using T = decltype(tag);
+      forward_cpu<T>(out.data<T>(), xc.data<T>(), sc.data<T>(), bc.defined() ? bc.data<T>() : nullptr, l);
+    });
+  } else {
+    PRIMER_ON_CUDA(cuda_ops::scale_heads_forward(out.data_ptr(), xc.data_ptr(), sc.data<float>(),
+                                                 bc.defined() ? bc.data_ptr() : nullptr, l, x.dtype()));
+  }
+  return out;
+}
+
+ScaleHeadsGrads scale_heads_backward(const Tensor& dout, const Tensor& x, const Tensor& s) {
+  constexpr const char* op = "scale_heads_backward";
+  const Layout l = check_layout(op, x, s, s.size(-1));
+  expect(dout, op, "dout", x.device(), {x.dtype()});
+  expect_shape(dout, op, "dout", l.out_shape);
+  const Tensor xc = x.contiguous(), sc = s.contiguous(), dc = dout.contiguous();
+  const int64_t H = l.x_heads * l.groups;
+  ScaleHeadsGrads g{Tensor::empty(x.shape(), x.dtype(), x.device()), Tensor()};
+  Tensor ds_rows = Tensor::empty({l.rows, H}, s.dtype(), x.device());
+  if (x.is_cpu()) {
+    dispatch_cpu_float(x.dtype(), op, [&](auto tag) {
+      using T = decltype(tag);
+      backward_cpu<T>(g.dx.data<T>(), ds_rows.data<T>(), dc.data<T>(), xc.data<T>(), sc.data<T>(), l);
+    });
+  } else {
+    PRIMER_ON_CUDA(cuda_ops::scale_heads_backward(g.dx.data_ptr(), ds_rows.data<float>(), dc.data_ptr(),
+                                                  xc.data_ptr(), sc.data<float>(), l, x.dtype()));
+  }
+  // A per-head s gathers every row's products (a fixed-order sum over rows).
+  g.ds = l.per_row ? ds_rows.view(s.shape()) : sum(ds_rows, 0);
+  return g;
+}
+
+}  // namespace primer::ops

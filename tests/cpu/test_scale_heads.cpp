@@ -1,0 +1,87 @@
+// ops::scale_heads (Mamba-2's Δ·x and y + D·x with grouped heads): the forward against the unfused composition
+// (head repetition, broadcast product, sum) in f64, finite-difference gradients of x, s and base for a per-row and a
+// per-head s, and argument errors.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "core/autograd/functions.h"
+#include "core/ops/elementwise.h"
+#include "core/ops/scale_heads.h"
+#include "tests/support/test_util.h"
+
+namespace primer {
+namespace {
+
+using test::expect_error;
+
+// Rows [2, 3], 2 heads of x in groups of 3 (6 output heads), odd head_dim.
+constexpr int64_t kB = 2, kT = 3, kHx = 2, kGroups = 3, kH = kHx * kGroups, kD = 5;
+
+Tensor scales(bool per_row, uint64_t seed) {
+  return per_row ? test::randn({kB, kT, kH}, seed) : test::randn({kH}, seed);
+}
+
+TEST(ScaleHeads, EqualsRepeatedHeadsTimesTheScalePlusTheBase) {
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const Tensor x = test::randn({kB, kT, kHx, kD}, seed), base = test::randn({kB, kT, kH, kD}, seed + 1);
+  for (const bool per_row : {true, false}) {
+    SCOPED_TRACE(per_row ? "s per row and head" : "s per head");
+    const Tensor s = scales(per_row, seed + 2);
+    const Tensor repeated = ag::repeat_interleave(ag::constant(x), 2, kGroups)->value;
+    const Tensor product = ops::mul(repeated, per_row ? s.view({kB, kT, kH, 1}) : s.view({kH, 1}));
+    test::expect_close(ops::scale_heads(x, s, Tensor(), kH), product, 1e-15, 1e-14, "without base");
+    test::expect_close(ops::scale_heads(x, s, base, kH), ops::add(product, base), 1e-15, 1e-14, "with base");
+  }
+}
+
+TEST(ScaleHeads, GradientsMatchFiniteDifferences) {
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  for (const bool per_row : {true, false}) {
+    SCOPED_TRACE(per_row ? "s per row and head" : "s per head");
+    test::GradCheck check;
+    check.inputs = {test::randn({kB, kT, kHx, kD}, seed), scales(per_row, seed + 1),
+                    test::randn({kB, kT, kH, kD}, seed + 2)};
+    check.names = {"x", "s", "base"};
+    check.forward = [](const std::vector<Tensor>& in) {
+      return std::vector<Tensor>{ops::scale_heads(in[0], in[1], in[2], kH)};
+    };
+    check.backward = [](const std::vector<Tensor>& in, const std::vector<Tensor>& gout) {
+      const ops::ScaleHeadsGrads g = ops::scale_heads_backward(gout[0], in[0], in[1]);
+      return std::vector<Tensor>{g.dx, g.ds, gout[0]};
+    };
+    test::run_gradcheck(check, seed + 3);
+  }
+}
+
+// The autograd node: gradients of x, s and base through a loss, against the op's backward.
+TEST(ScaleHeads, AutogradNodeRoutesEachGradient) {
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const ag::Var x = ag::leaf(test::randn({kB, kT, kHx, kD}, seed), "x");
+  const ag::Var s = ag::leaf(scales(true, seed + 1), "s");
+  const ag::Var base = ag::leaf(test::randn({kB, kT, kH, kD}, seed + 2), "base");
+  const Tensor dy = test::randn({kB, kT, kH, kD}, seed + 3);
+  ag::backward(ag::scale_heads(x, s, base, kH), dy);
+  const ops::ScaleHeadsGrads g = ops::scale_heads_backward(dy, x->value, s->value);
+  test::expect_close(x->grad, g.dx, 0, 0, "dx");
+  test::expect_close(s->grad, g.ds, 0, 0, "ds");
+  test::expect_close(base->grad, dy, 0, 0, "dbase");
+}
+
+TEST(ScaleHeads, RefusesMismatchedArguments) {
+  const Tensor x = test::randn({kB, kT, kHx, kD}, 1);
+  expect_error([&] { ops::scale_heads(x, test::randn({5}, 2), Tensor(), 5); }, {"scale_heads", "multiple", "2 heads"});
+  expect_error([&] { ops::scale_heads(x, test::randn({kB, kH}, 2), Tensor(), kH); },
+               {"scale_heads", "s is", "per head [6]"});
+  expect_error([&] { ops::scale_heads(x, test::randn({kH}, 2, DType::F32), Tensor(), kH); }, {"scale_heads", "s"});
+  expect_error([&] { ops::scale_heads(x, test::randn({kH}, 2), test::randn({kB, kT, kHx, kD}, 3), kH); },
+               {"scale_heads", "base"});
+  expect_error([&] { ops::scale_heads_backward(test::randn({kB, kT, kH, kD - 1}, 3), x, test::randn({kH}, 2)); },
+               {"scale_heads_backward", "dout"});
+}
+
+}  // namespace
+}  // namespace primer

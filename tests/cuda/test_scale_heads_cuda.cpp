@@ -1,0 +1,78 @@
+// ops::scale_heads on CUDA against the f64 CPU reference on the very inputs the GPU saw, f32 and bf16, s per row and
+// head (Mamba-2's Δ) and per head (D), with and without the addend, with poisoned outputs.
+//
+// Tolerances (tests/cuda/parity_util.h): out and dx are one f32 product or a sum of G of them, rounded to the output
+// dtype (bf16 4e-3, f32 1e-5). ds per row is an f32 dot over head_dim ≤ 384 terms (f32, 1e-5); per head it is then
+// summed over the rows in another order than the CPU's: twice the f32 bound.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "core/ops/scale_heads.h"
+#include "tests/cuda/parity_util.h"
+
+namespace primer {
+namespace {
+
+struct Case {
+  int64_t B, T, x_heads, groups, head_dim;
+};
+
+void check_case(const Case& c, DType dt, bool per_row, bool with_base, bool unaligned, uint64_t seed) {
+  SCOPED_TRACE(std::string(dtype_name(dt)) + " B " + std::to_string(c.B) + " T " + std::to_string(c.T) + " Hx " +
+               std::to_string(c.x_heads) + " G " + std::to_string(c.groups) + " D " + std::to_string(c.head_dim) +
+               (per_row ? " s per row" : " s per head") + (with_base ? " with base" : "") +
+               (unaligned ? " unaligned" : "") + " seed " + std::to_string(seed));
+  const int64_t H = c.x_heads * c.groups;
+  const Shape x_shape = {c.B, c.T, c.x_heads, c.head_dim}, out_shape = {c.B, c.T, H, c.head_dim};
+  auto input = [&](const Shape& shape, uint64_t key) {
+    if (!unaligned) return test::random_on_cuda(shape, key, dt);
+    const int64_t n = shape_numel(shape);
+    return test::random_on_cuda({n + 1}, key, dt).slice(0, 1, n + 1).view(shape);  // one element in
+  };
+  const Tensor x = input(x_shape, seed), base = with_base ? input(out_shape, seed + 1) : Tensor();
+  const Tensor s = per_row ? test::random_on_cuda({c.B, c.T, H}, seed + 2, DType::F32)
+                           : test::random_on_cuda({H}, seed + 2, DType::F32);
+  const Tensor dout = input(out_shape, seed + 3);
+  auto ref = [](const Tensor& t) { return t.defined() ? test::cpu_f64(t) : Tensor(); };
+
+  test::poison_pool();
+  test::expect_parity(ops::scale_heads(x, s, base, H), ops::scale_heads(ref(x), ref(s), ref(base), H), "out");
+  test::poison_pool();
+  const ops::ScaleHeadsGrads g = ops::scale_heads_backward(dout, x, s);
+  const ops::ScaleHeadsGrads g_ref = ops::scale_heads_backward(ref(dout), ref(x), ref(s));
+  test::expect_parity(g.dx, g_ref.dx, "dx");
+  test::expect_parity(g.ds, g_ref.ds, "ds", per_row ? 1.0 : 2.0);
+}
+
+TEST(ScaleHeadsCuda, MatchesTheF64Reference) {
+  PRIMER_REQUIRE_CUDA();
+  const uint64_t seed = test::fresh_seed();
+  // Mamba-2's GQA shape (8 heads in pairs, D 128), D 64 in groups of 4, a head of 40 (5 bf16 packs, 10 f32 ones),
+  // one of 6 (no whole pack: element-wise), one of 384 (48 bf16 packs: more than a warp per row), MHA (G = 1).
+  const std::vector<Case> cases = {
+      {2, 37, 8, 2, 128}, {1, 5, 2, 4, 64}, {3, 7, 3, 1, 40}, {2, 9, 2, 3, 6}, {1, 11, 2, 2, 384},
+  };
+  for (const DType dt : {DType::BF16, DType::F32})
+    for (const Case& c : cases)
+      for (const bool per_row : {true, false}) check_case(c, dt, per_row, /*with_base=*/!per_row, false, seed);
+  // Both kinds of s with and without the addend, and inputs one element off their alignment (element-wise path).
+  check_case({2, 13, 4, 2, 128}, DType::BF16, true, true, false, seed + 10);
+  check_case({2, 13, 4, 2, 128}, DType::BF16, false, false, false, seed + 11);
+  check_case({2, 13, 4, 2, 128}, DType::BF16, true, true, true, seed + 12);
+  check_case({2, 13, 4, 2, 64}, DType::F32, false, true, true, seed + 13);
+}
+
+TEST(ScaleHeadsCuda, EmptyRowsWriteNothing) {
+  PRIMER_REQUIRE_CUDA();
+  const Tensor x = test::random_on_cuda({0, 4, 2, 128}, 1, DType::BF16);
+  const Tensor s = test::random_on_cuda({4}, 2, DType::F32);
+  EXPECT_EQ(ops::scale_heads(x, s, Tensor(), 4).shape(), (Shape{0, 4, 4, 128}));
+  const ops::ScaleHeadsGrads g =
+      ops::scale_heads_backward(test::random_on_cuda({0, 4, 4, 128}, 3, DType::BF16), x, s);
+  EXPECT_EQ(g.dx.shape(), x.shape());
+  test::expect_close(g.ds, Tensor::zeros({4}, DType::F32, Device::cuda()), 0, 0, "ds of no rows");
+}
+
+}  // namespace
+}  // namespace primer
