@@ -2,7 +2,6 @@
 
 #include "core/autograd/functions.h"
 #include "core/autograd/gla.h"
-#include "core/autograd/slicing.h"
 #include "core/check.h"
 #include "layers/ssm_blocks.h"
 
@@ -75,14 +74,16 @@ ag::Var Mamba2Mixer::forward(const ag::Var& input, const MixerContext& ctx, cons
       carry.to_heads(key_or_query(zxbcdt[2], ".B_norm.weight", kv_heads_, carry.positions(), ctx.inv_freq));
   const ag::Var cs = carry.to_heads(key_or_query(zxbcdt[3], ".C_norm.weight", heads_, carry.positions(), ctx.inv_freq));
   const int64_t T = xs->value.size(1), H = carry.local_heads(heads_), Hkv = carry.local_heads(kv_heads_);
-  const ag::Var xbc_in = ag::concat(
-      {ag::reshape(xs, {B, T, Hkv * Dh}), ag::reshape(bs, {B, T, Hkv * Dh}), ag::reshape(cs, {B, T, H * Dh})}, 2);
-  // One conv over x | B | C: this rank's rows of each segment.
+  // One conv over x | B | C, run on the three as they are (no joined input, no split output) with this rank's rows
+  // of each segment's weights and state.
   const std::vector<int64_t> segments = {d_xb_, d_xb_, d_inner_};
-  const ag::Var xbc = short_conv(xbc_in, carry.own_heads(weight(".conv1d.weight"), 0, segments),
-                                 carry.own_heads(weight(".conv1d.bias"), 0, segments), true,
-                                 carry.conv_in(0, xbc_in, config_.mamba2.conv_size, segments), carry.conv_out(0));
-  const std::vector<ag::Var> parts = ag::split(xbc, 2, {Hkv * Dh, Hkv * Dh, H * Dh});
+  const std::vector<ag::Var> conv_inputs = {ag::reshape(xs, {B, T, Hkv * Dh}), ag::reshape(bs, {B, T, Hkv * Dh}),
+                                            ag::reshape(cs, {B, T, H * Dh})};
+  const ag::Var conv_weight = carry.own_heads(weight(".conv1d.weight"), 0, segments);
+  const std::vector<ag::Var> parts = ag::causal_conv1d_parts(
+      conv_inputs, ag::reshape(conv_weight, {conv_weight->value.size(0), conv_weight->value.size(2)}),
+      carry.own_heads(weight(".conv1d.bias"), 0, segments), true,
+      carry.conv_in_parts(0, conv_inputs, config_.mamba2.conv_size, segments), carry.conv_out(0));
   const ag::Var x = ag::reshape(parts[0], {B, T, Hkv, Dh});  // x's heads stay grouped: scale_heads reads each once
   const ag::Var keys = expand_heads(ag::reshape(parts[1], {B, T, Hkv, Dh}), H / Hkv);
   const ag::Var queries = ag::reshape(parts[2], {B, T, H, Dh});

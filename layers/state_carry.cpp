@@ -78,9 +78,16 @@ ag::Var StateCarry::own_heads(const ag::Var& x, int dim, const std::vector<int64
   return kept.size() == 1 ? kept[0] : ag::concat(kept, dim);
 }
 
-ag::Var StateCarry::conv_in(size_t slot, const ag::Var& y, int64_t taps, const std::vector<int64_t>& segments) const {
+ag::Var StateCarry::conv_in_parts(size_t slot, const std::vector<ag::Var>& parts, int64_t taps,
+                                  const std::vector<int64_t>& segments) const {
   const ag::Var given = in_ ? in_->conv.at(slot) : nullptr;
-  return mode(ag::RecurrentSequenceMode::P2P) ? sp_->conv_halo(y, taps - 1, given) : own_heads(given, 1, segments);
+  if (!mode(ag::RecurrentSequenceMode::P2P)) return own_heads(given, 1, segments);
+  if (parts.size() == 1) return sp_->conv_halo(parts[0], taps - 1, given);
+  // The caller's state enters the first chunk: each part gets its channels of it.
+  const std::vector<ag::Var> initial = given ? ag::split(given, 1, segments) : std::vector<ag::Var>(parts.size());
+  std::vector<ag::Var> halos;
+  for (size_t i = 0; i < parts.size(); ++i) halos.push_back(sp_->conv_halo(parts[i], taps - 1, initial[i]));
+  return ag::concat(halos, 1);
 }
 
 ag::Var StateCarry::recurrent_in(size_t slot, const std::function<ChunkSummary()>& summary) const {

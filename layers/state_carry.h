@@ -56,8 +56,13 @@ class StateCarry {
   ag::Var own_heads(const ag::Var& x, int dim, const std::vector<int64_t>& segments = {}) const;
 
   // The state entering short convolution `slot` (null: zeros) of input y [R, T, C] with `taps` taps; under A2A the
-  // caller's state's channels of this rank's heads, `segments` as own_heads' for a conv over several branches.
-  ag::Var conv_in(size_t slot, const ag::Var& y, int64_t taps, const std::vector<int64_t>& segments = {}) const;
+  // caller's state's channels of this rank's heads.
+  ag::Var conv_in(size_t slot, const ag::Var& y, int64_t taps) const { return conv_in_parts(slot, {y}, taps, {}); }
+  // The same for one conv over channels held as separate parts [R, T, C_i] (ag::causal_conv1d_parts), whose state
+  // is one [R, ΣC_i, taps-1]: `segments` are the parts' channel counts over all heads (as own_heads' under A2A);
+  // under P2P each part's halo arrives separately and the halos are joined.
+  ag::Var conv_in_parts(size_t slot, const std::vector<ag::Var>& parts, int64_t taps,
+                        const std::vector<int64_t>& segments) const;
   // Where the conv's final state goes (null: not asked for).
   ag::Var* conv_out(size_t slot) const { return out_ ? &out_->conv.at(slot) : nullptr; }
   // The recurrent state entering (null: zeros); under P2P composed over the ranks from summary(), which is

@@ -229,6 +229,70 @@ Var causal_conv1d(const Var& x, const Var& w, const Var& bias, bool silu, const 
   return y;
 }
 
+std::vector<Var> causal_conv1d_parts(const std::vector<Var>& parts, const Var& w, const Var& bias, bool silu,
+                                     const Var& state_in, Var* state_out) {
+  PRIMER_CHECK(!parts.empty() && w->value.dim() == 2, "causal_conv1d_parts: {} parts with weight {}", parts.size(),
+               w->value.describe());
+  std::vector<int64_t> offsets, widths;  // each part's first channel and channel count
+  int64_t channels = 0;
+  for (const Var& p : parts) {
+    PRIMER_CHECK(p->value.dim() == 3, "causal_conv1d_parts: part {} is {}, expected [B, T, C]", offsets.size(),
+                 p->value.describe());
+    offsets.push_back(channels);
+    widths.push_back(p->value.size(2));
+    channels += p->value.size(2);
+  }
+  PRIMER_CHECK(channels == w->value.size(0), "causal_conv1d_parts: parts of {} channels in all for weight {}", channels,
+               w->value.describe());
+  // Part i's rows of a [C, ...] tensor (weights) or channels of a [B, C, K-1] one (states): views, no copies.
+  auto rows = [offsets, widths](const Tensor& t, size_t i) {
+    return t.defined() ? t.slice(0, offsets[i], offsets[i] + widths[i]) : Tensor();
+  };
+  auto state_channels = [offsets, widths](const Tensor& t, size_t i) {
+    return t.defined() ? t.slice(1, offsets[i], offsets[i] + widths[i]) : Tensor();
+  };
+  const Tensor b = bias ? bias->value : Tensor(), s = state_in ? state_in->value : Tensor();
+  std::vector<Var> ys;
+  Tensor joined_state;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    Tensor part_state;
+    ys.push_back(output(ops::causal_conv1d(parts[i]->value, rows(w->value, i), rows(b, i), silu, state_channels(s, i),
+                                           state_out ? &part_state : nullptr)));
+    if (!state_out) continue;
+    if (!joined_state.defined())
+      joined_state =
+          Tensor::empty({part_state.size(0), channels, part_state.size(2)}, part_state.dtype(), part_state.device());
+    state_channels(joined_state, i).copy_from(part_state);
+  }
+  const Var so = state_out ? output(joined_state) : nullptr;
+  if (state_out) *state_out = so;
+  std::vector<const Var*> inputs{&w, &bias, &state_in};
+  for (const Var& p : parts) inputs.push_back(&p);
+  bool wanted = false;
+  for (const Var* v : inputs) wanted |= needs_grad({v});
+  if (wanted) {
+    std::vector<Var> outs = ys;
+    if (so) outs.push_back(so);
+    record("causal_conv1d_parts", outs, [parts, w, bias, b, s, ys, so, state_in, silu, rows, state_channels] {
+      const Tensor dw = grad_accumulator_or_scratch(w);
+      const Tensor db = bias && bias->requires_grad ? grad_accumulator(bias) : Tensor();
+      const Tensor dso = so ? so->grad : Tensor();
+      const bool want_ds = state_in && state_in->requires_grad;
+      const Tensor ds = want_ds ? Tensor::empty(s.shape(), s.dtype(), s.device()) : Tensor();
+      for (size_t i = 0; i < parts.size(); ++i) {
+        Tensor part_ds;
+        accumulate_grad(
+            parts[i], ops::causal_conv1d_backward(grad_or_zeros(ys[i]), parts[i]->value, rows(w->value, i), rows(b, i),
+                                                  silu, state_channels(s, i), state_channels(dso, i), rows(dw, i),
+                                                  rows(db, i), want_ds ? &part_ds : nullptr));
+        if (want_ds) state_channels(ds, i).copy_from(part_ds);
+      }
+      if (want_ds) accumulate_grad(state_in, ds);
+    });
+  }
+  return ys;
+}
+
 Var mse_loss(const Var& a, const Tensor& target) {
   PRIMER_CHECK(target.shape() == a->value.shape() && target.dtype() == a->value.dtype(),
                "mse_loss: target {} must match the prediction '{}' {}", target.describe(), a->name,

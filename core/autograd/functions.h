@@ -39,6 +39,12 @@ Var causal_conv1d(const Var& x, const Var& w, const Var& bias, bool silu);
 // With a carried state (see ops::causal_conv1d): state_in [B, C, K-1] (null Var: zeros) and, if state_out is
 // non-null, the last K-1 inputs after x. Gradients flow into state_in and out of *state_out.
 Var causal_conv1d(const Var& x, const Var& w, const Var& bias, bool silu, const Var& state_in, Var* state_out);
+// One causal conv over channels held as separate parts x_i [B, T, C_i] (Mamba-2's x | B | C), none joined and no
+// output split: part i runs with rows [o_i, o_i + C_i) of w [ΣC_i, K] and bias, and with those channels of the one
+// state [B, ΣC_i, K-1] (state_in null: zeros; *state_out, if non-null, receives the parts' final states joined).
+// The weight and bias gradients land in the rows of one accumulator each.
+std::vector<Var> causal_conv1d_parts(const std::vector<Var>& parts, const Var& w, const Var& bias, bool silu,
+                                     const Var& state_in, Var* state_out);
 Var softmax(const Var& x);
 // Flash attention: q [B, T, Hq, Dh], k/v [B, T, Hkv, Dh] (GQA); saves out and the log-sum-exp for backward.
 Var attention(const Var& q, const Var& k, const Var& v, const ops::AttentionOptions& options);

@@ -46,8 +46,7 @@ template <class T> void forward_cpu(T* out, const T* x, const T* s, const T* bas
     }
 }
 
-template <class T>
-void backward_cpu(T* dx, T* ds_rows, const T* dout, const T* x, const T* s, const Layout& l) {
+template <class T> void backward_cpu(T* dx, T* ds_rows, const T* dout, const T* x, const T* s, const Layout& l) {
   const int64_t H = l.x_heads * l.groups, D = l.head_dim;
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < l.rows; ++r)
@@ -108,8 +107,8 @@ ScaleHeadsGrads scale_heads_backward(const Tensor& dout, const Tensor& x, const 
       backward_cpu<T>(g.dx.data<T>(), ds_rows.data<T>(), dc.data<T>(), xc.data<T>(), sc.data<T>(), l);
     });
   } else {
-    PRIMER_ON_CUDA(cuda_ops::scale_heads_backward(g.dx.data_ptr(), ds_rows.data<float>(), dc.data_ptr(),
-                                                  xc.data_ptr(), sc.data<float>(), l, x.dtype()));
+    PRIMER_ON_CUDA(cuda_ops::scale_heads_backward(g.dx.data_ptr(), ds_rows.data<float>(), dc.data_ptr(), xc.data_ptr(),
+                                                  sc.data<float>(), l, x.dtype()));
   }
   // A per-head s gathers every row's products (a fixed-order sum over rows).
   g.ds = l.per_row ? ds_rows.view(s.shape()) : sum(ds_rows, 0);

@@ -74,13 +74,22 @@ TEST(ScaleHeads, AutogradNodeRoutesEachGradient) {
 TEST(ScaleHeads, RefusesMismatchedArguments) {
   const Tensor x = test::randn({kB, kT, kHx, kD}, 1);
   expect_error([&] { ops::scale_heads(x, test::randn({5}, 2), Tensor(), 5); }, {"scale_heads", "multiple", "2 heads"});
-  expect_error([&] { ops::scale_heads(x, test::randn({kB, kH}, 2), Tensor(), kH); },
-               {"scale_heads", "s is", "per head [6]"});
+  expect_error(
+      [&] {
+        ops::scale_heads(x, test::randn({kB, kH}, 2), Tensor(), kH);
+      },
+      {"scale_heads", "s is", "per head [6]"});
   expect_error([&] { ops::scale_heads(x, test::randn({kH}, 2, DType::F32), Tensor(), kH); }, {"scale_heads", "s"});
-  expect_error([&] { ops::scale_heads(x, test::randn({kH}, 2), test::randn({kB, kT, kHx, kD}, 3), kH); },
-               {"scale_heads", "base"});
-  expect_error([&] { ops::scale_heads_backward(test::randn({kB, kT, kH, kD - 1}, 3), x, test::randn({kH}, 2)); },
-               {"scale_heads_backward", "dout"});
+  expect_error(
+      [&] {
+        ops::scale_heads(x, test::randn({kH}, 2), test::randn({kB, kT, kHx, kD}, 3), kH);
+      },
+      {"scale_heads", "base"});
+  expect_error(
+      [&] {
+        ops::scale_heads_backward(test::randn({kB, kT, kH, kD - 1}, 3), x, test::randn({kH}, 2));
+      },
+      {"scale_heads_backward", "dout"});
 }
 
 }  // namespace

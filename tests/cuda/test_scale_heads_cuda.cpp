@@ -68,8 +68,7 @@ TEST(ScaleHeadsCuda, EmptyRowsWriteNothing) {
   const Tensor x = test::random_on_cuda({0, 4, 2, 128}, 1, DType::BF16);
   const Tensor s = test::random_on_cuda({4}, 2, DType::F32);
   EXPECT_EQ(ops::scale_heads(x, s, Tensor(), 4).shape(), (Shape{0, 4, 4, 128}));
-  const ops::ScaleHeadsGrads g =
-      ops::scale_heads_backward(test::random_on_cuda({0, 4, 4, 128}, 3, DType::BF16), x, s);
+  const ops::ScaleHeadsGrads g = ops::scale_heads_backward(test::random_on_cuda({0, 4, 4, 128}, 3, DType::BF16), x, s);
   EXPECT_EQ(g.dx.shape(), x.shape());
   test::expect_close(g.ds, Tensor::zeros({4}, DType::F32, Device::cuda()), 0, 0, "ds of no rows");
 }

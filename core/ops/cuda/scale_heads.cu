@@ -16,10 +16,9 @@ __device__ __forceinline__ float scale_of(const float* s, const ScaleHeadsDims& 
   return s[d.per_row ? row * d.x_heads * d.groups + h : h];
 }
 
-template <class T, int V>
-__global__ void __launch_bounds__(kThreads) forward_kernel(T* __restrict__ out, const T* __restrict__ x,
-                                                           const float* __restrict__ s, const T* __restrict__ base,
-                                                           ScaleHeadsDims d) {
+template <class T, int V> __global__ void __launch_bounds__(kThreads)
+    forward_kernel(T* __restrict__ out, const T* __restrict__ x, const float* __restrict__ s,
+                   const T* __restrict__ base, ScaleHeadsDims d) {
   const int64_t packs = d.head_dim / V, index = int64_t(blockIdx.x) * kThreads + threadIdx.x;
   if (index >= d.rows * d.x_heads * packs) return;
   const int64_t x_row = index / packs, p = index % packs, row = x_row / d.x_heads, j = x_row % d.x_heads;
@@ -36,11 +35,9 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(T* __restrict__ out, 
   }
 }
 
-template <class T, int V>
-__global__ void __launch_bounds__(kThreads) backward_kernel(T* __restrict__ dx, float* __restrict__ ds_rows,
-                                                            const T* __restrict__ dout, const T* __restrict__ x,
-                                                            const float* __restrict__ s, ScaleHeadsDims d,
-                                                            int group_threads) {
+template <class T, int V> __global__ void __launch_bounds__(kThreads)
+    backward_kernel(T* __restrict__ dx, float* __restrict__ ds_rows, const T* __restrict__ dout,
+                    const T* __restrict__ x, const float* __restrict__ s, ScaleHeadsDims d, int group_threads) {
   const int64_t packs = d.head_dim / V, H = d.x_heads * d.groups;
   const int64_t thread = int64_t(blockIdx.x) * kThreads + threadIdx.x, x_row = thread / group_threads;
   const int lane = int(thread % group_threads);
@@ -79,7 +76,8 @@ __global__ void __launch_bounds__(kThreads) backward_kernel(T* __restrict__ dx, 
 }
 
 // Calls f(V) with the widest pack (16 bytes, else one element) that divides the head and every row's start.
-template <class T, class F> void with_pack(const ScaleHeadsDims& d, std::initializer_list<const void*> pointers, F&& f) {
+template <class T, class F>
+void with_pack(const ScaleHeadsDims& d, std::initializer_list<const void*> pointers, F&& f) {
   bool aligned = d.head_dim % kPack<T> == 0;
   for (const void* p : pointers) aligned = aligned && (p == nullptr || aligned16(p));
   if (aligned)
