@@ -75,8 +75,7 @@ ag::Var Gdn2Mixer::forward(const ag::Var& input, const MixerContext& ctx, const 
   const DType dt = A_log->value.dtype();
   const auto per_channel = [&](const ag::Var& y) { return ag::reshape(y, {B, T, H, D}); };
   const ag::Var low_rank = ag::linear(ag::linear(x, weight("f_proj.0.weight")), weight("f_proj.1.weight"));
-  const ag::Var g = carry.to_heads(
-      ssm_decay(per_channel(low_rank), ag::reshape(A_log, {H, 1}), ag::reshape(weight("dt_bias"), {H, D})));
+  const ag::Var g = carry.to_heads(ag::ssm_decay(per_channel(low_rank), A_log, ag::reshape(weight("dt_bias"), {H, D})));
   ag::Var b = ag::unary(ops::Unary::Sigmoid, ag::cast(per_channel(ag::linear(x, weight("b_proj.weight"))), dt));
   if (gdn2_.allow_neg_eigval) b = ag::scale(b, 2.0);  // only the erase gate: the spectrum of I − k(b⊙k)ᵀ
   b = carry.to_heads(b);

@@ -77,7 +77,7 @@ ag::Var GdnMixer::forward(const ag::Var& input, const MixerContext& ctx, const M
   const DType gate_dtype = weight("A_log")->value.dtype();
   // The gates are token-local: formed on this rank's tokens, then moved with their heads under A2A.
   const ag::Var g =
-      carry.to_heads(ssm_decay(ag::linear(x, weight("gk_proj.weight")), weight("A_log"), weight("dt_bias")));
+      carry.to_heads(ag::ssm_decay(ag::linear(x, weight("gk_proj.weight")), weight("A_log"), weight("dt_bias")));
   // GDN's β, or KZLA's η (its β = η/(‖k‖² + ε) is formed inside the core).
   ag::Var beta = ag::unary(ops::Unary::Sigmoid, ag::cast(ag::linear(x, weight("b_proj.weight")), gate_dtype));
   if (gdn_.allow_neg_eigval) beta = ag::scale(beta, 2.0);

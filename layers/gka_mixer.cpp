@@ -104,7 +104,7 @@ ag::Var GkaMixer::forward(const ag::Var& input, const MixerContext& ctx, const M
   const Shape& qs = q->value.shape();
   const ag::Var g =
       gka_.use_forgetting_gate
-          ? carry.to_heads(ssm_decay(ag::linear(x, weight("a_proj.weight")), weight("A_log"), weight("dt_bias")))
+          ? carry.to_heads(ag::ssm_decay(ag::linear(x, weight("a_proj.weight")), weight("A_log"), weight("dt_bias")))
           : ag::constant(Tensor::zeros({qs[0], qs[1], H}, gate_dtype, x->value.device()));
   const ag::Var gk = gka_.use_forgetting_gate && gka_.use_forgetting_gate_kk ? g : nullptr;
 

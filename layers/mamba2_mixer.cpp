@@ -95,9 +95,8 @@ ag::Var Mamba2Mixer::forward(const ag::Var& input, const MixerContext& ctx, cons
   // The per-head dt_bias, A_log and D of this rank's heads.
   const ag::Var dt = carry.to_heads(zxbcdt[4]);  // [B, T, H]
   const ag::Var dt_bias = carry.own_heads(weight(".dt_bias"), 0), A_log = carry.own_heads(weight(".A_log"), 0);
-  const ag::Var delta =
-      ag::unary(ops::Unary::Softplus, ag::add(as_dtype(dt, gate_dtype), as_dtype(dt_bias, gate_dtype)));
-  const ag::Var decay = ag::mul(delta, ag::scale(ag::unary(ops::Unary::Exp, as_dtype(A_log, gate_dtype)), -1.0));
+  ag::Var delta;  // Δ = softplus(dt + dt_bias), and the decay −exp(A_log)·Δ, from one op
+  const ag::Var decay = ag::ssm_decay(dt, as_dtype(A_log, gate_dtype), as_dtype(dt_bias, gate_dtype), &delta);
   const ag::Var g = as_dtype(decay, u->value.is_cpu() ? io_dtype : DType::F32);
   const ag::Var v = ag::scale_heads(x, delta, nullptr, H);
 

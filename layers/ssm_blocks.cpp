@@ -96,11 +96,6 @@ ag::Var l2_normalize(const ag::Var& x, double eps) {
   return ag::rmsnorm(x, nullptr, nullptr, ops::NormSpec{eps, ops::NormGate::None, /*l2=*/true});
 }
 
-ag::Var ssm_decay(const ag::Var& a, const ag::Var& A_log, const ag::Var& dt_bias) {
-  const ag::Var dt = ag::unary(ops::Unary::Softplus, ag::add(ag::cast(a, A_log->value.dtype()), dt_bias));
-  return ag::mul(dt, ag::scale(ag::unary(ops::Unary::Exp, A_log), -1.0));
-}
-
 ag::Var gated_rmsnorm(const ag::Var& o, const ag::Var& w, const ag::Var& gate, double eps) {
   return ag::rmsnorm(o, w, gate, ops::NormSpec{eps, ops::NormGate::After});
 }

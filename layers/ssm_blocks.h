@@ -62,10 +62,6 @@ ag::Var expand_heads(const ag::Var& x, int64_t groups);
 // x / sqrt(Σ x² + eps) over the last dimension (eps inside the root, as fla's in-kernel L2 norm).
 ag::Var l2_normalize(const ag::Var& x, double eps);
 
-// The decay of Mamba-2, GDN and GKA in log space, in A_log's dtype (f32 parameters kept f32; f64 in references):
-// g = −exp(A_log) · softplus(a + dt_bias); a [B, T, H] (any float dtype), A_log and dt_bias [H].
-ag::Var ssm_decay(const ag::Var& a, const ag::Var& A_log, const ag::Var& dt_bias);
-
 // Norm then gate, per head (fla's FusedRMSNormGated with swish): RMSNorm_D(o) · w ⊙ silu(gate);
 // o and gate [..., D] of one dtype, w [D].
 ag::Var gated_rmsnorm(const ag::Var& o, const ag::Var& w, const ag::Var& gate, double eps);

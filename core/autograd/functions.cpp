@@ -9,6 +9,7 @@
 #include "core/ops/rmsnorm.h"
 #include "core/ops/rope.h"
 #include "core/ops/scale_heads.h"
+#include "core/ops/ssm_decay.h"
 #include "core/ops/softmax.h"
 #include "core/ops/swiglu.h"
 
@@ -71,6 +72,25 @@ Var scale_heads(const Var& x, const Var& s, const Var& base, int64_t heads) {
       accumulate_grad(s, g.ds);
     });
   return y;
+}
+
+Var ssm_decay(const Var& a, const Var& A_log, const Var& dt_bias, Var* delta) {
+  Tensor step;
+  Var g = output(ops::ssm_decay(a->value, A_log->value, dt_bias->value, delta ? &step : nullptr));
+  const Var d = delta ? output(step) : nullptr;
+  if (delta) *delta = d;
+  if (needs_grad({&a, &A_log, &dt_bias})) {
+    std::vector<Var> outs{g};
+    if (d) outs.push_back(d);
+    record("ssm_decay", outs, [a, A_log, dt_bias, g, d] {
+      const ops::SsmDecayGrads grads =
+          ops::ssm_decay_backward(g->grad, d ? d->grad : Tensor(), a->value, A_log->value, dt_bias->value);
+      accumulate_grad(a, grads.da);
+      accumulate_grad(A_log, grads.dA_log);
+      accumulate_grad(dt_bias, grads.ddt_bias);
+    });
+  }
+  return g;
 }
 
 Var scale(const Var& a, double s) {

@@ -17,6 +17,9 @@ Var repeat_interleave(const Var& x, int dim, int64_t repeats);
 // ops::scale_heads: base + s · (x's heads, each repeated for its group of heads); base may be null, s per row and
 // head [..., heads] or per head [heads] (Mamba-2's Δ·x and y + D·x under GQA).
 Var scale_heads(const Var& x, const Var& s, const Var& base, int64_t heads);
+// ops::ssm_decay: g = −exp(A_log)·softplus(a + dt_bias) in A_log's dtype; *delta (if non-null) receives the step
+// softplus(a + dt_bias), whose gradient joins g's in the one backward.
+Var ssm_decay(const Var& a, const Var& A_log, const Var& dt_bias, Var* delta = nullptr);
 Var unary(ops::Unary op, const Var& x);
 Var reshape(const Var& x, const Shape& shape);
 Var transpose(const Var& x, int d0, int d1);  // materialised (contiguous) result

@@ -66,21 +66,6 @@ TEST(SsmBlocks, L2NormalizeHasEpsInsideTheRoot) {
       {x}, {"x"}, [eps](const auto& v) { return layers::l2_normalize(v[0], eps); }, seed);
 }
 
-TEST(SsmBlocks, DecayIsMinusExpALogTimesSoftplus) {
-  const uint64_t seed = test::fresh_seed();
-  SCOPED_TRACE("seed " + std::to_string(seed));
-  const Tensor a = test::randn({2, 3, 4}, seed), A_log = test::randn({4}, seed + 1),
-               dt_bias = test::randn({4}, seed + 2);
-  const auto g =
-      layers::ssm_decay(ag::constant(a), ag::constant(A_log), ag::constant(dt_bias))->value.to_vector<double>();
-  const auto av = a.to_vector<double>(), lv = A_log.to_vector<double>(), bv = dt_bias.to_vector<double>();
-  for (size_t i = 0; i < av.size(); ++i)
-    EXPECT_NEAR(g[i], -std::exp(lv[i % 4]) * std::log1p(std::exp(av[i] + bv[i % 4])), 1e-13);
-  gradcheck_ag(
-      {a, A_log, dt_bias}, {"a", "A_log", "dt_bias"}, [](const auto& v) { return layers::ssm_decay(v[0], v[1], v[2]); },
-      seed);
-}
-
 TEST(SsmBlocks, GatedRmsNormNormalisesThenGates) {
   const uint64_t seed = test::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
