@@ -67,8 +67,16 @@ Var scale_heads(const Var& x, const Var& s, const Var& base, int64_t heads) {
     record("scale_heads", {y}, [x, s, base, y] {
       if (base) accumulate_grad(base, y->grad);
       if (!x->requires_grad && !s->requires_grad) return;
-      const ops::ScaleHeadsGrads g = ops::scale_heads_backward(y->grad, x->value, s->value);
-      accumulate_grad(x, g.dx);
+      // A gradient x already holds (its other use: Mamba-2's value and skip) is summed in the same pass, as a new
+      // tensor like accumulate_grad's sum.
+      const bool sum_in_pass =
+          x->requires_grad && !x->accumulates && x->grad.defined() && x->grad.dtype() == x->value.dtype();
+      const ops::ScaleHeadsGrads g =
+          ops::scale_heads_backward(y->grad, x->value, s->value, sum_in_pass ? x->grad : Tensor());
+      if (sum_in_pass)
+        x->grad = g.dx;
+      else
+        accumulate_grad(x, g.dx);
       accumulate_grad(s, g.ds);
     });
   return y;

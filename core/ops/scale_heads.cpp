@@ -46,14 +46,15 @@ template <class T> void forward_cpu(T* out, const T* x, const T* s, const T* bas
     }
 }
 
-template <class T> void backward_cpu(T* dx, T* ds_rows, const T* dout, const T* x, const T* s, const Layout& l) {
+template <class T>
+void backward_cpu(T* dx, T* ds_rows, const T* dout, const T* x, const T* s, const T* dx_addend, const Layout& l) {
   const int64_t H = l.x_heads * l.groups, D = l.head_dim;
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < l.rows; ++r)
     for (int64_t j = 0; j < l.x_heads; ++j) {
       const T* xr = x + (r * l.x_heads + j) * D;
       for (int64_t d = 0; d < D; ++d) {
-        double acc = 0;
+        double acc = dx_addend ? double(dx_addend[(r * l.x_heads + j) * D + d]) : 0.0;
         for (int64_t g = 0; g < l.groups; ++g) {
           const int64_t h = j * l.groups + g;
           acc += double(s[l.per_row ? r * H + h : h]) * double(dout[(r * H + h) * D + d]);
@@ -92,23 +93,30 @@ Tensor scale_heads(const Tensor& x, const Tensor& s, const Tensor& base, int64_t
   return out;
 }
 
-ScaleHeadsGrads scale_heads_backward(const Tensor& dout, const Tensor& x, const Tensor& s) {
+ScaleHeadsGrads scale_heads_backward(const Tensor& dout, const Tensor& x, const Tensor& s, const Tensor& dx_addend) {
   constexpr const char* op = "scale_heads_backward";
   const Layout l = check_layout(op, x, s, s.size(-1));
   expect(dout, op, "dout", x.device(), {x.dtype()});
   expect_shape(dout, op, "dout", l.out_shape);
+  if (dx_addend.defined()) {
+    expect(dx_addend, op, "dx_addend", x.device(), {x.dtype()});
+    expect_shape(dx_addend, op, "dx_addend", x.shape());
+  }
   const Tensor xc = x.contiguous(), sc = s.contiguous(), dc = dout.contiguous();
+  const Tensor ac = dx_addend.defined() ? dx_addend.contiguous() : Tensor();
   const int64_t H = l.x_heads * l.groups;
   ScaleHeadsGrads g{Tensor::empty(x.shape(), x.dtype(), x.device()), Tensor()};
   Tensor ds_rows = Tensor::empty({l.rows, H}, s.dtype(), x.device());
   if (x.is_cpu()) {
     dispatch_cpu_float(x.dtype(), op, [&](auto tag) {
       using T = decltype(tag);
-      backward_cpu<T>(g.dx.data<T>(), ds_rows.data<T>(), dc.data<T>(), xc.data<T>(), sc.data<T>(), l);
+      backward_cpu<T>(g.dx.data<T>(), ds_rows.data<T>(), dc.data<T>(), xc.data<T>(), sc.data<T>(),
+                      ac.defined() ? ac.data<T>() : nullptr, l);
     });
   } else {
     PRIMER_ON_CUDA(cuda_ops::scale_heads_backward(g.dx.data_ptr(), ds_rows.data<float>(), dc.data_ptr(), xc.data_ptr(),
-                                                  sc.data<float>(), l, x.dtype()));
+                                                  sc.data<float>(), ac.defined() ? ac.data_ptr() : nullptr, l,
+                                                  x.dtype()));
   }
   // A per-head s gathers every row's products (a fixed-order sum over rows).
   g.ds = l.per_row ? ds_rows.view(s.shape()) : sum(ds_rows, 0);

@@ -20,7 +20,9 @@ struct ScaleHeadsGrads {
   Tensor dx;  // like x
   Tensor ds;  // like s
 };
-// dout [..., H, D] (x's dtype); x and s as given to the forward (dbase is dout itself).
-ScaleHeadsGrads scale_heads_backward(const Tensor& dout, const Tensor& x, const Tensor& s);
+// dout [..., H, D] (x's dtype); x and s as given to the forward (dbase is dout itself). dx_addend (like x, or
+// undefined) is added to dx in the same pass: a gradient x already holds from another use.
+ScaleHeadsGrads scale_heads_backward(const Tensor& dout, const Tensor& x, const Tensor& s,
+                                     const Tensor& dx_addend = Tensor());
 
 }  // namespace primer::ops

@@ -71,6 +71,24 @@ TEST(ScaleHeads, AutogradNodeRoutesEachGradient) {
   test::expect_close(base->grad, dy, 0, 0, "dbase");
 }
 
+// x used twice (Mamba-2's value and skip): the second backward sums the first's gradient in its own pass.
+TEST(ScaleHeads, ASecondUseAddsItsGradientInThePass) {
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const Tensor xv = test::randn({kB, kT, kHx, kD}, seed), dy = test::randn({kB, kT, kH, kD}, seed + 3),
+               dv = test::randn({kB, kT, kH, kD}, seed + 4);
+  const Tensor s_row = scales(true, seed + 1), s_head = scales(false, seed + 2);
+  const ag::Var x = ag::leaf(xv, "x");
+  const ag::Var v = ag::scale_heads(x, ag::constant(s_row), nullptr, kH);
+  const ag::Var y = ag::scale_heads(x, ag::constant(s_head), v, kH);
+  ag::backward(y, dy);
+  const Tensor first = ops::scale_heads_backward(dy, xv, s_head).dx;
+  const Tensor second = ops::scale_heads_backward(dy, xv, s_row).dx;  // v passes dy on
+  test::expect_close(x->grad, ops::add(first, second), 1e-15, 1e-14, "dx of both uses");
+  test::expect_close(ops::scale_heads_backward(dv, xv, s_row, first).dx,
+                     ops::add(first, ops::scale_heads_backward(dv, xv, s_row).dx), 1e-15, 1e-14, "dx with an addend");
+}
+
 TEST(ScaleHeads, RefusesMismatchedArguments) {
   const Tensor x = test::randn({kB, kT, kHx, kD}, 1);
   expect_error([&] { ops::scale_heads(x, test::randn({5}, 2), Tensor(), 5); }, {"scale_heads", "multiple", "2 heads"});

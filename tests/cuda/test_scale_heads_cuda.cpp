@@ -63,6 +63,25 @@ TEST(ScaleHeadsCuda, MatchesTheF64Reference) {
   check_case({2, 13, 4, 2, 64}, DType::F32, false, true, true, seed + 13);
 }
 
+// The backward that sums a gradient x already holds (Mamba-2's second use of x) in its pass.
+TEST(ScaleHeadsCuda, AddsTheGradientXAlreadyHolds) {
+  PRIMER_REQUIRE_CUDA();
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  for (const DType dt : {DType::BF16, DType::F32}) {
+    const Tensor x = test::random_on_cuda({2, 29, 8, 128}, seed, dt),
+                 addend = test::random_on_cuda(x.shape(), seed + 1, dt);
+    const Tensor s = test::random_on_cuda({2, 29, 16}, seed + 2, DType::F32);
+    const Tensor dout = test::random_on_cuda({2, 29, 16, 128}, seed + 3, dt);
+    test::poison_pool();
+    const ops::ScaleHeadsGrads g = ops::scale_heads_backward(dout, x, s, addend);
+    const ops::ScaleHeadsGrads g_ref =
+        ops::scale_heads_backward(test::cpu_f64(dout), test::cpu_f64(x), test::cpu_f64(s), test::cpu_f64(addend));
+    test::expect_parity(g.dx, g_ref.dx, std::string("dx with an addend, ") + dtype_name(dt));
+    test::expect_parity(g.ds, g_ref.ds, std::string("ds, ") + dtype_name(dt));
+  }
+}
+
 TEST(ScaleHeadsCuda, EmptyRowsWriteNothing) {
   PRIMER_REQUIRE_CUDA();
   const Tensor x = test::random_on_cuda({0, 4, 2, 128}, 1, DType::BF16);

@@ -37,7 +37,8 @@ template <class T, int V> __global__ void __launch_bounds__(kThreads)
 
 template <class T, int V> __global__ void __launch_bounds__(kThreads)
     backward_kernel(T* __restrict__ dx, float* __restrict__ ds_rows, const T* __restrict__ dout,
-                    const T* __restrict__ x, const float* __restrict__ s, ScaleHeadsDims d, int group_threads) {
+                    const T* __restrict__ x, const float* __restrict__ s, const T* __restrict__ dx_addend,
+                    ScaleHeadsDims d, int group_threads) {
   const int64_t packs = d.head_dim / V, H = d.x_heads * d.groups;
   const int64_t thread = int64_t(blockIdx.x) * kThreads + threadIdx.x, x_row = thread / group_threads;
   const int lane = int(thread % group_threads);
@@ -63,6 +64,7 @@ template <class T, int V> __global__ void __launch_bounds__(kThreads)
   if (!active) return;
   for (int64_t p = lane; p < packs; p += group_threads) {
     float acc[V] = {};
+    if (dx_addend) load_floats<T, V>(dx_addend + x_row * d.head_dim + p * V, acc);
     for (int64_t g = 0; g < d.groups; ++g) {
       const int64_t h = j * d.groups + g;
       const float scale = scale_of(s, d, row, h);
@@ -104,18 +106,19 @@ void scale_heads_forward(void* out, const void* x, const float* s, const void* b
 }
 
 void scale_heads_backward(void* dx, float* ds_rows, const void* dout, const void* x, const float* s,
-                          const ScaleHeadsDims& d, DType dtype) {
+                          const void* dx_addend, const ScaleHeadsDims& d, DType dtype) {
   if (d.rows * d.x_heads == 0) return;
   visit_float(dtype, [&](auto tag) {
     using T = decltype(tag);
-    with_pack<T>(d, {dx, dout, x}, [&](auto pack) {
+    with_pack<T>(d, {dx, dout, x, dx_addend}, [&](auto pack) {
       constexpr int V = decltype(pack)::value;
       const int64_t packs = d.head_dim / V;
       int group_threads = 1;  // the smallest power of two holding a row's packs, at most a warp
       while (group_threads < kWarp && group_threads < packs) group_threads *= 2;
       const int64_t threads = d.rows * d.x_heads * group_threads;
       backward_kernel<T, V><<<unsigned((threads + kThreads - 1) / kThreads), kThreads, 0, cuda::stream()>>>(
-          static_cast<T*>(dx), ds_rows, static_cast<const T*>(dout), static_cast<const T*>(x), s, d, group_threads);
+          static_cast<T*>(dx), ds_rows, static_cast<const T*>(dout), static_cast<const T*>(x), s,
+          static_cast<const T*>(dx_addend), d, group_threads);
       PRIMER_CUDA_CHECK_LAUNCH();
     });
   });

@@ -15,7 +15,8 @@ struct ScaleHeadsDims {
 
 void scale_heads_forward(void* out, const void* x, const float* s, const void* base, const ScaleHeadsDims& dims,
                          DType dtype);
+// dx_addend (nullable, like dx) is added to dx.
 void scale_heads_backward(void* dx, float* ds_rows, const void* dout, const void* x, const float* s,
-                          const ScaleHeadsDims& dims, DType dtype);
+                          const void* dx_addend, const ScaleHeadsDims& dims, DType dtype);
 
 }  // namespace primer::ops::cuda_ops
