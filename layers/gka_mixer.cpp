@@ -72,10 +72,9 @@ ag::Var GkaMixer::branch(const ag::Var& x, const char* name, int64_t heads, size
   return conv_heads(y, w, nullptr, false, heads, head_dim_, slot, carry);
 }
 
-ag::Var GkaMixer::head_gate(const ag::Var& x, const char* name) {
-  const int64_t B = x->value.size(0), T = x->value.size(1);
-  const std::string proj = std::string(name) + "_proj";
-  const ag::Var pre = ag::add(ag::linear(x, weight(proj + ".weight")), weight(proj + ".bias"));
+ag::Var GkaMixer::head_gate(const ag::Var& projected, const char* name) {
+  const int64_t B = projected->value.size(0), T = projected->value.size(1);
+  const ag::Var pre = ag::add(projected, weight(std::string(name) + "_proj.bias"));
   return ag::reshape(ag::unary(ops::Unary::Sigmoid, pre), {B, T, heads_, 1});
 }
 
@@ -91,9 +90,20 @@ ag::Var GkaMixer::forward(const ag::Var& input, const MixerContext& ctx, const M
       kL2Eps, k_expansion_ ? &*k_expansion_ : nullptr, v_expansion_ ? &*v_expansion_ : nullptr);
   const ag::Var& q = heads.q;
   ag::Var k = heads.k, v = heads.v;
+  // The per-head projections in use (decay a, β, α) as one GEMM.
+  std::vector<std::string> gates;
+  if (gka_.use_forgetting_gate) gates.push_back("a");
+  if (gka_.use_beta_gate) gates.push_back("b");
+  if (gka_.use_alpha_connection) gates.push_back("alpha");
+  std::vector<ag::Var> gate_weights;
+  for (const std::string& name : gates) gate_weights.push_back(weight(name + "_proj.weight"));
+  const std::vector<ag::Var> projected = gates.empty() ? std::vector<ag::Var>() : ag::linear_joined(x, gate_weights);
+  const auto gate_input = [&](const char* name) {
+    return projected[size_t(std::find(gates.begin(), gates.end(), name) - gates.begin())];
+  };
   if (gka_.use_beta_gate) {
     const Tensor floor = Tensor::full({1}, kBetaFloor, q->value.dtype(), q->value.device());
-    const ag::Var beta = ag::add(carry.to_heads(head_gate(x, "b")), ag::constant(floor));
+    const ag::Var beta = ag::add(carry.to_heads(head_gate(gate_input("b"), "b")), ag::constant(floor));
     k = ag::mul(k, beta);
     v = ag::mul(v, beta);
   }
@@ -102,10 +112,9 @@ ag::Var GkaMixer::forward(const ag::Var& input, const MixerContext& ctx, const M
   const DType gate_dtype = weight("A_log")->value.dtype();
   // The gates are token-local: formed on this rank's tokens, then moved with their heads under A2A.
   const Shape& qs = q->value.shape();
-  const ag::Var g =
-      gka_.use_forgetting_gate
-          ? carry.to_heads(ag::ssm_decay(ag::linear(x, weight("a_proj.weight")), weight("A_log"), weight("dt_bias")))
-          : ag::constant(Tensor::zeros({qs[0], qs[1], H}, gate_dtype, x->value.device()));
+  const ag::Var g = gka_.use_forgetting_gate
+                        ? carry.to_heads(ag::ssm_decay(gate_input("a"), weight("A_log"), weight("dt_bias")))
+                        : ag::constant(Tensor::zeros({qs[0], qs[1], H}, gate_dtype, x->value.device()));
   const ag::Var gk = gka_.use_forgetting_gate && gka_.use_forgetting_gate_kk ? g : nullptr;
 
   ops::ChebyshevOptions solve;
@@ -124,7 +133,8 @@ ag::Var GkaMixer::forward(const ag::Var& input, const MixerContext& ctx, const M
   const ag::Var xhat = ag::chebyshev_solve(q, k, gk, solve, h0, carry.recurrent_out(0));
   // q̃ = q + α (x̂ − q): a convex mix of the query and the regression's answer.
   const ag::Var qt = gka_.use_alpha_connection
-                         ? ag::add(q, ag::mul(carry.to_heads(head_gate(x, "alpha")), ag::add(xhat, ag::scale(q, -1.0))))
+                         ? ag::add(q, ag::mul(carry.to_heads(head_gate(gate_input("alpha"), "alpha")),
+                                              ag::add(xhat, ag::scale(q, -1.0))))
                          : xhat;
   const double scale = gka_.gla_rescale ? 1.0 / std::sqrt(double(D)) : 1.0;
   const ag::Var o = carry.from_heads(ag::gla(qt, k, v, g, scale, s0, carry.recurrent_out(1)));

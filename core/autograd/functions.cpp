@@ -186,6 +186,75 @@ Var linear_rows(const Var& x, const Var& W, int64_t begin, int64_t end) {
   return y;
 }
 
+std::vector<Var> linear_joined(const Var& x, const std::vector<Var>& weights) {
+  PRIMER_CHECK(!weights.empty(), "linear_joined: no weights");
+  const int64_t in = x->value.size(-1);
+  std::vector<int64_t> rows;
+  int64_t total = 0;
+  for (const Var& W : weights) {
+    PRIMER_CHECK(W->value.dim() == 2 && W->value.size(1) == in && W->value.dtype() == weights[0]->value.dtype(),
+                 "linear_joined: weight '{}' {} for x {}, expected [rows, {}] of one dtype", W->name,
+                 W->value.describe(), x->value.describe(), in);
+    rows.push_back(W->value.size(0));
+    total += W->value.size(0);
+  }
+  if (weights.size() == 1) return {linear(x, weights[0])};
+  // Joined again in backward: the weights' storage may be regathered in between (ZeRO-3).
+  const auto joined = [weights, total, in] {
+    const Tensor& first = weights[0]->value;
+    Tensor w = Tensor::empty({total, in}, first.dtype(), first.device());
+    int64_t at = 0;
+    for (const Var& W : weights) {
+      w.slice(0, at, at + W->value.size(0)).copy_from(W->value);
+      at += W->value.size(0);
+    }
+    return w;
+  };
+  const Tensor y = ops::linear(x->value, joined());
+  const int last = y.dim() - 1;
+  std::vector<Var> outs;
+  int64_t at = 0;
+  for (const int64_t n : rows) {
+    outs.push_back(output(y.slice(last, at, at + n).contiguous()));
+    at += n;
+  }
+  bool wanted = needs_grad({&x});
+  for (const Var& W : weights) wanted |= needs_grad({&W});
+  if (wanted)
+    record("linear_joined", outs, [x, weights, outs, rows, total, in, last, joined] {
+      Shape dy_shape = x->value.shape();
+      dy_shape.back() = total;
+      Tensor dy = Tensor::empty(dy_shape, outs[0]->value.dtype(), x->value.device());
+      int64_t at = 0;
+      for (size_t i = 0; i < outs.size(); ++i) {
+        dy.slice(last, at, at + rows[i]).copy_from(grad_or_zeros(outs[i]));
+        at += rows[i];
+      }
+      bool want_dw = false;
+      for (const Var& W : weights) want_dw |= W->requires_grad;
+      const DType w_dtype = weights[0]->value.dtype();
+      const Tensor dW =
+          want_dw ? Tensor::zeros({total, in}, w_dtype == DType::F64 ? DType::F64 : DType::F32, x->value.device())
+                  : Tensor();
+      // As linear_rows: a gradient x already holds is summed in the GEMM's epilogue.
+      const bool sum_in_gemm = x->requires_grad && !x->accumulates && x->grad.defined() &&
+                               x->grad.dtype() == x->value.dtype() && dy.dtype() == x->grad.dtype();
+      Tensor dx;
+      ops::linear_backward(dy, x->value, joined(), x->requires_grad ? &dx : nullptr, dW,
+                           sum_in_gemm ? x->grad : Tensor());
+      if (sum_in_gemm)
+        x->grad = dx;
+      else
+        accumulate_grad(x, dx);
+      at = 0;
+      for (size_t i = 0; i < weights.size(); ++i) {
+        if (weights[i]->requires_grad) accumulate_grad(weights[i], dW.slice(0, at, at + rows[i]));
+        at += rows[i];
+      }
+    });
+  return outs;
+}
+
 Var rmsnorm(const Var& x, const Var& w, double eps) { return rmsnorm(x, w, nullptr, ops::NormSpec{eps}); }
 
 Var rmsnorm(const Var& x, const Var& w, const Var& z, const ops::NormSpec& spec) {

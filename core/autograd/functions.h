@@ -30,6 +30,10 @@ Var linear(const Var& x, const Var& W);  // y = x @ W^T, W [out, in]
 // y = x @ W[begin:end]^T: one row block of a fused projection (its gradient lands in those rows of W's), instead of
 // the whole product split into copies.
 Var linear_rows(const Var& x, const Var& W, int64_t begin, int64_t end);
+// Narrow projections of one input as one GEMM: y_i = x @ W_i^T for weights of a few rows each (GDN's decay and β,
+// GKA's decay, β and α: one value per head), which as separate GEMMs would each read all of x and each write a
+// whole dx. The weights are joined per call (a copy of a few rows) and the outputs cut apart (a few columns).
+std::vector<Var> linear_joined(const Var& x, const std::vector<Var>& weights);
 Var matmul(const Var& a, const Var& b);  // batched: a [N, M, K] @ b [N, K, P] → [N, M, P], one dtype
 Var rmsnorm(const Var& x, const Var& w, double eps);
 // The gated and L2 variants of ops::rmsnorm, one node: w null for a unit weight, [D] or per-head [G, D]; gate z null
