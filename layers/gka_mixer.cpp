@@ -73,9 +73,9 @@ ag::Var GkaMixer::branch(const ag::Var& x, const char* name, int64_t heads, size
 }
 
 ag::Var GkaMixer::head_gate(const ag::Var& projected, const char* name) {
-  const int64_t B = projected->value.size(0), T = projected->value.size(1);
   const ag::Var pre = ag::add(projected, weight(std::string(name) + "_proj.bias"));
-  return ag::reshape(ag::unary(ops::Unary::Sigmoid, pre), {B, T, heads_, 1});
+  const DType scale_dtype = pre->value.dtype() == DType::F64 ? DType::F64 : DType::F32;
+  return ag::unary(ops::Unary::Sigmoid, pre->value.dtype() == scale_dtype ? pre : ag::cast(pre, scale_dtype));
 }
 
 ag::Var GkaMixer::forward(const ag::Var& input, const MixerContext& ctx, const MixerState* state_in,
@@ -101,11 +101,16 @@ ag::Var GkaMixer::forward(const ag::Var& input, const MixerContext& ctx, const M
   const auto gate_input = [&](const char* name) {
     return projected[size_t(std::find(gates.begin(), gates.end(), name) - gates.begin())];
   };
+  // β and α scale whole head rows (scale_heads: one pass each way, the gate kept in f32).
+  const auto per_head = [&](const ag::Var& gate) {
+    return ag::reshape(carry.to_heads(gate), {k->value.size(0), k->value.size(1), H});
+  };
   if (gka_.use_beta_gate) {
-    const Tensor floor = Tensor::full({1}, kBetaFloor, q->value.dtype(), q->value.device());
-    const ag::Var beta = ag::add(carry.to_heads(head_gate(gate_input("b"), "b")), ag::constant(floor));
-    k = ag::mul(k, beta);
-    v = ag::mul(v, beta);
+    const ag::Var beta_gate = head_gate(gate_input("b"), "b");
+    const Tensor floor = Tensor::full({1}, kBetaFloor, beta_gate->value.dtype(), beta_gate->value.device());
+    const ag::Var beta = per_head(ag::add(beta_gate, ag::constant(floor)));
+    k = ag::scale_heads(k, beta, nullptr, H);
+    v = ag::scale_heads(v, beta, nullptr, H);
   }
 
   // The decay in A_log's dtype (f32; f64 in references), as the solve and the readout take it.
@@ -131,11 +136,14 @@ ag::Var GkaMixer::forward(const ag::Var& input, const MixerContext& ctx, const M
   });
   const ag::Var s0 = carry.recurrent_in(1, [&] { return scalar_decay_summary(k, v, g); });
   const ag::Var xhat = ag::chebyshev_solve(q, k, gk, solve, h0, carry.recurrent_out(0));
-  // q̃ = q + α (x̂ − q): a convex mix of the query and the regression's answer.
-  const ag::Var qt = gka_.use_alpha_connection
-                         ? ag::add(q, ag::mul(carry.to_heads(head_gate(gate_input("alpha"), "alpha")),
-                                              ag::add(xhat, ag::scale(q, -1.0))))
-                         : xhat;
+  // q̃ = (1 − α) q + α x̂: a convex mix of the query and the regression's answer.
+  ag::Var qt = xhat;
+  if (gka_.use_alpha_connection) {
+    const ag::Var alpha = per_head(head_gate(gate_input("alpha"), "alpha"));
+    const Tensor one = Tensor::full({1}, 1.0, alpha->value.dtype(), alpha->value.device());
+    qt = ag::scale_heads(xhat, alpha,
+                         ag::scale_heads(q, ag::add(ag::scale(alpha, -1.0), ag::constant(one)), nullptr, H), H);
+  }
   const double scale = gka_.gla_rescale ? 1.0 / std::sqrt(double(D)) : 1.0;
   const ag::Var o = carry.from_heads(ag::gla(qt, k, v, g, scale, s0, carry.recurrent_out(1)));
 
