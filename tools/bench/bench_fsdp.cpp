@@ -18,7 +18,6 @@
 #include "core/rng.h"
 #include "core/sequence_layout.h"
 #include "layers/decoder_lm.h"
-#include "layers/hybrid_config.h"
 #include "optim/adamw.h"
 #include "parallel/comm/launch.h"
 #include "parallel/comm/process_grid.h"
@@ -61,10 +60,7 @@ Options parse(int argc, char** argv) {
 
 ModelConfig model_config(const Options& o) {
   ModelConfig c = bench::qwen3_shape(o.shape, o.layers);
-  if (!o.pattern.empty()) {
-    const std::vector<MixerKind> unit = parse_hybrid_pattern(o.pattern, "--pattern");
-    for (int64_t l = 0; l < c.num_hidden_layers; ++l) c.layer_types.push_back(unit[size_t(l) % unit.size()]);
-  }
+  bench::apply_pattern(c, o.pattern);
   return c;
 }
 

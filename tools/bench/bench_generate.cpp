@@ -71,10 +71,7 @@ ModelConfig model_config(const Options& o) {
   } else {
     c = bench::qwen3_shape(o.shape, o.layers);
   }
-  if (!o.pattern.empty()) {
-    const std::vector<MixerKind> unit = parse_hybrid_pattern(o.pattern, "--pattern");
-    for (int64_t l = 0; l < c.num_hidden_layers; ++l) c.layer_types.push_back(unit[size_t(l) % unit.size()]);
-  }
+  bench::apply_pattern(c, o.pattern);
   c.validate("bench_generate");
   return c;
 }

@@ -11,6 +11,7 @@
 #include "core/cuda_runtime.h"
 #include "core/rng.h"
 #include "core/tensor.h"
+#include "layers/hybrid_config.h"
 
 #ifdef PRIMER_WITH_CUDA
 #include <cuda_profiler_api.h>
@@ -151,6 +152,13 @@ ModelConfig qwen3_shape(const std::string& name, int64_t layers) {
     return c;
   }
   PRIMER_FAIL("unknown Qwen3 shape '{}' (known: 0.6b, 1.7b, 4b, 8b)", name);
+}
+
+void apply_pattern(ModelConfig& c, const std::string& pattern) {
+  if (pattern.empty()) return;
+  const std::vector<MixerKind> unit = parse_hybrid_pattern(pattern, "--pattern");
+  c.layer_types.clear();
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) c.layer_types.push_back(unit[size_t(l) % unit.size()]);
 }
 
 std::string fixed(double v, int digits) {

@@ -16,6 +16,8 @@ namespace primer::bench {
 // tied), "4b" (2560, 32/8, 9728, 36, tied), "8b" (4096, 32/8, 12288, 36, untied). `layers` > 0 replaces the layer
 // count. Unknown names are an error listing the known ones.
 ModelConfig qwen3_shape(const std::string& name, int64_t layers = 0);
+// The hybrid_override_pattern `pattern` (empty: unchanged) repeated over c's layers ('*-GDN': a 50% GDN hybrid).
+void apply_pattern(ModelConfig& c, const std::string& pattern);
 
 // Median milliseconds of fn() over `iters` runs after `warmup` runs, timed with CUDA events on the compute stream.
 double median_ms(const std::function<void()>& fn, int warmup = 5, int iters = 30);
