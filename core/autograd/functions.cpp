@@ -16,6 +16,23 @@
 namespace primer::ag {
 namespace {
 Var output(const Tensor& value) { return constant(value); }
+
+// The gradient x already holds, where a backward can add it in its own pass (a GEMM's epilogue, scale_heads) instead
+// of accumulate_grad's separate sum: an activation's, in x's dtype and the incoming gradient's; else undefined.
+Tensor addend_for(const Var& x, DType incoming) {
+  const bool usable = x->requires_grad && !x->accumulates && x->grad.defined() && x->grad.dtype() == x->value.dtype() &&
+                      incoming == x->value.dtype();
+  return usable ? x->grad : Tensor();
+}
+
+// dx from a backward handed `addend` (addend_for): the new sum replaces x's gradient — a new tensor, as
+// accumulate_grad's sum is; without an addend dx accumulates as usual.
+void take_gradient(const Var& x, const Tensor& dx, const Tensor& addend) {
+  if (addend.defined())
+    x->grad = dx;
+  else
+    accumulate_grad(x, dx);
+}
 }  // namespace
 
 Var add(const Var& a, const Var& b) {
@@ -67,16 +84,10 @@ Var scale_heads(const Var& x, const Var& s, const Var& base, int64_t heads) {
     record("scale_heads", {y}, [x, s, base, y] {
       if (base) accumulate_grad(base, y->grad);
       if (!x->requires_grad && !s->requires_grad) return;
-      // A gradient x already holds (its other use: Mamba-2's value and skip) is summed in the same pass, as a new
-      // tensor like accumulate_grad's sum.
-      const bool sum_in_pass =
-          x->requires_grad && !x->accumulates && x->grad.defined() && x->grad.dtype() == x->value.dtype();
-      const ops::ScaleHeadsGrads g =
-          ops::scale_heads_backward(y->grad, x->value, s->value, sum_in_pass ? x->grad : Tensor());
-      if (sum_in_pass)
-        x->grad = g.dx;
-      else
-        accumulate_grad(x, g.dx);
+      // A gradient x already holds (its other use: Mamba-2's value and skip) is summed in the same pass.
+      const Tensor addend = addend_for(x, y->grad.dtype());
+      const ops::ScaleHeadsGrads g = ops::scale_heads_backward(y->grad, x->value, s->value, addend);
+      take_gradient(x, g.dx, addend);
       accumulate_grad(s, g.ds);
     });
   return y;
@@ -168,20 +179,14 @@ Var linear_rows(const Var& x, const Var& W, int64_t begin, int64_t end) {
   Var y = output(ops::linear(x->value, block()));
   if (needs_grad({&x, &W}))
     record("linear", {y}, [x, W, y, block, whole, begin, end] {
-      // When x already holds a gradient of its own dtype (a second projection of the same input), the GEMM adds it
-      // in its epilogue: a new sum as accumulate_grad makes, without the separate pass over it.
-      const bool sum_in_gemm = x->requires_grad && !x->accumulates && x->grad.defined() &&
-                               x->grad.dtype() == x->value.dtype() && y->grad.dtype() == x->grad.dtype();
+      // When x already holds a gradient (a second projection of the same input), the GEMM adds it in its epilogue.
+      const Tensor addend = addend_for(x, y->grad.dtype());
       const Tensor dW = !W->requires_grad ? Tensor()
                         : whole           ? grad_accumulator(W)
                                           : grad_accumulator(W).slice(0, begin, end);
       Tensor dx;
-      ops::linear_backward(y->grad, x->value, block(), x->requires_grad ? &dx : nullptr, dW,
-                           sum_in_gemm ? x->grad : Tensor());
-      if (sum_in_gemm)
-        x->grad = dx;
-      else
-        accumulate_grad(x, dx);
+      ops::linear_backward(y->grad, x->value, block(), x->requires_grad ? &dx : nullptr, dW, addend);
+      take_gradient(x, dx, addend);
     });
   return y;
 }
@@ -237,15 +242,10 @@ std::vector<Var> linear_joined(const Var& x, const std::vector<Var>& weights) {
           want_dw ? Tensor::zeros({total, in}, w_dtype == DType::F64 ? DType::F64 : DType::F32, x->value.device())
                   : Tensor();
       // As linear_rows: a gradient x already holds is summed in the GEMM's epilogue.
-      const bool sum_in_gemm = x->requires_grad && !x->accumulates && x->grad.defined() &&
-                               x->grad.dtype() == x->value.dtype() && dy.dtype() == x->grad.dtype();
+      const Tensor addend = addend_for(x, dy.dtype());
       Tensor dx;
-      ops::linear_backward(dy, x->value, joined(), x->requires_grad ? &dx : nullptr, dW,
-                           sum_in_gemm ? x->grad : Tensor());
-      if (sum_in_gemm)
-        x->grad = dx;
-      else
-        accumulate_grad(x, dx);
+      ops::linear_backward(dy, x->value, joined(), x->requires_grad ? &dx : nullptr, dW, addend);
+      take_gradient(x, dx, addend);
       at = 0;
       for (size_t i = 0; i < weights.size(); ++i) {
         if (weights[i]->requires_grad) accumulate_grad(weights[i], dW.slice(0, at, at + rows[i]));

@@ -61,21 +61,33 @@ bench::Row measure(const std::string& name, const Options& o, int64_t trainable,
            fmt::format("{:.2f} GB", double(memory_stats(Device::cuda()).peak) / 1e9)}};
 }
 
+// A model on the GPU whose parameters named by `train` learn (AdamW), the others frozen.
+struct Trained {
+  ParameterRegistry params;
+  layers::DecoderLM model;
+  optim::AdamW adamw;
+
+  Trained(const ModelConfig& c, const std::string& train) : model(c, params, {true}), adamw(ready(params, train), {}) {}
+  static ParameterRegistry& ready(ParameterRegistry& params, const std::string& train) {
+    params.materialize(Device::cuda(), DType::BF16, 0);
+    params.set_trainable({train});
+    return params;
+  }
+  void step(const std::function<ag::Var()>& loss) {
+    params.zero_grads();
+    ag::backward(loss());
+    adamw.step(1e-4);
+  }
+};
+
 bench::Row fused(const Options& o) {
   ModelConfig c = bench::qwen3_shape(o.shape);
   bench::apply_pattern(c, o.pattern);
   c.fused = true;
-  ParameterRegistry params;
-  layers::DecoderLM model(c, params, {true});
-  params.materialize(Device::cuda(), DType::BF16, 0);
-  params.set_trainable({o.train});
-  optim::AdamW adamw(params, {});
+  Trained fused(c, o.train);
   const Tensor tokens = random_tokens(c, o.batch, o.seq);
-  return measure("fused teacher-student", o, params.count(true), [&] {
-    params.zero_grads();
-    ag::backward(model.distill_loss(tokens, layers::DistillOptions{}));
-    adamw.step(1e-4);
-  });
+  return measure("fused teacher-student", o, fused.params.count(true),
+                 [&] { fused.step([&] { return fused.model.distill_loss(tokens, layers::DistillOptions{}); }); });
 }
 
 bench::Row separate(const Options& o) {
@@ -86,21 +98,17 @@ bench::Row separate(const Options& o) {
   for (Parameter* p : teacher_params.all()) p->master = Tensor();  // frozen: its bf16 weights are all it needs
   ModelConfig student_config = teacher_config;
   bench::apply_pattern(student_config, o.pattern);
-  ParameterRegistry params;
-  layers::DecoderLM student(student_config, params, {true});
-  params.materialize(Device::cuda(), DType::BF16, 0);
-  params.set_trainable({o.train});
-  optim::AdamW adamw(params, {});
+  Trained student(student_config, o.train);
   const Tensor tokens = random_tokens(teacher_config, o.batch, o.seq);
-  return measure("separate teacher and student", o, params.count(true), [&] {
-    params.zero_grads();
-    Tensor target;
-    {
-      ag::NoGrad no_grad;
-      target = teacher.hidden_states(tokens)->value;
-    }
-    ag::backward(ag::mse_loss(student.hidden_states(tokens), target));
-    adamw.step(1e-4);
+  return measure("separate teacher and student", o, student.params.count(true), [&] {
+    student.step([&] {
+      Tensor target;
+      {
+        ag::NoGrad no_grad;
+        target = teacher.hidden_states(tokens)->value;
+      }
+      return ag::mse_loss(student.model.hidden_states(tokens), target);
+    });
   });
 }
 
