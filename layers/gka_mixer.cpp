@@ -85,11 +85,6 @@ ag::Var GkaMixer::forward(const ag::Var& input, const MixerContext& ctx, const M
   const ag::Var x = carry.to_rows(input);
   const int64_t H = carry.local_heads(heads_), D = head_dim_;  // the heads the core runs
 
-  const ExpandedHeads heads = expand_qkv(
-      branch(x, "q", q_heads_, 0, carry), branch(x, "k", kv_heads_, 1, carry), branch(x, "v", kv_heads_, 2, carry), H,
-      kL2Eps, k_expansion_ ? &*k_expansion_ : nullptr, v_expansion_ ? &*v_expansion_ : nullptr);
-  const ag::Var& q = heads.q;
-  ag::Var k = heads.k, v = heads.v;
   // The per-head projections in use (decay a, β, α) as one GEMM.
   std::vector<std::string> gates;
   if (gka_.use_forgetting_gate) gates.push_back("a");
@@ -101,17 +96,19 @@ ag::Var GkaMixer::forward(const ag::Var& input, const MixerContext& ctx, const M
   const auto gate_input = [&](const char* name) {
     return projected[size_t(std::find(gates.begin(), gates.end(), name) - gates.begin())];
   };
-  // β and α scale whole head rows (scale_heads: one pass each way, the gate kept in f32).
-  const auto per_head = [&](const ag::Var& gate) {
-    return ag::reshape(carry.to_heads(gate), {k->value.size(0), k->value.size(1), H});
-  };
+  // β and α scale whole head rows (scale_heads: one pass each way, the gate kept in f32); β in the pass that
+  // repeats k's and v's heads.
+  ag::Var beta;
   if (gka_.use_beta_gate) {
     const ag::Var beta_gate = head_gate(gate_input("b"), "b");
     const Tensor floor = Tensor::full({1}, kBetaFloor, beta_gate->value.dtype(), beta_gate->value.device());
-    const ag::Var beta = per_head(ag::add(beta_gate, ag::constant(floor)));
-    k = ag::scale_heads(k, beta, nullptr, H);
-    v = ag::scale_heads(v, beta, nullptr, H);
+    beta = carry.to_heads(ag::add(beta_gate, ag::constant(floor)));  // [B, T, H]
   }
+  const ExpandedHeads heads =
+      expand_qkv(branch(x, "q", q_heads_, 0, carry), branch(x, "k", kv_heads_, 1, carry),
+                 branch(x, "v", kv_heads_, 2, carry), H, kL2Eps, k_expansion_ ? &*k_expansion_ : nullptr,
+                 v_expansion_ ? &*v_expansion_ : nullptr, true, beta ? &beta : nullptr);
+  const ag::Var &q = heads.q, &k = heads.k, &v = heads.v;
 
   // The decay in A_log's dtype (f32; f64 in references), as the solve and the readout take it.
   const DType gate_dtype = weight("A_log")->value.dtype();
@@ -139,7 +136,7 @@ ag::Var GkaMixer::forward(const ag::Var& input, const MixerContext& ctx, const M
   // q̃ = (1 − α) q + α x̂: a convex mix of the query and the regression's answer.
   ag::Var qt = xhat;
   if (gka_.use_alpha_connection) {
-    const ag::Var alpha = per_head(head_gate(gate_input("alpha"), "alpha"));
+    const ag::Var alpha = carry.to_heads(head_gate(gate_input("alpha"), "alpha"));
     const Tensor one = Tensor::full({1}, 1.0, alpha->value.dtype(), alpha->value.device());
     qt = ag::scale_heads(xhat, alpha,
                          ag::scale_heads(q, ag::add(ag::scale(alpha, -1.0), ag::constant(one)), nullptr, H), H);

@@ -26,11 +26,13 @@ class KvExpansion {
 
 // The heads of GDN and GKA: q [B, T, Hq, D], k and v [B, T, Hk, D] → H heads each, q and k L2-normalised (eps
 // inside the root). k and v are repeated (plain GQA, which commutes with the norm) or, when expansions are given,
-// go through Adaptive GQA before k's norm, as the reference does. normalize_keys false leaves k raw (KZLA).
+// go through Adaptive GQA before k's norm, as the reference does. normalize_keys false leaves k raw (KZLA). With
+// kv_scale ([B, T, H], f32: GKA's β) k and v leave scaled per row and head, in the pass that repeats their heads.
 struct ExpandedHeads {
   ag::Var q, k, v;
 };
 ExpandedHeads expand_qkv(const ag::Var& q, const ag::Var& k, const ag::Var& v, int64_t heads, double l2_eps,
-                         KvExpansion* k_expansion, KvExpansion* v_expansion, bool normalize_keys = true);
+                         KvExpansion* k_expansion, KvExpansion* v_expansion, bool normalize_keys = true,
+                         const ag::Var* kv_scale = nullptr);
 
 }  // namespace primer::layers
