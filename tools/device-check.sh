@@ -29,10 +29,14 @@ echo "build: ok"
   --output-on-failure -j 4) >"$out/ctest-cuda.log" 2>&1
 test_rc=$?
 grep -E "tests passed|tests failed|Failed|\*\*\*|Not Run" "$out/ctest-cuda.log" | head -40
-# Attention has Hopper (wgmma) kernels and mma.sync ones: where the first ran, test the second too.
-if grep -q "Attention" "$out/ctest-cuda.log"; then
-  echo "attention tests again with the mma.sync kernels (PRIMER_NO_WGMMA=1):"
-  (cd build-device && PRIMER_NO_WGMMA=1 ctest -L cuda -R "Attention" --output-on-failure) >"$out/ctest-cuda-no-wgmma.log" 2>&1 ||
+# Attention and the Chebyshev iteration (GKA) have Hopper (wgmma) kernels and mma.sync ones: where the first ran,
+# test the second too.
+hopper_tests=$(cd build-device && ctest -N -L cuda -R "$filter" | awk '/Test +#/ {print $3}' |
+  grep -E "Attention|Chebyshev|Gka" | paste -sd'|')
+if [ -n "$hopper_tests" ]; then
+  echo "attention and GKA tests again with the mma.sync kernels (PRIMER_NO_WGMMA=1):"
+  (cd build-device && PRIMER_NO_WGMMA=1 OMP_NUM_THREADS=$(( $(nproc) / 4 > 0 ? $(nproc) / 4 : 1 )) \
+    ctest -L cuda -R "^($hopper_tests)\$" --output-on-failure -j 4) >"$out/ctest-cuda-no-wgmma.log" 2>&1 ||
     test_rc=1
   grep -E "tests passed|tests failed|Failed|\*\*\*" "$out/ctest-cuda-no-wgmma.log" | head -10
 fi

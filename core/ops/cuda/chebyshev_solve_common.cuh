@@ -99,6 +99,12 @@ __device__ __forceinline__ void store_split(bf16* hi, bf16* lo, int offset, cons
   if (lo) *reinterpret_cast<uint4*>(lo + offset) = l;
 }
 
+// Where element (row, col) of a [*][kCols] tile lives in the mma.sync kernels' row-swizzled layout (tile/mma.cuh);
+// the wgmma kernel stages its tiles through wgmma::Sw128Tile, which has the same offset().
+template <int kCols> struct RowSwizzle {
+  __device__ __forceinline__ static int offset(int row, int col) { return tile::swizzle<kCols>(row, col); }
+};
+
 // Rows [0, 64) x columns [col0, col0 + kCols) of a buffer with `row_stride` elements per row, on their way into a
 // swizzled [64][kCols] bf16 tile: load() issues every load of this thread (zeros at rows >= valid, or when src is
 // null); store() scales row r by scale[r] (null: 1) and writes the tile (and the residuals into lo, if non-null).
@@ -122,28 +128,30 @@ template <class T, int kCols, int kThreads> struct RowPieces {
       }
     }
   }
+  template <class Layout = RowSwizzle<kCols>>
   __device__ __forceinline__ void store(bf16* hi, bf16* lo, const float* scale) {
 #pragma unroll
     for (int it = 0; it < kIters; ++it) {
       const float s = scale ? scale[row(it)] : 1.f;
 #pragma unroll
       for (int e = 0; e < 8; ++e) v[it][e] *= s;
-      store_split(hi, lo, tile::swizzle<kCols>(row(it), col(it)), v[it]);
+      store_split(hi, lo, Layout::offset(row(it), col(it)), v[it]);
     }
   }
 };
 
-template <class T, int kCols, int kThreads> __device__ __forceinline__ void stage_rows(bf16* hi, bf16* lo, const T* src,
-                                                                                       int64_t row_stride, int col0,
-                                                                                       int valid, const float* scale) {
+template <class T, int kCols, int kThreads, class Layout = RowSwizzle<kCols>>
+__device__ __forceinline__ void stage_rows(bf16* hi, bf16* lo, const T* src, int64_t row_stride, int col0, int valid,
+                                           const float* scale) {
   RowPieces<T, kCols, kThreads> pieces;
   pieces.load(src, row_stride, col0, valid);
-  pieces.store(hi, lo, scale);
+  pieces.template store<Layout>(hi, lo, scale);
 }
 
 // An f32 [D][D] matrix (row-major) into swizzled bf16 tiles hi (and lo, if non-null: the rounding residual), loads
 // first as above. Returns this thread's part of Σ m².
-template <int D, int kThreads> __device__ __forceinline__ float stage_matrix(bf16* hi, bf16* lo, const float* m) {
+template <int D, int kThreads, class Layout = RowSwizzle<D>>
+__device__ __forceinline__ float stage_matrix(bf16* hi, bf16* lo, const float* m) {
   constexpr int kIters = D * D / 8 / kThreads;
   static_assert(D * D / 8 % kThreads == 0, "whole 8-column pieces per thread");
   float v[kIters][8];
@@ -155,7 +163,7 @@ template <int D, int kThreads> __device__ __forceinline__ float stage_matrix(bf1
     const int i = int(threadIdx.x) + it * kThreads, row = i / (D / 8), col = (i % (D / 8)) * 8;
 #pragma unroll
     for (int e = 0; e < 8; ++e) squares += v[it][e] * v[it][e];
-    store_split(hi, lo, tile::swizzle<D>(row, col), v[it]);
+    store_split(hi, lo, Layout::offset(row, col), v[it]);
   }
   return squares;
 }
@@ -171,14 +179,15 @@ template <int D> struct WarpTile {
   __device__ int row(int half) const { return m0 + (lane >> 2) + 8 * half; }  // of accumulator element 2·half
 };
 
-// This thread's elements of a [64][D] chunk buffer (rows of `c`) into accumulator layout; 0 past the chunk.
-template <int D, class T> __device__ __forceinline__ void load_rows(float (&v)[D / 16][4], const T* src,
-                                                                    const ChunkRef& c, const WarpTile<D>& s) {
+// This thread's elements of a [64][D] chunk buffer (rows of `c`) into accumulator layout (kNT n-tiles from the tile's
+// ncol0); 0 past the chunk. Tile: a WarpTile or any type with lane, ncol0 and row(half).
+template <class T, int kNT, class Tile>
+__device__ __forceinline__ void load_rows(float (&v)[kNT][4], const T* src, const ChunkRef& c, const Tile& s) {
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int row = s.row(half);
 #pragma unroll
-    for (int nt = 0; nt < D / 16; ++nt) {
+    for (int nt = 0; nt < kNT; ++nt) {
       float pair[2] = {0.f, 0.f};
       if (row < c.len) load_floats<T, 2>(src + c.row0 + row * c.row_stride + s.ncol0 + 8 * nt + 2 * (s.lane & 3), pair);
       v[nt][2 * half] = pair[0];
@@ -187,31 +196,31 @@ template <int D, class T> __device__ __forceinline__ void load_rows(float (&v)[D
   }
 }
 
-template <int D, class T> __device__ __forceinline__ void store_rows(T* dst, const float (&v)[D / 16][4],
-                                                                     const ChunkRef& c, const WarpTile<D>& s) {
+template <class T, int kNT, class Tile>
+__device__ __forceinline__ void store_rows(T* dst, const float (&v)[kNT][4], const ChunkRef& c, const Tile& s) {
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int row = s.row(half);
     if (row >= c.len) continue;
 #pragma unroll
-    for (int nt = 0; nt < D / 16; ++nt) {
+    for (int nt = 0; nt < kNT; ++nt) {
       const float pair[2] = {v[nt][2 * half], v[nt][2 * half + 1]};
       store_floats<T, 2>(dst + c.row0 + row * c.row_stride + s.ncol0 + 8 * nt + 2 * (s.lane & 3), pair);
     }
   }
 }
 
-// Σ over this thread's columns of a ⊙ b, per row, added into rows[] (shared, zeroed; 2 warps share a row).
-template <int D> __device__ __forceinline__ void add_row_dots(float* rows, const float (&a)[D / 16][4],
-                                                              const float (&b)[D / 16][4], const WarpTile<D>& s) {
+// Σ over this thread's columns of a ⊙ b, per row, added into rows[] (shared, zeroed; the warps that share a row add
+// in any order: two addends into 0 are exact).
+template <int kNT, class Tile> __device__ __forceinline__ void add_row_dots(float* rows, const float (&a)[kNT][4],
+                                                                            const float (&b)[kNT][4], const Tile& s) {
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     float v = 0.f;
 #pragma unroll
-    for (int nt = 0; nt < D / 16; ++nt)
-      v += a[nt][2 * half] * b[nt][2 * half] + a[nt][2 * half + 1] * b[nt][2 * half + 1];
+    for (int nt = 0; nt < kNT; ++nt) v += a[nt][2 * half] * b[nt][2 * half] + a[nt][2 * half + 1] * b[nt][2 * half + 1];
     v = tile::row_sum(v);
-    if ((s.lane & 3) == 0) atomicAdd(rows + s.row(half), v);  // two addends into 0: exact, order-free
+    if ((s.lane & 3) == 0) atomicAdd(rows + s.row(half), v);
   }
 }
 

@@ -2,34 +2,24 @@
 // 16·wm .. +16 of the chunk and the column half wn of the D columns, where it keeps the iterate X, the previous
 // iterate and the right-hand side in fp32 registers for all r iterations. One matvec for all 64 rows is
 //   H_c x_c = ζ_c (X H_0ᵀ)_c + (((X Kᵀ) ⊙ Mᵀ) K)_c,   Mᵀ[c][j] = e^{G_c−G_j} (j ≤ c)
-// with H_0 as a hi + lo pair of bf16 (its rounding would otherwise cap the solve near 1e-2: 000_gka.md §4) and K
+// with H_0 as a hi + lo pair of bf16 (its rounding would otherwise cap the solve near 1e-2) and K
 // exact in bf16 for bf16 inputs. The iterate X and the masked product P = (X Kᵀ) ⊙ Mᵀ are staged either as hi + lo
 // pairs as well (precise_iterate: ~16-bit operands, five products per matvec instead of three) or as one bf16
 // each, whose 2^-9 rounding the solve amplifies by up to κ = (1 + ridge)/ridge (the GKA digest's "iterate as
 // operand" case: 2e-2 … 4e-2 residual at ridge 0.02). ‖H_c‖_F comes from Eq. (5) (see the CPU path).
+// Where wgmma runs (sm_90a) launch_iterate hands the work to chebyshev_solve_iterate_wgmma.cu instead; this kernel
+// serves other GPUs and PRIMER_NO_WGMMA=1.
 #include "core/cuda_runtime.h"
 #include "core/ops/cuda/tile/block_reduce.cuh"
-#include "core/ops/cuda/chebyshev_solve_common.cuh"
+#include "core/ops/cuda/chebyshev_solve_iterate.cuh"
 #include "core/ops/cuda/chebyshev_solve_kernels.h"
 #include "core/ops/cuda/dynamic_smem.h"
+#include "core/ops/cuda/wgmma_available.h"
 
 namespace primer::ops::cuda_ops::cheb {
 namespace {
 
 constexpr int kThreads = 256;
-
-struct IterateArgs {
-  const void *rhs, *k;
-  const float* gk;  // may be null
-  const float* states;
-  void* out;
-  const void* x;  // backward only: the forward's output
-  float *W, *u;   // backward only
-  Geom geo;
-  float ridge;
-  int num_iter;
-  bool bp_lambda;
-};
 
 // Shared memory: H_0 hi + lo, K, X and P (and, when split, X's and P's lo tiles), then the per-row scalars.
 template <int D, bool kSplit> struct IterateSmem {
@@ -154,13 +144,7 @@ template <int D, class T, bool kBackward, bool kSplit> __global__ void __launch_
 
   // The decays of this thread's elements of a 64 x 64 product (rows s.row(e >> 1), columns pcol0 + 8nt + 2t + e%2).
   float mask[4][4];
-#pragma unroll
-  for (int nt = 0; nt < 4; ++nt)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int row = s.row(e >> 1), j = s.pcol0 + 8 * nt + 2 * t + (e & 1);
-      mask[nt][e] = row < c.len && j <= row ? __expf(s_g[row] - s_g[j]) : 0.f;
-    }
+  chunk_mask(mask, s_g, c.len, s.pcol0, s);
 
   // Eq. (5)'s per-row ingredients: k_jᵀH_0k_j from K H_0ᵀ, and the Gram terms of the in-chunk part.
   {
@@ -176,99 +160,41 @@ template <int D, class T, bool kBackward, bool kSplit> __global__ void __launch_
         kk[nt][2 * half] = __low2float(pair);
         kk[nt][2 * half + 1] = __high2float(pair);
       }
-    add_row_dots<D>(s_quad, z, kk, s);
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      float v = 0.f;
-#pragma unroll
-      for (int nt = 0; nt < 4; ++nt)
-#pragma unroll
-        for (int e = 2 * half; e < 2 * half + 2; ++e) {
-          const int j = s.pcol0 + 8 * nt + 2 * t + (e & 1);
-          v += (j == s.row(half) ? 1.f : 2.f) * mask[nt][e] * p[nt][e] * p[nt][e];
-        }
-      v = tile::row_sum(v);
-      if (t == 0) atomicAdd(s_fresh + s.row(half), v);
-    }
+    add_row_dots(s_quad, z, kk, s);
+    add_fresh_terms(s_fresh, mask, p, s.pcol0, s);
   }
   __syncthreads();
   if (warp == 0) {
-    // Rows 2·lane, 2·lane + 1: Σ_{j≤c} e^{G_c−G_j} k_jᵀH_0k_j and ‖S_c‖² by their recursions (scans), then Eq. (5).
     float h0 = 0.f;
 #pragma unroll
     for (int w = 0; w < kThreads / 32; ++w) h0 += s_warp[w];
-    const int c0 = 2 * lane, c1 = c0 + 1;
-    const float g0 = c0 > 0 ? __expf(s_g[c0] - s_g[c0 - 1]) : 0.f, g1 = __expf(s_g[c1] - s_g[c0]);
-    float cross0, cross1, intra0, intra1;
-    warp_affine_scan(g0, s_quad[c0], g1, s_quad[c1], cross0, cross1);
-    warp_affine_scan(g0 * g0, s_fresh[c0], g1 * g1, s_fresh[c1], intra0, intra1);
-    const float z0 = __expf(s_g[c0]), z1 = __expf(s_g[c1]);
-    s_norm[c0] = c0 < c.len ? sqrtf(fmaxf(0.f, z0 * z0 * h0 + 2.f * z0 * cross0 + intra0)) : 0.f;
-    s_norm[c1] = c1 < c.len ? sqrtf(fmaxf(0.f, z1 * z1 * h0 + 2.f * z1 * cross1 + intra1)) : 0.f;
+    chunk_row_norms(s_norm, s_g, s_quad, s_fresh, h0, c.len);
   }
   __syncthreads();
 
-  float zeta[2], lambda[2], step[2];
-#pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    const float F = s_norm[s.row(half)];
-    zeta[half] = __expf(s_g[s.row(half)]);
-    lambda[half] = a.ridge * F;
-    step[half] = F > 0.f ? 2.f / ((1.f + 2.f * a.ridge) * F) : 0.f;  // F = 0: no key yet, x = 0
-  }
+  const RowConstants rc(s_g, s_norm, a.ridge, s);
   float R[kNT][4], X[kNT][4], Xp[kNT][4];
-  load_rows<D, T>(R, static_cast<const T*>(a.rhs), c, s);
-#pragma unroll
-  for (int nt = 0; nt < kNT; ++nt)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      X[nt][e] = step[e >> 1] * R[nt][e];
-      Xp[nt][e] = 0.f;
-    }
-  const float rho = 1.f / (1.f + 2.f * a.ridge), quarter_rho_sq = 0.25f * rho * rho;
-  float omega = 2.f;
+  load_rows<T>(R, static_cast<const T*>(a.rhs), c, s);
+  chebyshev_start(X, Xp, R, rc);
+  ChebyshevWeights weights(a.ridge);
   for (int it = 0; it < a.num_iter; ++it) {
-    omega = 1.f / (1.f - quarter_rho_sq * omega);
+    const float omega = weights.next();
     float Y[kNT][4];
-    chunk_matvec<D, kSplit>(Y, X, mask, zeta, s);
-#pragma unroll
-    for (int nt = 0; nt < kNT; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int half = e >> 1;
-        const float residual = Y[nt][e] + lambda[half] * X[nt][e] - R[nt][e];
-        const float next = X[nt][e] - step[half] * omega * residual + (omega - 1.f) * (X[nt][e] - Xp[nt][e]);
-        Xp[nt][e] = X[nt][e];
-        X[nt][e] = next;
-      }
+    chunk_matvec<D, kSplit>(Y, X, mask, rc.zeta, s);
+    chebyshev_update(X, Xp, Y, R, rc, omega);
   }
-  store_rows<D, T>(static_cast<T*>(a.out), X, c, s);
+  store_rows<T>(static_cast<T*>(a.out), X, c, s);
 
   if constexpr (kBackward) {
-    // X is the adjoint s. Per row: w = [bp_lambda] 2·ridge·(x·s)/F and u = −s·(H x) − ½ w F², then the nested
-    // B-recursion's weights W_m = w_m + e^{2gk_{m+1}} W_{m+1} (a reversed scan).
+    // X is the adjoint s: the per-row weights of the gate gradient need x·s and s·(H x).
     float xf[kNT][4];
-    load_rows<D, T>(xf, static_cast<const T*>(a.x), c, s);
-    add_row_dots<D>(s_dot1, xf, X, s);
+    load_rows<T>(xf, static_cast<const T*>(a.x), c, s);
+    add_row_dots(s_dot1, xf, X, s);
     float Y[kNT][4];
-    chunk_matvec<D, kSplit>(Y, xf, mask, zeta, s);  // its barriers also publish s_dot1
-    add_row_dots<D>(s_dot2, X, Y, s);
+    chunk_matvec<D, kSplit>(Y, xf, mask, rc.zeta, s);  // its barriers also publish s_dot1
+    add_row_dots(s_dot2, X, Y, s);
     __syncthreads();
-    if (warp == 0) {
-      float w[2], a_rev[2];
-#pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        const int row = kC - 1 - (2 * lane + i);  // reversed order: scan index 2·lane + i
-        const float F = s_norm[row];
-        w[i] = a.bp_lambda && F > 0.f ? 2.f * a.ridge * s_dot1[row] / F : 0.f;
-        a_rev[i] = row + 1 < kC ? __expf(2.f * (s_g[row + 1] - s_g[row])) : 0.f;
-        a.u[a.geo.rows(bh, blockIdx.x) + row] = row < c.len ? -s_dot2[row] - 0.5f * w[i] * F * F : 0.f;
-      }
-      float W0, W1;
-      warp_affine_scan(a_rev[0], w[0], a_rev[1], w[1], W0, W1);
-      a.W[a.geo.rows(bh, blockIdx.x) + kC - 1 - 2 * lane] = W0;
-      a.W[a.geo.rows(bh, blockIdx.x) + kC - 2 - 2 * lane] = W1;
-    }
+    if (warp == 0) adjoint_row_weights(a, bh, blockIdx.x, s_g, s_norm, s_dot1, s_dot2, c.len);
   }
 }
 
@@ -286,20 +212,9 @@ template <int D, class T, bool kBackward, bool kSplit> void launch(const Iterate
 void launch_iterate(const ChebyshevDims& d, DType dtype, const void* rhs, const void* k, const float* gk,
                     const float* states, void* out, const void* x, float* W, float* u) {
   const IterateArgs a{rhs, k, gk, states, out, x, W, u, geom_of(d), float(d.ridge), int(d.num_iter), d.bp_lambda};
-  with_dtype(dtype, [&](auto tag) {
-    using T = decltype(tag);
-    with_dim(d.dim, [&](auto dim) {
-      constexpr int D = decltype(dim)::value;
-      const bool backward = x != nullptr;
-      if (backward && d.precise_iterate)
-        launch<D, T, true, true>(a, d);
-      else if (backward)
-        launch<D, T, true, false>(a, d);
-      else if (d.precise_iterate)
-        launch<D, T, false, true>(a, d);
-      else
-        launch<D, T, false, false>(a, d);
-    });
+  if (wgmma_available()) return launch_iterate_wgmma(a, d, dtype);
+  with_iterate_variant(d, dtype, x != nullptr, [&](auto dim, auto tag, auto backward, auto split) {
+    launch<decltype(dim)::value, decltype(tag), decltype(backward)::value, decltype(split)::value>(a, d);
   });
 }
 

@@ -127,7 +127,7 @@ template <int D, class T> __global__ void __launch_bounds__(kThreads, 1) key_gra
 #pragma unroll
       for (int e = 0; e < 4; ++e) dk[nt][e] += coef_adj[e >> 1] * y[nt][e];
   }
-  store_rows<D, T>(static_cast<T*>(a.dk), dk, c, wt);
+  store_rows<T>(static_cast<T*>(a.dk), dk, c, wt);
   if (!a.dgk) return;
 
   float kk[kNT][4];
@@ -140,7 +140,7 @@ template <int D, class T> __global__ void __launch_bounds__(kThreads, 1) key_gra
       kk[nt][2 * half] = __low2float(pair);
       kk[nt][2 * half + 1] = __high2float(pair);
     }
-  add_row_dots<D>(s_kdk, kk, dk, wt);
+  add_row_dots(s_kdk, kk, dk, wt);
   __syncthreads();
   if (warp == 0) {
     float hdot = 0.f;
