@@ -45,21 +45,36 @@ struct Geom {
 
 inline Geom geom_of(const ChebyshevDims& d) { return {d.time, d.heads, int(d.chunks())}; }
 
-// sG[c] = G_c = Σ_{i≤c} gk_i over the chunk's tokens (flat past len; 0 without gk). Warp 0 writes; the caller
-// synchronises before reading.
-__device__ __forceinline__ void chunk_log_decays(float* sG, const float* gk, const ChunkRef& c) {
-  if (threadIdx.x >= 32) return;
-  const int lane = threadIdx.x;
-  const float v0 = gk && 2 * lane < c.len ? gk[c.gate0 + 2 * lane * c.gate_stride] : 0.f;
-  const float v1 = gk && 2 * lane + 1 < c.len ? gk[c.gate0 + (2 * lane + 1) * c.gate_stride] : 0.f;
-  float s = v0 + v1;
-#pragma unroll
-  for (int off = 1; off < 32; off <<= 1) {
-    const float y = __shfl_up_sync(0xffffffffu, s, off);
-    if (lane >= off) s += y;
+// A chunk's per-token log-decays as warp 0 holds them (tokens 2·lane and 2·lane + 1; 0 past len or without gk):
+// load() early, so that a sequential pass over chunks reads the next chunk's during the current one, and scan()
+// into sG[c] = G_c = Σ_{i≤c} gk_i (flat past len) when needed. Both do nothing outside warp 0; the caller
+// synchronises before reading sG.
+struct ChunkGates {
+  float v0 = 0.f, v1 = 0.f;
+  __device__ __forceinline__ void load(const float* gk, const ChunkRef& c) {
+    if (threadIdx.x >= 32) return;
+    const int lane = threadIdx.x;
+    v0 = gk && 2 * lane < c.len ? gk[c.gate0 + 2 * lane * c.gate_stride] : 0.f;
+    v1 = gk && 2 * lane + 1 < c.len ? gk[c.gate0 + (2 * lane + 1) * c.gate_stride] : 0.f;
   }
-  sG[2 * lane] = s - v1;
-  sG[2 * lane + 1] = s;
+  __device__ __forceinline__ void scan(float* sG) const {
+    if (threadIdx.x >= 32) return;
+    const int lane = threadIdx.x;
+    float s = v0 + v1;
+#pragma unroll
+    for (int off = 1; off < 32; off <<= 1) {
+      const float y = __shfl_up_sync(0xffffffffu, s, off);
+      if (lane >= off) s += y;
+    }
+    sG[2 * lane] = s - v1;
+    sG[2 * lane + 1] = s;
+  }
+};
+
+__device__ __forceinline__ void chunk_log_decays(float* sG, const float* gk, const ChunkRef& c) {
+  ChunkGates gates;
+  gates.load(gk, c);
+  gates.scan(sG);
 }
 
 // One warp, rows c = 2·lane and 2·lane + 1: y_c = a_c·y_{c−1} + b_c from y_{−1} = 0, as a log-depth scan of the

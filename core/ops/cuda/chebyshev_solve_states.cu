@@ -63,11 +63,14 @@ template <int D, class T> __global__ void __launch_bounds__(kThreads) chunk_stat
     rows_r.load(k + c.row0, c.row_stride, tl.row0, c.len);
     rows_c.load(k + c.row0, c.row_stride, tl.col0, c.len);
   };
+  ChunkGates gates;
   load_keys(a.geo.chunk(bh, 0, D));
+  gates.load(a.gk, a.geo.chunk(bh, 0, D));
   for (int n = 0; n < a.geo.N; ++n) {
     const ChunkRef c = a.geo.chunk(bh, n, D);
     store_tile_f32<D>(a.states + a.geo.state(bh, n, D), acc, tl);
-    chunk_log_decays(s_g, a.gk, c);
+    gates.scan(s_g);
+    if (n + 1 < a.geo.N) gates.load(a.gk, a.geo.chunk(bh, n + 1, D));
     __syncthreads();
     const float G_last = s_g[c.len - 1];
     if (threadIdx.x < kC) s_m[threadIdx.x] = int(threadIdx.x) < c.len ? __expf(G_last - s_g[threadIdx.x]) : 0.f;
@@ -105,7 +108,7 @@ struct StateGradArgs {
 template <int D, class T> __global__ void __launch_bounds__(kThreads) state_gradients_kernel(StateGradArgs a) {
   // The chunk's update is one product over 2·64 tokens: A (stored [token][r]) and B below.
   __shared__ __align__(128) bf16 s_a[2 * kC * 64], s_b[2 * kC * 64];
-  __shared__ float s_g[kC], s_scale_s[kC], s_scale_k[kC];
+  __shared__ float s_g[kC], s_w[kC], s_scale_s[kC], s_scale_k[kC];
   constexpr int kTilesPerSide = D / 64;
   const TileLane tl{int(blockIdx.x / kTilesPerSide) * 64, int(blockIdx.x % kTilesPerSide) * 64, int(threadIdx.x >> 5),
                     int(threadIdx.x & 31)};
@@ -114,51 +117,65 @@ template <int D, class T> __global__ void __launch_bounds__(kThreads) state_grad
 
   float acc[8][4];
   load_tile<D>(acc, a.dstate_out ? a.dstate_out + bh * D * D : nullptr, tl);
-  // The chunk's s and k at the tile's rows, x and k at its columns (A = [−ζ∘S | −½ζW∘K], B = [X ; K]), loaded one
-  // chunk ahead (during the previous product).
+  // Everything a chunk's step reads from memory is loaded during the previous step (the pass is a chain of steps,
+  // and each load waited for would add its latency to every step): the chunk's s and k at the tile's rows, x and k
+  // at its columns (A = [−ζ∘S | −½ζW∘K], B = [X ; K]), its gates, its rows' W and its start state. Its end state is
+  // the previous step's start state.
   RowPieces<T, 64, kThreads> s_rows, k_rows, x_cols, k_cols;
-  auto load_chunk = [&](const ChunkRef& c) {
+  ChunkGates gates;
+  float w_row = 0.f;  // W of row threadIdx.x (threads < 64)
+  auto load_chunk = [&](int n) {
+    const ChunkRef c = a.geo.chunk(bh, n, D);
     s_rows.load(s ? s + c.row0 : nullptr, c.row_stride, tl.row0, c.len);
     k_rows.load(k + c.row0, c.row_stride, tl.row0, c.len);
     x_cols.load(x + c.row0, c.row_stride, tl.col0, c.len);
     k_cols.load(k + c.row0, c.row_stride, tl.col0, c.len);
+    gates.load(a.gk, c);
+    if (threadIdx.x < kC) w_row = a.W[a.geo.rows(bh, n) + threadIdx.x];
   };
-  load_chunk(a.geo.chunk(bh, a.geo.N - 1, D));
+  float h0[8][4], h_end[8][4];  // the states before and after the chunk
+  load_tile<D>(h_end, a.states + a.geo.state(bh, a.geo.N, D), tl);
+  load_tile<D>(h0, a.states + a.geo.state(bh, a.geo.N - 1, D), tl);
+  load_chunk(a.geo.N - 1);
   for (int n = a.geo.N - 1; n >= 0; --n) {
     const ChunkRef c = a.geo.chunk(bh, n, D);
-    const float* W = a.W + a.geo.rows(bh, n);
-    float h0[8][4], h_end[8][4];  // the states before and after the chunk
-    load_tile<D>(h0, a.states + a.geo.state(bh, n, D), tl);
-    load_tile<D>(h_end, a.states + a.geo.state(bh, n + 1, D), tl);
     store_tile_f32<D>(a.dstates + (bh * a.geo.N + n) * D * D, acc, tl);
     float tile_dot = 0.f;  // this tile's part of ⟨Ĥ, H_L⟩
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) tile_dot += acc[nt][e] * h_end[nt][e];
+    // h_end is spent: it receives the next chunk's start state, and becomes h0 at the end of the step.
+    if (n > 0) load_tile<D>(h_end, a.states + a.geo.state(bh, n - 1, D), tl);
     tile_dot = block_sum(tile_dot);
     if (threadIdx.x == 0) a.hdot[(bh * a.geo.N + n) * kTilesPerSide * kTilesPerSide + blockIdx.x] = tile_dot;
 
-    chunk_log_decays(s_g, a.gk, c);
+    gates.scan(s_g);
+    if (threadIdx.x < kC) s_w[threadIdx.x] = w_row;
     __syncthreads();
     if (threadIdx.x < kC) {
       const int i = threadIdx.x;
       const float zeta = __expf(s_g[i]);
       s_scale_s[i] = -zeta;
-      s_scale_k[i] = i < c.len ? -0.5f * zeta * W[i] : 0.f;
+      s_scale_k[i] = i < c.len ? -0.5f * zeta * s_w[i] : 0.f;
     }
     const float zeta_last = __expf(s_g[c.len - 1]), zeta0 = __expf(s_g[0]);
-    const float half_w0 = 0.5f * zeta0 * zeta0 * W[0];
+    const float half_w0 = 0.5f * zeta0 * zeta0 * s_w[0];
     __syncthreads();
     s_rows.store(s_a, nullptr, s_scale_s);
     k_rows.store(s_a + kC * 64, nullptr, s_scale_k);
     x_cols.store(s_b, nullptr, nullptr);
     k_cols.store(s_b + kC * 64, nullptr, nullptr);
-    if (n > 0) load_chunk(a.geo.chunk(bh, n - 1, D));
+    if (n > 0) load_chunk(n - 1);
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) acc[nt][e] = zeta_last * acc[nt][e] - half_w0 * h0[nt][e];
+      for (int e = 0; e < 4; ++e) {
+        acc[nt][e] = zeta_last * acc[nt][e] - half_w0 * h0[nt][e];
+        const float next_h0 = h_end[nt][e];
+        h_end[nt][e] = h0[nt][e];
+        h0[nt][e] = next_h0;
+      }
     __syncthreads();
     tile::mma_AtB<2 * kC, 64, 64>(acc, s_a, s_b, 16 * tl.warp, 0, tl.lane);
     __syncthreads();  // the next chunk restages the tiles
