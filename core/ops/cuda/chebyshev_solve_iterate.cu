@@ -24,7 +24,7 @@ constexpr int kThreads = 256;
 // Shared memory: H_0 hi + lo, K, X and P (and, when split, X's and P's lo tiles), then the per-row scalars.
 template <int D, bool kSplit> struct IterateSmem {
   static constexpr int kTileElems = 2 * D * D + (kSplit ? 3 : 2) * kC * D + (kSplit ? 2 : 1) * kC * kC;
-  static constexpr int kBytes = kTileElems * int(sizeof(bf16)) + (6 * kC + 8) * int(sizeof(float));
+  static constexpr int kBytes = kTileElems * int(sizeof(bf16)) + RowScalars::kFloats * int(sizeof(float));
 };
 
 // The CTA's shared tiles and this thread's place in the warp tiling (x_lo, p_lo: null unless split).
@@ -121,13 +121,7 @@ template <int D, class T, bool kBackward, bool kSplit> __global__ void __launch_
   s.p = s.x + kC * D;
   s.x_lo = kSplit ? s.p + kC * kC : nullptr;
   s.p_lo = kSplit ? s.x_lo + kC * D : nullptr;
-  float* s_g = reinterpret_cast<float*>(smem + (IterateSmem<D, kSplit>::kTileElems) * sizeof(bf16));
-  float* s_norm = s_g + kC;
-  float* s_quad = s_norm + kC;   // k_jᵀ H_0 k_j
-  float* s_fresh = s_quad + kC;  // (k_c·k_c)² + 2 Σ_{j<c} e^{G_c−G_j} (k_c·k_j)²
-  float* s_dot1 = s_fresh + kC;  // backward: x·s, then
-  float* s_dot2 = s_dot1 + kC;   //           s·(H x)
-  float* s_warp = s_dot2 + kC;
+  const RowScalars sc(reinterpret_cast<float*>(smem + (IterateSmem<D, kSplit>::kTileElems) * sizeof(bf16)));
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, t = lane & 3;
   const int64_t bh = blockIdx.y;
@@ -137,14 +131,15 @@ template <int D, class T, bool kBackward, bool kSplit> __global__ void __launch_
   // Stage K and H_0; ‖H_0‖² and the chunk's log-decays on the way.
   stage_rows<T, D, kThreads>(s.k, nullptr, k + c.row0, c.row_stride, 0, c.len, nullptr);
   const float h0_sq = warp_sum(stage_matrix<D, kThreads>(s.h_hi, s.h_lo, a.states + a.geo.state(bh, blockIdx.x, D)));
-  if (lane == 0) s_warp[warp] = h0_sq;
-  chunk_log_decays(s_g, a.gk, c);
-  if (threadIdx.x < kC) s_quad[threadIdx.x] = s_fresh[threadIdx.x] = s_dot1[threadIdx.x] = s_dot2[threadIdx.x] = 0.f;
+  if (lane == 0) sc.warp[warp] = h0_sq;
+  chunk_log_decays(sc.g, a.gk, c);
+  if (threadIdx.x < kC)
+    sc.quad[threadIdx.x] = sc.fresh[threadIdx.x] = sc.dot1[threadIdx.x] = sc.dot2[threadIdx.x] = 0.f;
   __syncthreads();
 
   // The decays of this thread's elements of a 64 x 64 product (rows s.row(e >> 1), columns pcol0 + 8nt + 2t + e%2).
   float mask[4][4];
-  chunk_mask(mask, s_g, c.len, s.pcol0, s);
+  chunk_mask(mask, sc.g, c.len, s.pcol0, s);
 
   // Eq. (5)'s per-row ingredients: k_jᵀH_0k_j from K H_0ᵀ, and the Gram terms of the in-chunk part.
   {
@@ -160,19 +155,19 @@ template <int D, class T, bool kBackward, bool kSplit> __global__ void __launch_
         kk[nt][2 * half] = __low2float(pair);
         kk[nt][2 * half + 1] = __high2float(pair);
       }
-    add_row_dots(s_quad, z, kk, s);
-    add_fresh_terms(s_fresh, mask, p, s.pcol0, s);
+    add_row_dots(sc.quad, z, kk, s);
+    add_fresh_terms(sc.fresh, mask, p, s.pcol0, s);
   }
   __syncthreads();
   if (warp == 0) {
     float h0 = 0.f;
 #pragma unroll
-    for (int w = 0; w < kThreads / 32; ++w) h0 += s_warp[w];
-    chunk_row_norms(s_norm, s_g, s_quad, s_fresh, h0, c.len);
+    for (int w = 0; w < kThreads / 32; ++w) h0 += sc.warp[w];
+    chunk_row_norms(sc.norm, sc.g, sc.quad, sc.fresh, h0, c.len);
   }
   __syncthreads();
 
-  const RowConstants rc(s_g, s_norm, a.ridge, s);
+  const RowConstants rc(sc.g, sc.norm, a.ridge, s);
   float R[kNT][4], X[kNT][4], Xp[kNT][4];
   load_rows<T>(R, static_cast<const T*>(a.rhs), c, s);
   chebyshev_start(X, Xp, R, rc);
@@ -189,12 +184,12 @@ template <int D, class T, bool kBackward, bool kSplit> __global__ void __launch_
     // X is the adjoint s: the per-row weights of the gate gradient need x·s and s·(H x).
     float xf[kNT][4];
     load_rows<T>(xf, static_cast<const T*>(a.x), c, s);
-    add_row_dots(s_dot1, xf, X, s);
+    add_row_dots(sc.dot1, xf, X, s);
     float Y[kNT][4];
-    chunk_matvec<D, kSplit>(Y, xf, mask, rc.zeta, s);  // its barriers also publish s_dot1
-    add_row_dots(s_dot2, X, Y, s);
+    chunk_matvec<D, kSplit>(Y, xf, mask, rc.zeta, s);  // its barriers also publish sc.dot1
+    add_row_dots(sc.dot2, X, Y, s);
     __syncthreads();
-    if (warp == 0) adjoint_row_weights(a, bh, blockIdx.x, s_g, s_norm, s_dot1, s_dot2, c.len);
+    if (warp == 0) adjoint_row_weights(a, bh, blockIdx.x, sc.g, sc.norm, sc.dot1, sc.dot2, c.len);
   }
 }
 

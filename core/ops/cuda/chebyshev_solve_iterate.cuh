@@ -21,6 +21,26 @@ struct IterateArgs {
   bool bp_lambda;
 };
 
+// A chunk's per-row scalars in shared memory (kFloats from `at`).
+struct RowScalars {
+  static constexpr int kFloats = 6 * kC + 8;
+  float* g;      // the log-decays G_c
+  float* norm;   // ‖H_c‖_F
+  float* quad;   // k_jᵀ H_0 k_j
+  float* fresh;  // (k_c·k_c)² + 2 Σ_{j<c} e^{G_c−G_j} (k_c·k_j)²
+  float* dot1;   // backward: x·s, then
+  float* dot2;   //           s·(H x)
+  float* warp;   // one float per warp (‖H_0‖² partial sums)
+  __device__ __forceinline__ explicit RowScalars(float* at)
+      : g(at),
+        norm(at + kC),
+        quad(at + 2 * kC),
+        fresh(at + 3 * kC),
+        dot1(at + 4 * kC),
+        dot2(at + 5 * kC),
+        warp(at + 6 * kC) {}
+};
+
 // The iteration on warpgroup MMA (chebyshev_solve_iterate_wgmma.cu); call only where wgmma_available().
 void launch_iterate_wgmma(const IterateArgs& a, const ChebyshevDims& d, DType dtype);
 

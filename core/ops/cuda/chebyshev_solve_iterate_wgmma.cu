@@ -39,7 +39,8 @@ template <int D> struct Layout {
 template <int D, bool kSplit> struct IterateSmem {
   static constexpr int kTileElems = 2 * D * D + kC * D + (kSplit ? 4 : 2) * kC * D;
   static constexpr int kRhsFloats = 4 * kNT * Layout<D>::kThreads;
-  static constexpr int kBytes = 1024 + kTileElems * int(sizeof(bf16)) + (kRhsFloats + 6 * kC + 8) * int(sizeof(float));
+  static constexpr int kBytes =
+      1024 + kTileElems * int(sizeof(bf16)) + (kRhsFloats + RowScalars::kFloats) * int(sizeof(float));
 };
 
 // The right-hand side across the iterations, in shared memory (the registers are full): one float4 per n-tile,
@@ -193,13 +194,7 @@ template <int D, class T, bool kBackward, bool kSplit> __global__ void __launch_
   s.buffer = 0;
   using Smem = IterateSmem<D, kSplit>;
   float4* rhs_smem = reinterpret_cast<float4*>(base + Smem::kTileElems);
-  float* s_g = reinterpret_cast<float*>(rhs_smem) + Smem::kRhsFloats;
-  float* s_norm = s_g + kC;
-  float* s_quad = s_norm + kC;   // k_jᵀ H_0 k_j
-  float* s_fresh = s_quad + kC;  // (k_c·k_c)² + 2 Σ_{j<c} e^{G_c−G_j} (k_c·k_j)²
-  float* s_dot1 = s_fresh + kC;  // backward: x·s, then
-  float* s_dot2 = s_dot1 + kC;   //           s·(H x)
-  float* s_warp = s_dot2 + kC;
+  const RowScalars sc(reinterpret_cast<float*>(rhs_smem) + Smem::kRhsFloats);
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t bh = blockIdx.y;
@@ -210,15 +205,16 @@ template <int D, class T, bool kBackward, bool kSplit> __global__ void __launch_
                                                   c.len, nullptr);
   const float h0_sq =
       warp_sum(stage_matrix<D, L::kThreads, typename L::States>(h_hi, h_lo, a.states + a.geo.state(bh, blockIdx.x, D)));
-  if (lane == 0) s_warp[warp] = h0_sq;
-  chunk_log_decays(s_g, a.gk, c);
-  if (threadIdx.x < kC) s_quad[threadIdx.x] = s_fresh[threadIdx.x] = s_dot1[threadIdx.x] = s_dot2[threadIdx.x] = 0.f;
+  if (lane == 0) sc.warp[warp] = h0_sq;
+  chunk_log_decays(sc.g, a.gk, c);
+  if (threadIdx.x < kC)
+    sc.quad[threadIdx.x] = sc.fresh[threadIdx.x] = sc.dot1[threadIdx.x] = sc.dot2[threadIdx.x] = 0.f;
   wgmma::fence_shared_for_async();
   __syncthreads();
 
   // Eq. (5)'s per-row ingredients: k_jᵀH_0k_j from K H_0ᵀ, and the Gram terms of the in-chunk part from K Kᵀ.
   Acc mask;
-  chunk_mask(mask, s_g, c.len, 0, s);
+  chunk_mask(mask, sc.g, c.len, 0, s);
   {
     Acc p, z, kk;
     issue_products<D, false>(p, z, s.k, nullptr, s);
@@ -234,19 +230,19 @@ template <int D, class T, bool kBackward, bool kSplit> __global__ void __launch_
         kk[nt][2 * half] = __low2float(pair);
         kk[nt][2 * half + 1] = __high2float(pair);
       }
-    add_row_dots(s_quad, z, kk, s);
-    if (s.ncol0 == 0) add_fresh_terms(s_fresh, mask, p, 0, s);  // every group holds all of P: the first adds it
+    add_row_dots(sc.quad, z, kk, s);
+    if (s.ncol0 == 0) add_fresh_terms(sc.fresh, mask, p, 0, s);  // every group holds all of P: the first adds it
   }
   __syncthreads();
   if (warp == 0) {
     float h0 = 0.f;
 #pragma unroll
-    for (int w = 0; w < L::kThreads / 32; ++w) h0 += s_warp[w];
-    chunk_row_norms(s_norm, s_g, s_quad, s_fresh, h0, c.len);
+    for (int w = 0; w < L::kThreads / 32; ++w) h0 += sc.warp[w];
+    chunk_row_norms(sc.norm, sc.g, sc.quad, sc.fresh, h0, c.len);
   }
   __syncthreads();
 
-  const RowConstants rc(s_g, s_norm, a.ridge, s);
+  const RowConstants rc(sc.g, sc.norm, a.ridge, s);
   const Rhs<L::kThreads> rhs{rhs_smem};
   Acc X, Xp;
   {
@@ -269,11 +265,11 @@ template <int D, class T, bool kBackward, bool kSplit> __global__ void __launch_
     // X is the adjoint s: the per-row weights of the gate gradient need x·s and s·(H x).
     Acc xf, Y;
     load_rows<T>(xf, static_cast<const T*>(a.x), c, s);
-    add_row_dots(s_dot1, xf, X, s);
-    chunk_matvec<D, kSplit>(Y, xf, mask, rc.zeta, s);  // its barrier also publishes s_dot1
-    add_row_dots(s_dot2, X, Y, s);
+    add_row_dots(sc.dot1, xf, X, s);
+    chunk_matvec<D, kSplit>(Y, xf, mask, rc.zeta, s);  // its barrier also publishes sc.dot1
+    add_row_dots(sc.dot2, X, Y, s);
     __syncthreads();
-    if (warp == 0) adjoint_row_weights(a, bh, blockIdx.x, s_g, s_norm, s_dot1, s_dot2, c.len);
+    if (warp == 0) adjoint_row_weights(a, bh, blockIdx.x, sc.g, sc.norm, sc.dot1, sc.dot2, c.len);
   }
 #else
   __trap();  // launched only where wgmma_available()
