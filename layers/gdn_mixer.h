@@ -1,5 +1,5 @@
 // Gated DeltaNet (the GDN token of hybrid patterns), exactly as the Priming reference implementation builds it
-// (shared/notes/anchors/hmf.md §2.2, §8.2). Per token, with H = max(Hq, Hk) heads of size D:
+// (awslabs/hybrid-model-factory). Per token, with H = max(Hq, Hk) heads of size D:
 //   q, k, v = silu(short_conv(W x)) (silu(W x) without short convolutions); k, v repeated to H heads (GQA, or
 //   Adaptive GQA with kv_proj_rank: layers/kv_expansion.h), q, k L2-normalised per head (eps 1e-6 inside the root);
 //   β = σ(b_proj x) (×2 with allow_neg_eigval), g = −exp(A_log) · softplus(gk_proj x + dt_bias) in f32;

@@ -150,7 +150,7 @@ ag::Var GkaMixer::forward(const ag::Var& input, const MixerContext& ctx, const M
 }
 
 double GkaMixer::core_forward_flops(int64_t head_dim, int64_t num_iter) {
-  // Per token (000_gka.md §5): chunk states of H and S (2D² each), ‖H_c‖_F (2D² + 2CD), r matvecs
+  // Per token: chunk states of H and S (2D² each), ‖H_c‖_F (2D² + 2CD), r matvecs
   // (2D² + 4CD each), the readout (2D² + 4CD): (2r + 8)D² + (4r + 6)CD, 2 FLOPs per multiply-add.
   const double D = double(head_dim), C = double(kChunk), r = double(num_iter);
   return (2 * r + 8) * D * D + (4 * r + 6) * C * D;

@@ -1,5 +1,5 @@
 // Gated KalmaNet (the GKA token of hybrid patterns), as the Priming reference implementation builds it
-// (shared/notes/anchors/hmf.md §2.1, §8.2; shared/notes/seeds/000_gka.md). Per token, with H = max(Hq, Hk) heads
+// (awslabs/hybrid-model-factory; the Gated KalmaNet paper). Per token, with H = max(Hq, Hk) heads
 // of size D:
 //   q, k, v = silu(short_conv(W x)) (v = W_v x without use_v_conv); k, v repeated to H heads (GQA);
 //   q, k L2-normalised per head; β = σ(b_proj x) scales k and v by β + 1e-6 (use_beta_gate);

@@ -1,6 +1,6 @@
 // The hybrid side of a model's shape: which sequence mixer each layer uses (the hybrid pattern of the Priming
 // reference implementation) and each SSM mixer's options, with the reference's names and defaults
-// (shared/notes/anchors/hmf.md §1.3, §2, §8.1), so recipes and checkpoints carry over.
+// (awslabs/hybrid-model-factory), so recipes and checkpoints carry over.
 #pragma once
 #include <cstdint>
 #include <optional>

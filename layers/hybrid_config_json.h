@@ -1,5 +1,5 @@
 // The hybrid fields of a config.json in the Priming reference's format (model_type hybrid_qwen3 / hybrid_llama,
-// hybrid_override_pattern, layer_types and one options block per mixer kind; shared/notes/anchors/hmf.md §8.1).
+// hybrid_override_pattern, layer_types and one options block per mixer kind; awslabs/hybrid-model-factory).
 // Used by from_hf_json and to_hf_json.
 #pragma once
 #include "core/io/json.h"

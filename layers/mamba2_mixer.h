@@ -1,4 +1,4 @@
-// Mamba-2 in the Mamba-in-Llama mapping of the Priming reference (shared/notes/anchors/hmf.md §2.3), attention's
+// Mamba-2 in the Mamba-in-Llama mapping of the Priming reference (awslabs/hybrid-model-factory), attention's
 // projections reused as SSD's: C ≙ queries (Hq heads), B ≙ keys and x ≙ values (Hkv heads, repeated to Hq),
 // d_state = head_dim. Per token, with D = hidden, Dh = head_dim, d_inner = Hq·Dh, d_xb = Hkv·Dh:
 //   [z | x | B | C | dt] = in_proj(u)                       widths d_inner, d_xb, d_xb, d_inner, Hq

@@ -85,7 +85,7 @@ const std::vector<std::string>& hf_config_keys();
 
 // A config.json that transformers loads into <Arch>ForCausalLM (architectures, model_type and the fields above);
 // a hybrid model (layer_types set) is written in the reference's format, which its Hugging Face code and vLLM
-// plugin load (shared/notes/anchors/hmf.md §8.1).
+// plugin load (awslabs/hybrid-model-factory).
 json::Value to_hf_json(const ModelConfig& config);
 
 // RoPE inverse frequencies f32 [head_dim/2] on the CPU: theta^(-2i/head_dim), with the Llama-3 scaling applied

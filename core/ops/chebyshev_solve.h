@@ -4,7 +4,7 @@
 //   H_t = exp(gk_t) · H_{t−1} + k_t k_tᵀ           H_0 = state_in (zeros if undefined); gk undefined: no decay
 //   λ_t = ridge · ‖H_t‖_F
 //   x_t = CH(H_t + λ_t I, q_t, num_iter)           the Chebyshev semi-iteration on [λ_t, λ_t + ‖H_t‖_F] with
-//                                                  ω_0 = 2 (shared/notes/seeds/000_gka.md §2.3); num_iter = 0: x = q
+//                                                  ω_0 = 2 (chebyshev_solve_dims.h); num_iter = 0: x = q
 // The backward is implicit differentiation (GKA paper §4.2.2): the adjoint solve dq_t = CH(H_t + λ_t I, dx_t),
 // dH_t = −dq_t x_tᵀ, plus, with bp_lambda, the path through ‖H_t‖_F. Three implementations that must agree:
 // reference:: (token by token in f64), the chunked CPU path (f32/f64) and the chunked CUDA kernels.

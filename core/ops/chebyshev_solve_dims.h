@@ -20,8 +20,8 @@ struct ChebyshevDims {
 
 // For λ = a‖H‖_F the spectrum of H + λI lies in [μ, L] = [a‖H‖_F, (1+a)‖H‖_F] (λ_max(H) ≤ ‖H‖_F for PSD H), so
 // the Chebyshev contraction ρ = (L−μ)/(L+μ) = 1/(1+2a) is the same for every token, and so is the weight schedule
-// ω_0 = 2, ω_i = 4 / (4 − ρ² ω_{i−1}) (000_gka.md §2.3; the GKA paper's Algorithm 1 box prints ω_0 = 0, a typo).
-// The per-token step is 2/(L+μ) = 2 / ((1+2a)‖H‖_F).
+// ω_0 = 2, ω_i = 4 / (4 − ρ² ω_{i−1}) (the standard Chebyshev semi-iteration; the GKA paper's Algorithm 1 box prints
+// ω_0 = 0, a typo). The per-token step is 2/(L+μ) = 2 / ((1+2a)‖H‖_F).
 inline double chebyshev_rho(double ridge) { return 1.0 / (1.0 + 2.0 * ridge); }
 
 }  // namespace primer::ops

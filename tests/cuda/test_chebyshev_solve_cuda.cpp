@@ -47,7 +47,7 @@ Tensor f64_or_null(const Tensor& t) { return t.defined() ? test::cpu_f64(t) : Te
 // backward's x is the GPU's own forward output).
 //  - x and dq = CH(·, dx): K enters the products as bf16, H_0 and (by default, precise_iterate) the iterate X as
 //    hi + lo; with one-bf16 X its 2^-9 rounding enters every matvec. Through κ ≤ 51 and the momentum of the iteration
-//    this leaves ~1e-3 (000_gka.md §4's setting emulated: 1.3e-3 worst token at r = 30), plus the output rounding of
+//    this leaves ~1e-3 (emulated in f64 with that rounding: 1.3e-3 worst token at r = 30), plus the output rounding of
 //    bf16 (2^-9): 1e-2. f32 inputs gain no accuracy: their k is rounded to bf16 as an operand, a 2^-9 perturbation of H
 //    amplified by κ: also 1e-2.
 //  - H_T accumulates decayed k kᵀ in fp32 with the decayed keys as hi + lo: exact bf16 keys give ~1e-5; f32 keys

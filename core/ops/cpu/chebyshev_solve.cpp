@@ -4,7 +4,7 @@
 #include <cmath>
 #include <vector>
 
-// Notation (000_gka.md §3): a chunk holds rows c = 0 .. len−1 (tokens start + c), G_c = Σ_{i≤c} gk_i its local
+// Notation: a chunk holds rows c = 0 .. len−1 (tokens start + c), G_c = Σ_{i≤c} gk_i its local
 // cumulative log-decay, ζ_c = e^{G_c}, H_0 the state before its first token, and
 //   H_c = ζ_c H_0 + Σ_{j≤c} e^{G_c−G_j} k_j k_jᵀ.
 // Everything the solve and its gradient need from H_c is reached through H_0 and the chunk's keys.

@@ -1,6 +1,6 @@
 // The chunked Chebyshev solve on the CPU (f32/f64): the same maths as the CUDA kernels, written as plain loops.
 // Chunks of 64 tokens; per chunk only the chunk-start state H_0 is held, every H_c of the chunk is reached through
-// the chunk's keys and cumulative log-decays (shared/notes/seeds/000_gka.md §3.2-3.3). Buffers are dense, shapes
+// the chunk's keys and cumulative log-decays (chebyshev_solve.cpp derives it). Buffers are dense, shapes
 // as in core/ops/chebyshev_solve.h; nullable ones are marked.
 #pragma once
 #include "core/ops/chebyshev_solve_dims.h"

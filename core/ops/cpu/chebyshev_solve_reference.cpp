@@ -1,6 +1,6 @@
 // The ground truth of the Chebyshev solve, straight from the equations: per (batch, head) the state H_t is
 // materialised token by token in f64 and the iteration runs on it; the backward is the hand-written implicit
-// differentiation of shared/notes/seeds/000_gka.md §3.4.
+// differentiation of the Gated KalmaNet paper (§4.2.2), with the decay and ridge terms written out here.
 #include <cmath>
 #include <vector>
 

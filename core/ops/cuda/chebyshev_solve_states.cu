@@ -2,7 +2,7 @@
 // state, batch·head), the tile in fp32 registers (4 warps, 16 rows each):
 //   forward:  H ← ζ_L H + Σ_j e^{G_L−G_j} k_j k_jᵀ                          (the chunk-start states)
 //   backward: Ĥ ← ζ_L Ĥ − Σ_t ζ_t s_t x_tᵀ − ½ζ_0²W_0 H_0 − ½ Σ_j ζ_j W_j k_j k_jᵀ   (the state gradient)
-// (000_gka.md §3.2-3.3 and core/ops/cpu/chebyshev_solve.cpp). Each chunk's update is one tensor-core product with
+// (derived in core/ops/cpu/chebyshev_solve.cpp). Each chunk's update is one tensor-core product with
 // the chunk's tokens as the reduction dimension.
 #include "core/cuda_runtime.h"
 #include "core/ops/cuda/tile/block_reduce.cuh"
