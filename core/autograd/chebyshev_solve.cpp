@@ -5,16 +5,20 @@ namespace primer::ag {
 Var chebyshev_solve(const Var& q, const Var& k, const Var& gk, const ops::ChebyshevOptions& options,
                     const Var& state_in, Var* state_out) {
   const Tensor g = gk ? gk->value : Tensor(), s0 = state_in ? state_in->value : Tensor();
-  Tensor st;
-  Var x = constant(ops::chebyshev_solve(q->value, k->value, g, options, s0, state_out ? &st : nullptr));
+  Tensor st, chunk_states;
+  // Recorded, the CUDA forward hands its chunk-start states to the backward (kept until it runs, instead of
+  // recomputed there).
+  const bool recording = needs_grad({&q, &k, &gk, &state_in});
+  Var x = constant(ops::chebyshev_solve(q->value, k->value, g, options, s0, state_out ? &st : nullptr,
+                                        recording ? &chunk_states : nullptr));
   Var so = state_out ? constant(st) : nullptr;
   if (state_out) *state_out = so;
-  if (needs_grad({&q, &k, &gk, &state_in})) {
+  if (recording) {
     std::vector<Var> outs{x};
     if (so) outs.push_back(so);
-    record("chebyshev_solve", outs, [q, k, gk, g, options, state_in, s0, x, so] {
+    record("chebyshev_solve", outs, [q, k, gk, g, options, state_in, s0, x, so, chunk_states] {
       const ops::ChebyshevGrads d = ops::chebyshev_solve_backward(grad_or_zeros(x), x->value, q->value, k->value, g,
-                                                                  options, s0, so ? so->grad : Tensor());
+                                                                  options, s0, so ? so->grad : Tensor(), chunk_states);
       accumulate_grad(q, d.dq);
       accumulate_grad(k, d.dk);
       if (gk) accumulate_grad(gk, d.dgk);

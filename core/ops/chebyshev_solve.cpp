@@ -18,19 +18,27 @@ Tensor contiguous_or_null(const Tensor& t) { return t.defined() ? t.contiguous()
 template <class T> T* ptr(const Tensor& t) { return t.defined() ? t.data<T>() : nullptr; }
 
 #ifdef PRIMER_WITH_CUDA
+// The forward's workspace is the chunk-start states: handed over through chunk_states when asked for (and computed:
+// a solve with num_iter 0 skips them).
 void solve_cuda(const ChebyshevDims& d, const Tensor& q, const Tensor& k, const Tensor& gk, const Tensor& state_in,
-                const Tensor& x, const Tensor& state_out) {
-  const Tensor ws = Tensor::empty({int64_t(cuda_ops::chebyshev_forward_workspace_floats(d))}, DType::F32, q.device());
+                const Tensor& x, const Tensor& state_out, Tensor* chunk_states) {
+  Tensor ws = Tensor::empty({d.heads_total(), d.chunks() + 1, d.dim, d.dim}, DType::F32, q.device());
+  PRIMER_CHECK(size_t(ws.numel()) == cuda_ops::chebyshev_forward_workspace_floats(d), "chebyshev_solve: workspace");
   cuda_ops::chebyshev_solve(d, q.dtype(), q.data_ptr(), k.data_ptr(), ptr<float>(gk), ptr<float>(state_in),
                             x.data_ptr(), ptr<float>(state_out), ws.data<float>());
+  if (chunk_states && d.num_iter > 0) *chunk_states = std::move(ws);
 }
 
 void backward_cuda(const ChebyshevDims& d, const Tensor& dx, const Tensor& x, const Tensor& k, const Tensor& gk,
-                   const Tensor& state_in, const Tensor& dstate_out, const ChebyshevGrads& g) {
-  const Tensor ws = Tensor::empty({int64_t(cuda_ops::chebyshev_backward_workspace_floats(d))}, DType::F32, x.device());
+                   const Tensor& state_in, const Tensor& dstate_out, const Tensor& chunk_states,
+                   const ChebyshevGrads& g) {
+  const bool given = chunk_states.defined();
+  const Tensor ws =
+      Tensor::empty({int64_t(cuda_ops::chebyshev_backward_workspace_floats(d, given))}, DType::F32, x.device());
   cuda_ops::chebyshev_solve_backward(d, x.dtype(), dx.data_ptr(), x.data_ptr(), k.data_ptr(), ptr<float>(gk),
-                                     ptr<float>(state_in), ptr<float>(dstate_out), g.dq.data_ptr(), g.dk.data_ptr(),
-                                     ptr<float>(g.dgk), ptr<float>(g.dstate_in), ws.data<float>());
+                                     ptr<float>(state_in), ptr<float>(dstate_out), ptr<float>(chunk_states),
+                                     g.dq.data_ptr(), g.dk.data_ptr(), ptr<float>(g.dgk), ptr<float>(g.dstate_in),
+                                     ws.data<float>());
 }
 #endif
 
@@ -90,7 +98,7 @@ void chebyshev_check_backward(const char* op, const ChebyshevDims& d, const Tens
 }
 
 Tensor chebyshev_solve(const Tensor& q, const Tensor& k, const Tensor& gk, const ChebyshevOptions& options,
-                       const Tensor& state_in, Tensor* state_out) {
+                       const Tensor& state_in, Tensor* state_out, [[maybe_unused]] Tensor* chunk_states) {
   constexpr const char* op = "chebyshev_solve";
   const ChebyshevDims d = chebyshev_check_inputs(op, q, k, gk, options, state_in);
   const Tensor qc = q.contiguous(), kc = k.contiguous(), gc = contiguous_or_null(gk), sc = contiguous_or_null(state_in);
@@ -102,7 +110,7 @@ Tensor chebyshev_solve(const Tensor& q, const Tensor& k, const Tensor& gk, const
       cpu::chebyshev_solve<T>(d, qc.data<T>(), kc.data<T>(), ptr<T>(gc), ptr<T>(sc), x.data<T>(), ptr<T>(st));
     });
   } else {
-    PRIMER_ON_CUDA(solve_cuda(d, qc, kc, gc, sc, x, st));
+    PRIMER_ON_CUDA(solve_cuda(d, qc, kc, gc, sc, x, st, chunk_states));
   }
   if (state_out) *state_out = st;
   return x;
@@ -110,10 +118,18 @@ Tensor chebyshev_solve(const Tensor& q, const Tensor& k, const Tensor& gk, const
 
 ChebyshevGrads chebyshev_solve_backward(const Tensor& dx, const Tensor& x, const Tensor& q, const Tensor& k,
                                         const Tensor& gk, const ChebyshevOptions& options, const Tensor& state_in,
-                                        const Tensor& dstate_out) {
+                                        const Tensor& dstate_out, const Tensor& chunk_states) {
   constexpr const char* op = "chebyshev_solve_backward";
   const ChebyshevDims d = chebyshev_check_inputs(op, q, k, gk, options, state_in);
   chebyshev_check_backward(op, d, q, dx, x, dstate_out);
+  if (chunk_states.defined()) {
+    PRIMER_CHECK(q.is_cuda(), "{}: chunk_states come from the CUDA forward; the CPU paths recompute them", op);
+    const Shape kept{d.heads_total(), d.chunks() + 1, d.dim, d.dim};
+    PRIMER_CHECK(chunk_states.dtype() == DType::F32 && chunk_states.is_contiguous() &&
+                     chunk_states.device() == q.device() && chunk_states.shape() == kept,
+                 "{}: chunk_states must be the forward's, f32 [{}, {}, {}, {}] on {}, got {}", op, d.heads_total(),
+                 d.chunks() + 1, d.dim, d.dim, q.device().str(), chunk_states.describe());
+  }
   const Tensor dxc = dx.contiguous(), xc = x.contiguous(), kc = k.contiguous(), gc = contiguous_or_null(gk),
                sc = contiguous_or_null(state_in), dsc = contiguous_or_null(dstate_out);
   ChebyshevGrads g;
@@ -128,7 +144,7 @@ ChebyshevGrads chebyshev_solve_backward(const Tensor& dx, const Tensor& x, const
                                        ptr<T>(dsc), g.dq.data<T>(), g.dk.data<T>(), ptr<T>(g.dgk), ptr<T>(g.dstate_in));
     });
   } else {
-    PRIMER_ON_CUDA(backward_cuda(d, dxc, xc, kc, gc, sc, dsc, g));
+    PRIMER_ON_CUDA(backward_cuda(d, dxc, xc, kc, gc, sc, dsc, chunk_states, g));
   }
   return g;
 }

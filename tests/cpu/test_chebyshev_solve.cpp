@@ -350,6 +350,21 @@ TEST(ChebyshevSolve, ChunkedCallsChainThroughTheState) {
   test::expect_close(g1.dstate_in, g.dstate_in, 1e-11, 1e300, "dstate_in");
 }
 
+// Chunk-start states pass from the forward to the backward on CUDA only (test_chebyshev_solve_cuda.cpp): the CPU
+// paths recompute them, hand none over and refuse any.
+TEST(ChebyshevSolve, CpuKeepsNoChunkStates) {
+  const ChebyshevInputs in = test::chebyshev_inputs(1, 3, 2, 4, 1, true, true);
+  Tensor chunk_states;
+  const Tensor x = ops::chebyshev_solve(in.q, in.k, in.gk, options(0.02, 5), in.state, nullptr, &chunk_states);
+  EXPECT_FALSE(chunk_states.defined());
+  test::expect_error(
+      [&] {
+        ops::chebyshev_solve_backward(x, x, in.q, in.k, in.gk, options(0.02, 5), in.state, Tensor(),
+                                      Tensor::zeros({2, 2, 4, 4}, DType::F32));
+      },
+      {"chebyshev_solve_backward", "CUDA forward"});
+}
+
 TEST(ChebyshevSolve, RejectsBadArguments) {
   const ChebyshevInputs in = test::chebyshev_inputs(1, 3, 2, 4, 1, true, true);
   test::expect_error([&] { ops::chebyshev_solve(in.q, in.k, in.gk, options(0.0, 5), in.state, nullptr); },

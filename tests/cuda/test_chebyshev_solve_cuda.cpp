@@ -75,9 +75,10 @@ void expect_matches_reference(const test::ChebyshevInputs& in, DType dtype, cons
                state = to_cuda(in.state, DType::F32);
   const Tensor rq = test::cpu_f64(q), rk = test::cpu_f64(k), rgk = f64_or_null(gk), rstate = f64_or_null(state);
 
-  Tensor st, rst;
+  Tensor st, rst, chunk_states;
   poison_next_allocation(q.shape(), dtype);
-  const Tensor x = ops::chebyshev_solve(q, k, gk, o, state, &st);
+  const Tensor x = ops::chebyshev_solve(q, k, gk, o, state, &st, &chunk_states);
+  ASSERT_EQ(chunk_states.defined(), o.num_iter > 0);
   const Tensor rx = ops::reference::chebyshev_solve(rq, rk, rgk, o, rstate, &rst);
   ASSERT_EQ(x.dtype(), dtype);
   ASSERT_EQ(st.dtype(), DType::F32);
@@ -87,7 +88,15 @@ void expect_matches_reference(const test::ChebyshevInputs& in, DType dtype, cons
   const Tensor dx = to_cuda(test::randn(q.shape(), seed + 21), dtype);
   const Tensor dst = to_cuda(test::randn(st.shape(), seed + 22), DType::F32);
   poison_next_allocation(k.shape(), dtype);
-  const ChebyshevGrads g = ops::chebyshev_solve_backward(dx, x, q, k, gk, o, state, dst);
+  const ChebyshevGrads g = ops::chebyshev_solve_backward(dx, x, q, k, gk, o, state, dst, chunk_states);
+  {  // the forward's chunk-start states and the backward's own are the same numbers: so are the gradients
+    const ChebyshevGrads recomputed = ops::chebyshev_solve_backward(dx, x, q, k, gk, o, state, dst);
+    test::expect_close(g.dq, recomputed.dq, 0, 0, "dq from the kept chunk states");
+    test::expect_close(g.dk, recomputed.dk, 0, 0, "dk from the kept chunk states");
+    if (g.dgk.defined()) test::expect_close(g.dgk, recomputed.dgk, 0, 0, "dgk from the kept chunk states");
+    if (g.dstate_in.defined())
+      test::expect_close(g.dstate_in, recomputed.dstate_in, 0, 0, "dstate_in from the kept chunk states");
+  }
   const ChebyshevGrads rg = ops::reference::chebyshev_solve_backward(test::cpu_f64(dx), test::cpu_f64(x), rq, rk, rgk,
                                                                      o, rstate, test::cpu_f64(dst));
   expect_within(g.dq, rg.dq, tol.dq, 0, "dq");
@@ -161,6 +170,20 @@ TEST(ChebyshevSolveCuda, CorrelatedKeysAtTheDefaultRidge) {
       expect_matches_reference(in, DType::BF16, o, {bound, 1e-4, bound, bound, bound, bound}, seed);
     }
   }
+}
+
+TEST(ChebyshevSolveCuda, RejectsChunkStatesOfAnotherShape) {
+  PRIMER_REQUIRE_CUDA();
+  const test::ChebyshevInputs in = test::chebyshev_inputs(1, 100, 2, 64, 7, true, false);
+  const Tensor q = to_cuda(in.q, DType::BF16), k = to_cuda(in.k, DType::BF16), gk = to_cuda(in.gk, DType::F32);
+  Tensor st, chunk_states;
+  const Tensor x = ops::chebyshev_solve(q, k, gk, ChebyshevOptions{}, Tensor(), &st, &chunk_states);
+  test::expect_error(
+      [&] {
+        ops::chebyshev_solve_backward(x, x, q, k, gk, ChebyshevOptions{}, Tensor(), Tensor(),
+                                      chunk_states.slice(1, 0, 1).contiguous());
+      },
+      {"chebyshev_solve_backward", "chunk_states must be the forward's"});
 }
 
 TEST(ChebyshevSolveCuda, RejectsUnsupportedHeadDim) {

@@ -159,15 +159,18 @@ int main(int argc, char** argv) {
     o.num_iter = r;
     o.precise_iterate = m.precise;
     const double fwd = bench::median_ms([&] { ops::chebyshev_solve(q, k, gk, o, Tensor(), nullptr); });
+    // As training runs it (ag::chebyshev_solve): the backward takes the forward's chunk-start states.
     const double train = bench::median_ms([&] {
-      const Tensor x = ops::chebyshev_solve(q, k, gk, o, Tensor(), nullptr);
-      ops::chebyshev_solve_backward(dx, x, q, k, gk, o, Tensor(), Tensor());
+      Tensor states;
+      const Tensor x = ops::chebyshev_solve(q, k, gk, o, Tensor(), nullptr, &states);
+      ops::chebyshev_solve_backward(dx, x, q, k, gk, o, Tensor(), Tensor(), states);
     });
     const double core = bench::median_ms([&] {
-      const Tensor x = ops::chebyshev_solve(q, k, gk, o, Tensor(), nullptr);
+      Tensor states;
+      const Tensor x = ops::chebyshev_solve(q, k, gk, o, Tensor(), nullptr, &states);
       const Tensor o_gla = ops::gla(x, k, v, gk, 1.0 / std::sqrt(double(Dh)), Tensor(), nullptr);
       const ops::GlaGrads g = ops::gla_backward(dout, x, k, v, gk, 1.0 / std::sqrt(double(Dh)), Tensor(), Tensor());
-      ops::chebyshev_solve_backward(g.dq, x, q, k, gk, o, Tensor(), Tensor());
+      ops::chebyshev_solve_backward(g.dq, x, q, k, gk, o, Tensor(), Tensor(), states);
     });
     add("solve fwd" + mode, r, fwd, solve_forward_flops(double(r), D));
     add("solve fwd+bwd" + mode, r, train, solve_forward_flops(double(r), D) + solve_backward_flops(double(r), D));

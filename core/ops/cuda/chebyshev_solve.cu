@@ -2,7 +2,8 @@
 //   forward:  chunk-start states (sequential over chunks) → the iteration of every chunk (parallel)
 //   backward: chunk-start states again → the adjoint solve with W, u → the state gradient (reverse over chunks)
 //             → dk, dgk per chunk (parallel)
-// The chunk-start states are recomputed in the backward rather than kept: they are D² floats per chunk and head.
+// The backward takes the forward's chunk-start states (D² floats per chunk and head) when its caller kept them, and
+// recomputes them otherwise.
 #include "core/cuda_runtime.h"
 #include "core/ops/cuda/chebyshev_solve.h"
 #include "core/ops/cuda/chebyshev_solve_kernels.h"
@@ -22,10 +23,11 @@ void copy_on_stream(void* dst, const void* src, const ChebyshevDims& d, DType dt
 
 }  // namespace
 
+size_t chebyshev_state_floats(const ChebyshevDims& d) { return states_floats(d); }
 size_t chebyshev_forward_workspace_floats(const ChebyshevDims& d) { return states_floats(d); }
 
-size_t chebyshev_backward_workspace_floats(const ChebyshevDims& d) {
-  return states_floats(d) + dstates_floats(d) + 2 * rows_floats(d) + hdot_floats(d);
+size_t chebyshev_backward_workspace_floats(const ChebyshevDims& d, bool states_given) {
+  return (states_given ? 0 : states_floats(d)) + dstates_floats(d) + 2 * rows_floats(d) + hdot_floats(d);
 }
 
 void chebyshev_solve(const ChebyshevDims& d, DType dtype, const void* q, const void* k, const float* gk,
@@ -40,14 +42,18 @@ void chebyshev_solve(const ChebyshevDims& d, DType dtype, const void* q, const v
 }
 
 void chebyshev_solve_backward(const ChebyshevDims& d, DType dtype, const void* dx, const void* x, const void* k,
-                              const float* gk, const float* state_in, const float* dstate_out, void* dq, void* dk,
-                              float* dgk, float* dstate_in, float* workspace) {
-  float* states = workspace;
-  float* dstates = states + states_floats(d);
+                              const float* gk, const float* state_in, const float* dstate_out, const float* states,
+                              void* dq, void* dk, float* dgk, float* dstate_in, float* workspace) {
+  float* rest = workspace;
+  if (!states) {  // recomputed at the workspace's start, where the kernels' vector loads find it aligned
+    cheb::launch_chunk_states(d, dtype, k, gk, state_in, workspace, nullptr);
+    states = workspace;
+    rest = workspace + states_floats(d);
+  }
+  float* dstates = rest;
   float* W = dstates + dstates_floats(d);
   float* u = W + rows_floats(d);
   float* hdot = u + rows_floats(d);
-  cheb::launch_chunk_states(d, dtype, k, gk, state_in, states, nullptr);
   const bool solve = d.num_iter > 0;
   if (solve) {
     cheb::launch_iterate(d, dtype, dx, k, gk, states, dq, x, W, u);

@@ -11,17 +11,20 @@
 
 namespace primer::ops::cuda_ops {
 
-// f32 scratch elements each direction needs.
+// f32 scratch elements each direction needs. The forward's scratch is the chunk-start states, [BH][N+1][D][D]
+// (chebyshev_state_floats), which the backward may take instead of recomputing them.
+size_t chebyshev_state_floats(const ChebyshevDims& d);
 size_t chebyshev_forward_workspace_floats(const ChebyshevDims& d);
-size_t chebyshev_backward_workspace_floats(const ChebyshevDims& d);
+size_t chebyshev_backward_workspace_floats(const ChebyshevDims& d, bool states_given);
 
 // gk, state_in, state_out may be null.
 void chebyshev_solve(const ChebyshevDims& d, DType dtype, const void* q, const void* k, const float* gk,
                      const float* state_in, void* x, float* state_out, float* workspace);
 
-// gk, state_in, dstate_out may be null; dgk is written iff gk is given, dstate_in iff it is non-null.
+// gk, state_in, dstate_out may be null; dgk is written iff gk is given, dstate_in iff it is non-null. states: the
+// forward's workspace after it ran on the same inputs, or null (recomputed into the workspace).
 void chebyshev_solve_backward(const ChebyshevDims& d, DType dtype, const void* dx, const void* x, const void* k,
-                              const float* gk, const float* state_in, const float* dstate_out, void* dq, void* dk,
-                              float* dgk, float* dstate_in, float* workspace);
+                              const float* gk, const float* state_in, const float* dstate_out, const float* states,
+                              void* dq, void* dk, float* dgk, float* dstate_in, float* workspace);
 
 }  // namespace primer::ops::cuda_ops
