@@ -23,7 +23,6 @@ void copy_on_stream(void* dst, const void* src, const ChebyshevDims& d, DType dt
 
 }  // namespace
 
-size_t chebyshev_state_floats(const ChebyshevDims& d) { return states_floats(d); }
 size_t chebyshev_forward_workspace_floats(const ChebyshevDims& d) { return states_floats(d); }
 
 size_t chebyshev_backward_workspace_floats(const ChebyshevDims& d, bool states_given) {

@@ -11,9 +11,8 @@
 
 namespace primer::ops::cuda_ops {
 
-// f32 scratch elements each direction needs. The forward's scratch is the chunk-start states, [BH][N+1][D][D]
-// (chebyshev_state_floats), which the backward may take instead of recomputing them.
-size_t chebyshev_state_floats(const ChebyshevDims& d);
+// f32 scratch elements each direction needs. The forward's scratch is the chunk-start states, [BH][N+1][D][D],
+// which the backward may take instead of recomputing them.
 size_t chebyshev_forward_workspace_floats(const ChebyshevDims& d);
 size_t chebyshev_backward_workspace_floats(const ChebyshevDims& d, bool states_given);
 
