@@ -1,7 +1,9 @@
-// One training step of a Qwen3-0.6B-shaped model (28 layers, hidden 1024, 16 q / 8 kv heads, head_dim 128,
-// FFN 3072, vocab 151936, tied embeddings) at B=4, T=4096 on one GPU: forward, fused-CE backward, AdamW with
-// fp32 masters. Prints tokens/s, MFU and peak memory, with and without block recomputation.
+// One training step of a Qwen3-shaped model (by default the 0.6B shape: 28 layers, hidden 1024, 16 q / 8 kv heads,
+// head_dim 128, FFN 3072, vocab 151936, tied embeddings) at B=4, T=4096 on one GPU: forward, fused-CE backward, AdamW
+// with fp32 masters. Prints tokens/s, MFU and peak memory, with and without block recomputation.
 // The peer (PyTorch + transformers, same shape) is tools/bench/train_step_peer.py.
+// --profile runs one more step of each mode between cudaProfilerStart/Stop, for
+// `ncu --profile-from-start off --metrics gpu__time_duration.sum --csv --page raw` (tools/bench/step-kernels.sh).
 #include <cstdio>
 
 #include "core/cuda_runtime.h"
@@ -9,20 +11,27 @@
 #include "core/rng.h"
 #include "layers/decoder_lm.h"
 #include "optim/adamw.h"
-#include "recipes/trainer.h"
+#include "tools/bench/common/bench_args.h"
 #include "tools/bench/common/bench_util.h"
 
 using namespace primer;
 
 namespace {
 
-bench::Row measure(bool recompute, int64_t B, int64_t T) {
-  const ModelConfig config = bench::qwen3_shape("0.6b");
+struct Options {
+  std::string shape = "0.6b", pattern, recompute = "both";
+  int64_t batch = 4, seq = 4096;
+  bool profile = false;
+};
+
+bench::Row measure(const Options& o, bool recompute) {
+  ModelConfig config = bench::qwen3_shape(o.shape);
+  bench::apply_pattern(config, o.pattern);
   ParameterRegistry params;
   layers::DecoderLM model(config, params, {recompute});
   params.materialize(Device::cuda(), DType::BF16, 0);
   optim::AdamW adamw(params, {});
-  const Tensor ids = Tensor::empty({B, T}, DType::I32, Device::cuda());
+  const int64_t B = o.batch, T = o.seq;
   std::vector<int32_t> host(size_t(B * T));
   for (size_t i = 0; i < host.size(); ++i) host[i] = int32_t(uniform01(7, i) * double(config.vocab_size));
   const Tensor tokens = Tensor::from_vector(host, {B, T}, DType::I32, Device::cuda());
@@ -37,28 +46,38 @@ bench::Row measure(bool recompute, int64_t B, int64_t T) {
   ops::set_gemm_autotune(false);
   reset_peak_memory(Device::cuda());
   const double ms = bench::median_ms(step, 2, 8);
+  if (o.profile) bench::profiled_once_ms(step);
   const double tok_s = double(B * T) / (ms * 1e-3);
   const double mfu = tok_s * model.flops_per_token(T) / cuda::peak_bf16_flops();
-  char a[32], b[32], c[32], d[32];
-  std::snprintf(a, sizeof a, "%.1f", ms);
-  std::snprintf(b, sizeof b, "%.1fK", tok_s / 1e3);
-  std::snprintf(c, sizeof c, "%.1f%%", 100 * mfu);
-  std::snprintf(d, sizeof d, "%.1f GB", double(memory_stats(Device::cuda()).peak) / 1e9);
   return {{recompute ? "primer (recompute blocks)" : "primer (keep activations)",
-           std::to_string(B) + "x" + std::to_string(T), a, b, c, d}};
+           std::to_string(B) + "x" + std::to_string(T), bench::fixed(ms, 1), bench::fixed(tok_s / 1e3, 1) + "K",
+           bench::fixed(100 * mfu, 1) + "%", bench::fixed(double(memory_stats(Device::cuda()).peak) / 1e9, 1) + " GB"}};
 }
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  Options o;
+  CLI::App app{"bench_train_step: one training step of a Qwen3-shaped model on one GPU"};
+  app.add_option("--shape", o.shape, "Qwen3 shape: 0.6b, 1.7b, 4b, 8b")->capture_default_str();
+  app.add_option("--pattern", o.pattern, "hybrid_override_pattern repeated over the layers ('*-GDN': 50% GDN)");
+  app.add_option("--batch", o.batch, "sequences per step")->capture_default_str();
+  app.add_option("--seq", o.seq, "tokens per sequence")->capture_default_str();
+  app.add_option("--recompute", o.recompute, "block recomputation: both, on, off")
+      ->check(CLI::IsMember({"both", "on", "off"}))
+      ->capture_default_str();
+  app.add_flag("--profile", o.profile, "one more step of each mode between cudaProfilerStart/Stop (for ncu)");
+  bench::parse_or_exit(app, argc, argv);
   if (!cuda::available()) {
     std::puts("bench_train_step: no CUDA device");
     return 0;
   }
-  std::printf("# bench_train_step — Qwen3-0.6B shape, bf16 compute, fp32 master + AdamW — %s, %s\n",
-              bench::device_name().c_str(), bench::today().c_str());
+  std::printf("# bench_train_step — Qwen3-%s shape%s, bf16 compute, fp32 master + AdamW — %s, %s\n", o.shape.c_str(),
+              o.pattern.empty() ? "" : (", pattern " + o.pattern).c_str(), bench::device_name().c_str(),
+              bench::today().c_str());
   std::vector<bench::Row> rows;
-  for (bool recompute : {false, true}) rows.push_back(measure(recompute, 4, 4096));
+  for (bool recompute : {false, true})
+    if (o.recompute == "both" || (o.recompute == "on") == recompute) rows.push_back(measure(o, recompute));
   bench::print_table({"run", "B x T", "step ms", "tokens/s", "MFU", "peak memory"}, rows);
   return 0;
 }

@@ -8,6 +8,7 @@ cd "$(dirname "$0")/../.." || exit
 out="${OUT:-$PWD/device-logs}"
 build="${BUILD_DIR:-build-device}"
 mkdir -p "$out"
+. tools/bench/common/profile_kernels.sh
 mixers=()
 while [ $# -gt 0 ] && [ "$1" != "--" ]; do mixers+=("$1"); shift; done
 [ "${1:-}" = "--" ] && shift
@@ -15,14 +16,6 @@ while [ $# -gt 0 ] && [ "$1" != "--" ]; do mixers+=("$1"); shift; done
 rc=0
 for m in "${mixers[@]}"; do
   "$build/bench_layer_kernels" --mixer "$m" "$@" || { rc=1; continue; }
-  if ! ncu --clock-control none --profile-from-start off --metrics gpu__time_duration.sum --csv --page raw \
-    "$build/bench_layer_kernels" --mixer "$m" "$@" >"$out/kernels-$m.csv" 2>"$out/kernels-$m.err"; then
-    echo "ncu failed for $m:"; tail -5 "$out/kernels-$m.err"; rc=1; continue
-  fi
-  python3 tools/bench/common/kernel_table.py "$out/kernels-$m.csv" >"$out/kernels-$m.md" || { rc=1; continue; }
-  python3 tools/bench/common/kernel_table.py --order "$out/kernels-$m.csv" >"$out/kernels-$m-order.md"
-  echo "## $m layer: kernels of one forward + backward"
-  head -30 "$out/kernels-$m.md"
-  tail -1 "$out/kernels-$m.md"
+  profile_kernels "$m" "$build/bench_layer_kernels" --mixer "$m" "$@" || rc=1
 done
 exit $rc
