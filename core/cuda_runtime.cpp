@@ -1,5 +1,7 @@
 #include "core/cuda_runtime.h"
 
+#include <atomic>
+#include <chrono>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -67,7 +69,18 @@ cudaStream_t stream() {
   return streams[d];
 }
 
-void synchronize() { PRIMER_CUDA_CHECK(cudaStreamSynchronize(stream())); }
+namespace {
+std::atomic<long long> sync_count{0}, sync_wait_ns{0};
+}  // namespace
+
+void synchronize() {
+  const auto t0 = std::chrono::steady_clock::now();
+  PRIMER_CUDA_CHECK(cudaStreamSynchronize(stream()));
+  ++sync_count;
+  sync_wait_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
+}
+
+SyncStats sync_stats() { return {sync_count.load(), double(sync_wait_ns.load()) * 1e-6}; }
 
 void copy(void* dst, const void* src, size_t bytes, CopyKind kind) {
   if (bytes == 0) return;
@@ -92,6 +105,7 @@ int device_count() { return 0; }
 void set_device(int) { not_built(); }
 int current_device() { not_built(); }
 void synchronize() {}
+SyncStats sync_stats() { return {}; }
 double peak_bf16_flops() { return 0; }
 void copy(void*, const void*, size_t, CopyKind) { not_built(); }
 void memset_zero(void*, size_t) { not_built(); }

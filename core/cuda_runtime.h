@@ -17,6 +17,13 @@ int device_count();
 void set_device(int index);
 int current_device();
 void synchronize();  // waits for the current device's compute stream
+// The host's waits on the compute stream so far (synchronize(), which host-side copies call): how many and how long,
+// for benchmarks that look for the host stalling the GPU in the middle of a step.
+struct SyncStats {
+  long long count = 0;
+  double wait_ms = 0;
+};
+SyncStats sync_stats();
 // Dense bf16 peak of the current GPU for MFU (H100/H200 SXM 989 TFLOP/s, A100 312); 0 when unknown or no GPU.
 double peak_bf16_flops();
 

@@ -35,7 +35,8 @@ ag::Var AttentionMixer::project_heads(const ag::Var& x, const std::string& proj,
   const int64_t B = x->value.size(0), T = x->value.size(1);
   ag::Var h = ag::reshape(ag::linear(x, params_.get(prefix_ + proj).var), {B, T, heads, config_.head_dim});
   if (!rotate) return h;
-  if (config_.qk_norm) h = ag::rmsnorm(h, params_.get(prefix_ + norm).var, config_.rms_norm_eps);
+  if (config_.qk_norm)
+    return ag::rmsnorm_rope(h, params_.get(prefix_ + norm).var, config_.rms_norm_eps, ctx.positions, ctx.inv_freq);
   return ag::rope(h, ctx.positions, ctx.inv_freq);
 }
 
@@ -55,6 +56,8 @@ ag::Var AttentionMixer::forward(const ag::Var& x, const MixerContext& ctx, const
   if (state_out || (state_in && !state_in->kv.empty())) {
     o = ag::constant(decode_rows(q->value, k->value, v->value, opt, state_in, state_out));
   } else {
+    // q's gradient goes straight to the fused norm + rotation, which reads attention's f32 dq unrounded.
+    opt.f32_dq = config_.qk_norm && !ctx.sequence;
     o = ctx.sequence ? ctx.sequence->attention(q, k, v, opt) : ag::attention(q, k, v, opt);
   }
   return ag::linear(ag::reshape(o, {B, T, config_.num_attention_heads * config_.head_dim}),

@@ -11,6 +11,15 @@
 #include "optim/adamw_kernels.h"
 
 namespace primer::optim {
+namespace {
+// The gradient the fused kernels read: contiguous f32 of the parameter's shape.
+const Tensor& checked_grad(const Parameter& p) {
+  const Tensor& g = p.var->grad;
+  PRIMER_CHECK(g.dtype() == DType::F32 && g.is_contiguous() && g.shape() == p.shape,
+               "gradient of '{}' must be contiguous f32 {}, got {}", p.name, shape_str(p.shape), g.describe());
+  return g;
+}
+}  // namespace
 
 AdamW::AdamW(ParameterRegistry& params, AdamWConfig config) : params_(params), config_(config) {}
 
@@ -57,11 +66,17 @@ void AdamW::compute_grad_norm() {
   const std::vector<Parameter*> trainable = params_.trainable();
   PRIMER_CHECK(!trainable.empty(), "AdamW step with no trainable parameters");
   const Device device = trainable.front()->master.device();
-  // Global squared norm of all gradients, summed on the device.
-  grad_sumsq_ = Tensor::zeros({1}, DType::F32, device);
-  for (Parameter* p : trainable) {
+  for (Parameter* p : trainable)
     if (!p->var->grad.defined()) p->var->grad = Tensor::zeros(p->shape, DType::F32, device);
-    ops::add_(grad_sumsq_, ops::sumsq_all(p->var->grad));
+  // Global squared norm of all gradients, summed on the device.
+  if (device.is_cpu()) {
+    grad_sumsq_ = Tensor::zeros({1}, DType::F32, device);
+    for (Parameter* p : trainable) ops::add_(grad_sumsq_, ops::sumsq_all(p->var->grad));
+  } else {
+    grad_sumsq_ = Tensor::empty({1}, DType::F32, device);
+    std::vector<GradSpan> grads;
+    for (Parameter* p : trainable) grads.push_back({checked_grad(*p).data<float>(), p->var->grad.numel()});
+    PRIMER_ON_CUDA(grad_sumsq_cuda(grads, grad_sumsq_.data<float>()));
   }
   if (reduce_grad_norm_) reduce_grad_norm_(grad_sumsq_);
   norm_current_ = true;
@@ -88,6 +103,7 @@ void AdamW::step(double lr) {
   s.bias_correction2 = float(1.0 - std::pow(config_.beta2, double(steps_)));
   s.max_grad_norm = float(config_.max_grad_norm);
 
+  std::vector<AdamWBuffers> buffers;
   for (Parameter* p : trainable) {
     Tensor& m = m_[p->name];
     Tensor& v = v_[p->name];
@@ -95,20 +111,16 @@ void AdamW::step(double lr) {
       m = Tensor::zeros(p->shape, DType::F32, device);
       v = Tensor::zeros(p->shape, DType::F32, device);
     }
-    s.weight_decay = p->weight_decay ? float(config_.weight_decay) : 0.0f;
-    const Tensor& g = p->var->grad;
-    PRIMER_CHECK(g.dtype() == DType::F32 && g.is_contiguous(), "gradient of '{}' must be contiguous f32, got {}",
-                 p->name, g.describe());
-    if (device.is_cpu()) {
-      adamw_update_cpu(p->master.data<float>(), m.data<float>(), v.data<float>(), g.data<float>(), p->master.numel(), s,
-                       grad_sumsq_.data<float>());
-    } else {
-      [[maybe_unused]] const bool bf16_copy =
-          p->var->value.dtype() == DType::BF16;  // keep_f32 parameters compute on the master
-      PRIMER_ON_CUDA(adamw_update_cuda(p->master.data<float>(), m.data<float>(), v.data<float>(), g.data<float>(),
-                                       bf16_copy ? p->var->value.data_ptr() : nullptr, p->master.numel(), s,
-                                       grad_sumsq_.data<float>()));
-    }
+    // keep_f32 parameters compute on the master; bf16 ones get their compute copy from the CUDA kernel.
+    const bool bf16_copy = device.is_cuda() && p->var->value.dtype() == DType::BF16;
+    buffers.push_back({p->master.data<float>(), m.data<float>(), v.data<float>(), checked_grad(*p).data<float>(),
+                       bf16_copy ? p->var->value.data_ptr() : nullptr, p->master.numel(),
+                       p->weight_decay ? float(config_.weight_decay) : 0.0f});
+  }
+  if (device.is_cpu()) {
+    for (const AdamWBuffers& b : buffers) adamw_update_cpu(b, s, grad_sumsq_.data<float>());
+  } else {
+    PRIMER_ON_CUDA(adamw_update_cuda(buffers, s, grad_sumsq_.data<float>()));
   }
   // The CUDA kernel already wrote bf16 compute copies; other dtypes are refreshed here.
   if (device.is_cpu() || params_.compute_dtype() != DType::BF16) params_.sync_compute_copies();

@@ -7,6 +7,7 @@
 #include "core/ops/gemm.h"
 #include "core/ops/reduce.h"
 #include "core/ops/rmsnorm.h"
+#include "core/ops/rmsnorm_rope.h"
 #include "core/ops/rope.h"
 #include "core/ops/scale_heads.h"
 #include "core/ops/ssm_decay.h"
@@ -276,6 +277,17 @@ Var rope(const Var& x, const Tensor& positions, const Tensor& inv_freq) {
   if (needs_grad({&x}))
     record("rope", {y},
            [x, y, positions, inv_freq] { accumulate_grad(x, ops::rope_backward(y->grad, positions, inv_freq)); });
+  return y;
+}
+
+Var rmsnorm_rope(const Var& x, const Var& w, double eps, const Tensor& positions, const Tensor& inv_freq) {
+  Tensor rstd;
+  Var y = output(ops::rmsnorm_rope(x->value, w->value, eps, positions, inv_freq, &rstd));
+  if (needs_grad({&x, &w}))
+    record("rmsnorm_rope", {y}, [x, w, y, rstd, positions, inv_freq] {
+      accumulate_grad(x, ops::rmsnorm_rope_backward(y->grad, x->value, w->value, rstd, positions, inv_freq,
+                                                    grad_accumulator_or_scratch(w)));
+    });
   return y;
 }
 

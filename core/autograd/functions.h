@@ -40,6 +40,8 @@ Var rmsnorm(const Var& x, const Var& w, double eps);
 // unless spec.gate != None.
 Var rmsnorm(const Var& x, const Var& w, const Var& z, const ops::NormSpec& spec);
 Var rope(const Var& x, const Tensor& positions, const Tensor& inv_freq);
+// rope(rmsnorm(x, w, eps)) as one node (ops/rmsnorm_rope.h: Qwen3's q and k heads, one pass each way on CUDA).
+Var rmsnorm_rope(const Var& x, const Var& w, double eps, const Tensor& positions, const Tensor& inv_freq);
 Var swiglu(const Var& gate, const Var& up);
 Var embedding(const Var& weight, const Tensor& ids);
 Var causal_conv1d(const Var& x, const Var& w, const Var& bias, bool silu);

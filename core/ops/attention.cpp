@@ -100,7 +100,7 @@ void attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k, co
       dk_new.zero_();
       dv_new.zero_();
     }
-    *dq = cast(dq_accum, q.dtype());
+    *dq = o.f32_dq ? dq_accum : cast(dq_accum, q.dtype());
   }
   *dk = dk_new;
   *dv = dv_new;

@@ -13,6 +13,9 @@ struct AttentionOptions {
   int64_t window = 0;    // sliding window (needs causal): 0 = none; else query at p sees keys in (p - window, p]
   int64_t q_offset = 0;  // global position of query row 0 (sequence parallelism, decoding)
   int64_t k_offset = 0;  // global position of key row 0
+  // CUDA backward: dq is returned as the f32 accumulator itself instead of rounded to q's dtype, for a consumer that
+  // reads f32 (ops::rmsnorm_rope_backward): one pass and one rounding fewer.
+  bool f32_dq = false;
 };
 
 // q [B, Tq, Hq, Dh]; k, v [B, Tk, Hkv, Dh], Hq a multiple of Hkv (query head h reads kv head h / (Hq / Hkv)).
@@ -23,8 +26,8 @@ struct AttentionOptions {
 // CPU: f32/f64, any head_dim. CUDA: bf16, head_dim 64 or 128, fp32 softmax and accumulation.
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& opt, Tensor* lse_out);
 
-// Gradients given dout, the forward's out and lse. dq, dk, dv receive new tensors of q's dtype; dk and dv are
-// summed over the query heads of each GQA group.
+// Gradients given dout, the forward's out and lse. dq, dk, dv receive new tensors of q's dtype (dq f32 on CUDA under
+// opt.f32_dq); dk and dv are summed over the query heads of each GQA group.
 // CUDA: dk/dv are deterministic; dq is accumulated with fp32 atomics over key tiles (not bitwise reproducible).
 void attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                         const Tensor& lse, const AttentionOptions& opt, Tensor* dq, Tensor* dk, Tensor* dv);

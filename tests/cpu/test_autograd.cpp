@@ -3,6 +3,7 @@
 
 #include "core/autograd/checkpoint.h"
 #include "core/autograd/functions.h"
+#include "core/ops/rope.h"
 #include "tests/support/test_util.h"
 
 namespace primer {
@@ -117,6 +118,36 @@ TEST(Autograd, CastPassesTheGradientBackInTheInputDtype) {
   ag::backward(ag::cast(x, DType::F32), g);
   ASSERT_EQ(x->grad.dtype(), DType::F64);
   EXPECT_EQ(x->grad.to_vector<double>(), g.to(DType::F64).to_vector<double>());
+}
+
+}  // namespace
+}  // namespace primer
+
+namespace primer {
+namespace {
+
+// The fused norm + rotation node (Qwen3's q and k): gradients of x and of the norm's weight by finite differences.
+TEST(Autograd, RmsNormRopeGradientsMatchFiniteDifferences) {
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const Tensor positions = test::rand_ints({2, 5}, seed + 2, 0, 4096);
+  const Tensor inv_freq = ops::rope_inv_freq(8, 1e4);
+  test::GradCheck check;
+  check.inputs = {test::randn({2, 5, 3, 8}, seed), ops::add(test::randn({8}, seed + 1, DType::F64, Device::cpu(), 0.3),
+                                                            Tensor::full({8}, 1.0, DType::F64))};
+  check.names = {"x", "w"};
+  auto graph = [&](const ag::Var& x, const ag::Var& w) { return ag::rmsnorm_rope(x, w, 1e-6, positions, inv_freq); };
+  check.forward = [&](const std::vector<Tensor>& in) {
+    ag::NoGrad g;
+    return std::vector<Tensor>{graph(ag::constant(in[0]), ag::constant(in[1]))->value};
+  };
+  check.backward = [&](const std::vector<Tensor>& in, const std::vector<Tensor>& gout) {
+    ag::Var x = ag::leaf(in[0]), w = ag::leaf(in[1]);
+    w->accumulates = true;
+    ag::backward(graph(x, w), gout[0]);
+    return std::vector<Tensor>{x->grad, w->grad};
+  };
+  test::run_gradcheck(check, seed + 3);
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
 // CUDA flash attention against the f64 CPU reference on the same bf16-rounded inputs: forward (out, lse) and
 // backward (dq, dk, dv) for B = 2, T in {1, 63, 128, 257, 1000}, MHA and GQA, head_dim 64 and 128, causal with and
 // without a sliding window, with query/key offsets (a query chunk after a key chunk, keys starting after the first
-// queries so some rows see nothing) and non-causal.
+// queries so some rows see nothing) and non-causal; dq also as the f32 accumulator (f32_dq).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -86,6 +86,15 @@ TEST(AttentionCuda, ForwardAndBackwardMatchTheF64Reference) {
       for (double x : r.to_vector<double>()) max_ref = std::max(max_ref, std::abs(x));
       test::expect_close(g, r, 1e-2, 2e-2 * max_ref + 1e-6, std::string(name) + " " + what);
     }
+    // Under f32_dq the unrounded accumulator comes back: f32, and within the same bound of the f64 dq.
+    ops::AttentionOptions f32_dq = c.opt;
+    f32_dq.f32_dq = true;
+    Tensor dq32, dk32, dv32;
+    ops::attention_backward(dout, q, k, v, out, lse, f32_dq, &dq32, &dk32, &dv32);
+    EXPECT_EQ(dq32.dtype(), DType::F32);
+    double max_dq = 0;
+    for (double x : rdq.to_vector<double>()) max_dq = std::max(max_dq, std::abs(x));
+    test::expect_close(dq32, rdq, 1e-2, 2e-2 * max_dq + 1e-6, "f32 dq " + what);
   }
 }
 

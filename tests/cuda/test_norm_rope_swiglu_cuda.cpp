@@ -12,9 +12,14 @@
 #include <cmath>
 #include <utility>
 
+#include "core/ops/elementwise.h"
 #include "core/ops/rmsnorm.h"
+#include "core/ops/rmsnorm_rope.h"
 #include "core/ops/rope.h"
 #include "core/ops/swiglu.h"
+#ifdef PRIMER_WITH_CUDA
+#include "core/ops/cuda/rmsnorm_rope.h"
+#endif
 #include "tests/support/test_util.h"
 
 namespace primer {
@@ -29,11 +34,12 @@ double max_abs(const Tensor& t) {
 }
 
 // Compares a GPU output of dtype `dt` with its reference using the dtype's tolerance (see the file comment).
+// `roundings`: bf16 roundings on the GPU's path to this output (the bf16 bounds scale with them).
 void expect_matches(const Tensor& actual, const Tensor& expected, DType dt, const std::string& what,
-                    double f32_rel = 1e-5) {
+                    double f32_rel = 1e-5, int roundings = 1) {
   const bool bf16 = dt == DType::BF16;
-  const double rel = bf16 ? 4e-3 : f32_rel;
-  const double per_element = bf16 ? 1.0 / 256 : f32_rel;
+  const double rel = bf16 ? 4e-3 * roundings : f32_rel;
+  const double per_element = bf16 ? roundings / 256.0 : f32_rel;
   test::expect_close(actual, expected, rel, per_element * max_abs(expected) + 1e-30, what);
 }
 
@@ -150,6 +156,74 @@ TEST(RopeCuda, MatchesCpuForwardAndBackward) {
     }
   }
 }
+
+#ifdef PRIMER_WITH_CUDA  // asks the launcher which shapes it fuses
+// The per-head norm and rotation of Qwen3's q and k in one pass (ops::rmsnorm_rope) against the two ops on the CPU
+// (f32, so that the angles are the same fp32 products): head_dim 64/128/256 and the kernel's smallest head (fused),
+// 80 and 96 (not a power of two: the two ops on the GPU), head counts that leave the kernel's batch of four heads a
+// remainder, token counts that leave its last block part empty; dy of x's dtype and, for bf16, f32 (attention's dq
+// before rounding); dw added to what the accumulator held. The fused kernel keeps the normalised head in fp32 and the
+// reference rounds nothing either: one rounding of the output.
+TEST(RmsNormRopeCuda, MatchesCpuForwardAndBackward) {
+  PRIMER_REQUIRE_CUDA();
+  const std::vector<Shape> shapes = {{2, 5, 3, 128}, {1, 1, 1, 128}, {4, 33, 16, 128}, {3, 7, 8, 64},
+                                     {2, 3, 5, 256}, {2, 9, 2, 16},  {1, 4, 2, 96},    {2, 17, 6, 80}};
+  for (DType dt : {DType::F32, DType::BF16}) {
+    for (const Shape& s : shapes) {
+      for (DType dy_dt : {dt, DType::F32}) {
+        if (dy_dt != dt && dt != DType::BF16) continue;
+        const uint64_t seed = test::fresh_seed();
+        SCOPED_TRACE(std::string(dtype_name(dt)) + " dy " + dtype_name(dy_dt) + " " + shape_str(s) + " seed " +
+                     std::to_string(seed));
+        const Tensor x = test::randn(s, seed, dt, kGpu, 2.0);
+        const Tensor w = ops::add(test::randn({s[3]}, seed + 1, dt, kGpu, 0.3), Tensor::full({s[3]}, 1.0, dt, kGpu));
+        const Tensor dy = test::randn(s, seed + 2, dy_dt, kGpu);
+        const Tensor pos = test::rand_ints({s[0], s[1]}, seed + 3, 0, 32768, DType::I32, kGpu);
+        const Tensor inv_freq = ops::rope_inv_freq(s[3], 1e6);
+        const Tensor dw0 = test::randn({s[3]}, seed + 4, DType::F32);
+        auto ref = [](const Tensor& t) { return t.to(Device::cpu()).to(DType::F32); };
+
+        Tensor rstd, rstd_ref;
+        poison_pool(x);
+        const Tensor y = ops::rmsnorm_rope(x, w, 1e-6, pos, inv_freq.to(kGpu), &rstd);
+        const Tensor y_ref = ops::rope(ops::rmsnorm(ref(x), ref(w), 1e-6, &rstd_ref), pos.to(Device::cpu()), inv_freq);
+        // Heads the fused kernels do not take run as the two ops on the GPU too, rounding the normalised head (y) or
+        // the rotated gradient (dx, dw) to bf16 in between: two roundings.
+        const int roundings =
+            ops::cuda_ops::norm_rope_supported({s[0] * s[1], s[2], s[3], dt}, {x.data_ptr(), w.data_ptr()}) ? 1 : 2;
+        expect_matches(y, y_ref, dt, "y", 1e-5, roundings);
+        expect_matches(rstd, rstd_ref, DType::F32, "rstd");
+
+        Tensor dw = dw0.to(kGpu), dw_ref = dw0.clone();
+        poison_pool(x);
+        const Tensor dx = ops::rmsnorm_rope_backward(dy, x, w, rstd, pos, inv_freq.to(kGpu), dw);
+        const Tensor dx_ref = ops::rmsnorm_backward(ops::rope_backward(ref(dy), pos.to(Device::cpu()), inv_freq),
+                                                    ref(x), ref(w), rstd_ref, dw_ref);
+        expect_matches(dx, dx_ref, dt, "dx", 1e-5, roundings);
+        expect_matches(dw, dw_ref, dt, "dw", 2e-5, roundings);
+
+        Tensor dw_again = dw0.to(kGpu);
+        const Tensor dx_again = ops::rmsnorm_rope_backward(dy, x, w, rstd, pos, inv_freq.to(kGpu), dw_again);
+        EXPECT_EQ(dx_again.to_vector<double>(), dx.to_vector<double>()) << "dx not deterministic";
+        EXPECT_EQ(dw_again.to_vector<double>(), dw.to_vector<double>()) << "dw not deterministic";
+      }
+    }
+  }
+}
+
+// The shapes of the models this op is for take the fused kernels (the test above passes either way).
+TEST(RmsNormRopeCuda, QwenHeadsTakeTheFusedKernels) {
+  PRIMER_REQUIRE_CUDA();
+  const Tensor a = Tensor::empty({1024}, DType::F32, kGpu);
+  for (DType dt : {DType::BF16, DType::F32})
+    for (int64_t head_dim : {64, 128})
+      EXPECT_TRUE(ops::cuda_ops::norm_rope_supported({4096, 16, head_dim, dt}, {a.data_ptr()}))
+          << dtype_name(dt) << " head_dim " << head_dim;
+  EXPECT_FALSE(ops::cuda_ops::norm_rope_supported({4096, 16, 96, DType::BF16}, {a.data_ptr()}));
+  EXPECT_FALSE(
+      ops::cuda_ops::norm_rope_supported({4096, 16, 128, DType::BF16}, {static_cast<const char*>(a.data_ptr()) + 2}));
+}
+#endif
 
 TEST(SwiGluCuda, MatchesCpuForwardAndBackward) {
   PRIMER_REQUIRE_CUDA();

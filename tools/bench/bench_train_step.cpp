@@ -21,7 +21,7 @@ namespace {
 struct Options {
   std::string shape = "0.6b", pattern, recompute = "both";
   int64_t batch = 4, seq = 4096;
-  bool profile = false;
+  bool profile = false, phases = false;
 };
 
 bench::Row measure(const Options& o, bool recompute) {
@@ -47,6 +47,20 @@ bench::Row measure(const Options& o, bool recompute) {
   reset_peak_memory(Device::cuda());
   const double ms = bench::median_ms(step, 2, 8);
   if (o.profile) bench::profiled_once_ms(step);
+  if (o.phases) {
+    ag::Var loss;
+    const std::vector<bench::PhaseTime> t =
+        bench::phase_times({[&] {
+                              params.zero_grads();
+                              loss = model.loss(tokens, tokens, scale);
+                            },
+                            [&] { ag::backward(loss); }, [&] { adamw.step(1e-4); }});
+    const char* names[] = {"forward", "backward", "optimizer"};
+    for (size_t i = 0; i < t.size(); ++i)
+      std::printf("%s, %s: %.1f ms GPU, %.1f ms host to enqueue, of which %.1f ms in %.1f waits on the stream\n",
+                  recompute ? "recompute" : "keep activations", names[i], t[i].gpu_ms, t[i].host_ms, t[i].sync_wait_ms,
+                  t[i].syncs);
+  }
   const double tok_s = double(B * T) / (ms * 1e-3);
   const double mfu = tok_s * model.flops_per_token(T) / cuda::peak_bf16_flops();
   return {{recompute ? "primer (recompute blocks)" : "primer (keep activations)",
@@ -67,6 +81,7 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"both", "on", "off"}))
       ->capture_default_str();
   app.add_flag("--profile", o.profile, "one more step of each mode between cudaProfilerStart/Stop (for ncu)");
+  app.add_flag("--phases", o.phases, "GPU and host enqueue time of forward, backward and optimizer, per mode");
   bench::parse_or_exit(app, argc, argv);
   if (!cuda::available()) {
     std::puts("bench_train_step: no CUDA device");

@@ -61,6 +61,43 @@ double median_ms(const std::function<void()>& fn, int warmup, int iters) {
   return times[times.size() / 2];
 }
 
+std::vector<PhaseTime> phase_times(const std::vector<std::function<void()>>& phases, int iters) {
+  const size_t n = phases.size();
+  std::vector<cudaEvent_t> events(n + 1);
+  for (cudaEvent_t& e : events) PRIMER_CUDA_CHECK(cudaEventCreate(&e));
+  std::vector<std::vector<double>> gpu(n), host(n);
+  std::vector<double> syncs(n), wait_ms(n);
+  for (int it = 0; it <= iters; ++it) {  // round 0 warms up
+    cuda::synchronize();
+    std::vector<double> host_ms(n);
+    PRIMER_CUDA_CHECK(cudaEventRecord(events[0], cuda::stream()));
+    for (size_t p = 0; p < n; ++p) {
+      const auto t0 = std::chrono::steady_clock::now();
+      const cuda::SyncStats s0 = cuda::sync_stats();
+      phases[p]();
+      PRIMER_CUDA_CHECK(cudaEventRecord(events[p + 1], cuda::stream()));
+      host_ms[p] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      const cuda::SyncStats s1 = cuda::sync_stats();
+      if (it > 0) syncs[p] += double(s1.count - s0.count) / iters, wait_ms[p] += (s1.wait_ms - s0.wait_ms) / iters;
+    }
+    PRIMER_CUDA_CHECK(cudaEventSynchronize(events[n]));
+    for (size_t p = 0; it > 0 && p < n; ++p) {
+      float ms = 0;
+      PRIMER_CUDA_CHECK(cudaEventElapsedTime(&ms, events[p], events[p + 1]));
+      gpu[p].push_back(ms);
+      host[p].push_back(host_ms[p]);
+    }
+  }
+  for (cudaEvent_t& e : events) PRIMER_CUDA_CHECK(cudaEventDestroy(e));
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  std::vector<PhaseTime> out;
+  for (size_t p = 0; p < n; ++p) out.push_back({median(gpu[p]), median(host[p]), syncs[p], wait_ms[p]});
+  return out;
+}
+
 double profiled_once_ms(const std::function<void()>& fn) {
   cuda::synchronize();
   const auto t0 = std::chrono::steady_clock::now();
@@ -86,6 +123,9 @@ std::string device_name() {
 #else
 double median_ms(const std::function<void()>&, int, int) { PRIMER_FAIL("benchmarks need a CUDA build"); }
 double profiled_once_ms(const std::function<void()>&) { PRIMER_FAIL("benchmarks need a CUDA build"); }
+std::vector<PhaseTime> phase_times(const std::vector<std::function<void()>>&, int) {
+  PRIMER_FAIL("benchmarks need a CUDA build");
+}
 double measure_copy_gbps(size_t) { PRIMER_FAIL("benchmarks need a CUDA build"); }
 std::string device_name() { return "cpu"; }
 #endif

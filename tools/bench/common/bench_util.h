@@ -25,6 +25,15 @@ double median_ms(const std::function<void()>& fn, int warmup = 5, int iters = 30
 // Median milliseconds of fn() on `device`: CUDA events on a GPU (median_ms), the wall clock on the CPU.
 double median_ms_on(Device device, const std::function<void()>& fn, int warmup, int iters);
 
+// Runs the phases in order, `iters` times after one warm-up round, and returns each phase's median GPU milliseconds
+// (CUDA events between the phases) and median host milliseconds to enqueue it (no synchronisation between phases):
+// where the host takes about as long as the GPU, the GPU waits for launches or for the host's own waits.
+struct PhaseTime {
+  double gpu_ms, host_ms;
+  double syncs, sync_wait_ms;  // the host's waits on the stream within the phase (cuda::sync_stats), per round
+};
+std::vector<PhaseTime> phase_times(const std::vector<std::function<void()>>& phases, int iters = 5);
+
 // Runs fn() once between cudaProfilerStart and cudaProfilerStop (what `ncu --profile-from-start off` records) and
 // returns its wall-clock milliseconds, host work included.
 double profiled_once_ms(const std::function<void()>& fn);

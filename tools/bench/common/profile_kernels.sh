@@ -11,6 +11,8 @@ profile_kernels() {
   python3 tools/bench/common/kernel_table.py "$out/kernels-$name.csv" >"$out/kernels-$name.md" || return 1
   python3 tools/bench/common/kernel_table.py --order "$out/kernels-$name.csv" >"$out/kernels-$name-order.md"
   echo "## $name: kernels of one pass"
-  head -"${PROFILE_ROWS:-30}" "$out/kernels-$name.md"
-  tail -1 "$out/kernels-$name.md"
+  local rows="${PROFILE_ROWS:-30}"
+  head -"$rows" "$out/kernels-$name.md"
+  [ "$(wc -l <"$out/kernels-$name.md")" -gt "$rows" ] && tail -1 "$out/kernels-$name.md"
+  return 0
 }
