@@ -30,8 +30,12 @@ Gdn2Mixer::Gdn2Mixer(const ModelConfig& c, const std::string& prefix, ParameterR
   const std::array<int64_t, 3> channels = add_qkv_projections(params, prefix, c);
   const double std = c.initializer_range;
   const int64_t d = c.hidden_size, D = head_dim_, H = heads_;
-  params.add(prefix + ".b_proj.weight", {H * D, d}, InitRule::normal(std));
-  params.add(prefix + ".w_proj.weight", {H * D, d}, InitRule::normal(std));
+  if (gdn2_.kda_gates) {
+    params.add(prefix + ".b_proj.weight", {H, d}, InitRule::normal(std));
+  } else {
+    params.add(prefix + ".b_proj.weight", {H * D, d}, InitRule::normal(std));
+    params.add(prefix + ".w_proj.weight", {H * D, d}, InitRule::normal(std));
+  }
   params.add(prefix + ".f_proj.0.weight", {D, d}, InitRule::normal(std));
   params.add(prefix + ".f_proj.1.weight", {H * D, D}, InitRule::normal(std));
   // The authors' init: A = exp(A_log) ~ U(1, 16) per head; softplus(dt_bias) = dt log-uniform in [1e-3, 0.1] (floor
@@ -76,11 +80,20 @@ ag::Var Gdn2Mixer::forward(const ag::Var& input, const MixerContext& ctx, const 
   const auto per_channel = [&](const ag::Var& y) { return ag::reshape(y, {B, T, H, D}); };
   const ag::Var low_rank = ag::linear(ag::linear(x, weight("f_proj.0.weight")), weight("f_proj.1.weight"));
   const ag::Var g = carry.to_heads(ag::ssm_decay(per_channel(low_rank), A_log, ag::reshape(weight("dt_bias"), {H, D})));
-  ag::Var b = ag::unary(ops::Unary::Sigmoid, ag::cast(per_channel(ag::linear(x, weight("b_proj.weight"))), dt));
-  if (gdn2_.allow_neg_eigval) b = ag::scale(b, 2.0);  // only the erase gate: the spectrum of I − k(b⊙k)ᵀ
-  b = carry.to_heads(b);
-  const ag::Var w =
-      carry.to_heads(ag::unary(ops::Unary::Sigmoid, ag::cast(per_channel(ag::linear(x, weight("w_proj.weight"))), dt)));
+  ag::Var b, w;
+  if (gdn2_.kda_gates) {
+    // KDA: one β per head for both gates (doubled with allow_neg_eigval, as KDA does), repeated over the channels.
+    ag::Var beta =
+        ag::unary(ops::Unary::Sigmoid, ag::cast(ag::reshape(ag::linear(x, weight("b_proj.weight")), {B, T, H, 1}), dt));
+    if (gdn2_.allow_neg_eigval) beta = ag::scale(beta, 2.0);
+    b = w = carry.to_heads(ag::repeat_interleave(beta, 3, D));
+  } else {
+    b = ag::unary(ops::Unary::Sigmoid, ag::cast(per_channel(ag::linear(x, weight("b_proj.weight"))), dt));
+    if (gdn2_.allow_neg_eigval) b = ag::scale(b, 2.0);  // only the erase gate: the spectrum of I − k(b⊙k)ᵀ
+    b = carry.to_heads(b);
+    w = carry.to_heads(
+        ag::unary(ops::Unary::Sigmoid, ag::cast(per_channel(ag::linear(x, weight("w_proj.weight"))), dt)));
+  }
 
   const ag::Var q = ag::cast(heads.q, dt), k = ag::cast(heads.k, dt);
   const double scale = 1.0 / std::sqrt(double(D));
@@ -98,8 +111,9 @@ ag::Var Gdn2Mixer::forward(const ag::Var& input, const MixerContext& ctx, const 
 double Gdn2Mixer::flops_per_token(int64_t /*seq_len*/) const {
   const double d = double(config_.hidden_size), D = double(head_dim_), H = double(heads_);
   const double qkv = double(q_heads_ + 2 * kv_heads_) * D;
-  // q, k, v, the erase and write gates, the low-rank decay, the output gate and o_proj.
-  const double projections = 2.0 * d * (qkv + 2 * H * D + D + (gdn2_.use_gate ? H * D : 0) + H * D) + 2.0 * D * H * D;
+  // q, k, v, the erase and write gates (KDA: one per head), the low-rank decay, the output gate and o_proj.
+  const double gates = gdn2_.kda_gates ? H : 2 * H * D;
+  const double projections = 2.0 * d * (qkv + gates + D + (gdn2_.use_gate ? H * D : 0) + H * D) + 2.0 * D * H * D;
   const double conv = gdn2_.use_short_conv ? 2.0 * double(gdn2_.conv_size) * qkv : 0;
   // The chunked core has GDN's (and KDA's) product shapes; the gates add elementwise work only.
   return projections + conv + H * GdnMixer::core_forward_flops(head_dim_, head_dim_);

@@ -4,17 +4,17 @@
 //   q, k L2-normalised per head (eps 1e-6 inside the root);
 //   g = −exp(A_log)[head] · softplus(f_proj.1(f_proj.0 x) + dt_bias)   per key channel, in f32 (rank-D decay
 //       projection, the authors' code);
-//   b = σ(b_proj x) per key channel (×2 with allow_neg_eigval), w = σ(w_proj x) per value channel;
+//   b = σ(b_proj x) per key channel (×2 with allow_neg_eigval), w = σ(w_proj x) per value channel; with kda_gates
+//       (Kimi Delta Attention) one gate per head for both, b = w = β = σ(b_proj x) (×2 with allow_neg_eigval);
 //   o = gated delta rule-2 (q, k, v, g, b, w; scale D^-1/2) per head (core/ops/gated_delta_rule2.h);
 //   y = o_proj(RMSNorm_D(o) · o_norm ⊙ silu(g_proj x))   (plain RMSNorm without use_gate).
 // The output gate is GDN's full-rank g_proj (the paper's W_g; the authors' code uses a low-rank gate with a bias), so
 // that Stage 0 initialises it from W_O and W_V as for GDN: docs/mixers.md lists the choices.
 // Parameters under <prefix> (model.layers.<i>.gdn2): q_proj [Hq·D, d], k_proj, v_proj [Hk·D, d], b_proj, w_proj
-// [H·D, d], f_proj.0 [D, d], f_proj.1 [H·D, D], A_log [H], dt_bias [H·D] (f32, no weight decay),
-// {q,k,v}_conv1d.weight [C, 1, conv_size] (+ .bias with conv_bias), g_proj [H·D, d] (use_gate), o_norm.weight [D],
-// o_proj [d, H·D].
-// Carried state: conv = [q, k, v] short-convolution inputs [B, C, conv_size − 1] (none without short convolutions),
-// recurrent = [S [B, H, D, D]] in f32 (f64 in f64 references). The core runs on the CPU only so far.
+// [H·D, d] (kda_gates: b_proj [H, d] alone), f_proj.0 [D, d], f_proj.1 [H·D, D], A_log [H], dt_bias [H·D] (f32, no
+// weight decay), {q,k,v}_conv1d.weight [C, 1, conv_size] (+ .bias with conv_bias), g_proj [H·D, d] (use_gate),
+// o_norm.weight [D], o_proj [d, H·D]. Carried state: conv = [q, k, v] short-convolution inputs [B, C, conv_size − 1]
+// (none without short convolutions), recurrent = [S [B, H, D, D]] in f32 (f64 in f64 references).
 #pragma once
 #include <string>
 

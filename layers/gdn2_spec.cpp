@@ -11,7 +11,8 @@ const MixerSpec& gdn2_spec() {
       .token = "GDN2",
       .module = "gdn2",
       .is_ssm = true,
-      .summary = "Gated DeltaNet-2 (channel-wise decay, erase gate on keys, write gate on values; CPU only so far)",
+      .summary =
+          "Gated DeltaNet-2 (channel-wise decay, erase gate on keys, write gate on values; or KDA's one gate per head)",
       .json_block = "gdn2_config",
       .recipe_section = "gdn2",
       .fields =
@@ -20,6 +21,8 @@ const MixerSpec& gdn2_spec() {
               field(gdn2, "use_short_conv", &C::use_short_conv, "Short convolutions (and SiLU) on q, k and v"),
               field(gdn2, "allow_neg_eigval", &C::allow_neg_eigval,
                     "Erase gate b = 2σ(b_proj x) ∈ (0, 2): negative eigenvalues of the transition"),
+              field(gdn2, "kda_gates", &C::kda_gates,
+                    "Kimi Delta Attention: one gate per head for erase and write, b = w = σ(b_proj x), b_proj [H, d]"),
               field(gdn2, "conv_size", &C::conv_size, "Short convolution taps"),
               field(gdn2, "conv_bias", &C::conv_bias, "Bias on the short convolutions"),
               field(gdn2, "norm_eps", &C::norm_eps, "Epsilon of the output RMSNorm"),

@@ -97,7 +97,10 @@ struct KlaConfig {
 struct Gdn2Config {
   bool use_gate = true;           // output gate silu(g_proj x) after the output RMSNorm
   bool use_short_conv = true;     // short convolutions (and SiLU) on q, k, v
-  bool allow_neg_eigval = false;  // erase gate b = 2σ(·) ∈ (0, 2); the write gate stays in (0, 1)
+  bool allow_neg_eigval = false;  // erase gate b = 2σ(·) ∈ (0, 2); the write gate stays in (0, 1) (KDA: both)
+  // Kimi Delta Attention (KDA): one gate per head for erase and write, b = w = β = σ(b_proj x) with b_proj [H, d]
+  // (no w_proj), the rule S = (I − β k kᵀ) Diag(α) S + β k vᵀ; allow_neg_eigval doubles β (both gates), as KDA does.
+  bool kda_gates = false;
   int64_t conv_size = 4;
   bool conv_bias = false;
   double norm_eps = 1e-5;

@@ -1,6 +1,7 @@
 // The Gated DeltaNet-2 mixer (GDN2) on the CPU: its parameters; the whole layer in f64 against finite differences
 // (input, every parameter, initial conv and recurrent state, gradients arriving at the final state) with GQA, gate,
-// conv bias and the negative-eigenvalue erase gate, and without gate and convolutions; decoding token by token
+// conv bias and the negative-eigenvalue erase gate, without gate and convolutions, and with KDA's gates (one per head,
+// also checked against GDN-2 with both gate projections repeating KDA's rows); decoding token by token
 // reproduces the full forward; gdn2_config round-trips through config.json; a "*-GDN2" model exported to a Hugging
 // Face directory and imported again gives the same logits; hybrid_learnable_params: gdn2 selects the mixer's
 // parameters; a hybrid "*-GDN2" decoder trains.
@@ -21,12 +22,13 @@ namespace {
 struct Variant {
   const char* name;
   int64_t q_heads, kv_heads;
-  bool use_gate, use_short_conv, conv_bias, allow_neg_eigval;
+  bool use_gate, use_short_conv, conv_bias, allow_neg_eigval, kda_gates = false;
 };
 const Variant kVariants[] = {
     {"gqa_gate_conv_bias_negeig", 4, 2, true, true, true, true},
     {"queries_expanded", 2, 4, true, true, false, false},  // fewer query heads than kv heads
     {"no_gate_no_conv", 2, 2, false, false, false, false},
+    {"kda_gates_gqa_negeig", 4, 2, true, true, false, true, true},  // Kimi Delta Attention's one gate per head
 };
 
 ModelConfig tiny(const Variant& v) {
@@ -35,6 +37,7 @@ ModelConfig tiny(const Variant& v) {
   c.gdn2.use_short_conv = v.use_short_conv;
   c.gdn2.conv_bias = v.conv_bias;
   c.gdn2.allow_neg_eigval = v.allow_neg_eigval;
+  c.gdn2.kda_gates = v.kda_gates;
   c.gdn2.conv_size = 3;
   return c;
 }
@@ -108,10 +111,50 @@ TEST_P(Gdn2MixerVariants, DecodingTokenByTokenReproducesTheFullForward) {
 INSTANTIATE_TEST_SUITE_P(Flags, Gdn2MixerVariants, ::testing::ValuesIn(kVariants),
                          [](const auto& i) { return std::string(i.param.name); });
 
+// kda_gates is GDN-2's rule with both gates tied to one β per head: a KDA layer computes what a GDN-2 layer computes
+// whose erase and write projections both repeat each of KDA's β rows over the head's channels (same other weights).
+TEST(Gdn2Mixer, KdaGatesAreTheRuleWithBothGatesOneBetaPerHead) {
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  Variant v = kVariants[3];
+  v.allow_neg_eigval = false;  // GDN-2 doubles only its erase gate, KDA both: compare where neither doubles
+  const ModelConfig kda_config = tiny(v);
+  v.kda_gates = false;
+  const ModelConfig gdn2_config = tiny(v);
+  ParameterRegistry kda_params, gdn2_params;
+  layers::Gdn2Mixer kda(kda_config, "gdn2", kda_params), gdn2(gdn2_config, "gdn2", gdn2_params);
+  kda_params.materialize(Device::cpu(), DType::F64, seed);
+  gdn2_params.materialize(Device::cpu(), DType::F64, seed);
+  const Tensor beta_rows = kda_params.get("gdn2.b_proj.weight").master;  // [H, d]
+  const int64_t D = kda_config.head_dim;
+  for (Parameter* p : gdn2_params.all()) {
+    if (p->name == "gdn2.b_proj.weight" || p->name == "gdn2.w_proj.weight") {
+      const std::vector<double> rows = beta_rows.to_vector<double>();
+      const int64_t d = beta_rows.size(1);
+      std::vector<double> repeated;
+      for (int64_t h = 0; h < beta_rows.size(0); ++h)
+        for (int64_t c = 0; c < D; ++c)
+          repeated.insert(repeated.end(), rows.begin() + h * d, rows.begin() + (h + 1) * d);
+      p->master.copy_from(Tensor::from_vector(repeated, p->shape, DType::F32));
+    } else {
+      p->master.copy_from(kda_params.get(p->name).master);
+    }
+  }
+  gdn2_params.sync_compute_copies();
+  kda_params.sync_compute_copies();
+  EXPECT_EQ(kda_params.all().size() + 1, gdn2_params.all().size());  // no w_proj
+  const Tensor x = test::randn({2, 7, kda_config.hidden_size}, seed + 1);
+  ag::NoGrad no_grad;
+  const layers::MixerContext ctx;
+  const Tensor y_kda = kda.forward(ag::constant(x), ctx)->value, y_gdn2 = gdn2.forward(ag::constant(x), ctx)->value;
+  test::expect_close(y_kda, y_gdn2, 1e-12, 1e-12, "KDA gates against GDN-2 with repeated gate rows");
+}
+
 TEST(Gdn2Mixer, ConfigJsonRoundTrips) {
   ModelConfig c = tiny(kVariants[0]);
   c.layer_types = parse_hybrid_pattern("*-GDN2", "test");
   c.gdn2.norm_eps = 1e-6;
+  c.gdn2.kda_gates = true;
   const json::Value j = to_hf_json(c);
   ASSERT_NE(j.as_object().find("gdn2_config"), nullptr);
   const ModelConfig back = from_hf_json(json::parse(json::dump(j, 2), "written"), "written");

@@ -5,9 +5,6 @@
 # Usage: tools/bench/layer-kernels.sh [MIXER ...] [-- bench_layer_kernels options]   (default: GDN M2 GKA)
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit
-out="${OUT:-$PWD/device-logs}"
-build="${BUILD_DIR:-build-device}"
-mkdir -p "$out"
 . tools/bench/common/profile_kernels.sh
 mixers=()
 while [ $# -gt 0 ] && [ "$1" != "--" ]; do mixers+=("$1"); shift; done

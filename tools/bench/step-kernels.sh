@@ -5,9 +5,6 @@
 # kernels-step-order.md. Usage: tools/bench/step-kernels.sh [bench_train_step options]   (default: --recompute off)
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit
-out="${OUT:-$PWD/device-logs}"
-build="${BUILD_DIR:-build-device}"
-mkdir -p "$out"
 . tools/bench/common/profile_kernels.sh
 [ $# -eq 0 ] && set -- --recompute off
 "$build/bench_train_step" "$@" || exit 1

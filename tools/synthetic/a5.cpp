@@ -24,7 +24,8 @@ int main(int argc, char** argv) {
   std::string device_name = "auto", mixers = "KLA,GDN,M2";
   CLI::App app{"synthetic_a5: A5 state tracking (the running product of permutations) by mixer and depth"};
   app.add_option("--device", device_name, "auto, cpu or cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
-  app.add_option("--mixers", mixers, "comma-separated mixers, each trained in turn (KLA,GDN,M2,...)");
+  app.add_option("--mixers", mixers,
+                 "comma-separated mixers, each trained in turn (KLA,GDN,M2,...; KDA: GDN2 with gdn2.kda_gates)");
   app.add_option("--depths", depths, "blocks per model, each trained in turn")->delimiter(',');
   app.add_option("--seq", seq, "training length (elements per sequence)");
   app.add_option("--factors", factors, "evaluation lengths as multiples of --seq (the first must be 1)")
@@ -36,7 +37,7 @@ int main(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : 2;
   }
   try {
-    const std::vector<MixerKind> kinds = synthetic::parse_mixer_list(mixers);
+    const std::vector<synthetic::SyntheticMixer> kinds = synthetic::parse_mixer_list(mixers);
     PRIMER_CHECK(!depths.empty() && !factors.empty() && factors.front() == 1,
                  "--depths and --factors: expected at least one each, the first factor 1 (the training length)");
     const Device device = recipes::pick_device(device_name);
@@ -45,7 +46,7 @@ int main(int argc, char** argv) {
                synthetic::kA5Order, train_size, seq, val_size, model.width, model.heads, model.head_dim, training.batch,
                training.lr, device.str());
     std::vector<synthetic::SyntheticResult> results;
-    for (const MixerKind kind : kinds)
+    for (const synthetic::SyntheticMixer& kind : kinds)
       for (const int64_t depth : depths) {
         model.layers = depth;
         results.push_back(synthetic::train_synthetic(kind, model, training, data, device));

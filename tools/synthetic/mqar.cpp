@@ -22,7 +22,8 @@ int main(int argc, char** argv) {
   std::string device_name = "auto", mixers = "GDN,KZLA";
   CLI::App app{"synthetic_mqar: MQAR length extrapolation (train at --seq, evaluate at --seq x --factors)"};
   app.add_option("--device", device_name, "auto, cpu or cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
-  app.add_option("--mixers", mixers, "comma-separated mixers, each trained in turn (GDN,KZLA,M2,...)");
+  app.add_option("--mixers", mixers,
+                 "comma-separated mixers, each trained in turn (GDN,KZLA,M2,...; KDA: GDN2 with gdn2.kda_gates)");
   app.add_option("--seq", task.seq, "training length");
   app.add_option("--pairs", task.pairs, "key-value pairs per sequence");
   app.add_option("--vocab", task.vocab, "vocabulary (keys in the lower half, values in the upper)");
@@ -40,7 +41,7 @@ int main(int argc, char** argv) {
   }
   model.tie_embeddings = !untied_head;
   try {
-    const std::vector<MixerKind> kinds = synthetic::parse_mixer_list(mixers);
+    const std::vector<synthetic::SyntheticMixer> kinds = synthetic::parse_mixer_list(mixers);
     const Device device = recipes::pick_device(device_name);
     const synthetic::SyntheticData data = synthetic::make_mqar_data(task, train_size, val_size, factors, training.seed);
     fmt::print(
@@ -49,7 +50,7 @@ int main(int argc, char** argv) {
         task.vocab, task.pairs, train_size, task.seq, val_size, model.layers, model.width, model.heads, model.head_dim,
         training.batch, training.lr, model.tie_embeddings ? "tied" : "untied", device.str());
     std::vector<synthetic::SyntheticResult> results;
-    for (const MixerKind kind : kinds)
+    for (const synthetic::SyntheticMixer& kind : kinds)
       results.push_back(synthetic::train_synthetic(kind, model, training, data, device));
     synthetic::print_results(task.seq, factors, results, false);
     return 0;

@@ -42,7 +42,10 @@ void validate(const SyntheticModel& m, const SyntheticTraining& t) {
   PRIMER_CHECK(std::isfinite(t.lr) && t.lr > 0, "--lr {}: expected a positive number", t.lr);
 }
 
-ModelConfig synthetic_model_config(MixerKind mixer, const SyntheticModel& m, int64_t vocab, int64_t max_seq) {
+std::string SyntheticMixer::name() const { return kda_gates ? "KDA" : mixer_token(kind); }
+
+ModelConfig synthetic_model_config(const SyntheticMixer& mixer, const SyntheticModel& m, int64_t vocab,
+                                   int64_t max_seq) {
   ModelConfig c;
   c.model_type = "llama";
   c.vocab_size = vocab;
@@ -54,12 +57,13 @@ ModelConfig synthetic_model_config(MixerKind mixer, const SyntheticModel& m, int
   c.head_dim = m.head_dim;
   c.tie_word_embeddings = m.tie_embeddings;
   c.max_position_embeddings = max_seq;
-  c.layer_types.assign(size_t(m.layers), mixer);
+  c.layer_types.assign(size_t(m.layers), mixer.kind);
+  c.gdn2.kda_gates = mixer.kda_gates;
   c.validate("synthetic task model");
   return c;
 }
 
-SyntheticResult train_synthetic(MixerKind mixer, const SyntheticModel& m, const SyntheticTraining& o,
+SyntheticResult train_synthetic(const SyntheticMixer& mixer, const SyntheticModel& m, const SyntheticTraining& o,
                                 const SyntheticData& data, Device device) {
   validate(m, o);
   PRIMER_CHECK(data.train.count > 0 && data.val.count > 0, "train_synthetic: empty training or validation set");
@@ -72,7 +76,7 @@ SyntheticResult train_synthetic(MixerKind mixer, const SyntheticModel& m, const 
   optim::AdamW adamw(
       params,
       {.beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = o.weight_decay, .max_grad_norm = o.max_grad_norm});
-  SyntheticResult result{mixer_token(mixer), m.layers, params.count()};
+  SyntheticResult result{mixer.name(), m.layers, params.count()};
 
   const int64_t B = o.batch, T = data.train.seq, N = data.train.count;
   std::vector<int32_t> ids(size_t(B * T)), labels(size_t(B * T));
@@ -120,12 +124,14 @@ SyntheticResult train_synthetic(MixerKind mixer, const SyntheticModel& m, const 
   return result;
 }
 
-std::vector<MixerKind> parse_mixer_list(const std::string& list) {
-  std::vector<MixerKind> kinds;
+std::vector<SyntheticMixer> parse_mixer_list(const std::string& list) {
+  std::vector<SyntheticMixer> mixers;
   std::stringstream in(list);
-  for (std::string token; std::getline(in, token, ',');) kinds.push_back(parse_mixer_token(token, "--mixers " + list));
-  PRIMER_CHECK(!kinds.empty(), "--mixers: expected a comma-separated list of mixers, e.g. GDN,KZLA,M2");
-  return kinds;
+  for (std::string token; std::getline(in, token, ',');)
+    mixers.push_back(token == "KDA" ? SyntheticMixer{MixerKind::GatedDeltaNet2, true}
+                                    : SyntheticMixer{parse_mixer_token(token, "--mixers " + list)});
+  PRIMER_CHECK(!mixers.empty(), "--mixers: expected a comma-separated list of mixers, e.g. GDN,KZLA,M2,KDA");
+  return mixers;
 }
 
 void print_results(int64_t seq, const std::vector<int64_t>& factors, const std::vector<SyntheticResult>& results,

@@ -30,7 +30,15 @@ struct SyntheticTraining {
 // Errors name the option (as its command-line flag) and what was expected.
 void validate(const SyntheticModel& model, const SyntheticTraining& training);
 
-ModelConfig synthetic_model_config(MixerKind mixer, const SyntheticModel& model, int64_t vocab, int64_t max_seq);
+// A mixer of --mixers: a pattern token, or KDA (Kimi Delta Attention: GDN2 with gdn2.kda_gates, one gate per head).
+struct SyntheticMixer {
+  MixerKind kind;
+  bool kda_gates = false;
+  std::string name() const;  // the token, or "KDA"
+};
+
+ModelConfig synthetic_model_config(const SyntheticMixer& mixer, const SyntheticModel& model, int64_t vocab,
+                                   int64_t max_seq);
 
 struct SyntheticResult {
   std::string mixer;
@@ -39,8 +47,8 @@ struct SyntheticResult {
   std::vector<double> accuracy;            // per evaluation set, with the best weights
 };
 
-// "GDN,KZLA,M2" → those mixers; errors name --mixers.
-std::vector<MixerKind> parse_mixer_list(const std::string& list);
+// "GDN,KZLA,M2,KDA" → those mixers; errors name --mixers.
+std::vector<SyntheticMixer> parse_mixer_list(const std::string& list);
 
 // The results as a markdown table: a row per model, its accuracy with the best weights on each evaluation set (at
 // seq × factor); `by_depth` adds the models' blocks and whether each solves the task (≥ 90% at seq).
@@ -48,7 +56,7 @@ void print_results(int64_t seq, const std::vector<int64_t>& factors, const std::
                    bool by_depth);
 
 // Trains and evaluates on `device` (bf16 compute on CUDA, f32 on the CPU), printing a progress line per evaluation.
-SyntheticResult train_synthetic(MixerKind mixer, const SyntheticModel& model, const SyntheticTraining& training,
-                                const SyntheticData& data, Device device);
+SyntheticResult train_synthetic(const SyntheticMixer& mixer, const SyntheticModel& model,
+                                const SyntheticTraining& training, const SyntheticData& data, Device device);
 
 }  // namespace primer::synthetic
