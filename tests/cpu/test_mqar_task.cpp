@@ -1,12 +1,14 @@
 // The MQAR generator (tools/synthetic/mqar_task.h): layout of pairs, queries and labels, determinism, the
-// extrapolation sets' shared pairs. (Training is smoke-tested by hand: even a tiny run takes far longer than a CI
-// test may.)
+// extrapolation sets' shared pairs; --mixers parsing (KDA). (Training is smoke-tested by hand: even a tiny run takes
+// far longer than a CI test may.)
 #include <gtest/gtest.h>
 
 #include <set>
 #include <string>
 
+#include "core/check.h"
 #include "tools/synthetic/mqar_task.h"
+#include "tools/synthetic/synthetic_train.h"
 
 using namespace primer;
 using namespace primer::synthetic;
@@ -114,3 +116,24 @@ TEST(MqarTask, BadSpecsNameTheFlag) {
   s.vocab = 7;
   EXPECT_NE(error_of(s).find("--vocab"), std::string::npos) << error_of(s);
 }
+
+namespace primer {
+namespace {
+
+// --mixers: pattern tokens, and KDA as GDN2 with one gate per head (gdn2.kda_gates) in the models it builds.
+TEST(SyntheticMixers, KdaIsGdn2WithOneGatePerHead) {
+  const std::vector<synthetic::SyntheticMixer> mixers = synthetic::parse_mixer_list("GDN,KDA,GDN2");
+  ASSERT_EQ(mixers.size(), 3u);
+  EXPECT_EQ(mixers[0].name(), "GDN");
+  EXPECT_EQ(mixers[1].name(), "KDA");
+  EXPECT_EQ(mixers[2].name(), "GDN2");
+  const ModelConfig kda = synthetic::synthetic_model_config(mixers[1], {}, 64, 32);
+  const ModelConfig gdn2 = synthetic::synthetic_model_config(mixers[2], {}, 64, 32);
+  EXPECT_EQ(kda.layer_types, gdn2.layer_types);
+  EXPECT_TRUE(kda.gdn2.kda_gates);
+  EXPECT_FALSE(gdn2.gdn2.kda_gates);
+  EXPECT_THROW(synthetic::parse_mixer_list("GDN,KDB"), Error);
+}
+
+}  // namespace
+}  // namespace primer
