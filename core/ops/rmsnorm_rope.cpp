@@ -36,9 +36,10 @@ Tensor rmsnorm_rope(const Tensor& x, const Tensor& w, double eps, const Tensor& 
   const Tensor xc = x.contiguous(), wc = w.contiguous(), pc = positions.contiguous(), fc = inv_freq.contiguous();
   if (x.is_cuda() && x.numel() > 0) {
 #ifdef PRIMER_WITH_CUDA
-    Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
-    Tensor rstd = Tensor::empty({x.numel() / x.size(3)}, DType::F32, x.device());
-    if (cuda_ops::norm_rope_supported(cuda_shape(x), {xc.data_ptr(), wc.data_ptr(), y.data_ptr()})) {
+    // Outputs come fresh from the pool (256-byte aligned): the inputs decide.
+    if (cuda_ops::norm_rope_supported(cuda_shape(x), {xc.data_ptr(), wc.data_ptr()})) {
+      Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+      Tensor rstd = Tensor::empty({x.numel() / x.size(3)}, DType::F32, x.device());
       cuda_ops::rmsnorm_rope_forward(y.data_ptr(), rstd.data<float>(), xc.data_ptr(), wc.data_ptr(), pc.data<int32_t>(),
                                      fc.data<float>(), cuda_shape(x), float(eps));
       if (rstd_out) *rstd_out = rstd;
@@ -68,8 +69,8 @@ Tensor rmsnorm_rope_backward(const Tensor& dy, const Tensor& x, const Tensor& w,
   if (x.is_cuda() && x.numel() > 0) {
 #ifdef PRIMER_WITH_CUDA
     const cuda_ops::NormRopeShape s = cuda_shape(x);
-    Tensor dx = Tensor::empty(x.shape(), x.dtype(), x.device());
-    if (cuda_ops::norm_rope_supported(s, {dyc.data_ptr(), xc.data_ptr(), wc.data_ptr(), dx.data_ptr()})) {
+    if (cuda_ops::norm_rope_supported(s, {dyc.data_ptr(), xc.data_ptr(), wc.data_ptr()})) {
+      Tensor dx = Tensor::empty(x.shape(), x.dtype(), x.device());
       Tensor dw_partial = Tensor::empty({cuda_ops::norm_rope_backward_blocks(s), x.size(3)}, DType::F32, x.device());
       cuda_ops::rmsnorm_rope_backward(dx.data_ptr(), dw_partial.data<float>(), dyc.data_ptr(), dy.dtype(),
                                       xc.data_ptr(), wc.data_ptr(), rc.data<float>(), pc.data<int32_t>(),
@@ -79,7 +80,9 @@ Tensor rmsnorm_rope_backward(const Tensor& dy, const Tensor& x, const Tensor& w,
     }
 #endif
   }
-  return rmsnorm_backward(rope_backward(cast(dyc, x.dtype()), pc, fc), xc, wc, rc, dw_accum);
+  // The two ops' backward: an f32 dy of bf16 x is rounded first (rope_backward keeps its input's dtype).
+  const Tensor dy_x = dyc.dtype() == x.dtype() ? dyc : cast(dyc, x.dtype());
+  return rmsnorm_backward(rope_backward(dy_x, pc, fc), xc, wc, rc, dw_accum);
 }
 
 }  // namespace primer::ops
