@@ -6,6 +6,7 @@
 #include "core/autograd/functions.h"
 #include "core/autograd/gated_delta_rule2.h"
 #include "core/check.h"
+#include "core/ops/gated_delta_rule2.h"
 #include "layers/gdn_mixer.h"
 #include "layers/kv_expansion.h"
 #include "layers/ssm_blocks.h"
@@ -73,7 +74,8 @@ ag::Var Gdn2Mixer::forward(const ag::Var& input, const MixerContext& ctx, const 
   const ExpandedHeads heads = expand_qkv(branch(x, "q", q_heads_, 0, carry), branch(x, "k", kv_heads_, 1, carry),
                                          branch(x, "v", kv_heads_, 2, carry), local, kQkNormEps, nullptr, nullptr);
 
-  // The core computes in A_log's dtype (f32; f64 in references): gates, state and its inputs. The gates are
+  // The gates and the state are in A_log's dtype (f32; f64 in references), as the core's inputs except on CUDA
+  // (below). The gates are
   // token-local: formed on this rank's tokens for every head, then moved with their heads under A2A.
   const ag::Var A_log = weight("A_log");
   const DType dt = A_log->value.dtype();
@@ -95,13 +97,15 @@ ag::Var Gdn2Mixer::forward(const ag::Var& input, const MixerContext& ctx, const 
         ag::unary(ops::Unary::Sigmoid, ag::cast(per_channel(ag::linear(x, weight("w_proj.weight"))), dt)));
   }
 
-  const ag::Var q = ag::cast(heads.q, dt), k = ag::cast(heads.k, dt);
+  // q, k, v in the chunked CUDA kernels' bf16 where they apply, else in the gates' dtype.
+  const DType tokens = ops::gated_delta_rule2_token_dtype(x->value.device(), x->value.dtype(), D, D, dt);
+  const ag::Var q = ag::cast(heads.q, tokens), k = ag::cast(heads.k, tokens);
   const double scale = 1.0 / std::sqrt(double(D));
   const auto core = [&](const ag::Var& values, const ag::Var& s0, ag::Var* s_out) {
     return ag::gated_delta_rule2(q, k, values, g, b, w, scale, s0, s_out);
   };
   const ag::Var o =
-      carry.from_heads(ag::cast(linear_state_output(core, ag::cast(heads.v, dt), carry, 0), x->value.dtype()));
+      carry.from_heads(ag::cast(linear_state_output(core, ag::cast(heads.v, tokens), carry, 0), x->value.dtype()));
 
   const ag::Var g_proj = gdn2_.use_gate ? weight("g_proj.weight") : nullptr;
   return carry.from_rows(norm_gate_project(o, x, weight("o_norm.weight"), g_proj ? &g_proj : nullptr,

@@ -4,6 +4,7 @@
 
 #include "core/ops/cpu/gated_delta_rule2.h"
 #include "core/ops/cuda/gated_delta_rule2.h"
+#include "core/ops/cuda/gated_delta_rule2_chunked.h"
 #include "core/ops/dispatch.h"
 
 namespace primer::ops {
@@ -119,36 +120,71 @@ template <class Run> GatedDelta2Grads backward(const char* op, bool reference, c
 [[maybe_unused]] const float* f32_or_null(const Tensor& t) { return t.defined() ? t.data<float>() : nullptr; }
 [[maybe_unused]] float* f32_or_null(Tensor* t) { return t && t->defined() ? t->data<float>() : nullptr; }
 
-Tensor forward_cuda(const GatedDelta2Dims& d, const Dense& x, Tensor* state_out) {
+#ifdef PRIMER_WITH_CUDA
+bool chunked(const GatedDelta2Dims& d, const Dense& x, GatedDelta2Kernels kernels) {
+  return kernels == GatedDelta2Kernels::automatic &&
+         cuda_ops::gated_delta_rule2_chunked_supports(cuda_shape(d), x.q.dtype());
+}
+Tensor workspace(const GatedDelta2Dims& d, bool backward, Device device) {
+  const size_t bytes = cuda_ops::gated_delta_rule2_chunked_workspace_bytes(cuda_shape(d), backward);
+  return Tensor::empty({int64_t(bytes)}, DType::U8, device);
+}
+#else
+bool chunked(const GatedDelta2Dims&, const Dense&, GatedDelta2Kernels) { return false; }
+Tensor workspace(const GatedDelta2Dims&, bool, Device) { return Tensor(); }
+#endif
+
+Tensor forward_cuda(const GatedDelta2Dims& d, const Dense& x, Tensor* state_out, GatedDelta2Kernels kernels) {
   const Device dev = x.q.device();
   const Tensor o = Tensor::empty(x.v.shape(), x.q.dtype(), dev);
   Tensor st = state_out ? Tensor::empty(state_shape(d), DType::F32, dev) : Tensor();
-  PRIMER_ON_CUDA(cuda_ops::gated_delta_rule2_forward(
-      cuda_shape(d), x.q.dtype(), x.q.data_ptr(), x.k.data_ptr(), x.v.data_ptr(), x.g.data<float>(), x.b.data<float>(),
-      x.w.data<float>(), f32_or_null(x.s), float(d.scale), o.data_ptr(), f32_or_null(&st)));
+  if (chunked(d, x, kernels)) {
+    const Tensor ws = workspace(d, false, dev);
+    PRIMER_ON_CUDA(cuda_ops::gated_delta_rule2_chunked_forward(
+        cuda_shape(d), x.q.data_ptr(), x.k.data_ptr(), x.v.data_ptr(), x.g.data<float>(), x.b.data<float>(),
+        x.w.data<float>(), f32_or_null(x.s), float(d.scale), o.data_ptr(), f32_or_null(&st), ws.data_ptr()));
+  } else {
+    PRIMER_ON_CUDA(cuda_ops::gated_delta_rule2_forward(
+        cuda_shape(d), x.q.dtype(), x.q.data_ptr(), x.k.data_ptr(), x.v.data_ptr(), x.g.data<float>(),
+        x.b.data<float>(), x.w.data<float>(), f32_or_null(x.s), float(d.scale), o.data_ptr(), f32_or_null(&st)));
+  }
   if (state_out) *state_out = st;
   return o;
 }
 
-// dq, dk, dg and db sum over the value columns of several CTAs (f32 atomics); dq and dk are then cast to q's dtype.
+// The recurrent kernels sum dq, dk, dg and db over the value columns of several CTAs (f32 atomics into zeroed
+// tensors); the chunked ones write every gradient whole. dq and dk are then cast to q's dtype.
 GatedDelta2Grads backward_cuda(const GatedDelta2Dims& d, const Dense& x, [[maybe_unused]] const Tensor& dout,
-                               [[maybe_unused]] const Tensor& dstate_out) {
+                               [[maybe_unused]] const Tensor& dstate_out, GatedDelta2Kernels kernels) {
   const Device dev = x.q.device();
   const DType dt = x.q.dtype();
-  GatedDelta2Grads r{Tensor::zeros(x.q.shape(), DType::F32, dev),
-                     Tensor::zeros(x.k.shape(), DType::F32, dev),
+  const bool whole = chunked(d, x, kernels);
+  auto accumulator = [&](const Tensor& like) {
+    return whole ? Tensor::empty(like.shape(), DType::F32, dev) : Tensor::zeros(like.shape(), DType::F32, dev);
+  };
+  GatedDelta2Grads r{accumulator(x.q),
+                     accumulator(x.k),
                      Tensor::empty(x.v.shape(), dt, dev),
-                     Tensor::zeros(x.g.shape(), DType::F32, dev),
-                     Tensor::zeros(x.b.shape(), DType::F32, dev),
+                     accumulator(x.g),
+                     accumulator(x.b),
                      Tensor::empty(x.w.shape(), DType::F32, dev),
                      x.s.defined() ? Tensor::empty(state_shape(d), DType::F32, dev) : Tensor()};
-  [[maybe_unused]] const Tensor scratch =
-      Tensor::empty({cuda_ops::gated_delta_rule2_scratch_floats(cuda_shape(d))}, DType::F32, dev);
-  PRIMER_ON_CUDA(cuda_ops::gated_delta_rule2_backward(
-      cuda_shape(d), dt, dout.data_ptr(), f32_or_null(dstate_out), x.q.data_ptr(), x.k.data_ptr(), x.v.data_ptr(),
-      x.g.data<float>(), x.b.data<float>(), x.w.data<float>(), f32_or_null(x.s), float(d.scale), r.dq.data<float>(),
-      r.dk.data<float>(), r.dv.data_ptr(), r.dg.data<float>(), r.db.data<float>(), r.dw.data<float>(),
-      f32_or_null(&r.dstate_in), scratch.data<float>()));
+  if (whole) {
+    const Tensor ws = workspace(d, true, dev);
+    PRIMER_ON_CUDA(cuda_ops::gated_delta_rule2_chunked_backward(
+        cuda_shape(d), dout.data_ptr(), f32_or_null(dstate_out), x.q.data_ptr(), x.k.data_ptr(), x.v.data_ptr(),
+        x.g.data<float>(), x.b.data<float>(), x.w.data<float>(), f32_or_null(x.s), float(d.scale), r.dq.data<float>(),
+        r.dk.data<float>(), r.dv.data_ptr(), r.dg.data<float>(), r.db.data<float>(), r.dw.data<float>(),
+        f32_or_null(&r.dstate_in), ws.data_ptr()));
+  } else {
+    [[maybe_unused]] const Tensor scratch =
+        Tensor::empty({cuda_ops::gated_delta_rule2_scratch_floats(cuda_shape(d))}, DType::F32, dev);
+    PRIMER_ON_CUDA(cuda_ops::gated_delta_rule2_backward(
+        cuda_shape(d), dt, dout.data_ptr(), f32_or_null(dstate_out), x.q.data_ptr(), x.k.data_ptr(), x.v.data_ptr(),
+        x.g.data<float>(), x.b.data<float>(), x.w.data<float>(), f32_or_null(x.s), float(d.scale), r.dq.data<float>(),
+        r.dk.data<float>(), r.dv.data_ptr(), r.dg.data<float>(), r.db.data<float>(), r.dw.data<float>(),
+        f32_or_null(&r.dstate_in), scratch.data<float>()));
+  }
   if (dt != DType::F32) {
     r.dq = r.dq.to(dt);
     r.dk = r.dk.to(dt);
@@ -158,12 +194,23 @@ GatedDelta2Grads backward_cuda(const GatedDelta2Dims& d, const Dense& x, [[maybe
 
 }  // namespace
 
+DType gated_delta_rule2_token_dtype([[maybe_unused]] Device device, DType activations, [[maybe_unused]] int64_t key_dim,
+                                    [[maybe_unused]] int64_t value_dim, DType gates) {
+#ifdef PRIMER_WITH_CUDA
+  if (!device.is_cpu() && cuda_ops::gated_delta_rule2_chunked_supports({1, 1, 1, key_dim, value_dim}, activations))
+    return activations;
+#endif
+  (void)activations;
+  return gates;
+}
+
 Tensor gated_delta_rule2(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& b,
-                         const Tensor& w, double scale, const Tensor& state_in, Tensor* state_out) {
+                         const Tensor& w, double scale, const Tensor& state_in, Tensor* state_out,
+                         GatedDelta2Kernels kernels) {
   constexpr const char* op = "gated_delta_rule2";
   if (q.defined() && !q.is_cpu()) {
     const GatedDelta2Dims d = check_inputs(op, q, k, v, g, b, w, scale, state_in);
-    return forward_cuda(d, Dense(q, k, v, g, b, w, state_in), state_out);
+    return forward_cuda(d, Dense(q, k, v, g, b, w, state_in), state_out, kernels);
   }
   return forward(op, false, q, k, v, g, b, w, scale, state_in, state_out,
                  [&](const GatedDelta2Dims& d, const Dense& x, const Tensor& o, const Tensor& st) {
@@ -178,12 +225,14 @@ Tensor gated_delta_rule2(const Tensor& q, const Tensor& k, const Tensor& v, cons
 
 GatedDelta2Grads gated_delta_rule2_backward(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
                                             const Tensor& g, const Tensor& b, const Tensor& w, double scale,
-                                            const Tensor& state_in, const Tensor& dstate_out) {
+                                            const Tensor& state_in, const Tensor& dstate_out,
+                                            GatedDelta2Kernels kernels) {
   constexpr const char* op = "gated_delta_rule2_backward";
   if (q.defined() && !q.is_cpu()) {
     const GatedDelta2Dims d = check_inputs(op, q, k, v, g, b, w, scale, state_in);
     check_output_grads(op, d, dout, dstate_out, q, v);
-    return backward_cuda(d, Dense(q, k, v, g, b, w, state_in), dout.contiguous(), contiguous_or_null(dstate_out));
+    return backward_cuda(d, Dense(q, k, v, g, b, w, state_in), dout.contiguous(), contiguous_or_null(dstate_out),
+                         kernels);
   }
   return backward(
       op, false, dout, q, k, v, g, b, w, scale, state_in, dstate_out,

@@ -8,18 +8,29 @@
 // The erase reads along the gated key b⊙k but writes along the raw k; b = w = β·1 is KDA, and a scalar decay besides
 // is Gated DeltaNet. Three implementations that must agree: reference:: (token by token in f64, hand-written
 // backward), the chunked CPU path (f32/f64; per chunk of 64 the UT transform with decays folded into the keys as
-// pairwise ratios exp(G_r − G_s), r ≥ s, so no factor exceeds 1) and the CUDA path (the recurrence token by token in
-// f32 with a checkpointed reverse walk, core/ops/cuda/gated_delta_rule2.cu).
+// pairwise ratios exp(G_r − G_s), r ≥ s, so no factor exceeds 1) and two CUDA paths: the chunked one of the same form
+// on tensor cores (bf16 q, k, v with K = V ∈ {64, 128}; core/ops/cuda/gated_delta_rule2_chunked_*.cu) and the
+// recurrence token by token in f32 with a checkpointed reverse walk (every other shape, f32 inputs; core/ops/cuda/
+// gated_delta_rule2.cu).
 #pragma once
 #include "core/tensor.h"
 
 namespace primer::ops {
 
+// Which CUDA kernels run: `automatic` takes the chunked ones wherever they apply, `recurrent` forces the token-by-token
+// ones (the GPU path the chunked kernels are tested against). Ignored on the CPU.
+enum class GatedDelta2Kernels { automatic, recurrent };
+
+// The dtype a layer should hand q, k, v over in: bf16 activations on CUDA stay bf16 where the chunked kernels apply;
+// everything else computes in the gates' dtype (on CUDA the recurrent kernels are faster with f32 inputs).
+DType gated_delta_rule2_token_dtype(Device device, DType activations, int64_t key_dim, int64_t value_dim, DType gates);
+
 // q, k, g, b [B, T, H, K]; v, w [B, T, H, V]. On the CPU every tensor is f32 or every tensor f64; on CUDA q, k, v
 // (and o, dout, dq, dk, dv) are f32 or bf16 and g, b, w, the states and their gradients f32, with K ≤ 128.
 // Returns o [B, T, H, V]. If state_out is non-null it receives S_T [B, H, K, V].
 Tensor gated_delta_rule2(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& b,
-                         const Tensor& w, double scale, const Tensor& state_in, Tensor* state_out);
+                         const Tensor& w, double scale, const Tensor& state_in, Tensor* state_out,
+                         GatedDelta2Kernels kernels = GatedDelta2Kernels::automatic);
 
 struct GatedDelta2Grads {
   Tensor dq, dk, dv;  // like q, k, v
@@ -29,7 +40,8 @@ struct GatedDelta2Grads {
 // Gradients of <dout, o> + <dstate_out, S_T> (dstate_out may be undefined: zero).
 GatedDelta2Grads gated_delta_rule2_backward(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
                                             const Tensor& g, const Tensor& b, const Tensor& w, double scale,
-                                            const Tensor& state_in, const Tensor& dstate_out);
+                                            const Tensor& state_in, const Tensor& dstate_out,
+                                            GatedDelta2Kernels kernels = GatedDelta2Kernels::automatic);
 
 namespace reference {
 // The ground truth: the recurrence above token by token, f64 CPU tensors only, with a hand-written backward.

@@ -95,12 +95,14 @@ template <class Mixer> std::vector<std::string> parameter_names(const ModelConfi
 }
 
 // The bf16 layer on the GPU against the f64 CPU layer at head_dim 64 and 128 (hidden 256, 4 query and 2 key/value
-// heads, B = 2, T = 100, the mixer's default options): output and final states within `out_tol`, the input gradient
-// and every parameter gradient within `grad_tol`.
-template <class Mixer>
-void expect_bf16_layer_tracks_f64(const std::string& prefix, uint64_t seed, double out_tol, double grad_tol) {
+// heads, B = 2, T = 100, the mixer's default options unless `configure` changes them): output and final states within
+// `out_tol`, the input gradient and every parameter gradient within `grad_tol`.
+template <class Mixer> void expect_bf16_layer_tracks_f64(const std::string& prefix, uint64_t seed, double out_tol,
+                                                         double grad_tol,
+                                                         const std::function<void(ModelConfig&)>& configure = {}) {
   for (int64_t D : {64, 128}) {
-    const ModelConfig c = one_layer_config(4, 2, D);
+    ModelConfig c = one_layer_config(4, 2, D);
+    if (configure) configure(c);
     const int64_t B = 2, T = 100;
     const Tensor x = randn({B, T, c.hidden_size}, seed + 1).to(DType::BF16);
     const Tensor dy = randn({B, T, c.hidden_size}, seed + 2).to(DType::BF16);

@@ -8,9 +8,19 @@
 // Tolerances (relative L2 against the reference):
 //  - f32: the kernels run the recurrence in f32 (the chunked CPU path's f32 bounds hold for the same rounding of
 //    K-term sums and T chained updates: 1e-5 on o and S_T, 3e-5 on gradients; tests/cpu/test_gated_delta_rule2.cpp).
-//  - bf16 q, k, v: o, dq, dk and dv are stored in bf16, a 2^-9 ≈ 2e-3 rounding of each element, so 4e-3 (the parity
-//    bound of every bf16 output); the state, dg, db, dw and the initial-state gradient stay f32 from the same rounded
-//    inputs, at the f32 bounds.
+//  - bf16 q, k, v through the recurrent kernels: o, dq, dk and dv are stored in bf16, a 2^-9 ≈ 2e-3 rounding of each
+//    element, so 4e-3 (the parity bound of every bf16 output); the state, dg, db, dw and the initial-state gradient
+//    stay f32 from the same rounded inputs, at the f32 bounds.
+//  - the chunked kernels (bf16, K = V ∈ {64, 128}) run Gated DeltaNet's pipeline of bf16 tensor-core products with
+//    per-channel decays folded into the operands, so they take that pipeline's bounds
+//    (tests/cuda/test_gated_delta_rule_cuda.cpp): each product rounds its operands to bf16 (2^-9 relative) and the
+//    forward chains about four of them (A, then Y and Ū, then R = Ū − Y S, then o or the state): 5e-3 on o and
+//    S_T; the backward chains two more through the inverse (dT = −tril(dE Yᵀ + dZ Ūᵀ)), 8e-3 on the gradients that
+//    are one such chain per element (dq, dk, dv, dw, the initial state's). The gate gradients are sums of terms of
+//    both signs, whose cancellation leaves a larger relative error: dg per channel (q·dq − k·dk + (b⊙k)·d(b⊙k) + …)
+//    and db = k ⊙ (S̄ dρ), a sum over the V value columns for each key channel, as GDN's dβ is over both axes: 2e-2,
+//    GDN's gate bound. (Measured on an H200: db 1.2e-2 with strong decay at K = 128, where S̄ = Diag(α) S is damped
+//    most; every other gradient 1.5–3.2e-3.)
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -24,19 +34,37 @@ namespace primer {
 namespace {
 
 constexpr double kF32Out = 1e-5, kF32Grad = 3e-5, kBf16 = 4e-3;
+constexpr double kChunkOut = 5e-3, kChunkGrad = 8e-3, kChunkGate = 2e-2;
+
+using ops::GatedDelta2Kernels;
 
 struct Case {
   int64_t T, K, V;
   DType dtype;
   bool with_state = true;
   double b_max = 1, decay = 1;
+  GatedDelta2Kernels kernels = GatedDelta2Kernels::automatic;
 };
+
+// Whether the chunked kernels apply to a case's shape and dtype, and whether the case runs them.
+bool chunk_shape(const Case& c) { return c.dtype == DType::BF16 && c.K == c.V && (c.K == 64 || c.K == 128); }
+bool runs_chunked(const Case& c) { return chunk_shape(c) && c.kernels == GatedDelta2Kernels::automatic; }
+
+// The bounds of each output for a case's kernels and dtype.
+struct Bounds {
+  double o, state, token_grad, f32_grad, gate_grad;  // gate_grad: dg and db
+};
+Bounds bounds_of(const Case& c) {
+  if (runs_chunked(c)) return {kChunkOut, kChunkOut, kChunkGrad, kChunkGrad, kChunkGate};
+  if (c.dtype == DType::BF16) return {kBf16, kF32Out, kBf16, kF32Grad, kF32Grad};
+  return {kF32Out, kF32Out, kF32Grad, kF32Grad, kF32Grad};
+}
 
 std::string case_name(const ::testing::TestParamInfo<Case>& i) {
   const Case& c = i.param;
   return "T" + std::to_string(c.T) + "_K" + std::to_string(c.K) + "_V" + std::to_string(c.V) +
          (c.with_state ? "" : "_nostate") + (c.b_max > 1 ? "_negeig" : "") + (c.decay > 1 ? "_strongdecay" : "") +
-         (c.dtype == DType::BF16 ? "_bf16" : "_f32");
+         (c.dtype == DType::BF16 ? "_bf16" : "_f32") + (c.kernels == GatedDelta2Kernels::recurrent ? "_recurrent" : "");
 }
 
 class GatedDeltaRule2Cuda : public ::testing::TestWithParam<Case> {};
@@ -57,42 +85,46 @@ TEST_P(GatedDeltaRule2Cuda, MatchesTheF64Reference) {
                dstate = gpu(test::randn(in.state.shape(), seed + 12), DType::F32);
   // The reference sees exactly the values the GPU got.
   auto f64 = [](const Tensor& t) { return t.defined() ? test::cpu_f64(t) : Tensor(); };
-  const bool bf16 = c.dtype == DType::BF16;
-  const double token_out = bf16 ? kBf16 : kF32Out, token_grad = bf16 ? kBf16 : kF32Grad;
+  const Bounds tol = bounds_of(c);
+  // The op's own notion of where the chunked kernels apply must be this test's (the bounds depend on it).
+  EXPECT_EQ(ops::gated_delta_rule2_token_dtype(Device::cuda(), c.dtype, c.K, c.V, DType::F32) == DType::BF16,
+            chunk_shape(c));
 
   test::poison_pool();
   Tensor state_out, ref_state;
-  const Tensor o = ops::gated_delta_rule2(q, k, v, g, b, w, scale, s0, &state_out);
+  const Tensor o = ops::gated_delta_rule2(q, k, v, g, b, w, scale, s0, &state_out, c.kernels);
   const Tensor ro =
       ops::reference::gated_delta_rule2(f64(q), f64(k), f64(v), f64(g), f64(b), f64(w), scale, f64(s0), &ref_state);
   EXPECT_EQ(o.dtype(), c.dtype);
   EXPECT_EQ(state_out.dtype(), DType::F32);
-  test::expect_rel(o, ro, token_out, "o");
-  test::expect_rel(state_out, ref_state, kF32Out, "state_out");
-  test::expect_rel(ops::gated_delta_rule2(q, k, v, g, b, w, scale, s0, nullptr), ro, token_out, "o (no state out)");
+  test::expect_rel(o, ro, tol.o, "o");
+  test::expect_rel(state_out, ref_state, tol.state, "state_out");
+  test::expect_rel(ops::gated_delta_rule2(q, k, v, g, b, w, scale, s0, nullptr, c.kernels), ro, tol.o,
+                   "o (no state out)");
 
   test::poison_pool();
-  const ops::GatedDelta2Grads d = ops::gated_delta_rule2_backward(dout, q, k, v, g, b, w, scale, s0, dstate);
+  const ops::GatedDelta2Grads d = ops::gated_delta_rule2_backward(dout, q, k, v, g, b, w, scale, s0, dstate, c.kernels);
   const ops::GatedDelta2Grads r = ops::reference::gated_delta_rule2_backward(
       f64(dout), f64(q), f64(k), f64(v), f64(g), f64(b), f64(w), scale, f64(s0), f64(dstate));
   EXPECT_EQ(d.dq.dtype(), c.dtype);
   EXPECT_EQ(d.dv.dtype(), c.dtype);
   EXPECT_EQ(d.dg.dtype(), DType::F32);
-  test::expect_rel(d.dq, r.dq, token_grad, "dq");
-  test::expect_rel(d.dk, r.dk, token_grad, "dk");
-  test::expect_rel(d.dv, r.dv, token_grad, "dv");
-  test::expect_rel(d.dg, r.dg, kF32Grad, "dg");
-  test::expect_rel(d.db, r.db, kF32Grad, "db");
-  test::expect_rel(d.dw, r.dw, kF32Grad, "dw");
+  test::expect_rel(d.dq, r.dq, tol.token_grad, "dq");
+  test::expect_rel(d.dk, r.dk, tol.token_grad, "dk");
+  test::expect_rel(d.dv, r.dv, tol.token_grad, "dv");
+  test::expect_rel(d.dg, r.dg, tol.gate_grad, "dg");
+  test::expect_rel(d.db, r.db, tol.gate_grad, "db");
+  test::expect_rel(d.dw, r.dw, tol.f32_grad, "dw");
   ASSERT_EQ(d.dstate_in.defined(), c.with_state);
-  if (c.with_state) test::expect_rel(d.dstate_in, r.dstate_in, kF32Grad, "dstate_in");
+  if (c.with_state) test::expect_rel(d.dstate_in, r.dstate_in, tol.f32_grad, "dstate_in");
 
   // Only the output gradient: the kernels' null final-state gradient.
-  const ops::GatedDelta2Grads d1 = ops::gated_delta_rule2_backward(dout, q, k, v, g, b, w, scale, s0, Tensor());
+  const ops::GatedDelta2Grads d1 =
+      ops::gated_delta_rule2_backward(dout, q, k, v, g, b, w, scale, s0, Tensor(), c.kernels);
   const ops::GatedDelta2Grads r1 = ops::reference::gated_delta_rule2_backward(f64(dout), f64(q), f64(k), f64(v), f64(g),
                                                                               f64(b), f64(w), scale, f64(s0), Tensor());
-  test::expect_rel(d1.dk, r1.dk, token_grad, "dk (dout only)");
-  test::expect_rel(d1.dg, r1.dg, kF32Grad, "dg (dout only)");
+  test::expect_rel(d1.dk, r1.dk, tol.token_grad, "dk (dout only)");
+  test::expect_rel(d1.dg, r1.dg, tol.gate_grad, "dg (dout only)");
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, GatedDeltaRule2Cuda,
@@ -102,8 +134,22 @@ INSTANTIATE_TEST_SUITE_P(Shapes, GatedDeltaRule2Cuda,
                                            Case{33, 16, 20, DType::F32, false},
                                            Case{100, 64, 64, DType::F32, true, 2.0},
                                            Case{100, 64, 64, DType::F32, true, 1.0, 8.0},
-                                           Case{1, 128, 128, DType::BF16}, Case{67, 64, 64, DType::BF16},
-                                           Case{200, 128, 128, DType::BF16}, Case{100, 48, 20, DType::BF16, false}),
+                                           Case{1, 128, 128, DType::BF16, true, 1, 1, GatedDelta2Kernels::recurrent},
+                                           Case{67, 64, 64, DType::BF16, true, 1, 1, GatedDelta2Kernels::recurrent},
+                                           Case{200, 128, 128, DType::BF16, true, 1, 1, GatedDelta2Kernels::recurrent},
+                                           Case{100, 48, 20, DType::BF16, false}),
+                         case_name);
+
+// The chunked kernels: T = 1, inside one chunk, exactly one, a chunk and a bit, several chunks cut short; both head
+// dims; without initial state; the [0, 2) erase gate; strong decay (products of e^g far below f32's range inside a
+// chunk, where a factor e^{−G} formed anywhere would overflow).
+INSTANTIATE_TEST_SUITE_P(Chunked, GatedDeltaRule2Cuda,
+                         ::testing::Values(Case{1, 64, 64, DType::BF16}, Case{7, 128, 128, DType::BF16},
+                                           Case{64, 64, 64, DType::BF16}, Case{67, 128, 128, DType::BF16, false},
+                                           Case{130, 64, 64, DType::BF16}, Case{200, 128, 128, DType::BF16},
+                                           Case{100, 64, 64, DType::BF16, true, 2.0},
+                                           Case{100, 128, 128, DType::BF16, true, 1.0, 8.0},
+                                           Case{200, 64, 64, DType::BF16, false, 2.0, 8.0}),
                          case_name);
 
 TEST(GatedDeltaRule2CudaErrors, KeyDimAtMost128AndGatesInF32) {

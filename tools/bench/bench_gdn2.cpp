@@ -1,11 +1,11 @@
 // Gated DeltaNet-2 on CUDA next to Gated DeltaNet, by default at B = 4, T = 4096, H = 16, K = V = 128 (the issue's
 // shape; flash-linear-attention's chunk_gdn2 measured 1.47 ms forward and 7.24 ms forward + backward there): the core
-// ops::gated_delta_rule2 with f32 q, k, v (what the layer feeds it) and with bf16 ones, forward, backward and
-// forward + backward; the gated delta rule core of GDN (ops::gated_delta_rule, bf16) at the same shape; then the
-// GDN-2 and GDN layers (by default hidden 2048, Hq = 16, Hk = 8, head_dim 128) forward + backward. Inputs are
-// realistic: q, k L2-normalised per head, g = log σ(z) per key channel, b = σ(z), w = σ(z). "TFLOP/s" counts the
-// recurrence's 4 multiply-adds per state element and token (forward; the backward makes about 14: its own 10 and two
-// recomputations of the state).
+// ops::gated_delta_rule2 through its chunked kernels (bf16 q, k, v: what the layer feeds them) and through the
+// recurrent ones (f32 and bf16 q, k, v), forward, backward and forward + backward; the gated delta rule core of GDN
+// (ops::gated_delta_rule, bf16) at the same shape; then the GDN-2 and GDN layers (by default hidden 2048, Hq = 16,
+// Hk = 8, head_dim 128) forward + backward. Inputs are realistic: q, k L2-normalised per head, g = log σ(z) per key
+// channel, b = σ(z), w = σ(z). "TFLOP/s" (recurrent rows) counts the recurrence's 4 multiply-adds per state element and
+// token (forward; the backward makes about 14: its own 10 and two recomputations of the state).
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -39,7 +39,8 @@ Tensor log_sigmoid_gpu(const Shape& shape, uint64_t key) {
                     -1.0);
 }
 
-void bench_gdn2_core(const bench::LayerShape& shape, DType dtype, std::vector<bench::Row>& rows) {
+void bench_gdn2_core(const bench::LayerShape& shape, DType dtype, ops::GatedDelta2Kernels kernels,
+                     std::vector<bench::Row>& rows) {
   const int64_t B = shape.batch, T = shape.seq, H = shape.heads, K = shape.head_dim, V = shape.head_dim;
   const double scale = 1.0 / std::sqrt(double(K));
   ag::NoGrad no_grad;
@@ -47,20 +48,26 @@ void bench_gdn2_core(const bench::LayerShape& shape, DType dtype, std::vector<be
                v = bench::normal_gpu({B, T, H, V}, 3, dtype), g = log_sigmoid_gpu({B, T, H, K}, 4),
                b = sigmoid_gpu({B, T, H, K}, 5), w = sigmoid_gpu({B, T, H, V}, 6),
                dout = bench::normal_gpu({B, T, H, V}, 7, dtype);
-  const double fwd = bench::median_ms([&] { ops::gated_delta_rule2(q, k, v, g, b, w, scale, Tensor(), nullptr); });
-  const double bwd =
-      bench::median_ms([&] { ops::gated_delta_rule2_backward(dout, q, k, v, g, b, w, scale, Tensor(), Tensor()); });
+  const auto forward = [&] { ops::gated_delta_rule2(q, k, v, g, b, w, scale, Tensor(), nullptr, kernels); };
+  const auto backward = [&] {
+    ops::gated_delta_rule2_backward(dout, q, k, v, g, b, w, scale, Tensor(), Tensor(), kernels);
+  };
+  const double fwd = bench::median_ms(forward), bwd = bench::median_ms(backward);
   const double train = bench::median_ms([&] {
-    ops::gated_delta_rule2(q, k, v, g, b, w, scale, Tensor(), nullptr);
-    ops::gated_delta_rule2_backward(dout, q, k, v, g, b, w, scale, Tensor(), Tensor());
+    forward();
+    backward();
   });
+  const bool recurrent = ops::gated_delta_rule2_token_dtype(Device::cuda(), dtype, K, V, DType::F32) != DType::BF16 ||
+                         kernels == ops::GatedDelta2Kernels::recurrent;
   const double fma = double(B * T * H) * double(K * V);  // state elements stepped
-  const std::string what = std::string("GDN-2 core, ") + (dtype == DType::BF16 ? "bf16" : "f32") + " q/k/v";
-  rows.push_back({{what + ", forward", shape.core(), bench::fixed(fwd, 3), bench::fixed(2 * 4 * fma / fwd / 1e9, 1)}});
-  rows.push_back(
-      {{what + ", backward", shape.core(), bench::fixed(bwd, 3), bench::fixed(2 * 14 * fma / bwd / 1e9, 1)}});
-  rows.push_back(
-      {{what + ", fwd + bwd", shape.core(), bench::fixed(train, 3), bench::fixed(2 * 18 * fma / train / 1e9, 1)}});
+  const auto rate = [&](double ops_per_element, double ms) {
+    return recurrent ? bench::fixed(2 * ops_per_element * fma / ms / 1e9, 1) : std::string();
+  };
+  const std::string what = std::string("GDN-2 core (") + (recurrent ? "recurrent" : "chunked") + "), " +
+                           (dtype == DType::BF16 ? "bf16" : "f32") + " q/k/v";
+  rows.push_back({{what + ", forward", shape.core(), bench::fixed(fwd, 3), rate(4, fwd)}});
+  rows.push_back({{what + ", backward", shape.core(), bench::fixed(bwd, 3), rate(14, bwd)}});
+  rows.push_back({{what + ", fwd + bwd", shape.core(), bench::fixed(train, 3), rate(18, train)}});
 }
 
 void bench_gdn_core(const bench::LayerShape& shape, std::vector<bench::Row>& rows) {
@@ -89,8 +96,9 @@ int main(int argc, char** argv) {
   PRIMER_CHECK(cuda::available(), "bench_gdn2 needs a CUDA device");
   std::printf("# GDN-2 vs GDN, %s, %s\n", bench::device_name().c_str(), bench::today().c_str());
   std::vector<bench::Row> rows;
-  bench_gdn2_core(shape, DType::F32, rows);
-  bench_gdn2_core(shape, DType::BF16, rows);
+  bench_gdn2_core(shape, DType::BF16, ops::GatedDelta2Kernels::automatic, rows);
+  bench_gdn2_core(shape, DType::F32, ops::GatedDelta2Kernels::recurrent, rows);
+  bench_gdn2_core(shape, DType::BF16, ops::GatedDelta2Kernels::recurrent, rows);
   bench_gdn_core(shape, rows);
   rows.push_back(bench::mixer_train_row<layers::Gdn2Mixer>(shape, "GDN-2", "model.layers.0.gdn2"));
   rows.push_back(bench::mixer_train_row<layers::GdnMixer>(shape, "GDN", "model.layers.0.gdn"));

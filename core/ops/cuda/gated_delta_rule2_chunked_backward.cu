@@ -1,0 +1,503 @@
+// Gated DeltaNet-2's chunked backward on CUDA: the forward's chunk prep again (now also keeping A) and its state pass
+// storing the chunk-start states S and R; then
+//  3. the reverse state pass, one CTA per (64 value columns, head, batch) walking the chunks backwards with its slice
+//     of dS = ∂L/∂(state at the chunk's end) in fp32 registers:
+//       dR = Pᵀ dO + K̃ dS,   dS ← Diag(e^{G_c}) dS + Q̃ᵀ dO − Yᵀ dR,
+//     storing dR and each chunk's dS for the last kernel, and dS after the first chunk as dstate_in;
+//  4. the per-chunk gradients, one CTA per (chunk, head, batch), the paper's App. B VJP in the ratio form:
+//       dQ̃ = dO Sᵀ,  dP = dO Rᵀ,  dK̃ = R dSᵀ,  dY = −dR Sᵀ,  dE = Aᵀ dY,  dZ = Aᵀ dR,
+//       dT = −tril(dE Yᵀ + dZ Ūᵀ, −1)   (the paper's −Aᵀ dA Aᵀ without forming dA),
+//     then T's and P's VJPs through their decay ratios, as the forward built them: products of reference-scaled
+//     operands below the diagonal blocks (row side: Σ_s dT_rs k_s e^{G_r − G_s}; column side:
+//     Σ_r dT_rs (b⊙k)_r e^{G_r − G_s}), exact per pair on them. ∂L/∂G is the sum of each operand's gradient times
+//     itself (e^G⊙q, e^{G_c − G}⊙k, e^G⊙b⊙k, the ratios' two ends), reverse-cumsummed over the chunk with the
+//     state decay's e^{G_c}⊙rowsum(dS⊙S) and K̃'s share at its last row. Each gradient element has one owning thread
+//     for the whole kernel, which accumulates it in the f32 output itself: deterministic, no atomics.
+#include "core/cuda_runtime.h"
+#include "core/ops/cuda/dynamic_smem.h"
+#include "core/ops/cuda/gated_delta_rule2_chunked.h"
+#include "core/ops/cuda/gated_delta_rule2_chunked_kernels.cuh"
+#include "core/ops/cuda/tile/block_reduce.cuh"
+#include "core/ops/cuda/tile/warp_mma.cuh"
+
+namespace primer::ops::cuda_ops::gdr2 {
+namespace {
+
+using namespace tile;
+
+constexpr int kValueBlock = 64;
+
+// ---------------------------------------------------------------------------------------------------------------
+// Reverse state pass.
+
+template <int D> struct ReverseLayout {
+  static constexpr int BV = kValueBlock;
+  static constexpr int kTile = kChunk * D;
+  // One stage: Q̃, K̃, Y tiles, the dO slice, P, e^{G_c}.
+  static constexpr int kStageHalves = 3 * kTile + kChunk * BV + kChunk * kChunk;
+  static constexpr size_t kStageBytes = kStageHalves * sizeof(bf16) + D * sizeof(float);
+  // Two stages, then dS [D][BV] in bf16 and −dR [64][BV].
+  static constexpr size_t kBytes = 2 * kStageBytes + (D * BV + kChunk * BV) * sizeof(bf16);
+};
+
+template <int D> __global__ void __launch_bounds__(kThreads)
+    reverse_pass_kernel(Sizes sz, const bf16* dout, Scratch s, const float* dstate_out, float* dstate_in) {
+  constexpr int BV = kValueBlock;
+  using Ly = ReverseLayout<D>;
+  using GS = WarpGrid<D, BV, kThreads / 32>;
+  using GU = WarpGrid<kChunk, BV, kThreads / 32>;
+  extern __shared__ __align__(128) unsigned char smem[];
+  struct Stage {
+    bf16 *Q, *K, *Y, *dO, *P;
+    float* decay;
+  };
+  auto stage = [&](int i) {
+    bf16* base = reinterpret_cast<bf16*>(smem + (i & 1) * Ly::kStageBytes);
+    bf16* dO = base + 3 * Ly::kTile;
+    return Stage{base, base + Ly::kTile, base + 2 * Ly::kTile,
+                 dO,   dO + kChunk * BV, reinterpret_cast<float*>(base + Ly::kStageHalves)};
+  };
+  bf16* sdS = reinterpret_cast<bf16*>(smem + 2 * Ly::kStageBytes);
+  bf16* sdRn = sdS + D * BV;
+
+  const int col0 = blockIdx.x * BV, h = blockIdx.y, b = blockIdx.z;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t bh = int64_t(b) * sz.H + h;
+  const int64_t row_stride = int64_t(sz.H) * D;
+  const int ms = GS::m0(warp), ns = GS::n0(warp), mu = GU::m0(warp), nu = GU::n0(warp);
+
+  float dS[GS::kTiles][4];
+  for_each(dS, ms, ns, lane,
+           [&](int r, int c, float& v) { v = dstate_out ? dstate_out[(bh * D + r) * D + col0 + c] : 0.f; });
+
+  auto load = [&](int n, const Stage& st) {
+    const int t0 = n * kChunk, valid = min(kChunk, sz.T - t0);
+    const int64_t in_row = (int64_t(b) * sz.T + t0) * sz.H + h, crow = bh * int64_t(sz.chunks) * kChunk + t0;
+    tile::load_tile_async<kChunk, D, kThreads>(st.Q, s.Qs + crow * D, D, kChunk);
+    tile::load_tile_async<kChunk, D, kThreads>(st.K, s.Ks + crow * D, D, kChunk);
+    tile::load_tile_async<kChunk, D, kThreads>(st.Y, s.Y + crow * D, D, kChunk);
+    tile::load_tile_async<kChunk, BV, kThreads>(st.dO, dout + in_row * D + col0, row_stride, valid);
+    tile::load_tile_async<kChunk, kChunk, kThreads>(st.P, s.P + crow * kChunk, kChunk, kChunk);
+    load_floats_async<D>(st.decay, s.decay + (bh * sz.chunks + n) * D);
+    tile::cp_async_commit();
+  };
+
+  load(sz.chunks - 1, stage(0));
+  for (int i = 0; i < sz.chunks; ++i) {
+    const int n = sz.chunks - 1 - i;
+    const Stage st = stage(i);
+    if (n > 0) {
+      load(n - 1, stage(i + 1));
+      tile::cp_async_wait<1>();
+    } else {
+      tile::cp_async_wait<0>();
+    }
+    const int64_t crow = bh * int64_t(sz.chunks) * kChunk + n * kChunk;
+
+    store_tile<BV>(sdS, dS, ms, ns, lane);
+    for_each_pair(dS, ms, ns, lane, [&](int r, int c, float v0, float v1) {
+      *reinterpret_cast<uint32_t*>(s.dstates + ((bh * sz.chunks + n) * D + r) * D + col0 + c) = pack_bf16(v0, v1);
+    });
+    __syncthreads();
+
+    // dR = K̃ dS + Pᵀ dO.
+    float acc[GU::kTiles][4];
+    zero(acc);
+    warp_mma<D, GU::kTiles>(acc, MatA<D>{st.K}, MatB<BV>{sdS}, mu, nu, lane);
+    warp_mma<kChunk, GU::kTiles>(acc, MatAT<kChunk>{st.P}, MatB<BV>{st.dO}, mu, nu, lane);
+    for_each_pair(acc, mu, nu, lane, [&](int r, int c, float v0, float v1) {
+      *reinterpret_cast<uint32_t*>(s.dR + (crow + r) * D + col0 + c) = pack_bf16(v0, v1);
+      *reinterpret_cast<uint32_t*>(sdRn + swizzle<BV>(r, c)) = pack_bf16(-v0, -v1);
+    });
+    __syncthreads();
+
+    // dS ← Diag(e^{G_c}) dS + Q̃ᵀ dO + Yᵀ (−dR).
+    scale_rows(dS, ms, lane, [&](int r) { return st.decay[r]; });
+    warp_mma<kChunk, GS::kTiles>(dS, MatAT<D>{st.Q}, MatB<BV>{st.dO}, ms, ns, lane);
+    warp_mma<kChunk, GS::kTiles>(dS, MatAT<D>{st.Y}, MatB<BV>{sdRn}, ms, ns, lane);
+    __syncthreads();
+  }
+  if (dstate_in)
+    for_each_pair(dS, ms, ns, lane, [&](int r, int c, float v0, float v1) {
+      *reinterpret_cast<float2*>(dstate_in + (bh * D + r) * D + col0 + c) = make_float2(v0, v1);
+    });
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Per-chunk gradients.
+
+// Rows of the reference-scaled tiles of T's and P's VJPs. Row side, block m = 1..3 reads the keys of rows [0, 16m)
+// scaled to its reference G_{16m−1} (from row_ref_offset(m)); column side, block n = 0..2 reads rows [16(n + 1), 64)
+// of b⊙k and of q scaled to G_{16n+15} (from col_ref_offset(n)).
+constexpr int kRefRows = kBlock * kBlocks * (kBlocks - 1) / 2;  // 96 either way
+__device__ __forceinline__ int row_ref_offset(int m) { return kBlock * m * (m - 1) / 2; }
+__device__ __forceinline__ int col_ref_offset(int n) {
+  return kRefRows - kBlock * (kBlocks - 1 - n) * (kBlocks - n) / 2;
+}
+
+template <int D> struct GradLayout {
+  static constexpr int kTile = kChunk * D, kSquare = kChunk * kChunk;
+  static constexpr int kX = 2 * D * D > 4 * kTile ? 2 * D* D : 4 * kTile;  // S, dS; then Y, Ū, k, q
+  // dO, R, dR, dY, then X: the first 6 tiles (dead by the VJP of T and P) then hold the scaled keys, b⊙k and q,
+  // and the plain b⊙k; then A, dP (scaled, masked), dT.
+  static constexpr int kHalves = 4 * kTile + kX + 3 * kSquare;
+  static_assert(3 * kRefRows * D + kTile <= 6 * kTile, "the scaled tiles fit where dO .. Ū were");
+  static constexpr int kGStride = D + 4;
+  // G; per-row-block column sums of K̃'s share of ∂L/∂G_c (4 × D); e^{G_c}⊙rowsum(dS⊙S) (D).
+  static constexpr int kFloats = kChunk * kGStride + kBlocks * D + D;
+  static constexpr size_t kBytes = kHalves * sizeof(bf16) + kFloats * sizeof(float);
+};
+
+template <int D> __global__ void __launch_bounds__(kThreads)
+    chunk_grads_kernel(Sizes sz, Inputs in, const bf16* dout, Scratch s, float* dq, float* dk, bf16* dv, float* dg,
+                       float* db, float* dw) {
+  using Ly = GradLayout<D>;
+  using G64 = WarpGrid<kChunk, kChunk, kThreads / 32>;
+  using GD = WarpGrid<kChunk, D, kThreads / 32>;
+  static_assert(G64::kWarpsM == kBlocks && GD::kWarpsM == kBlocks, "a warp's 16 rows are one block of T");
+  extern __shared__ __align__(128) unsigned char smem[];
+  bf16* sdO = reinterpret_cast<bf16*>(smem);
+  bf16* sR = sdO + Ly::kTile;
+  bf16* sdR = sR + Ly::kTile;
+  bf16* sdY = sdR + Ly::kTile;
+  bf16* sX = sdY + Ly::kTile;
+  bf16* sA = sX + Ly::kX;
+  bf16* sdP = sA + Ly::kSquare;
+  bf16* sdT = sdP + Ly::kSquare;
+  float* sG = reinterpret_cast<float*>(sdT + Ly::kSquare);
+  float* sColG = sG + kChunk * Ly::kGStride;  // [4][D]
+  float* sOverlap = sColG + kBlocks * D;      // [D]
+  bf16 *sS = sX, *sdS = sX + D * D;
+  bf16 *sY = sX, *sUb = sX + Ly::kTile, *sK = sX + 2 * Ly::kTile, *sQ = sX + 3 * Ly::kTile;
+  bf16 *sdE = sdO, *sdZ = sR;                                             // phase 2
+  bf16 *sKr = sdO, *sBr = sKr + kRefRows * D, *sQr = sBr + kRefRows * D;  // phase 3
+  bf16* sBK = sQr + kRefRows * D;
+
+  const int n = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+  const int t0 = n * kChunk, valid = min(kChunk, sz.T - t0);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t bh = int64_t(b) * sz.H + h;
+  const int64_t in_row = (int64_t(b) * sz.T + t0) * sz.H + h, row_stride = int64_t(sz.H) * D;
+  const int64_t crow = bh * int64_t(sz.chunks) * kChunk + t0;
+  const int64_t state = (bh * sz.chunks + n) * D * D;
+  const int m0 = GD::m0(warp), nD = GD::n0(warp), n64 = G64::n0(warp), blk = m0 / kBlock;
+
+  tile::load_tile_async<kChunk, D, kThreads>(sdO, dout + in_row * D, row_stride, valid);
+  tile::load_tile_async<kChunk, D, kThreads>(sR, s.R + crow * D, D, kChunk);
+  tile::load_tile_async<D, D, kThreads>(sS, s.states + state, D, D);
+  tile::load_tile_async<D, D, kThreads>(sdS, s.dstates + state, D, D);
+  load_decay_async<D, Ly::kGStride, kThreads>(sG, in.g + in_row * D, row_stride, valid);
+  tile::cp_async_commit();
+  tile::load_tile_async<kChunk, D, kThreads>(sdR, s.dR + crow * D, D, kChunk);
+  tile::load_tile_async<kChunk, kChunk, kThreads>(sA, s.A + crow * kChunk, kChunk, kChunk);
+  tile::cp_async_commit();
+  for (int i = threadIdx.x; i < kBlocks * D; i += kThreads) sColG[i] = 0.f;
+  tile::cp_async_wait<1>();
+  __syncthreads();
+  scan_decay<D, Ly::kGStride>(sG);
+  __syncthreads();
+
+  auto G = [&](int r, int c) { return sG[r * Ly::kGStride + c]; };
+  auto at = [&](int r, int c) { return (in_row + int64_t(r) * sz.H) * D + c; };  // [B, T, H, D] offset
+  auto bf16_pair = [&](const bf16* x, int r, int c) {
+    return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(x + at(r, c)));
+  };
+  auto f32_pair = [&](const float* x, int r, int c) { return *reinterpret_cast<const float2*>(x + at(r, c)); };
+  auto add_pair = [&](float* x, int r, int c, float v0, float v1) {
+    float2* p = reinterpret_cast<float2*>(x + at(r, c));
+    const float2 old = *p;
+    *p = make_float2(old.x + v0, old.y + v1);
+  };
+
+  // dQ̃ = dO Sᵀ: dq = scale e^G ⊙ dQ̃ (Q̃ carries the scale) and ∂L/∂G += dq ⊙ q. Starts dq and ∂L/∂G (kept in dg).
+  {
+    float acc[GD::kTiles][4];
+    zero(acc);
+    warp_mma<D, GD::kTiles>(acc, MatA<D>{sdO}, MatBT<D>{sS}, m0, nD, lane);
+    for_each_pair(acc, m0, nD, lane, [&](int r, int c, float v0, float v1) {
+      if (r >= valid) return;
+      const float d0 = sz.scale * exp2f(G(r, c)) * v0, d1 = sz.scale * exp2f(G(r, c + 1)) * v1;
+      const float2 q = bf16_pair(in.q, r, c);
+      *reinterpret_cast<float2*>(dq + at(r, c)) = make_float2(d0, d1);
+      *reinterpret_cast<float2*>(dg + at(r, c)) = make_float2(d0 * q.x, d1 * q.y);
+    });
+  }
+  // dK̃ = R dSᵀ: dk = e^{G_c − G} ⊙ dK̃ and ∂L/∂G_r −= dk ⊙ k, ∂L/∂G_c += Σ_r dk ⊙ k. Starts dk.
+  {
+    float acc[GD::kTiles][4];
+    zero(acc);
+    warp_mma<D, GD::kTiles>(acc, MatA<D>{sR}, MatBT<D>{sdS}, m0, nD, lane);
+    for_each(acc, m0, nD, lane,
+             [&](int r, int c, float& v) { v = r < valid ? exp2f(G(kChunk - 1, c) - G(r, c)) * v : 0.f; });
+    for_each_pair(acc, m0, nD, lane, [&](int r, int c, float d0, float d1) {
+      if (r >= valid) return;
+      const float2 k = bf16_pair(in.k, r, c);
+      *reinterpret_cast<float2*>(dk + at(r, c)) = make_float2(d0, d1);
+      add_pair(dg, r, c, -d0 * k.x, -d1 * k.y);
+    });
+    accumulate_columns(acc, m0, nD, lane, sColG + blk * D,
+                       [&](int r, int c, float v) { return r < valid ? v * __bfloat162float(in.k[at(r, c)]) : 0.f; });
+  }
+  // e^{G_c} ⊙ rowsum(dS ⊙ S), a warp per key row.
+  for (int i = warp; i < D; i += kThreads / 32) {
+    float x = 0.f;
+    for (int j = 2 * lane; j < D; j += 64) {
+      const float2 a = tile_pair<D>(sS, i, j), c = tile_pair<D>(sdS, i, j);
+      x += a.x * c.x + a.y * c.y;
+    }
+    x = warp_sum(x);
+    if (lane == 0) sOverlap[i] = exp2f(G(kChunk - 1, i)) * x;
+  }
+  tile::cp_async_wait<0>();  // dR, A
+  __syncthreads();
+
+  // dY = −dR Sᵀ; dP = dO Rᵀ (on and below the diagonal, times scale: P carries it).
+  {
+    float acc[GD::kTiles][4];
+    zero(acc);
+    warp_mma<D, GD::kTiles>(acc, MatA<D>{sdR}, MatBT<D>{sS}, m0, nD, lane);
+    scale_rows(acc, m0, lane, [](int) { return -1.f; });
+    store_tile<D>(sdY, acc, m0, nD, lane);
+  }
+  {
+    float acc[G64::kTiles][4];
+    zero(acc);
+    warp_mma<D, G64::kTiles>(acc, MatA<D>{sdO}, MatBT<D>{sR}, m0, n64, lane);
+    for_each(acc, m0, n64, lane, [&](int r, int c, float& v) { v = c <= r ? sz.scale * v : 0.f; });
+    store_tile<kChunk>(sdP, acc, m0, n64, lane);
+  }
+  __syncthreads();  // S, dS, dO and R are dead: X takes Y, Ū, k, q
+
+  tile::load_tile_async<kChunk, D, kThreads>(sY, s.Y + crow * D, D, kChunk);
+  tile::load_tile_async<kChunk, D, kThreads>(sUb, s.Ub + crow * D, D, kChunk);
+  tile::load_tile_async<kChunk, D, kThreads>(sK, in.k + in_row * D, row_stride, valid);
+  tile::load_tile_async<kChunk, D, kThreads>(sQ, in.q + in_row * D, row_stride, valid);
+  tile::cp_async_commit();
+
+  // dE = Aᵀ dY: d(b⊙k) = e^G ⊙ dE (kept in db until the end), ∂L/∂G += d(b⊙k) ⊙ b⊙k.
+  {
+    float acc[GD::kTiles][4];
+    zero(acc);
+    warp_mma<kChunk, GD::kTiles>(acc, MatAT<kChunk>{sA}, MatB<D>{sdY}, m0, nD, lane);
+    store_tile<D>(sdE, acc, m0, nD, lane);
+    for_each_pair(acc, m0, nD, lane, [&](int r, int c, float v0, float v1) {
+      if (r >= valid) return;
+      const float d0 = exp2f(G(r, c)) * v0, d1 = exp2f(G(r, c + 1)) * v1;
+      const float2 k = bf16_pair(in.k, r, c), bb = f32_pair(in.b, r, c);
+      *reinterpret_cast<float2*>(db + at(r, c)) = make_float2(d0, d1);
+      add_pair(dg, r, c, d0 * bb.x * k.x, d1 * bb.y * k.y);
+    });
+  }
+  // dZ = Aᵀ dR: dv = w ⊙ dZ, dw = v ⊙ dZ.
+  {
+    float acc[GD::kTiles][4];
+    zero(acc);
+    warp_mma<kChunk, GD::kTiles>(acc, MatAT<kChunk>{sA}, MatB<D>{sdR}, m0, nD, lane);
+    store_tile<D>(sdZ, acc, m0, nD, lane);
+    for_each_pair(acc, m0, nD, lane, [&](int r, int c, float v0, float v1) {
+      if (r >= valid) return;
+      const float2 v = bf16_pair(in.v, r, c), ww = f32_pair(in.w, r, c);
+      *reinterpret_cast<uint32_t*>(dv + at(r, c)) = pack_bf16(ww.x * v0, ww.y * v1);
+      *reinterpret_cast<float2*>(dw + at(r, c)) = make_float2(v.x * v0, v.y * v1);
+    });
+  }
+  tile::cp_async_wait<0>();
+  __syncthreads();
+
+  // dT = −(dE Yᵀ + dZ Ūᵀ), strictly below the diagonal.
+  {
+    float acc[G64::kTiles][4];
+    zero(acc);
+    warp_mma<D, G64::kTiles>(acc, MatA<D>{sdE}, MatBT<D>{sY}, m0, n64, lane);
+    warp_mma<D, G64::kTiles>(acc, MatA<D>{sdZ}, MatBT<D>{sUb}, m0, n64, lane);
+    for_each(acc, m0, n64, lane, [&](int r, int c, float& v) { v = c < r ? -v : 0.f; });
+    store_tile<kChunk>(sdT, acc, m0, n64, lane);
+  }
+  __syncthreads();  // dO .. Ū are dead: the scaled tiles of T's and P's VJPs go there
+
+  for (int idx = threadIdx.x; idx < Ly::kTile / 2; idx += kThreads) {
+    const int r = 2 * idx / D, i = 2 * idx % D, m = r / kBlock;
+    const float2 k = tile_pair<D>(sK, r, i), q = tile_pair<D>(sQ, r, i);
+    const float2 bb = r < valid ? f32_pair(in.b, r, i) : make_float2(0.f, 0.f);
+    const float bk0 = bb.x * k.x, bk1 = bb.y * k.y, g0 = G(r, i), g1 = G(r, i + 1);
+    *reinterpret_cast<uint32_t*>(sBK + swizzle<D>(r, i)) = pack_bf16(bk0, bk1);
+    for (int mm = m + 1; mm < kBlocks; ++mm)  // row side: key r for each later block's reference
+      *reinterpret_cast<uint32_t*>(sKr + swizzle<D>(row_ref_offset(mm) + r, i)) =
+          pack_bf16(k.x * exp2f(G(kBlock * mm - 1, i) - g0), k.y * exp2f(G(kBlock * mm - 1, i + 1) - g1));
+    for (int nb = 0; nb < m; ++nb) {  // column side: row r against each earlier block's last row
+      const float f0 = exp2f(g0 - G(kBlock * nb + kBlock - 1, i)), f1 = exp2f(g1 - G(kBlock * nb + kBlock - 1, i + 1));
+      const int row = col_ref_offset(nb) + r - kBlock * (nb + 1);
+      *reinterpret_cast<uint32_t*>(sBr + swizzle<D>(row, i)) = pack_bf16(bk0 * f0, bk1 * f1);
+      *reinterpret_cast<uint32_t*>(sQr + swizzle<D>(row, i)) = pack_bf16(q.x * f0, q.y * f1);
+    }
+  }
+  __syncthreads();
+
+  auto tri = [](const bf16* t, int r, int c) { return __bfloat162float(t[swizzle<kChunk>(r, c)]); };
+  // Row side: d(b⊙k)_r += Σ_{s<r} dT_rs k_s e^{G_r − G_s}, dq_r += Σ_{s≤r} dP_rs k_s e^{G_r − G_s};
+  // ∂L/∂G_r += b⊙k ⊙ the first + q ⊙ the second.
+  {
+    float aT[GD::kTiles][4], aP[GD::kTiles][4];
+    zero(aT);
+    zero(aP);
+    const bf16* keys = sKr + row_ref_offset(blk) * D;
+    for (int kk = 0; kk < blk; ++kk) {
+      uint32_t fT[4], fP[4];
+      load_a<kChunk>(fT, sdT, m0, kk * 16, lane);
+      load_a<kChunk>(fP, sdP, m0, kk * 16, lane);
+#pragma unroll
+      for (int np = 0; np < GD::kTiles / 2; ++np) {
+        uint32_t bk[4];
+        load_b_pair_kn<D>(bk, keys, nD + np * 16, kk * 16, lane);
+        mma_bf16(aT[2 * np], fT, bk[0], bk[1]);
+        mma_bf16(aT[2 * np + 1], fT, bk[2], bk[3]);
+        mma_bf16(aP[2 * np], fP, bk[0], bk[1]);
+        mma_bf16(aP[2 * np + 1], fP, bk[2], bk[3]);
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < GD::kTiles; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = m0 + lane / 4 + 8 * (e >> 1), c = nD + 8 * j + 2 * (lane % 4) + (e & 1);
+        const float gr = G(r, c);
+        float t = 0.f, p = 0.f;
+        if (blk > 0) {
+          const float f = exp2f(gr - G(m0 - 1, c));
+          t = f * aT[j][e];
+          p = f * aP[j][e];
+        }
+        for (int key = m0; key <= r; ++key) {
+          const float ks = __bfloat162float(sK[swizzle<D>(key, c)]) * exp2f(gr - G(key, c));
+          t += tri(sdT, r, key) * ks;
+          p += tri(sdP, r, key) * ks;
+        }
+        aT[j][e] = t;
+        aP[j][e] = p;
+      }
+    const int g = lane / 4, t = lane % 4;
+#pragma unroll
+    for (int j = 0; j < GD::kTiles; ++j)
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) {
+        const int r = m0 + g + 8 * hh, c = nD + 8 * j + 2 * t;
+        if (r >= valid) continue;
+        const float t0_ = aT[j][2 * hh], t1 = aT[j][2 * hh + 1], p0 = aP[j][2 * hh], p1 = aP[j][2 * hh + 1];
+        const float2 k = bf16_pair(in.k, r, c), q = bf16_pair(in.q, r, c), bb = f32_pair(in.b, r, c);
+        add_pair(db, r, c, t0_, t1);
+        add_pair(dq, r, c, p0, p1);
+        add_pair(dg, r, c, bb.x * k.x * t0_ + q.x * p0, bb.y * k.y * t1 + q.y * p1);
+      }
+  }
+  // Column side: dk_s += Σ_{r≥s} (dT_rs (b⊙k)_r + dP_rs q_r) e^{G_r − G_s}; ∂L/∂G_s −= k ⊙ that. Then the end of
+  // d(b⊙k): db = d(b⊙k) ⊙ k, dk += d(b⊙k) ⊙ b.
+  {
+    float acc[GD::kTiles][4];
+    zero(acc);
+    for (int kk = blk + 1; kk < kBlocks; ++kk) {
+      uint32_t fT[4], fP[4];
+      load_a_transposed<kChunk>(fT, sdT, m0, kk * 16, lane);
+      load_a_transposed<kChunk>(fP, sdP, m0, kk * 16, lane);
+      const int row0 = col_ref_offset(blk) + kBlock * (kk - blk - 1);
+#pragma unroll
+      for (int np = 0; np < GD::kTiles / 2; ++np) {
+        uint32_t bb[4], bq[4];
+        load_b_pair_kn<D>(bb, sBr, nD + np * 16, row0, lane);
+        load_b_pair_kn<D>(bq, sQr, nD + np * 16, row0, lane);
+        mma_bf16(acc[2 * np], fT, bb[0], bb[1]);
+        mma_bf16(acc[2 * np + 1], fT, bb[2], bb[3]);
+        mma_bf16(acc[2 * np], fP, bq[0], bq[1]);
+        mma_bf16(acc[2 * np + 1], fP, bq[2], bq[3]);
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < GD::kTiles; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int j_row = m0 + lane / 4 + 8 * (e >> 1), c = nD + 8 * j + 2 * (lane % 4) + (e & 1);
+        const float gs = G(j_row, c);
+        float x = blk + 1 < kBlocks ? exp2f(G(m0 + kBlock - 1, c) - gs) * acc[j][e] : 0.f;
+        for (int r = j_row; r < m0 + kBlock; ++r) {
+          const float ratio = exp2f(G(r, c) - gs);
+          x += (tri(sdT, r, j_row) * __bfloat162float(sBK[swizzle<D>(r, c)]) +
+                tri(sdP, r, j_row) * __bfloat162float(sQ[swizzle<D>(r, c)])) *
+               ratio;
+        }
+        acc[j][e] = x;
+      }
+    for_each_pair(acc, m0, nD, lane, [&](int row, int c, float x0, float x1) {
+      if (row >= valid) return;
+      const float2 k = bf16_pair(in.k, row, c), bb = f32_pair(in.b, row, c), dbk = f32_pair(db, row, c);
+      add_pair(dk, row, c, x0 + dbk.x * bb.x, x1 + dbk.y * bb.y);
+      add_pair(dg, row, c, -k.x * x0, -k.y * x1);
+      *reinterpret_cast<float2*>(db + at(row, c)) = make_float2(dbk.x * k.x, dbk.y * k.y);
+    });
+  }
+  __syncthreads();  // every row's ∂L/∂G is in dg
+
+  // g's gradient: Σ over the rows r ≥ t of its chunk of ∂L/∂G_r, starting from ∂L/∂G_c (the last row's G, which the
+  // state's decay and K̃ read; padded rows add nothing else).
+  for (int c = threadIdx.x; c < D; c += kThreads) {
+    float suffix = sOverlap[c];
+    for (int i = 0; i < kBlocks; ++i) suffix += sColG[i * D + c];
+    for (int r = valid - 1; r >= 0; --r) {
+      suffix += dg[at(r, c)];
+      dg[at(r, c)] = suffix;
+    }
+  }
+}
+
+template <int D> void reverse_pass(const GatedDelta2Shape& d, float scale, const bf16* dout, const Scratch& s,
+                                   const float* dstate_out, float* dstate_in) {
+  using Ly = ReverseLayout<D>;
+  allow_dynamic_smem<reverse_pass_kernel<D>>(Ly::kBytes);
+  const dim3 grid(unsigned(D / kValueBlock), unsigned(d.heads), unsigned(d.batch));
+  reverse_pass_kernel<D>
+      <<<grid, kThreads, Ly::kBytes, cuda::stream()>>>(sizes_of(d, scale), dout, s, dstate_out, dstate_in);
+  PRIMER_CUDA_CHECK_LAUNCH();
+}
+
+template <int D> void chunk_grads(const GatedDelta2Shape& d, float scale, const Inputs& in, const bf16* dout,
+                                  const Scratch& s, float* dq, float* dk, bf16* dv, float* dg, float* db, float* dw) {
+  allow_dynamic_smem<chunk_grads_kernel<D>>(GradLayout<D>::kBytes);
+  const dim3 grid(unsigned(chunks_of(d)), unsigned(d.heads), unsigned(d.batch));
+  chunk_grads_kernel<D><<<grid, kThreads, GradLayout<D>::kBytes, cuda::stream()>>>(sizes_of(d, scale), in, dout, s, dq,
+                                                                                   dk, dv, dg, db, dw);
+  PRIMER_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+}  // namespace primer::ops::cuda_ops::gdr2
+
+namespace primer::ops::cuda_ops {
+
+void gated_delta_rule2_chunked_backward(const GatedDelta2Shape& d, const void* dout, const float* dstate_out,
+                                        const void* q, const void* k, const void* v, const float* g, const float* b,
+                                        const float* w, const float* state_in, float scale, float* dq, float* dk,
+                                        void* dv, float* dg, float* db, float* dw, float* dstate_in, void* workspace) {
+  if (d.time == 0) {  // nothing to read: the state gradient passes through
+    const size_t bytes = size_t(d.batch * d.heads * d.key_dim * d.value_dim) * sizeof(float);
+    if (dstate_in && dstate_out)
+      PRIMER_CUDA_CHECK(cudaMemcpyAsync(dstate_in, dstate_out, bytes, cudaMemcpyDeviceToDevice, cuda::stream()));
+    else if (dstate_in)
+      PRIMER_CUDA_CHECK(cudaMemsetAsync(dstate_in, 0, bytes, cuda::stream()));
+    return;
+  }
+  using gdr2::bf16;
+  gdr2::Scratch s;
+  gdr2::carve_scratch(d, true, workspace, &s);
+  const gdr2::Inputs in{static_cast<const bf16*>(q), static_cast<const bf16*>(k), static_cast<const bf16*>(v), g, b, w};
+  const auto* dO = static_cast<const bf16*>(dout);
+  auto* dv_ = static_cast<bf16*>(dv);
+  gdr2::launch_chunk_prep(d, in, scale, s);
+  gdr2::launch_state_pass(d, scale, s, state_in, nullptr, nullptr, true);
+  if (d.key_dim == 64) {
+    gdr2::reverse_pass<64>(d, scale, dO, s, dstate_out, dstate_in);
+    gdr2::chunk_grads<64>(d, scale, in, dO, s, dq, dk, dv_, dg, db, dw);
+  } else {
+    gdr2::reverse_pass<128>(d, scale, dO, s, dstate_out, dstate_in);
+    gdr2::chunk_grads<128>(d, scale, in, dO, s, dq, dk, dv_, dg, db, dw);
+  }
+}
+
+}  // namespace primer::ops::cuda_ops
