@@ -27,6 +27,11 @@ using namespace tile;
 
 constexpr int kValueBlock = 64;
 
+// Up to four pairs an epilogue reads per accumulator pair (unused ones stay zero).
+struct Gathered {
+  float2 a{0.f, 0.f}, b{0.f, 0.f}, c{0.f, 0.f}, d{0.f, 0.f};
+};
+
 // ---------------------------------------------------------------------------------------------------------------
 // Reverse state pass.
 
@@ -149,8 +154,9 @@ template <int D> struct GradLayout {
 };
 
 template <int D> __global__ void __launch_bounds__(kThreads)
-    chunk_grads_kernel(Sizes sz, Inputs in, const bf16* dout, Scratch s, float* dq, float* dk, bf16* dv, float* dg,
-                       float* db, float* dw) {
+    chunk_grads_kernel(Sizes sz, Inputs in, const bf16* __restrict__ dout, Scratch s, float* __restrict__ dq,
+                       float* __restrict__ dk, bf16* __restrict__ dv, float* __restrict__ dg, float* __restrict__ db,
+                       float* __restrict__ dw) {
   using Ly = GradLayout<D>;
   using G64 = WarpGrid<kChunk, kChunk, kThreads / 32>;
   using GD = WarpGrid<kChunk, D, kThreads / 32>;
@@ -199,14 +205,27 @@ template <int D> __global__ void __launch_bounds__(kThreads)
 
   auto G = [&](int r, int c) { return sG[r * Ly::kGStride + c]; };
   auto at = [&](int r, int c) { return (in_row + int64_t(r) * sz.H) * D + c; };  // [B, T, H, D] offset
+  // Inputs through the read-only path; outputs the kernel itself wrote through plain loads.
   auto bf16_pair = [&](const bf16* x, int r, int c) {
-    return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(x + at(r, c)));
+    return __bfloat1622float2(__ldg(reinterpret_cast<const __nv_bfloat162*>(x + at(r, c))));
   };
-  auto f32_pair = [&](const float* x, int r, int c) { return *reinterpret_cast<const float2*>(x + at(r, c)); };
-  auto add_pair = [&](float* x, int r, int c, float v0, float v1) {
-    float2* p = reinterpret_cast<float2*>(x + at(r, c));
-    const float2 old = *p;
-    *p = make_float2(old.x + v0, old.y + v1);
+  auto f32_pair = [&](const float* x, int r, int c) { return __ldg(reinterpret_cast<const float2*>(x + at(r, c))); };
+  auto out_pair = [&](const float* x, int r, int c) { return *reinterpret_cast<const float2*>(x + at(r, c)); };
+  auto put = [&](float* x, int r, int c, float v0, float v1) {
+    *reinterpret_cast<float2*>(x + at(r, c)) = make_float2(v0, v1);
+  };
+  // apply(r, c, v0, v1, x, j, e) over an accumulator's pairs (elements e, e + 1 of n-tile j) of the valid rows, x =
+  // load(r, c) fetched for both rows of an n-tile first: an epilogue's global reads then travel together instead of one
+  // round trip after another.
+  auto epilogue = [&](auto& acc, int n0, auto&& load, auto&& apply) {
+    const int g = lane / 4, t = lane % 4;
+#pragma unroll
+    for (int j = 0; j < GD::kTiles; ++j) {
+      const int c = n0 + 8 * j + 2 * t, r0 = m0 + g, r1 = r0 + 8;
+      const Gathered x0 = r0 < valid ? load(r0, c) : Gathered{}, x1 = r1 < valid ? load(r1, c) : Gathered{};
+      if (r0 < valid) apply(r0, c, acc[j][0], acc[j][1], x0, j, 0);
+      if (r1 < valid) apply(r1, c, acc[j][2], acc[j][3], x1, j, 2);
+    }
   };
 
   // dQ̃ = dO Sᵀ: dq = scale e^G ⊙ dQ̃ (Q̃ carries the scale) and ∂L/∂G += dq ⊙ q. Starts dq and ∂L/∂G (kept in dg).
@@ -214,13 +233,13 @@ template <int D> __global__ void __launch_bounds__(kThreads)
     float acc[GD::kTiles][4];
     zero(acc);
     warp_mma<D, GD::kTiles>(acc, MatA<D>{sdO}, MatBT<D>{sS}, m0, nD, lane);
-    for_each_pair(acc, m0, nD, lane, [&](int r, int c, float v0, float v1) {
-      if (r >= valid) return;
-      const float d0 = sz.scale * exp2f(G(r, c)) * v0, d1 = sz.scale * exp2f(G(r, c + 1)) * v1;
-      const float2 q = bf16_pair(in.q, r, c);
-      *reinterpret_cast<float2*>(dq + at(r, c)) = make_float2(d0, d1);
-      *reinterpret_cast<float2*>(dg + at(r, c)) = make_float2(d0 * q.x, d1 * q.y);
-    });
+    epilogue(
+        acc, nD, [&](int r, int c) { return Gathered{bf16_pair(in.q, r, c)}; },
+        [&](int r, int c, float v0, float v1, const Gathered& x, int, int) {
+          const float d0 = sz.scale * exp2f(G(r, c)) * v0, d1 = sz.scale * exp2f(G(r, c + 1)) * v1;
+          put(dq, r, c, d0, d1);
+          put(dg, r, c, d0 * x.a.x, d1 * x.a.y);
+        });
   }
   // dK̃ = R dSᵀ: dk = e^{G_c − G} ⊙ dK̃ and ∂L/∂G_r −= dk ⊙ k, ∂L/∂G_c += Σ_r dk ⊙ k. Starts dk.
   {
@@ -229,14 +248,18 @@ template <int D> __global__ void __launch_bounds__(kThreads)
     warp_mma<D, GD::kTiles>(acc, MatA<D>{sR}, MatBT<D>{sdS}, m0, nD, lane);
     for_each(acc, m0, nD, lane,
              [&](int r, int c, float& v) { v = r < valid ? exp2f(G(kChunk - 1, c) - G(r, c)) * v : 0.f; });
-    for_each_pair(acc, m0, nD, lane, [&](int r, int c, float d0, float d1) {
-      if (r >= valid) return;
-      const float2 k = bf16_pair(in.k, r, c);
-      *reinterpret_cast<float2*>(dk + at(r, c)) = make_float2(d0, d1);
-      add_pair(dg, r, c, -d0 * k.x, -d1 * k.y);
-    });
-    accumulate_columns(acc, m0, nD, lane, sColG + blk * D,
-                       [&](int r, int c, float v) { return r < valid ? v * __bfloat162float(in.k[at(r, c)]) : 0.f; });
+    epilogue(
+        acc, nD,
+        [&](int r, int c) {
+          return Gathered{bf16_pair(in.k, r, c), out_pair(dg, r, c)};
+        },
+        [&](int r, int c, float& d0, float& d1, const Gathered& x, int, int) {
+          put(dk, r, c, d0, d1);
+          put(dg, r, c, x.b.x - d0 * x.a.x, x.b.y - d1 * x.a.y);
+          d0 *= x.a.x;  // dk ⊙ k, for ∂L/∂G_c
+          d1 *= x.a.y;
+        });
+    accumulate_columns(acc, m0, nD, lane, sColG + blk * D, [](int, int, float v) { return v; });
   }
   // e^{G_c} ⊙ rowsum(dS ⊙ S), a warp per key row.
   for (int i = warp; i < D; i += kThreads / 32) {
@@ -280,13 +303,16 @@ template <int D> __global__ void __launch_bounds__(kThreads)
     zero(acc);
     warp_mma<kChunk, GD::kTiles>(acc, MatAT<kChunk>{sA}, MatB<D>{sdY}, m0, nD, lane);
     store_tile<D>(sdE, acc, m0, nD, lane);
-    for_each_pair(acc, m0, nD, lane, [&](int r, int c, float v0, float v1) {
-      if (r >= valid) return;
-      const float d0 = exp2f(G(r, c)) * v0, d1 = exp2f(G(r, c + 1)) * v1;
-      const float2 k = bf16_pair(in.k, r, c), bb = f32_pair(in.b, r, c);
-      *reinterpret_cast<float2*>(db + at(r, c)) = make_float2(d0, d1);
-      add_pair(dg, r, c, d0 * bb.x * k.x, d1 * bb.y * k.y);
-    });
+    epilogue(
+        acc, nD,
+        [&](int r, int c) {
+          return Gathered{bf16_pair(in.k, r, c), f32_pair(in.b, r, c), out_pair(dg, r, c)};
+        },
+        [&](int r, int c, float v0, float v1, const Gathered& x, int, int) {
+          const float d0 = exp2f(G(r, c)) * v0, d1 = exp2f(G(r, c + 1)) * v1;
+          put(db, r, c, d0, d1);
+          put(dg, r, c, x.c.x + d0 * x.b.x * x.a.x, x.c.y + d1 * x.b.y * x.a.y);
+        });
   }
   // dZ = Aᵀ dR: dv = w ⊙ dZ, dw = v ⊙ dZ.
   {
@@ -294,12 +320,15 @@ template <int D> __global__ void __launch_bounds__(kThreads)
     zero(acc);
     warp_mma<kChunk, GD::kTiles>(acc, MatAT<kChunk>{sA}, MatB<D>{sdR}, m0, nD, lane);
     store_tile<D>(sdZ, acc, m0, nD, lane);
-    for_each_pair(acc, m0, nD, lane, [&](int r, int c, float v0, float v1) {
-      if (r >= valid) return;
-      const float2 v = bf16_pair(in.v, r, c), ww = f32_pair(in.w, r, c);
-      *reinterpret_cast<uint32_t*>(dv + at(r, c)) = pack_bf16(ww.x * v0, ww.y * v1);
-      *reinterpret_cast<float2*>(dw + at(r, c)) = make_float2(v.x * v0, v.y * v1);
-    });
+    epilogue(
+        acc, nD,
+        [&](int r, int c) {
+          return Gathered{bf16_pair(in.v, r, c), f32_pair(in.w, r, c)};
+        },
+        [&](int r, int c, float v0, float v1, const Gathered& x, int, int) {
+          *reinterpret_cast<uint32_t*>(dv + at(r, c)) = pack_bf16(x.b.x * v0, x.b.y * v1);
+          put(dw, r, c, x.a.x * v0, x.a.y * v1);
+        });
   }
   tile::cp_async_wait<0>();
   __syncthreads();
@@ -375,19 +404,18 @@ template <int D> __global__ void __launch_bounds__(kThreads)
         aT[j][e] = t;
         aP[j][e] = p;
       }
-    const int g = lane / 4, t = lane % 4;
-#pragma unroll
-    for (int j = 0; j < GD::kTiles; ++j)
-#pragma unroll
-      for (int hh = 0; hh < 2; ++hh) {
-        const int r = m0 + g + 8 * hh, c = nD + 8 * j + 2 * t;
-        if (r >= valid) continue;
-        const float t0_ = aT[j][2 * hh], t1 = aT[j][2 * hh + 1], p0 = aP[j][2 * hh], p1 = aP[j][2 * hh + 1];
-        const float2 k = bf16_pair(in.k, r, c), q = bf16_pair(in.q, r, c), bb = f32_pair(in.b, r, c);
-        add_pair(db, r, c, t0_, t1);
-        add_pair(dq, r, c, p0, p1);
-        add_pair(dg, r, c, bb.x * k.x * t0_ + q.x * p0, bb.y * k.y * t1 + q.y * p1);
-      }
+    epilogue(
+        aT, nD,
+        [&](int r, int c) {
+          return Gathered{f32_pair(in.b, r, c), out_pair(db, r, c), out_pair(dq, r, c), out_pair(dg, r, c)};
+        },
+        [&](int r, int c, float t0_, float t1, const Gathered& x, int j, int e) {
+          const float p0 = aP[j][e], p1 = aP[j][e + 1];
+          const float2 k = tile_pair<D>(sK, r, c), q = tile_pair<D>(sQ, r, c);
+          put(db, r, c, x.b.x + t0_, x.b.y + t1);
+          put(dq, r, c, x.c.x + p0, x.c.y + p1);
+          put(dg, r, c, x.d.x + x.a.x * k.x * t0_ + q.x * p0, x.d.y + x.a.y * k.y * t1 + q.y * p1);
+        });
   }
   // Column side: dk_s += Σ_{r≥s} (dT_rs (b⊙k)_r + dP_rs q_r) e^{G_r − G_s}; ∂L/∂G_s −= k ⊙ that. Then the end of
   // d(b⊙k): db = d(b⊙k) ⊙ k, dk += d(b⊙k) ⊙ b.
@@ -425,13 +453,17 @@ template <int D> __global__ void __launch_bounds__(kThreads)
         }
         acc[j][e] = x;
       }
-    for_each_pair(acc, m0, nD, lane, [&](int row, int c, float x0, float x1) {
-      if (row >= valid) return;
-      const float2 k = bf16_pair(in.k, row, c), bb = f32_pair(in.b, row, c), dbk = f32_pair(db, row, c);
-      add_pair(dk, row, c, x0 + dbk.x * bb.x, x1 + dbk.y * bb.y);
-      add_pair(dg, row, c, -k.x * x0, -k.y * x1);
-      *reinterpret_cast<float2*>(db + at(row, c)) = make_float2(dbk.x * k.x, dbk.y * k.y);
-    });
+    epilogue(
+        acc, nD,
+        [&](int r, int c) {
+          return Gathered{f32_pair(in.b, r, c), out_pair(db, r, c), out_pair(dk, r, c), out_pair(dg, r, c)};
+        },
+        [&](int r, int c, float x0, float x1, const Gathered& x, int, int) {
+          const float2 k = tile_pair<D>(sK, r, c);
+          put(dk, r, c, x.c.x + x0 + x.b.x * x.a.x, x.c.y + x1 + x.b.y * x.a.y);
+          put(dg, r, c, x.d.x - k.x * x0, x.d.y - k.y * x1);
+          put(db, r, c, x.b.x * k.x, x.b.y * k.y);
+        });
   }
   __syncthreads();  // every row's ∂L/∂G is in dg
 

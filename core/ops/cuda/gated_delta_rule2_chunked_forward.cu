@@ -17,6 +17,7 @@
 #include "core/ops/cuda/gated_delta_rule2_chunked.h"
 #include "core/ops/cuda/gated_delta_rule2_chunked_kernels.cuh"
 #include "core/ops/cuda/tile/block_reduce.cuh"
+#include "core/ops/cuda/tile/unit_lower_inverse.cuh"
 #include "core/ops/cuda/tile/warp_mma.cuh"
 
 namespace primer::ops::cuda_ops::gdr2 {
@@ -77,12 +78,16 @@ template <int D> __global__ void __launch_bounds__(kThreads) chunk_prep_kernel(S
 
   auto G = [&](int r, int i) { return sG[r * Ly::kGStride + i]; };
   auto gate_pair = [&](const float* x, int r, int i) {  // (x[r][i], x[r][i + 1]) of a [B, T, H, D] gate; 0 past T
-    return r < valid ? *reinterpret_cast<const float2*>(x + (in_row + int64_t(r) * sz.H) * D + i) : make_float2(0, 0);
+    return r < valid ? __ldg(reinterpret_cast<const float2*>(x + (in_row + int64_t(r) * sz.H) * D + i))
+                     : make_float2(0, 0);
   };
 
   // The scaled operands of the blocks below the diagonal: block m's rows against its reference G_{16m−1}, and every
   // earlier row's key against each later block's reference.
-  for (int idx = threadIdx.x; idx < Ly::kTile / 2; idx += kThreads) {
+  // (Loops over the tile's pairs run a fixed number of times, unrolled, so that their global reads overlap.)
+#pragma unroll 4
+  for (int it = 0; it < Ly::kTile / 2 / kThreads; ++it) {
+    const int idx = threadIdx.x + it * kThreads;
     const int r = 2 * idx / D, i = 2 * idx % D, m = r / kBlock;
     const float2 q = tile_pair<D>(sQ, r, i), k = tile_pair<D>(sK, r, i), bb = gate_pair(in.b, r, i);
     const float g0 = G(r, i), g1 = G(r, i + 1);
@@ -170,26 +175,10 @@ template <int D> __global__ void __launch_bounds__(kThreads) chunk_prep_kernel(S
   __syncthreads();
 
   if (threadIdx.x < kChunk) {
-    // A = (I + T)⁻¹: thread j solves (I + T) x = e_j by forward substitution, x in registers; four partial sums
-    // per row shorten the dependent chain of fused multiply-adds fourfold.
+    // A = (I + T)⁻¹, thread j its column j.
     const int j = threadIdx.x;
     float x[kChunk];
-#pragma unroll
-    for (int r = 0; r < kChunk; ++r) {
-      const float* Lr = sL + r * Ly::kLStride;
-      float acc[4] = {r == j ? 1.f : 0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-      for (int c = 0; c < (r & ~3); c += 4) {
-        const float4 l = *reinterpret_cast<const float4*>(Lr + c);
-        acc[0] -= l.x * x[c];
-        acc[1] -= l.y * x[c + 1];
-        acc[2] -= l.z * x[c + 2];
-        acc[3] -= l.w * x[c + 3];
-      }
-#pragma unroll
-      for (int c = r & ~3; c < r; ++c) acc[c & 3] -= Lr[c] * x[c];
-      x[r] = (acc[0] + acc[1]) + (acc[2] + acc[3]);
-    }
+    unit_lower_inverse_column<kChunk, Ly::kLStride>(sL, j, x);
 #pragma unroll
     for (int r = 0; r < kChunk; ++r) {
       const bf16 a = __float2bfloat16_rn(x[r]);
@@ -199,7 +188,11 @@ template <int D> __global__ void __launch_bounds__(kThreads) chunk_prep_kernel(S
   } else {
     // Meanwhile: E = e^G⊙b⊙k and Z = w⊙v over the scaled operands (read before the last barrier), Q̃ and K̃ to the
     // scratch, and e^{G_c}.
-    for (int idx = threadIdx.x - kChunk; idx < Ly::kTile / 2; idx += kThreads - kChunk) {
+    constexpr int kWorkers = kThreads - kChunk;
+#pragma unroll 2
+    for (int it = 0; it < (Ly::kTile / 2 + kWorkers - 1) / kWorkers; ++it) {
+      const int idx = threadIdx.x - kChunk + it * kWorkers;
+      if (idx >= Ly::kTile / 2) break;
       const int r = 2 * idx / D, i = 2 * idx % D;
       const float2 q = tile_pair<D>(sQ, r, i), k = tile_pair<D>(sK, r, i), v = tile_pair<D>(sV, r, i);
       const float2 bb = gate_pair(in.b, r, i), ww = gate_pair(in.w, r, i);

@@ -10,6 +10,7 @@
 #include <type_traits>
 
 #include "core/cuda_runtime.h"
+#include "core/ops/cuda/tile/unit_lower_inverse.cuh"
 #include "core/ops/cuda/tile/warp_mma.cuh"
 #include "core/ops/cuda/dynamic_smem.h"
 #include "core/ops/cuda/gated_delta_rule.h"
@@ -95,27 +96,11 @@ template <int D> __global__ void __launch_bounds__(kThreads) chunk_prep_kernel(S
   }
   __syncthreads();
 
-  // A = (I + L)⁻¹: thread j solves (I + L) x = e_j by forward substitution, x in registers; four partial sums
-  // per row shorten the dependent chain of fused multiply-adds fourfold.
+  // A = (I + L)⁻¹, thread j its column j.
   if (threadIdx.x < kChunk) {
     const int j = threadIdx.x;
     float x[kChunk];
-#pragma unroll
-    for (int r = 0; r < kChunk; ++r) {
-      const float* Lr = sL + r * Ly::kLStride;
-      float acc[4] = {r == j ? 1.f : 0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-      for (int c = 0; c < (r & ~3); c += 4) {
-        const float4 l = *reinterpret_cast<const float4*>(Lr + c);
-        acc[0] -= l.x * x[c];
-        acc[1] -= l.y * x[c + 1];
-        acc[2] -= l.z * x[c + 2];
-        acc[3] -= l.w * x[c + 3];
-      }
-#pragma unroll
-      for (int c = r & ~3; c < r; ++c) acc[c & 3] -= Lr[c] * x[c];
-      x[r] = (acc[0] + acc[1]) + (acc[2] + acc[3]);
-    }
+    unit_lower_inverse_column<kChunk, Ly::kLStride>(sL, j, x);
 #pragma unroll
     for (int r = 0; r < kChunk; ++r) {
       const bf16 a = __float2bfloat16_rn(x[r]);
