@@ -7,12 +7,13 @@
 //  4. the per-chunk gradients, one CTA per (chunk, head, batch), the paper's App. B VJP in the ratio form:
 //       dQ̃ = dO Sᵀ,  dP = dO Rᵀ,  dK̃ = R dSᵀ,  dY = −dR Sᵀ,  dE = Aᵀ dY,  dZ = Aᵀ dR,
 //       dT = −tril(dE Yᵀ + dZ Ūᵀ, −1)   (the paper's −Aᵀ dA Aᵀ without forming dA),
-//     then T's and P's VJPs through their decay ratios, as the forward built them: products of reference-scaled
-//     operands below the diagonal blocks (row side: Σ_s dT_rs k_s e^{G_r − G_s}; column side:
-//     Σ_r dT_rs (b⊙k)_r e^{G_r − G_s}), exact per pair on them. ∂L/∂G is the sum of each operand's gradient times
-//     itself (e^G⊙q, e^{G_c − G}⊙k, e^G⊙b⊙k, the ratios' two ends), reverse-cumsummed over the chunk with the
-//     state decay's e^{G_c}⊙rowsum(dS⊙S) and K̃'s share at its last row. Each gradient element has one owning thread
-//     for the whole kernel, which accumulates it in the f32 output itself: deterministic, no atomics.
+//     then T's and P's VJPs through their decay ratios, as the forward built them: by blocks of 16 rows, products
+//     of operands scaled to a reference row inside the block (row side: Σ_s dT_rs k_s e^{G_r − G_s}; column side:
+//     Σ_r dT_rs (b⊙k)_r e^{G_r − G_s}), exact sums per pair for a block whose decay range does not fit. ∂L/∂G is the
+//     sum of each operand's gradient times itself (e^G⊙q, e^{G_c − G}⊙k, e^G⊙b⊙k, the ratios' two ends),
+//     reverse-cumsummed over the chunk with the state decay's e^{G_c}⊙rowsum(dS⊙S) and K̃'s share at its last row. Each
+//     gradient element has one owning thread for the whole kernel, which accumulates it in the f32 output itself:
+//     deterministic, no atomics.
 #include "core/cuda_runtime.h"
 #include "core/ops/cuda/dynamic_smem.h"
 #include "core/ops/cuda/gated_delta_rule2_chunked.h"
@@ -131,22 +132,17 @@ template <int D> __global__ void __launch_bounds__(kThreads)
 // ---------------------------------------------------------------------------------------------------------------
 // Per-chunk gradients.
 
-// Rows of the reference-scaled tiles of T's and P's VJPs. Row side, block m = 1..3 reads the keys of rows [0, 16m)
-// scaled to its reference G_{16m−1} (from row_ref_offset(m)); column side, block n = 0..2 reads rows [16(n + 1), 64)
-// of b⊙k and of q scaled to G_{16n+15} (from col_ref_offset(n)).
-constexpr int kRefRows = kBlock * kBlocks * (kBlocks - 1) / 2;  // 96 either way
-__device__ __forceinline__ int row_ref_offset(int m) { return kBlock * m * (m - 1) / 2; }
-__device__ __forceinline__ int col_ref_offset(int n) {
-  return kRefRows - kBlock * (kBlocks - 1 - n) * (kBlocks - n) / 2;
-}
+// Column side of T's and P's VJPs: block n's reference scales rows [16n, 64) of b⊙k and of q, stored one block after
+// another from col_offset(n) (as many rows as the row side's keys).
+__device__ __forceinline__ int col_offset(int n) { return kChunk * n - kBlock * n * (n - 1) / 2; }
 
 template <int D> struct GradLayout {
   static constexpr int kTile = kChunk * D, kSquare = kChunk * kChunk;
   static constexpr int kX = 2 * D * D > 4 * kTile ? 2 * D* D : 4 * kTile;  // S, dS; then Y, Ū, k, q
-  // dO, R, dR, dY, then X: the first 6 tiles (dead by the VJP of T and P) then hold the scaled keys, b⊙k and q,
-  // and the plain b⊙k; then A, dP (scaled, masked), dT.
+  // dO, R, dR, dY, then X: the first 6 tiles (dead by the VJP of T and P) then hold the scaled keys (row side), then
+  // the scaled b⊙k and q and the plain b⊙k (column side); then A, dP (scaled, masked), dT.
   static constexpr int kHalves = 4 * kTile + kX + 3 * kSquare;
-  static_assert(3 * kRefRows * D + kTile <= 6 * kTile, "the scaled tiles fit where dO .. Ū were");
+  static_assert(2 * kKeyRows * D + kTile <= 6 * kTile, "the scaled tiles fit where dO .. Ū were");
   static constexpr int kGStride = D + 4;
   // G; per-row-block column sums of K̃'s share of ∂L/∂G_c (4 × D); e^{G_c}⊙rowsum(dS⊙S) (D).
   static constexpr int kFloats = kChunk * kGStride + kBlocks * D + D;
@@ -175,9 +171,12 @@ template <int D> __global__ void __launch_bounds__(kThreads)
   float* sOverlap = sColG + kBlocks * D;      // [D]
   bf16 *sS = sX, *sdS = sX + D * D;
   bf16 *sY = sX, *sUb = sX + Ly::kTile, *sK = sX + 2 * Ly::kTile, *sQ = sX + 3 * Ly::kTile;
-  bf16 *sdE = sdO, *sdZ = sR;                                             // phase 2
-  bf16 *sKr = sdO, *sBr = sKr + kRefRows * D, *sQr = sBr + kRefRows * D;  // phase 3
-  bf16* sBK = sQr + kRefRows * D;
+  bf16 *sdE = sdO, *sdZ = sR;  // phase 2
+  // The VJP of T and P reads reference-scaled operands as hi + lo bf16 pairs (~16 bits): each pair (r, s) of a block
+  // adds its term to ∂L/∂G_r on the row side and subtracts it from ∂L/∂G_s on the column side, products rounded
+  // differently, and the reverse cumulative sum keeps only their difference where they straddle a token.
+  bf16 *sHi = sdO, *sLo = sdO + kKeyRows * D;  // row side: keys; column side: b⊙k, then q
+  bf16* sBK = sdO + 2 * kKeyRows * D;          // column side, exact blocks: b⊙k
 
   const int n = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
   const int t0 = n * kChunk, valid = min(kChunk, sz.T - t0);
@@ -202,6 +201,11 @@ template <int D> __global__ void __launch_bounds__(kThreads)
   __syncthreads();
   scan_decay<D, Ly::kGStride>(sG);
   __syncthreads();
+  __shared__ bool fits[kBlocks];  // the blocks whose VJP takes the reference scaling (the others: exact sums)
+  if (warp < kBlocks) {
+    const bool ok = block_fits<D, Ly::kGStride>(sG, warp, lane);
+    if (lane == 0) fits[warp] = ok;
+  }
 
   auto G = [&](int r, int c) { return sG[r * Ly::kGStride + c]; };
   auto at = [&](int r, int c) { return (in_row + int64_t(r) * sz.H) * D + c; };  // [B, T, H, D] offset
@@ -344,66 +348,69 @@ template <int D> __global__ void __launch_bounds__(kThreads)
   }
   __syncthreads();  // dO .. Ū are dead: the scaled tiles of T's and P's VJPs go there
 
-  for (int idx = threadIdx.x; idx < Ly::kTile / 2; idx += kThreads) {
-    const int r = 2 * idx / D, i = 2 * idx % D, m = r / kBlock;
-    const float2 k = tile_pair<D>(sK, r, i), q = tile_pair<D>(sQ, r, i);
-    const float2 bb = r < valid ? f32_pair(in.b, r, i) : make_float2(0.f, 0.f);
-    const float bk0 = bb.x * k.x, bk1 = bb.y * k.y, g0 = G(r, i), g1 = G(r, i + 1);
-    *reinterpret_cast<uint32_t*>(sBK + swizzle<D>(r, i)) = pack_bf16(bk0, bk1);
-    for (int mm = m + 1; mm < kBlocks; ++mm)  // row side: key r for each later block's reference
-      *reinterpret_cast<uint32_t*>(sKr + swizzle<D>(row_ref_offset(mm) + r, i)) =
-          pack_bf16(k.x * exp2f(G(kBlock * mm - 1, i) - g0), k.y * exp2f(G(kBlock * mm - 1, i + 1) - g1));
-    for (int nb = 0; nb < m; ++nb) {  // column side: row r against each earlier block's last row
-      const float f0 = exp2f(g0 - G(kBlock * nb + kBlock - 1, i)), f1 = exp2f(g1 - G(kBlock * nb + kBlock - 1, i + 1));
-      const int row = col_ref_offset(nb) + r - kBlock * (nb + 1);
-      *reinterpret_cast<uint32_t*>(sBr + swizzle<D>(row, i)) = pack_bf16(bk0 * f0, bk1 * f1);
-      *reinterpret_cast<uint32_t*>(sQr + swizzle<D>(row, i)) = pack_bf16(q.x * f0, q.y * f1);
-    }
-  }
-  __syncthreads();
-
   auto tri = [](const bf16* t, int r, int c) { return __bfloat162float(t[swizzle<kChunk>(r, c)]); };
   // Row side: d(b⊙k)_r += Σ_{s<r} dT_rs k_s e^{G_r − G_s}, dq_r += Σ_{s≤r} dP_rs k_s e^{G_r − G_s};
-  // ∂L/∂G_r += b⊙k ⊙ the first + q ⊙ the second.
+  // ∂L/∂G_r += b⊙k ⊙ the first + q ⊙ the second. Keys scaled to each block's reference first.
+#pragma unroll 4
+  for (int it = 0; it < Ly::kTile / 2 / kThreads; ++it) {
+    const int idx = threadIdx.x + it * kThreads;
+    const int r = 2 * idx / D, i = 2 * idx % D;
+    const float2 k = tile_pair<D>(sK, r, i);
+    const float g0 = G(r, i), g1 = G(r, i + 1);
+    for (int mm = r / kBlock; mm < kBlocks; ++mm)
+      put_split(sHi, sLo, swizzle<D>(key_offset(mm) + r, i), k.x * exp2f(G(ref_row(mm), i) - g0),
+                k.y * exp2f(G(ref_row(mm), i + 1) - g1));
+  }
+  __syncthreads();
   {
     float aT[GD::kTiles][4], aP[GD::kTiles][4];
     zero(aT);
     zero(aP);
-    const bf16* keys = sKr + row_ref_offset(blk) * D;
-    for (int kk = 0; kk < blk; ++kk) {
-      uint32_t fT[4], fP[4];
-      load_a<kChunk>(fT, sdT, m0, kk * 16, lane);
-      load_a<kChunk>(fP, sdP, m0, kk * 16, lane);
+    if (fits[blk]) {
+      for (int kk = 0; kk <= blk; ++kk) {
+        uint32_t fT[4], fP[4];
+        load_a<kChunk>(fT, sdT, m0, kk * 16, lane);
+        load_a<kChunk>(fP, sdP, m0, kk * 16, lane);
 #pragma unroll
-      for (int np = 0; np < GD::kTiles / 2; ++np) {
-        uint32_t bk[4];
-        load_b_pair_kn<D>(bk, keys, nD + np * 16, kk * 16, lane);
-        mma_bf16(aT[2 * np], fT, bk[0], bk[1]);
-        mma_bf16(aT[2 * np + 1], fT, bk[2], bk[3]);
-        mma_bf16(aP[2 * np], fP, bk[0], bk[1]);
-        mma_bf16(aP[2 * np + 1], fP, bk[2], bk[3]);
+        for (int part = 0; part < 2; ++part) {
+          const bf16* keys = (part ? sLo : sHi) + key_offset(blk) * D;
+#pragma unroll
+          for (int np = 0; np < GD::kTiles / 2; ++np) {
+            uint32_t bk[4];
+            load_b_pair_kn<D>(bk, keys, nD + np * 16, kk * 16, lane);
+            mma_bf16(aT[2 * np], fT, bk[0], bk[1]);
+            mma_bf16(aT[2 * np + 1], fT, bk[2], bk[3]);
+            mma_bf16(aP[2 * np], fP, bk[0], bk[1]);
+            mma_bf16(aP[2 * np + 1], fP, bk[2], bk[3]);
+          }
+        }
       }
+#pragma unroll
+      for (int j = 0; j < GD::kTiles; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int r = m0 + lane / 4 + 8 * (e >> 1), c = nD + 8 * j + 2 * (lane % 4) + (e & 1);
+          const float f = exp2f(G(r, c) - G(ref_row(blk), c));
+          aT[j][e] *= f;
+          aP[j][e] *= f;
+        }
+    } else {
+#pragma unroll
+      for (int j = 0; j < GD::kTiles; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int r = m0 + lane / 4 + 8 * (e >> 1), c = nD + 8 * j + 2 * (lane % 4) + (e & 1);
+          const float gr = G(r, c);
+          float t = 0.f, p = 0.f;
+          for (int key = 0; key <= r; ++key) {
+            const float ks = __bfloat162float(sK[swizzle<D>(key, c)]) * exp2f(gr - G(key, c));
+            t += tri(sdT, r, key) * ks;
+            p += tri(sdP, r, key) * ks;
+          }
+          aT[j][e] = t;
+          aP[j][e] = p;
+        }
     }
-#pragma unroll
-    for (int j = 0; j < GD::kTiles; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int r = m0 + lane / 4 + 8 * (e >> 1), c = nD + 8 * j + 2 * (lane % 4) + (e & 1);
-        const float gr = G(r, c);
-        float t = 0.f, p = 0.f;
-        if (blk > 0) {
-          const float f = exp2f(gr - G(m0 - 1, c));
-          t = f * aT[j][e];
-          p = f * aP[j][e];
-        }
-        for (int key = m0; key <= r; ++key) {
-          const float ks = __bfloat162float(sK[swizzle<D>(key, c)]) * exp2f(gr - G(key, c));
-          t += tri(sdT, r, key) * ks;
-          p += tri(sdP, r, key) * ks;
-        }
-        aT[j][e] = t;
-        aP[j][e] = p;
-      }
     epilogue(
         aT, nD,
         [&](int r, int c) {
@@ -417,42 +424,69 @@ template <int D> __global__ void __launch_bounds__(kThreads)
           put(dg, r, c, x.d.x + x.a.x * k.x * t0_ + q.x * p0, x.d.y + x.a.y * k.y * t1 + q.y * p1);
         });
   }
+  __syncthreads();  // the row side's keys are dead
+
   // Column side: dk_s += Σ_{r≥s} (dT_rs (b⊙k)_r + dP_rs q_r) e^{G_r − G_s}; ∂L/∂G_s −= k ⊙ that. Then the end of
-  // d(b⊙k): db = d(b⊙k) ⊙ k, dk += d(b⊙k) ⊙ b.
+  // d(b⊙k): db = d(b⊙k) ⊙ k, dk += d(b⊙k) ⊙ b. In two passes over the same tiles: b⊙k with dT, then q with dP, each
+  // scaled to every block's reference from its own block on (rows [16n, 64) for block n).
   {
     float acc[GD::kTiles][4];
     zero(acc);
-    for (int kk = blk + 1; kk < kBlocks; ++kk) {
-      uint32_t fT[4], fP[4];
-      load_a_transposed<kChunk>(fT, sdT, m0, kk * 16, lane);
-      load_a_transposed<kChunk>(fP, sdP, m0, kk * 16, lane);
-      const int row0 = col_ref_offset(blk) + kBlock * (kk - blk - 1);
 #pragma unroll
-      for (int np = 0; np < GD::kTiles / 2; ++np) {
-        uint32_t bb[4], bq[4];
-        load_b_pair_kn<D>(bb, sBr, nD + np * 16, row0, lane);
-        load_b_pair_kn<D>(bq, sQr, nD + np * 16, row0, lane);
-        mma_bf16(acc[2 * np], fT, bb[0], bb[1]);
-        mma_bf16(acc[2 * np + 1], fT, bb[2], bb[3]);
-        mma_bf16(acc[2 * np], fP, bq[0], bq[1]);
-        mma_bf16(acc[2 * np + 1], fP, bq[2], bq[3]);
-      }
-    }
-#pragma unroll
-    for (int j = 0; j < GD::kTiles; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int j_row = m0 + lane / 4 + 8 * (e >> 1), c = nD + 8 * j + 2 * (lane % 4) + (e & 1);
-        const float gs = G(j_row, c);
-        float x = blk + 1 < kBlocks ? exp2f(G(m0 + kBlock - 1, c) - gs) * acc[j][e] : 0.f;
-        for (int r = j_row; r < m0 + kBlock; ++r) {
-          const float ratio = exp2f(G(r, c) - gs);
-          x += (tri(sdT, r, j_row) * __bfloat162float(sBK[swizzle<D>(r, c)]) +
-                tri(sdP, r, j_row) * __bfloat162float(sQ[swizzle<D>(r, c)])) *
-               ratio;
+    for (int pass = 0; pass < 2; ++pass) {
+#pragma unroll 4
+      for (int it = 0; it < Ly::kTile / 2 / kThreads; ++it) {
+        const int idx = threadIdx.x + it * kThreads;
+        const int r = 2 * idx / D, i = 2 * idx % D;
+        float2 x;
+        if (pass == 0) {
+          const float2 k = tile_pair<D>(sK, r, i);
+          const float2 bb = r < valid ? f32_pair(in.b, r, i) : make_float2(0.f, 0.f);
+          x = make_float2(bb.x * k.x, bb.y * k.y);
+          *reinterpret_cast<uint32_t*>(sBK + swizzle<D>(r, i)) = pack_bf16(x.x, x.y);
+        } else {
+          x = tile_pair<D>(sQ, r, i);
         }
-        acc[j][e] = x;
+        const float g0 = G(r, i), g1 = G(r, i + 1);
+        for (int nb = 0; nb <= r / kBlock; ++nb)
+          put_split(sHi, sLo, swizzle<D>(col_offset(nb) + r - kBlock * nb, i), x.x * exp2f(g0 - G(ref_row(nb), i)),
+                    x.y * exp2f(g1 - G(ref_row(nb), i + 1)));
       }
+      __syncthreads();
+      if (fits[blk]) {
+        for (int kk = blk; kk < kBlocks; ++kk) {
+          uint32_t fM[4];
+          load_a_transposed<kChunk>(fM, pass ? sdP : sdT, m0, kk * 16, lane);
+          const int row0 = col_offset(blk) + kBlock * (kk - blk);
+#pragma unroll
+          for (int part = 0; part < 2; ++part)
+#pragma unroll
+            for (int np = 0; np < GD::kTiles / 2; ++np) {
+              uint32_t bx[4];
+              load_b_pair_kn<D>(bx, part ? sLo : sHi, nD + np * 16, row0, lane);
+              mma_bf16(acc[2 * np], fM, bx[0], bx[1]);
+              mma_bf16(acc[2 * np + 1], fM, bx[2], bx[3]);
+            }
+        }
+      } else if (pass == 0) {  // the exact sums of both terms at once
+#pragma unroll
+        for (int j = 0; j < GD::kTiles; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int j_row = m0 + lane / 4 + 8 * (e >> 1), c = nD + 8 * j + 2 * (lane % 4) + (e & 1);
+            const float gs = G(j_row, c);
+            float x = 0.f;
+            for (int r = j_row; r < kChunk; ++r)
+              x += (tri(sdT, r, j_row) * __bfloat162float(sBK[swizzle<D>(r, c)]) +
+                    tri(sdP, r, j_row) * __bfloat162float(sQ[swizzle<D>(r, c)])) *
+                   exp2f(G(r, c) - gs);
+            acc[j][e] = x;
+          }
+      }
+      __syncthreads();  // the pass's tiles are dead
+    }
+    if (fits[blk])
+      for_each(acc, m0, nD, lane, [&](int row, int c, float& v) { v *= exp2f(G(ref_row(blk), c) - G(row, c)); });
     epilogue(
         acc, nD,
         [&](int r, int c) {

@@ -1,8 +1,9 @@
 // Gated DeltaNet-2's chunked forward on CUDA in two kernels (gated_delta_rule2_chunked_kernels.cuh has the maths):
-//  1. chunk prep, one CTA per (chunk, head, batch): cp.async loads of q, k, v; the in-chunk cumulative decay per
-//     channel; T and P below the diagonal blocks on tensor cores from operands scaled to a reference row, the
-//     diagonal 16 × 16 blocks exactly per pair (a warp per row, lanes over channels); A = (I + T)⁻¹ by forward
-//     substitution in fp32 while the other warps form e^G⊙b⊙k, w⊙v, Q̃ and K̃; Y and Ū on tensor cores.
+//  1. chunk prep, one CTA per (chunk, head, batch): cp.async loads of q, k, v and g; the in-chunk cumulative decay per
+//     channel; T and P by blocks of 16 rows on tensor cores from operands scaled to a reference row inside the block
+//     (exactly per pair for a block whose decay range would not fit bf16: a warp per row, lanes over channels);
+//     A = (I + T)⁻¹ by forward substitution in fp32 while the other warps form e^G⊙b⊙k, w⊙v, Q̃ and K̃; Y and Ū on
+//     tensor cores.
 //  2. the state pass, one CTA per (64 value columns, head, batch) walking the chunks in order with its slice of the
 //     fp32 state in registers, the next chunk's tiles arriving by cp.async while this one computes:
 //     R = Ū − Y S, o = Q̃ S + P R, S ← Diag(e^{G_c}) S + K̃ᵀ R. The backward's recompute stores the chunk-start
@@ -27,17 +28,13 @@ using namespace tile;
 
 constexpr int kValueBlock = 64;  // value columns per CTA of the state pass
 
-// Rows of the key tiles scaled to block m's reference row (the last row of block m − 1), for m = 1 .. kBlocks − 1:
-// block m reads keys of rows [0, 16m), stored one after the other from row ref_offset(m).
-constexpr int kRefRows = kBlock * kBlocks * (kBlocks - 1) / 2;
-__device__ __forceinline__ int ref_offset(int m) { return kBlock * m * (m - 1) / 2; }
-
 template <int D> struct PrepLayout {
   static constexpr int kTile = kChunk * D;
   static constexpr int kGStride = D + 4;  // fp32 row stride of G
   static constexpr int kLStride = 68;     // fp32 row stride of T: 16-byte aligned rows for float4 reads
-  // q, k, v; the scaled left operands of T and P (later e^G⊙b⊙k and w⊙v); the scaled keys; A.
-  static constexpr int kHalves = 5 * kTile + kRefRows * D + kChunk * kChunk;
+  // q, k, v; the scaled left operands of T and P as hi + lo pairs (the his later e^G⊙b⊙k and w⊙v); the scaled
+  // keys; A.
+  static constexpr int kHalves = 7 * kTile + kKeyRows * D + kChunk * kChunk;
   static constexpr size_t kBytes = kHalves * sizeof(bf16) + (kChunk * kGStride + kChunk * kLStride) * sizeof(float);
 };
 
@@ -51,10 +48,12 @@ template <int D> __global__ void __launch_bounds__(kThreads) chunk_prep_kernel(S
   bf16* sQ = reinterpret_cast<bf16*>(smem);
   bf16* sK = sQ + Ly::kTile;
   bf16* sV = sK + Ly::kTile;
-  bf16* sLq = sV + Ly::kTile;   // q_r e^{G_r − G_ref}, then w ⊙ v
-  bf16* sLb = sLq + Ly::kTile;  // b_r k_r e^{G_r − G_ref}, then e^G ⊙ b ⊙ k
-  bf16* sKr = sLb + Ly::kTile;  // k_s e^{G_ref − G_s}, per reference
-  bf16* sA = sKr + kRefRows * D;
+  bf16* sLq = sV + Ly::kTile;     // q_r e^{G_r − G_ref}, then w ⊙ v
+  bf16* sLb = sLq + Ly::kTile;    // b_r k_r e^{G_r − G_ref}, then e^G ⊙ b ⊙ k
+  bf16* sLqLo = sLb + Ly::kTile;  // the low parts: the left operands carry ~16 bits, so that T and P round once
+  bf16* sLbLo = sLqLo + Ly::kTile;
+  bf16* sKr = sLbLo + Ly::kTile;  // k_s e^{G_ref − G_s}, per reference
+  bf16* sA = sKr + kKeyRows * D;
   float* sG = reinterpret_cast<float*>(sA + kChunk * kChunk);
   float* sL = sG + kChunk * Ly::kGStride;
 
@@ -82,77 +81,86 @@ template <int D> __global__ void __launch_bounds__(kThreads) chunk_prep_kernel(S
                      : make_float2(0, 0);
   };
 
-  // The scaled operands of the blocks below the diagonal: block m's rows against its reference G_{16m−1}, and every
-  // earlier row's key against each later block's reference.
-  // (Loops over the tile's pairs run a fixed number of times, unrolled, so that their global reads overlap.)
+  // Which blocks take the reference scaling (the others are summed exactly below).
+  __shared__ bool fits[kBlocks];
+  if (warp < kBlocks) {
+    const bool ok = block_fits<D, Ly::kGStride>(sG, warp, lane);
+    if (lane == 0) fits[warp] = ok;
+  }
+  // The scaled operands: block m's rows q and b⊙k against its reference, and every key up to block m's end against
+  // each reference from its own block's on.
 #pragma unroll 4
   for (int it = 0; it < Ly::kTile / 2 / kThreads; ++it) {
     const int idx = threadIdx.x + it * kThreads;
     const int r = 2 * idx / D, i = 2 * idx % D, m = r / kBlock;
     const float2 q = tile_pair<D>(sQ, r, i), k = tile_pair<D>(sK, r, i), bb = gate_pair(in.b, r, i);
     const float g0 = G(r, i), g1 = G(r, i + 1);
-    if (m > 0) {
-      const float f0 = exp2f(g0 - G(kBlock * m - 1, i)), f1 = exp2f(g1 - G(kBlock * m - 1, i + 1));
-      put_pair(sLq, swizzle<D>(r, i), q.x * f0, q.y * f1);
-      put_pair(sLb, swizzle<D>(r, i), bb.x * k.x * f0, bb.y * k.y * f1);
-    }
-    for (int mm = m + 1; mm < kBlocks; ++mm)
-      put_pair(sKr, swizzle<D>(ref_offset(mm) + r, i), k.x * exp2f(G(kBlock * mm - 1, i) - g0),
-               k.y * exp2f(G(kBlock * mm - 1, i + 1) - g1));
+    const float f0 = exp2f(g0 - G(ref_row(m), i)), f1 = exp2f(g1 - G(ref_row(m), i + 1));
+    put_split(sLq, sLqLo, swizzle<D>(r, i), q.x * f0, q.y * f1);
+    put_split(sLb, sLbLo, swizzle<D>(r, i), bb.x * k.x * f0, bb.y * k.y * f1);
+    for (int mm = m; mm < kBlocks; ++mm)
+      put_pair(sKr, swizzle<D>(key_offset(mm) + r, i), k.x * exp2f(G(ref_row(mm), i) - g0),
+               k.y * exp2f(G(ref_row(mm), i + 1) - g1));
   }
   __syncthreads();
 
-  // T and P on the blocks below the diagonal (tensor cores), zeros above it; a warp owns 16 rows × 32 columns.
+  // T (strictly lower) and P (lower with the diagonal) of the fitting blocks on tensor cores; a warp owns 16 rows ×
+  // 32 columns.
   {
     const int m = warp % kBlocks, wn = warp / kBlocks;
-    float accT[4][4], accP[4][4];
-    zero(accT);
-    zero(accP);
-    const bf16* keys = sKr + ref_offset(m) * D;
+    if (fits[m]) {
+      float accT[4][4], accP[4][4];
+      zero(accT);
+      zero(accP);
+      const bf16* keys = sKr + key_offset(m) * D;
 #pragma unroll
-    for (int j = 0; j < 2; ++j) {
-      const int nb = 2 * wn + j;
-      if (nb >= m) continue;
+      for (int j = 0; j < 2; ++j) {
+        const int nb = 2 * wn + j;
+        if (nb > m) continue;
 #pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk) {
-        uint32_t ab[4], aq[4], bk[4];
-        load_a<D>(ab, sLb, kBlock * m, kk * 16, lane);
-        load_a<D>(aq, sLq, kBlock * m, kk * 16, lane);
-        load_b_pair_nk<D>(bk, keys, kBlock * nb, kk * 16, lane);
-        mma_bf16(accT[2 * j], ab, bk[0], bk[1]);
-        mma_bf16(accT[2 * j + 1], ab, bk[2], bk[3]);
-        mma_bf16(accP[2 * j], aq, bk[0], bk[1]);
-        mma_bf16(accP[2 * j + 1], aq, bk[2], bk[3]);
+        for (int kk = 0; kk < D / 16; ++kk) {
+          uint32_t bk[4];
+          load_b_pair_nk<D>(bk, keys, kBlock * nb, kk * 16, lane);
+#pragma unroll
+          for (int part = 0; part < 2; ++part) {
+            uint32_t ab[4], aq[4];
+            load_a<D>(ab, part ? sLbLo : sLb, kBlock * m, kk * 16, lane);
+            load_a<D>(aq, part ? sLqLo : sLq, kBlock * m, kk * 16, lane);
+            mma_bf16(accT[2 * j], ab, bk[0], bk[1]);
+            mma_bf16(accT[2 * j + 1], ab, bk[2], bk[3]);
+            mma_bf16(accP[2 * j], aq, bk[0], bk[1]);
+            mma_bf16(accP[2 * j + 1], aq, bk[2], bk[3]);
+          }
+        }
       }
+      const int m0 = kBlock * m, n0 = 32 * wn;
+      for_each_pair(accT, m0, n0, lane, [&](int r, int c, float v0, float v1) {
+        sL[r * Ly::kLStride + c] = c < r ? v0 : 0.f;
+        sL[r * Ly::kLStride + c + 1] = c + 1 < r ? v1 : 0.f;
+      });
+      for_each_pair(accP, m0, n0, lane, [&](int r, int c, float v0, float v1) {
+        *reinterpret_cast<uint32_t*>(s.P + (crow + r) * kChunk + c) =
+            pack_bf16(c <= r ? sz.scale * v0 : 0.f, c + 1 <= r ? sz.scale * v1 : 0.f);
+      });
     }
-    const int m0 = kBlock * m, n0 = 32 * wn;
-    for_each_pair(accT, m0, n0, lane, [&](int r, int c, float v0, float v1) {
-      if (c / kBlock == m) return;  // the diagonal block's pairs are summed below
-      sL[r * Ly::kLStride + c] = v0;
-      sL[r * Ly::kLStride + c + 1] = v1;
-    });
-    for_each_pair(accP, m0, n0, lane, [&](int r, int c, float v0, float v1) {
-      if (c / kBlock == m) return;
-      *reinterpret_cast<uint32_t*>(s.P + (crow + r) * kChunk + c) = pack_bf16(sz.scale * v0, sz.scale * v1);
-    });
   }
 
-  // The diagonal blocks, exactly: a warp per row r, its lanes over the channels, one pair (r, s) at a time.
+  // The other blocks' rows exactly: a warp per row r, its lanes over the channels, one key s ≤ r at a time.
   {
     constexpr int kPerLane = D / 32;
     for (int r = warp; r < kChunk; r += kThreads / 32) {
-      const int s0 = r / kBlock * kBlock;
+      if (fits[r / kBlock]) continue;
       float bk[kPerLane], qr[kPerLane], gr[kPerLane];
 #pragma unroll
       for (int u = 0; u < kPerLane; ++u) {
         const int i = lane + 32 * u;
         const float k = __bfloat162float(sK[swizzle<D>(r, i)]);
-        bk[u] = r < valid ? in.b[(in_row + int64_t(r) * sz.H) * D + i] * k : 0.f;
+        bk[u] = r < valid ? __ldg(in.b + (in_row + int64_t(r) * sz.H) * D + i) * k : 0.f;
         qr[u] = __bfloat162float(sQ[swizzle<D>(r, i)]);
         gr[u] = G(r, i);
       }
-      float t_mine = 0.f, p_mine = 0.f;
-      for (int key = s0; key <= r; ++key) {
+      float t_mine[2] = {0.f, 0.f}, p_mine[2] = {0.f, 0.f};  // keys lane and lane + 32
+      for (int key = 0; key <= r; ++key) {
         float t = 0.f, p = 0.f;
 #pragma unroll
         for (int u = 0; u < kPerLane; ++u) {
@@ -163,12 +171,13 @@ template <int D> __global__ void __launch_bounds__(kThreads) chunk_prep_kernel(S
         }
         t = warp_sum(t);
         p = warp_sum(p);
-        if (lane == key - s0) t_mine = t, p_mine = p;
+        if (lane == key % 32) t_mine[key / 32] = t, p_mine[key / 32] = p;
       }
-      if (lane < kBlock) {
-        const int c = s0 + lane;
-        sL[r * Ly::kLStride + c] = c < r ? t_mine : 0.f;
-        s.P[(crow + r) * kChunk + c] = __float2bfloat16_rn(c <= r ? sz.scale * p_mine : 0.f);
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int c = lane + 32 * half;
+        sL[r * Ly::kLStride + c] = c < r ? t_mine[half] : 0.f;
+        s.P[(crow + r) * kChunk + c] = __float2bfloat16_rn(c <= r ? sz.scale * p_mine[half] : 0.f);
       }
     }
   }

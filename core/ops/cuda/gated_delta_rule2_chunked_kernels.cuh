@@ -88,6 +88,37 @@ template <int D, int kGStride> __device__ __forceinline__ void scan_decay(float*
   }
 }
 
+// T, P and their VJPs by 16-row blocks: block m's rows r and every key s ≤ r meet through a reference row inside the
+// block, e^{G_r − G_s} = 2^{G2_r − G2_ref} · 2^{G2_ref − G2_s}, so each block is one bf16 product of scaled operands.
+// The factors stay within [2^-kSafeRange, 2^kSafeRange] on the block's own rows (and only shrink toward earlier
+// keys), far inside bf16's normal range, whenever the decay across the block allows it on every channel; a block
+// that does not (only at extreme decays) is summed exactly per pair instead.
+constexpr int kRefRow = 7;          // the reference row's place in its block
+constexpr float kSafeRange = 96.f;  // log2 units
+__device__ __forceinline__ int ref_row(int m) { return kBlock * m + kRefRow; }
+// Keys scaled to block m's reference cover rows [0, 16m + 16), stored one block after another from key_offset(m).
+constexpr int kKeyRows = kBlock * kBlocks * (kBlocks + 1) / 2;
+__device__ __forceinline__ int key_offset(int m) { return kBlock * m * (m + 1) / 2; }
+
+// Warp-collective: whether block m fits the reference scaling (every lane gets the answer).
+template <int D, int kGStride> __device__ __forceinline__ bool block_fits(const float* G, int m, int lane) {
+  const float* first = G + kBlock * m * kGStride;
+  const float* ref = G + ref_row(m) * kGStride;
+  const float* last = G + (kBlock * m + kBlock - 1) * kGStride;
+  float worst = 0.f;
+  for (int c = lane; c < D; c += 32) worst = fmaxf(worst, fmaxf(first[c] - ref[c], ref[c] - last[c]));
+#pragma unroll
+  for (int offset = 16; offset >= 1; offset >>= 1) worst = fmaxf(worst, __shfl_xor_sync(0xffffffffu, worst, offset));
+  return worst <= kSafeRange;
+}
+
+// Stores (x, y) (elements v) at a swizzled offset of two bf16 tiles as hi = bf16(v) and lo = bf16(v − hi).
+__device__ __forceinline__ void put_split(bf16* hi, bf16* lo, int offset, float x, float y) {
+  const __nv_bfloat162 h = __floats2bfloat162_rn(x, y);
+  *reinterpret_cast<__nv_bfloat162*>(hi + offset) = h;
+  *reinterpret_cast<__nv_bfloat162*>(lo + offset) = __floats2bfloat162_rn(x - __low2float(h), y - __high2float(h));
+}
+
 // Copies D floats (16-byte aligned) into shared memory (part of the caller's cp.async group).
 template <int D> __device__ __forceinline__ void load_floats_async(float* smem, const float* global) {
   if (threadIdx.x < D / 4) tile::cp_async_16(smem + 4 * threadIdx.x, global + 4 * threadIdx.x, true);
