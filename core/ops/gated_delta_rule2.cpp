@@ -125,24 +125,30 @@ bool chunked(const GatedDelta2Dims& d, const Dense& x, GatedDelta2Kernels kernel
   return kernels == GatedDelta2Kernels::automatic &&
          cuda_ops::gated_delta_rule2_chunked_supports(cuda_shape(d), x.q.dtype());
 }
+int64_t workspace_bytes(const GatedDelta2Dims& d, bool backward) {
+  return int64_t(cuda_ops::gated_delta_rule2_chunked_workspace_bytes(cuda_shape(d), backward));
+}
 Tensor workspace(const GatedDelta2Dims& d, bool backward, Device device) {
-  const size_t bytes = cuda_ops::gated_delta_rule2_chunked_workspace_bytes(cuda_shape(d), backward);
-  return Tensor::empty({int64_t(bytes)}, DType::U8, device);
+  return Tensor::empty({workspace_bytes(d, backward)}, DType::U8, device);
 }
 #else
 bool chunked(const GatedDelta2Dims&, const Dense&, GatedDelta2Kernels) { return false; }
+int64_t workspace_bytes(const GatedDelta2Dims&, bool) { return 0; }
 Tensor workspace(const GatedDelta2Dims&, bool, Device) { return Tensor(); }
 #endif
 
-Tensor forward_cuda(const GatedDelta2Dims& d, const Dense& x, Tensor* state_out, GatedDelta2Kernels kernels) {
+Tensor forward_cuda(const GatedDelta2Dims& d, const Dense& x, Tensor* state_out, Tensor* kept_scratch,
+                    GatedDelta2Kernels kernels) {
   const Device dev = x.q.device();
   const Tensor o = Tensor::empty(x.v.shape(), x.q.dtype(), dev);
   Tensor st = state_out ? Tensor::empty(state_shape(d), DType::F32, dev) : Tensor();
   if (chunked(d, x, kernels)) {
-    const Tensor ws = workspace(d, false, dev);
+    const bool keep = kept_scratch != nullptr;
+    const Tensor ws = workspace(d, keep, dev);
     PRIMER_ON_CUDA(cuda_ops::gated_delta_rule2_chunked_forward(
         cuda_shape(d), x.q.data_ptr(), x.k.data_ptr(), x.v.data_ptr(), x.g.data<float>(), x.b.data<float>(),
-        x.w.data<float>(), f32_or_null(x.s), float(d.scale), o.data_ptr(), f32_or_null(&st), ws.data_ptr()));
+        x.w.data<float>(), f32_or_null(x.s), float(d.scale), o.data_ptr(), f32_or_null(&st), ws.data_ptr(), keep));
+    if (keep) *kept_scratch = ws;
   } else {
     PRIMER_ON_CUDA(cuda_ops::gated_delta_rule2_forward(
         cuda_shape(d), x.q.dtype(), x.q.data_ptr(), x.k.data_ptr(), x.v.data_ptr(), x.g.data<float>(),
@@ -154,8 +160,9 @@ Tensor forward_cuda(const GatedDelta2Dims& d, const Dense& x, Tensor* state_out,
 
 // The recurrent kernels sum dq, dk, dg and db over the value columns of several CTAs (f32 atomics into zeroed
 // tensors); the chunked ones write every gradient whole. dq and dk are then cast to q's dtype.
-GatedDelta2Grads backward_cuda(const GatedDelta2Dims& d, const Dense& x, [[maybe_unused]] const Tensor& dout,
-                               [[maybe_unused]] const Tensor& dstate_out, GatedDelta2Kernels kernels) {
+GatedDelta2Grads backward_cuda(const char* op, const GatedDelta2Dims& d, const Dense& x,
+                               [[maybe_unused]] const Tensor& dout, [[maybe_unused]] const Tensor& dstate_out,
+                               const Tensor& kept_scratch, GatedDelta2Kernels kernels) {
   const Device dev = x.q.device();
   const DType dt = x.q.dtype();
   const bool whole = chunked(d, x, kernels);
@@ -170,12 +177,17 @@ GatedDelta2Grads backward_cuda(const GatedDelta2Dims& d, const Dense& x, [[maybe
                      Tensor::empty(x.w.shape(), DType::F32, dev),
                      x.s.defined() ? Tensor::empty(state_shape(d), DType::F32, dev) : Tensor()};
   if (whole) {
-    const Tensor ws = workspace(d, true, dev);
+    const bool from_forward = kept_scratch.defined();
+    PRIMER_CHECK(!from_forward || (!kept_scratch.is_cpu() && kept_scratch.dtype() == DType::U8 &&
+                                   kept_scratch.numel() == workspace_bytes(d, true)),
+                 "{}: kept_scratch {} is not the scratch of a forward on inputs of these sizes", op,
+                 kept_scratch.describe());
+    const Tensor ws = from_forward ? kept_scratch : workspace(d, true, dev);
     PRIMER_ON_CUDA(cuda_ops::gated_delta_rule2_chunked_backward(
         cuda_shape(d), dout.data_ptr(), f32_or_null(dstate_out), x.q.data_ptr(), x.k.data_ptr(), x.v.data_ptr(),
         x.g.data<float>(), x.b.data<float>(), x.w.data<float>(), f32_or_null(x.s), float(d.scale), r.dq.data<float>(),
         r.dk.data<float>(), r.dv.data_ptr(), r.dg.data<float>(), r.db.data<float>(), r.dw.data<float>(),
-        f32_or_null(&r.dstate_in), ws.data_ptr()));
+        f32_or_null(&r.dstate_in), ws.data_ptr(), from_forward));
   } else {
     [[maybe_unused]] const Tensor scratch =
         Tensor::empty({cuda_ops::gated_delta_rule2_scratch_floats(cuda_shape(d))}, DType::F32, dev);
@@ -205,12 +217,13 @@ DType gated_delta_rule2_token_dtype([[maybe_unused]] Device device, DType activa
 }
 
 Tensor gated_delta_rule2(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& b,
-                         const Tensor& w, double scale, const Tensor& state_in, Tensor* state_out,
+                         const Tensor& w, double scale, const Tensor& state_in, Tensor* state_out, Tensor* kept_scratch,
                          GatedDelta2Kernels kernels) {
   constexpr const char* op = "gated_delta_rule2";
+  if (kept_scratch) *kept_scratch = Tensor();
   if (q.defined() && !q.is_cpu()) {
     const GatedDelta2Dims d = check_inputs(op, q, k, v, g, b, w, scale, state_in);
-    return forward_cuda(d, Dense(q, k, v, g, b, w, state_in), state_out, kernels);
+    return forward_cuda(d, Dense(q, k, v, g, b, w, state_in), state_out, kept_scratch, kernels);
   }
   return forward(op, false, q, k, v, g, b, w, scale, state_in, state_out,
                  [&](const GatedDelta2Dims& d, const Dense& x, const Tensor& o, const Tensor& st) {
@@ -226,13 +239,13 @@ Tensor gated_delta_rule2(const Tensor& q, const Tensor& k, const Tensor& v, cons
 GatedDelta2Grads gated_delta_rule2_backward(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
                                             const Tensor& g, const Tensor& b, const Tensor& w, double scale,
                                             const Tensor& state_in, const Tensor& dstate_out,
-                                            GatedDelta2Kernels kernels) {
+                                            const Tensor& kept_scratch, GatedDelta2Kernels kernels) {
   constexpr const char* op = "gated_delta_rule2_backward";
   if (q.defined() && !q.is_cpu()) {
     const GatedDelta2Dims d = check_inputs(op, q, k, v, g, b, w, scale, state_in);
     check_output_grads(op, d, dout, dstate_out, q, v);
-    return backward_cuda(d, Dense(q, k, v, g, b, w, state_in), dout.contiguous(), contiguous_or_null(dstate_out),
-                         kernels);
+    return backward_cuda(op, d, Dense(q, k, v, g, b, w, state_in), dout.contiguous(), contiguous_or_null(dstate_out),
+                         kept_scratch, kernels);
   }
   return backward(
       op, false, dout, q, k, v, g, b, w, scale, state_in, dstate_out,

@@ -25,22 +25,27 @@ enum class GatedDelta2Kernels { automatic, recurrent };
 // everything else computes in the gates' dtype (on CUDA the recurrent kernels are faster with f32 inputs).
 DType gated_delta_rule2_token_dtype(Device device, DType activations, int64_t key_dim, int64_t value_dim, DType gates);
 
-// q, k, g, b [B, T, H, K]; v, w [B, T, H, V]. On the CPU every tensor is f32 or every tensor f64; on CUDA q, k, v
-// (and o, dout, dq, dk, dv) are f32 or bf16 and g, b, w, the states and their gradients f32, with K ≤ 128.
-// Returns o [B, T, H, V]. If state_out is non-null it receives S_T [B, H, K, V].
+// q, k, g, b [B, T, H, K]; v, w [B, T, H, V]. If kept_scratch is non-null, where the chunked CUDA kernels run it
+// receives what their backward would recompute (A, R and the chunk-start states with the rest of the chunk scratch:
+// ≈ B·H·T·(6K + 128)·2 bytes plus B·H·⌈T/64⌉·K²·4, 0.74 GB at B 4, T 4096, H 16, K = V = 128); else undefined. On the
+// CPU every tensor is f32 or every tensor f64; on CUDA q, k, v (and o, dout, dq, dk, dv) are f32 or bf16 and g, b, w,
+// the states and their gradients f32, with K ≤ 128. Returns o [B, T, H, V]. If state_out is non-null it receives S_T
+// [B, H, K, V].
 Tensor gated_delta_rule2(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& b,
                          const Tensor& w, double scale, const Tensor& state_in, Tensor* state_out,
-                         GatedDelta2Kernels kernels = GatedDelta2Kernels::automatic);
+                         Tensor* kept_scratch = nullptr, GatedDelta2Kernels kernels = GatedDelta2Kernels::automatic);
 
 struct GatedDelta2Grads {
   Tensor dq, dk, dv;  // like q, k, v
   Tensor dg, db, dw;  // like g, b, w
   Tensor dstate_in;   // like state_in; defined iff state_in is
 };
-// Gradients of <dout, o> + <dstate_out, S_T> (dstate_out may be undefined: zero).
+// Gradients of <dout, o> + <dstate_out, S_T> (dstate_out may be undefined: zero). kept_scratch: the forward's on the
+// same inputs, or undefined (recomputed); it is consumed (the backward writes its own scratch into it).
 GatedDelta2Grads gated_delta_rule2_backward(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
                                             const Tensor& g, const Tensor& b, const Tensor& w, double scale,
                                             const Tensor& state_in, const Tensor& dstate_out,
+                                            const Tensor& kept_scratch = Tensor(),
                                             GatedDelta2Kernels kernels = GatedDelta2Kernels::automatic);
 
 namespace reference {

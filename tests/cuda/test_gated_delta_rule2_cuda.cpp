@@ -23,6 +23,7 @@
 //    most; every other gradient 1.5–3.2e-3.)
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <cstdio>
 
@@ -92,18 +93,19 @@ TEST_P(GatedDeltaRule2Cuda, MatchesTheF64Reference) {
 
   test::poison_pool();
   Tensor state_out, ref_state;
-  const Tensor o = ops::gated_delta_rule2(q, k, v, g, b, w, scale, s0, &state_out, c.kernels);
+  const Tensor o = ops::gated_delta_rule2(q, k, v, g, b, w, scale, s0, &state_out, nullptr, c.kernels);
   const Tensor ro =
       ops::reference::gated_delta_rule2(f64(q), f64(k), f64(v), f64(g), f64(b), f64(w), scale, f64(s0), &ref_state);
   EXPECT_EQ(o.dtype(), c.dtype);
   EXPECT_EQ(state_out.dtype(), DType::F32);
   test::expect_rel(o, ro, tol.o, "o");
   test::expect_rel(state_out, ref_state, tol.state, "state_out");
-  test::expect_rel(ops::gated_delta_rule2(q, k, v, g, b, w, scale, s0, nullptr, c.kernels), ro, tol.o,
+  test::expect_rel(ops::gated_delta_rule2(q, k, v, g, b, w, scale, s0, nullptr, nullptr, c.kernels), ro, tol.o,
                    "o (no state out)");
 
   test::poison_pool();
-  const ops::GatedDelta2Grads d = ops::gated_delta_rule2_backward(dout, q, k, v, g, b, w, scale, s0, dstate, c.kernels);
+  const ops::GatedDelta2Grads d =
+      ops::gated_delta_rule2_backward(dout, q, k, v, g, b, w, scale, s0, dstate, Tensor(), c.kernels);
   const ops::GatedDelta2Grads r = ops::reference::gated_delta_rule2_backward(
       f64(dout), f64(q), f64(k), f64(v), f64(g), f64(b), f64(w), scale, f64(s0), f64(dstate));
   EXPECT_EQ(d.dq.dtype(), c.dtype);
@@ -120,7 +122,7 @@ TEST_P(GatedDeltaRule2Cuda, MatchesTheF64Reference) {
 
   // Only the output gradient: the kernels' null final-state gradient.
   const ops::GatedDelta2Grads d1 =
-      ops::gated_delta_rule2_backward(dout, q, k, v, g, b, w, scale, s0, Tensor(), c.kernels);
+      ops::gated_delta_rule2_backward(dout, q, k, v, g, b, w, scale, s0, Tensor(), Tensor(), c.kernels);
   const ops::GatedDelta2Grads r1 = ops::reference::gated_delta_rule2_backward(f64(dout), f64(q), f64(k), f64(v), f64(g),
                                                                               f64(b), f64(w), scale, f64(s0), Tensor());
   test::expect_rel(d1.dk, r1.dk, tol.token_grad, "dk (dout only)");
@@ -151,6 +153,57 @@ INSTANTIATE_TEST_SUITE_P(Chunked, GatedDeltaRule2Cuda,
                                            Case{100, 128, 128, DType::BF16, true, 1.0, 8.0},
                                            Case{200, 64, 64, DType::BF16, false, 2.0, 8.0}),
                          case_name);
+
+// A forward that keeps its chunk scratch (the autograd node's path) gives the output of one that does not, and the
+// backward reading that scratch instead of recomputing it gives the same gradients (the same kernels on the same
+// values: 1e-6 leaves room only for nothing), at both head dims; a scratch of other sizes is refused by name.
+TEST(GatedDeltaRule2Cuda, KeptScratchGivesTheSameResults) {
+  PRIMER_REQUIRE_CUDA();
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  auto gpu = [](const Tensor& t, DType dt) { return t.to(dt).to(Device::cuda()); };
+  const DType bf16 = DType::BF16, f32 = DType::F32;
+  for (const auto [T, D] : {std::array<int64_t, 2>{150, 128}, std::array<int64_t, 2>{67, 64}}) {
+    const int64_t B = 2, H = 2;
+    const double scale = 1.0 / std::sqrt(double(D));
+    const test::Gdn2Inputs in = test::gdn2_inputs(B, T, H, D, D, seed);
+    const Tensor q = gpu(in.q, bf16), k = gpu(in.k, bf16), v = gpu(in.v, bf16), g = gpu(in.g, f32), b = gpu(in.b, f32),
+                 w = gpu(in.w, f32), s0 = gpu(in.state, f32);
+    const Tensor dout = gpu(test::randn(in.v.shape(), seed + 11), bf16),
+                 ds = gpu(test::randn(in.state.shape(), seed + 12), f32);
+    Tensor st_plain, st_kept, kept;
+    test::poison_pool();
+    const Tensor o_plain = ops::gated_delta_rule2(q, k, v, g, b, w, scale, s0, &st_plain);
+    test::poison_pool();
+    const Tensor o_kept = ops::gated_delta_rule2(q, k, v, g, b, w, scale, s0, &st_kept, &kept);
+    ASSERT_TRUE(kept.defined());
+    const std::string shape = " T " + std::to_string(T) + " D " + std::to_string(D);
+    test::expect_close(test::cpu_f64(o_kept), test::cpu_f64(o_plain), 1e-6, 1e-5, "o" + shape);
+    test::expect_close(test::cpu_f64(st_kept), test::cpu_f64(st_plain), 1e-6, 1e-5, "state_out" + shape);
+    test::poison_pool();
+    const ops::GatedDelta2Grads x = ops::gated_delta_rule2_backward(dout, q, k, v, g, b, w, scale, s0, ds);
+    test::poison_pool();
+    const ops::GatedDelta2Grads y = ops::gated_delta_rule2_backward(dout, q, k, v, g, b, w, scale, s0, ds, kept);
+    const std::pair<const char*, std::pair<Tensor, Tensor>> grads[] = {{"dq", {x.dq, y.dq}},
+                                                                       {"dk", {x.dk, y.dk}},
+                                                                       {"dv", {x.dv, y.dv}},
+                                                                       {"dg", {x.dg, y.dg}},
+                                                                       {"db", {x.db, y.db}},
+                                                                       {"dw", {x.dw, y.dw}},
+                                                                       {"dstate_in", {x.dstate_in, y.dstate_in}}};
+    for (const auto& [name, pair] : grads)
+      test::expect_close(test::cpu_f64(pair.second), test::cpu_f64(pair.first), 1e-6, 1e-5, name + shape);
+    // The same sequences with one head: a scratch of half the size, which the backward must refuse.
+    auto one_head = [](const Tensor& t) { return t.slice(2, 0, 1).contiguous(); };
+    test::expect_error(
+        [&] {
+          ops::gated_delta_rule2_backward(one_head(dout), one_head(q), one_head(k), one_head(v), one_head(g),
+                                          one_head(b), one_head(w), scale, s0.slice(1, 0, 1).contiguous(),
+                                          ds.slice(1, 0, 1).contiguous(), kept);
+        },
+        {"gated_delta_rule2_backward", "kept_scratch"});
+  }
+}
 
 TEST(GatedDeltaRule2CudaErrors, KeyDimAtMost128AndGatesInF32) {
   PRIMER_REQUIRE_CUDA();

@@ -48,9 +48,9 @@ void bench_gdn2_core(const bench::LayerShape& shape, DType dtype, ops::GatedDelt
                v = bench::normal_gpu({B, T, H, V}, 3, dtype), g = log_sigmoid_gpu({B, T, H, K}, 4),
                b = sigmoid_gpu({B, T, H, K}, 5), w = sigmoid_gpu({B, T, H, V}, 6),
                dout = bench::normal_gpu({B, T, H, V}, 7, dtype);
-  const auto forward = [&] { ops::gated_delta_rule2(q, k, v, g, b, w, scale, Tensor(), nullptr, kernels); };
+  const auto forward = [&] { ops::gated_delta_rule2(q, k, v, g, b, w, scale, Tensor(), nullptr, nullptr, kernels); };
   const auto backward = [&] {
-    ops::gated_delta_rule2_backward(dout, q, k, v, g, b, w, scale, Tensor(), Tensor(), kernels);
+    ops::gated_delta_rule2_backward(dout, q, k, v, g, b, w, scale, Tensor(), Tensor(), Tensor(), kernels);
   };
   const double fwd = bench::median_ms(forward), bwd = bench::median_ms(backward);
   const double train = bench::median_ms([&] {
@@ -68,6 +68,14 @@ void bench_gdn2_core(const bench::LayerShape& shape, DType dtype, ops::GatedDelt
   rows.push_back({{what + ", forward", shape.core(), bench::fixed(fwd, 3), rate(4, fwd)}});
   rows.push_back({{what + ", backward", shape.core(), bench::fixed(bwd, 3), rate(14, bwd)}});
   rows.push_back({{what + ", fwd + bwd", shape.core(), bench::fixed(train, 3), rate(18, train)}});
+  if (recurrent) return;
+  // As the autograd node runs them: the forward keeps its chunk scratch and the backward skips recomputing it.
+  const double kept = bench::median_ms([&] {
+    Tensor scratch;
+    ops::gated_delta_rule2(q, k, v, g, b, w, scale, Tensor(), nullptr, &scratch, kernels);
+    ops::gated_delta_rule2_backward(dout, q, k, v, g, b, w, scale, Tensor(), Tensor(), scratch, kernels);
+  });
+  rows.push_back({{what + ", fwd + bwd, scratch kept (training)", shape.core(), bench::fixed(kept, 3), ""}});
 }
 
 void bench_gdn_core(const bench::LayerShape& shape, std::vector<bench::Row>& rows) {

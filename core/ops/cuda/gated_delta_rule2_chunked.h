@@ -14,16 +14,18 @@ bool gated_delta_rule2_chunked_supports(const GatedDelta2Shape& shape, DType dty
 // Bytes of the workspace one call needs (the backward's is larger: it keeps A, R, dR and the chunk states).
 size_t gated_delta_rule2_chunked_workspace_bytes(const GatedDelta2Shape& shape, bool backward);
 
-// state_in (null: zeros) and state_out may be null.
+// state_in (null: zeros) and state_out may be null. With keep_scratch the workspace is the backward's size and
+// keeps what the backward would recompute (A, R, the chunk-start states), for a backward with scratch_from_forward.
 void gated_delta_rule2_chunked_forward(const GatedDelta2Shape& shape, const void* q, const void* k, const void* v,
                                        const float* g, const float* b, const float* w, const float* state_in,
-                                       float scale, void* o, float* state_out, void* workspace);
+                                       float scale, void* o, float* state_out, void* workspace, bool keep_scratch);
 
 // dstate_out (null: zero), state_in (null: zeros) and dstate_in may be null. Every gradient is written whole: dq, dk,
 // dg, db, dw in f32, dv in bf16.
 void gated_delta_rule2_chunked_backward(const GatedDelta2Shape& shape, const void* dout, const float* dstate_out,
                                         const void* q, const void* k, const void* v, const float* g, const float* b,
                                         const float* w, const float* state_in, float scale, float* dq, float* dk,
-                                        void* dv, float* dg, float* db, float* dw, float* dstate_in, void* workspace);
+                                        void* dv, float* dg, float* db, float* dw, float* dstate_in, void* workspace,
+                                        bool scratch_from_forward);
 
 }  // namespace primer::ops::cuda_ops

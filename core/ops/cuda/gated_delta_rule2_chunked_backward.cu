@@ -540,7 +540,8 @@ namespace primer::ops::cuda_ops {
 void gated_delta_rule2_chunked_backward(const GatedDelta2Shape& d, const void* dout, const float* dstate_out,
                                         const void* q, const void* k, const void* v, const float* g, const float* b,
                                         const float* w, const float* state_in, float scale, float* dq, float* dk,
-                                        void* dv, float* dg, float* db, float* dw, float* dstate_in, void* workspace) {
+                                        void* dv, float* dg, float* db, float* dw, float* dstate_in, void* workspace,
+                                        bool scratch_from_forward) {
   if (d.time == 0) {  // nothing to read: the state gradient passes through
     const size_t bytes = size_t(d.batch * d.heads * d.key_dim * d.value_dim) * sizeof(float);
     if (dstate_in && dstate_out)
@@ -555,8 +556,10 @@ void gated_delta_rule2_chunked_backward(const GatedDelta2Shape& d, const void* d
   const gdr2::Inputs in{static_cast<const bf16*>(q), static_cast<const bf16*>(k), static_cast<const bf16*>(v), g, b, w};
   const auto* dO = static_cast<const bf16*>(dout);
   auto* dv_ = static_cast<bf16*>(dv);
-  gdr2::launch_chunk_prep(d, in, scale, s);
-  gdr2::launch_state_pass(d, scale, s, state_in, nullptr, nullptr, true);
+  if (!scratch_from_forward) {  // else a keeping forward left A, R and the chunk states in place
+    gdr2::launch_chunk_prep(d, in, scale, s);
+    gdr2::launch_state_pass(d, scale, s, state_in, nullptr, nullptr, true);
+  }
   if (d.key_dim == 64) {
     gdr2::reverse_pass<64>(d, scale, dO, s, dstate_out, dstate_in);
     gdr2::chunk_grads<64>(d, scale, in, dO, s, dq, dk, dv_, dg, db, dw);

@@ -432,7 +432,7 @@ size_t gated_delta_rule2_chunked_workspace_bytes(const GatedDelta2Shape& d, bool
 
 void gated_delta_rule2_chunked_forward(const GatedDelta2Shape& d, const void* q, const void* k, const void* v,
                                        const float* g, const float* b, const float* w, const float* state_in,
-                                       float scale, void* o, float* state_out, void* workspace) {
+                                       float scale, void* o, float* state_out, void* workspace, bool keep_scratch) {
   const size_t state_bytes = size_t(d.batch * d.heads * d.key_dim * d.value_dim) * sizeof(float);
   if (d.time == 0) {  // nothing to read: the state passes through
     if (state_out && state_in)
@@ -443,10 +443,10 @@ void gated_delta_rule2_chunked_forward(const GatedDelta2Shape& d, const void* q,
   }
   using gdr2::bf16;
   gdr2::Scratch s;
-  gdr2::carve_scratch(d, false, workspace, &s);
+  gdr2::carve_scratch(d, keep_scratch, workspace, &s);
   const gdr2::Inputs in{static_cast<const bf16*>(q), static_cast<const bf16*>(k), static_cast<const bf16*>(v), g, b, w};
   gdr2::launch_chunk_prep(d, in, scale, s);
-  gdr2::launch_state_pass(d, scale, s, state_in, static_cast<bf16*>(o), state_out, false);
+  gdr2::launch_state_pass(d, scale, s, state_in, static_cast<bf16*>(o), state_out, keep_scratch);
 }
 
 }  // namespace primer::ops::cuda_ops
