@@ -206,13 +206,12 @@ GatedDelta2Grads backward_cuda(const char* op, const GatedDelta2Dims& d, const D
 
 }  // namespace
 
-DType gated_delta_rule2_token_dtype([[maybe_unused]] Device device, DType activations, [[maybe_unused]] int64_t key_dim,
-                                    [[maybe_unused]] int64_t value_dim, DType gates) {
+DType gated_delta_rule2_token_dtype([[maybe_unused]] Device device, [[maybe_unused]] DType activations,
+                                    [[maybe_unused]] int64_t key_dim, [[maybe_unused]] int64_t value_dim, DType gates) {
 #ifdef PRIMER_WITH_CUDA
   if (!device.is_cpu() && cuda_ops::gated_delta_rule2_chunked_supports({1, 1, 1, key_dim, value_dim}, activations))
     return activations;
 #endif
-  (void)activations;
   return gates;
 }
 

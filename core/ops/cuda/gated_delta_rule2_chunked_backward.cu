@@ -542,14 +542,7 @@ void gated_delta_rule2_chunked_backward(const GatedDelta2Shape& d, const void* d
                                         const float* w, const float* state_in, float scale, float* dq, float* dk,
                                         void* dv, float* dg, float* db, float* dw, float* dstate_in, void* workspace,
                                         bool scratch_from_forward) {
-  if (d.time == 0) {  // nothing to read: the state gradient passes through
-    const size_t bytes = size_t(d.batch * d.heads * d.key_dim * d.value_dim) * sizeof(float);
-    if (dstate_in && dstate_out)
-      PRIMER_CUDA_CHECK(cudaMemcpyAsync(dstate_in, dstate_out, bytes, cudaMemcpyDeviceToDevice, cuda::stream()));
-    else if (dstate_in)
-      PRIMER_CUDA_CHECK(cudaMemsetAsync(dstate_in, 0, bytes, cuda::stream()));
-    return;
-  }
+  if (d.time == 0) return gdr2::pass_state_through(d, dstate_out, dstate_in);
   using gdr2::bf16;
   gdr2::Scratch s;
   gdr2::carve_scratch(d, true, workspace, &s);

@@ -433,14 +433,7 @@ size_t gated_delta_rule2_chunked_workspace_bytes(const GatedDelta2Shape& d, bool
 void gated_delta_rule2_chunked_forward(const GatedDelta2Shape& d, const void* q, const void* k, const void* v,
                                        const float* g, const float* b, const float* w, const float* state_in,
                                        float scale, void* o, float* state_out, void* workspace, bool keep_scratch) {
-  const size_t state_bytes = size_t(d.batch * d.heads * d.key_dim * d.value_dim) * sizeof(float);
-  if (d.time == 0) {  // nothing to read: the state passes through
-    if (state_out && state_in)
-      PRIMER_CUDA_CHECK(cudaMemcpyAsync(state_out, state_in, state_bytes, cudaMemcpyDeviceToDevice, cuda::stream()));
-    else if (state_out)
-      PRIMER_CUDA_CHECK(cudaMemsetAsync(state_out, 0, state_bytes, cuda::stream()));
-    return;
-  }
+  if (d.time == 0) return gdr2::pass_state_through(d, state_in, state_out);
   using gdr2::bf16;
   gdr2::Scratch s;
   gdr2::carve_scratch(d, keep_scratch, workspace, &s);

@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/cuda_runtime.h"
 #include "core/ops/cuda/gated_delta_rule2.h"
 #include "core/ops/cuda/tile/mma.cuh"
 
@@ -122,6 +123,17 @@ __device__ __forceinline__ void put_split(bf16* hi, bf16* lo, int offset, float 
 // Copies D floats (16-byte aligned) into shared memory (part of the caller's cp.async group).
 template <int D> __device__ __forceinline__ void load_floats_async(float* smem, const float* global) {
   if (threadIdx.x < D / 4) tile::cp_async_16(smem + 4 * threadIdx.x, global + 4 * threadIdx.x, true);
+}
+
+// A call over no tokens, forward or backward: `to` (nullable) receives `from` (null: zeros) — the state, or its
+// gradient, passes through unchanged.
+inline void pass_state_through(const GatedDelta2Shape& d, const float* from, float* to) {
+  if (!to) return;
+  const size_t bytes = size_t(d.batch * d.heads * d.key_dim * d.value_dim) * sizeof(float);
+  if (from)
+    PRIMER_CUDA_CHECK(cudaMemcpyAsync(to, from, bytes, cudaMemcpyDeviceToDevice, cuda::stream()));
+  else
+    PRIMER_CUDA_CHECK(cudaMemsetAsync(to, 0, bytes, cuda::stream()));
 }
 
 // Chunk prep for every chunk (Qs, Ks, Y, Ub, P, decay, and A when s.A is set).
