@@ -27,10 +27,13 @@ namespace {
 using namespace tile;
 
 constexpr int kValueBlock = 64;
+// The gradient kernel runs one CTA per SM (its tiles take most of shared memory), so it brings 16 warps instead of 8
+// to hide its latencies; each warp then owns 16 rows × D / 4 columns of every per-chunk product.
+constexpr int kGradThreads = 512;
 
-// Up to four pairs an epilogue reads per accumulator pair (unused ones stay zero).
+// Up to three pairs an epilogue reads per accumulator pair (unused ones stay zero).
 struct Gathered {
-  float2 a{0.f, 0.f}, b{0.f, 0.f}, c{0.f, 0.f}, d{0.f, 0.f};
+  float2 a{0.f, 0.f}, b{0.f, 0.f}, c{0.f, 0.f};
 };
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -144,19 +147,23 @@ template <int D> struct GradLayout {
   static constexpr int kHalves = 4 * kTile + kX + 3 * kSquare;
   static_assert(2 * kKeyRows * D + kTile <= 6 * kTile, "the scaled tiles fit where dO .. Ū were");
   static constexpr int kGStride = D + 4;
-  // G; per-row-block column sums of K̃'s share of ∂L/∂G_c (4 × D); e^{G_c}⊙rowsum(dS⊙S) (D).
-  static constexpr int kFloats = kChunk * kGStride + kBlocks * D + D;
+  // ∂L/∂G of the chunk's rows: every phase adds to it, so it stays here until its reverse cumulative sum (a stride of
+  // D + 8 floats puts the 8 rows a warp's float2 accesses touch on distinct banks).
+  static constexpr int kDgStride = D + 8;
+  // G; per-row-block column sums of K̃'s share of ∂L/∂G_c (4 × D); e^{G_c}⊙rowsum(dS⊙S) (D); ∂L/∂G.
+  static constexpr int kFloats = kChunk * kGStride + kBlocks * D + D + kChunk * kDgStride;
   static constexpr size_t kBytes = kHalves * sizeof(bf16) + kFloats * sizeof(float);
 };
 
-template <int D> __global__ void __launch_bounds__(kThreads)
+template <int D> __global__ void __launch_bounds__(kGradThreads)
     chunk_grads_kernel(Sizes sz, Inputs in, const bf16* __restrict__ dout, Scratch s, float* __restrict__ dq,
                        float* __restrict__ dk, bf16* __restrict__ dv, float* __restrict__ dg, float* __restrict__ db,
                        float* __restrict__ dw) {
   using Ly = GradLayout<D>;
-  using G64 = WarpGrid<kChunk, kChunk, kThreads / 32>;
-  using GD = WarpGrid<kChunk, D, kThreads / 32>;
+  using G64 = WarpGrid<kChunk, kChunk, kGradThreads / 32>;
+  using GD = WarpGrid<kChunk, D, kGradThreads / 32>;
   static_assert(G64::kWarpsM == kBlocks && GD::kWarpsM == kBlocks, "a warp's 16 rows are one block of T");
+  static_assert(Ly::kTile / 2 % kGradThreads == 0, "the scaled tiles' loops give every thread the same pairs");
   extern __shared__ __align__(128) unsigned char smem[];
   bf16* sdO = reinterpret_cast<bf16*>(smem);
   bf16* sR = sdO + Ly::kTile;
@@ -169,6 +176,7 @@ template <int D> __global__ void __launch_bounds__(kThreads)
   float* sG = reinterpret_cast<float*>(sdT + Ly::kSquare);
   float* sColG = sG + kChunk * Ly::kGStride;  // [4][D]
   float* sOverlap = sColG + kBlocks * D;      // [D]
+  float* sDg = sOverlap + D;                  // [64][kDgStride]
   bf16 *sS = sX, *sdS = sX + D * D;
   bf16 *sY = sX, *sUb = sX + Ly::kTile, *sK = sX + 2 * Ly::kTile, *sQ = sX + 3 * Ly::kTile;
   bf16 *sdE = sdO, *sdZ = sR;  // phase 2
@@ -187,16 +195,16 @@ template <int D> __global__ void __launch_bounds__(kThreads)
   const int64_t state = (bh * sz.chunks + n) * D * D;
   const int m0 = GD::m0(warp), nD = GD::n0(warp), n64 = G64::n0(warp), blk = m0 / kBlock;
 
-  tile::load_tile_async<kChunk, D, kThreads>(sdO, dout + in_row * D, row_stride, valid);
-  tile::load_tile_async<kChunk, D, kThreads>(sR, s.R + crow * D, D, kChunk);
-  tile::load_tile_async<D, D, kThreads>(sS, s.states + state, D, D);
-  tile::load_tile_async<D, D, kThreads>(sdS, s.dstates + state, D, D);
-  load_decay_async<D, Ly::kGStride, kThreads>(sG, in.g + in_row * D, row_stride, valid);
+  tile::load_tile_async<kChunk, D, kGradThreads>(sdO, dout + in_row * D, row_stride, valid);
+  tile::load_tile_async<kChunk, D, kGradThreads>(sR, s.R + crow * D, D, kChunk);
+  tile::load_tile_async<D, D, kGradThreads>(sS, s.states + state, D, D);
+  tile::load_tile_async<D, D, kGradThreads>(sdS, s.dstates + state, D, D);
+  load_decay_async<D, Ly::kGStride, kGradThreads>(sG, in.g + in_row * D, row_stride, valid);
   tile::cp_async_commit();
-  tile::load_tile_async<kChunk, D, kThreads>(sdR, s.dR + crow * D, D, kChunk);
-  tile::load_tile_async<kChunk, kChunk, kThreads>(sA, s.A + crow * kChunk, kChunk, kChunk);
+  tile::load_tile_async<kChunk, D, kGradThreads>(sdR, s.dR + crow * D, D, kChunk);
+  tile::load_tile_async<kChunk, kChunk, kGradThreads>(sA, s.A + crow * kChunk, kChunk, kChunk);
   tile::cp_async_commit();
-  for (int i = threadIdx.x; i < kBlocks * D; i += kThreads) sColG[i] = 0.f;
+  for (int i = threadIdx.x; i < kBlocks * D; i += kGradThreads) sColG[i] = 0.f;
   tile::cp_async_wait<1>();
   __syncthreads();
   scan_decay<D, Ly::kGStride>(sG);
@@ -218,6 +226,7 @@ template <int D> __global__ void __launch_bounds__(kThreads)
   auto put = [&](float* x, int r, int c, float v0, float v1) {
     *reinterpret_cast<float2*>(x + at(r, c)) = make_float2(v0, v1);
   };
+  auto dG = [&](int r, int c) -> float2& { return *reinterpret_cast<float2*>(sDg + r * Ly::kDgStride + c); };
   // apply(r, c, v0, v1, x, j, e) over an accumulator's pairs (elements e, e + 1 of n-tile j) of the valid rows, x =
   // load(r, c) fetched for both rows of an n-tile first: an epilogue's global reads then travel together instead of one
   // round trip after another.
@@ -242,7 +251,7 @@ template <int D> __global__ void __launch_bounds__(kThreads)
         [&](int r, int c, float v0, float v1, const Gathered& x, int, int) {
           const float d0 = sz.scale * exp2f(G(r, c)) * v0, d1 = sz.scale * exp2f(G(r, c + 1)) * v1;
           put(dq, r, c, d0, d1);
-          put(dg, r, c, d0 * x.a.x, d1 * x.a.y);
+          dG(r, c) = make_float2(d0 * x.a.x, d1 * x.a.y);
         });
   }
   // dK̃ = R dSᵀ: dk = e^{G_c − G} ⊙ dK̃ and ∂L/∂G_r −= dk ⊙ k, ∂L/∂G_c += Σ_r dk ⊙ k. Starts dk.
@@ -253,20 +262,19 @@ template <int D> __global__ void __launch_bounds__(kThreads)
     for_each(acc, m0, nD, lane,
              [&](int r, int c, float& v) { v = r < valid ? exp2f(G(kChunk - 1, c) - G(r, c)) * v : 0.f; });
     epilogue(
-        acc, nD,
-        [&](int r, int c) {
-          return Gathered{bf16_pair(in.k, r, c), out_pair(dg, r, c)};
-        },
+        acc, nD, [&](int r, int c) { return Gathered{bf16_pair(in.k, r, c)}; },
         [&](int r, int c, float& d0, float& d1, const Gathered& x, int, int) {
           put(dk, r, c, d0, d1);
-          put(dg, r, c, x.b.x - d0 * x.a.x, x.b.y - d1 * x.a.y);
+          float2& g = dG(r, c);
+          g.x -= d0 * x.a.x;
+          g.y -= d1 * x.a.y;
           d0 *= x.a.x;  // dk ⊙ k, for ∂L/∂G_c
           d1 *= x.a.y;
         });
     accumulate_columns(acc, m0, nD, lane, sColG + blk * D, [](int, int, float v) { return v; });
   }
   // e^{G_c} ⊙ rowsum(dS ⊙ S), a warp per key row.
-  for (int i = warp; i < D; i += kThreads / 32) {
+  for (int i = warp; i < D; i += kGradThreads / 32) {
     float x = 0.f;
     for (int j = 2 * lane; j < D; j += 64) {
       const float2 a = tile_pair<D>(sS, i, j), c = tile_pair<D>(sdS, i, j);
@@ -295,10 +303,10 @@ template <int D> __global__ void __launch_bounds__(kThreads)
   }
   __syncthreads();  // S, dS, dO and R are dead: X takes Y, Ū, k, q
 
-  tile::load_tile_async<kChunk, D, kThreads>(sY, s.Y + crow * D, D, kChunk);
-  tile::load_tile_async<kChunk, D, kThreads>(sUb, s.Ub + crow * D, D, kChunk);
-  tile::load_tile_async<kChunk, D, kThreads>(sK, in.k + in_row * D, row_stride, valid);
-  tile::load_tile_async<kChunk, D, kThreads>(sQ, in.q + in_row * D, row_stride, valid);
+  tile::load_tile_async<kChunk, D, kGradThreads>(sY, s.Y + crow * D, D, kChunk);
+  tile::load_tile_async<kChunk, D, kGradThreads>(sUb, s.Ub + crow * D, D, kChunk);
+  tile::load_tile_async<kChunk, D, kGradThreads>(sK, in.k + in_row * D, row_stride, valid);
+  tile::load_tile_async<kChunk, D, kGradThreads>(sQ, in.q + in_row * D, row_stride, valid);
   tile::cp_async_commit();
 
   // dE = Aᵀ dY: d(b⊙k) = e^G ⊙ dE (kept in db until the end), ∂L/∂G += d(b⊙k) ⊙ b⊙k.
@@ -310,12 +318,14 @@ template <int D> __global__ void __launch_bounds__(kThreads)
     epilogue(
         acc, nD,
         [&](int r, int c) {
-          return Gathered{bf16_pair(in.k, r, c), f32_pair(in.b, r, c), out_pair(dg, r, c)};
+          return Gathered{bf16_pair(in.k, r, c), f32_pair(in.b, r, c)};
         },
         [&](int r, int c, float v0, float v1, const Gathered& x, int, int) {
           const float d0 = exp2f(G(r, c)) * v0, d1 = exp2f(G(r, c + 1)) * v1;
           put(db, r, c, d0, d1);
-          put(dg, r, c, x.c.x + d0 * x.b.x * x.a.x, x.c.y + d1 * x.b.y * x.a.y);
+          float2& g = dG(r, c);
+          g.x += d0 * x.b.x * x.a.x;
+          g.y += d1 * x.b.y * x.a.y;
         });
   }
   // dZ = Aᵀ dR: dv = w ⊙ dZ, dw = v ⊙ dZ.
@@ -351,9 +361,9 @@ template <int D> __global__ void __launch_bounds__(kThreads)
   auto tri = [](const bf16* t, int r, int c) { return __bfloat162float(t[swizzle<kChunk>(r, c)]); };
   // Row side: d(b⊙k)_r += Σ_{s<r} dT_rs k_s e^{G_r − G_s}, dq_r += Σ_{s≤r} dP_rs k_s e^{G_r − G_s};
   // ∂L/∂G_r += b⊙k ⊙ the first + q ⊙ the second. Keys scaled to each block's reference first.
-#pragma unroll 4
-  for (int it = 0; it < Ly::kTile / 2 / kThreads; ++it) {
-    const int idx = threadIdx.x + it * kThreads;
+#pragma unroll 1
+  for (int it = 0; it < Ly::kTile / 2 / kGradThreads; ++it) {
+    const int idx = threadIdx.x + it * kGradThreads;
     const int r = 2 * idx / D, i = 2 * idx % D;
     const float2 k = tile_pair<D>(sK, r, i);
     const float g0 = G(r, i), g1 = G(r, i + 1);
@@ -394,34 +404,35 @@ template <int D> __global__ void __launch_bounds__(kThreads)
           aT[j][e] *= f;
           aP[j][e] *= f;
         }
-    } else {
-#pragma unroll
-      for (int j = 0; j < GD::kTiles; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int r = m0 + lane / 4 + 8 * (e >> 1), c = nD + 8 * j + 2 * (lane % 4) + (e & 1);
-          const float gr = G(r, c);
-          float t = 0.f, p = 0.f;
-          for (int key = 0; key <= r; ++key) {
-            const float ks = __bfloat162float(sK[swizzle<D>(key, c)]) * exp2f(gr - G(key, c));
-            t += tri(sdT, r, key) * ks;
-            p += tri(sdP, r, key) * ks;
-          }
-          aT[j][e] = t;
-          aP[j][e] = p;
+    } else {  // exact sums, one element at a time: a rolled loop keeps this rare path small
+#pragma unroll 1
+      for (int idx = 0; idx < 4 * GD::kTiles; ++idx) {
+        const int2 at_rc = element_at(idx, m0, nD, lane);
+        const int r = at_rc.x, c = at_rc.y;
+        const float gr = G(r, c);
+        float t = 0.f, p = 0.f;
+        for (int key = 0; key <= r; ++key) {
+          const float ks = __bfloat162float(sK[swizzle<D>(key, c)]) * exp2f(gr - G(key, c));
+          t += tri(sdT, r, key) * ks;
+          p += tri(sdP, r, key) * ks;
         }
+        set_element(aT, idx, t);
+        set_element(aP, idx, p);
+      }
     }
     epilogue(
         aT, nD,
         [&](int r, int c) {
-          return Gathered{f32_pair(in.b, r, c), out_pair(db, r, c), out_pair(dq, r, c), out_pair(dg, r, c)};
+          return Gathered{f32_pair(in.b, r, c), out_pair(db, r, c), out_pair(dq, r, c)};
         },
         [&](int r, int c, float t0_, float t1, const Gathered& x, int j, int e) {
           const float p0 = aP[j][e], p1 = aP[j][e + 1];
           const float2 k = tile_pair<D>(sK, r, c), q = tile_pair<D>(sQ, r, c);
           put(db, r, c, x.b.x + t0_, x.b.y + t1);
           put(dq, r, c, x.c.x + p0, x.c.y + p1);
-          put(dg, r, c, x.d.x + x.a.x * k.x * t0_ + q.x * p0, x.d.y + x.a.y * k.y * t1 + q.y * p1);
+          float2& g = dG(r, c);
+          g.x += x.a.x * k.x * t0_ + q.x * p0;
+          g.y += x.a.y * k.y * t1 + q.y * p1;
         });
   }
   __syncthreads();  // the row side's keys are dead
@@ -432,11 +443,11 @@ template <int D> __global__ void __launch_bounds__(kThreads)
   {
     float acc[GD::kTiles][4];
     zero(acc);
-#pragma unroll
+#pragma unroll 1
     for (int pass = 0; pass < 2; ++pass) {
-#pragma unroll 4
-      for (int it = 0; it < Ly::kTile / 2 / kThreads; ++it) {
-        const int idx = threadIdx.x + it * kThreads;
+#pragma unroll 1
+      for (int it = 0; it < Ly::kTile / 2 / kGradThreads; ++it) {
+        const int idx = threadIdx.x + it * kGradThreads;
         const int r = 2 * idx / D, i = 2 * idx % D;
         float2 x;
         if (pass == 0) {
@@ -468,20 +479,19 @@ template <int D> __global__ void __launch_bounds__(kThreads)
               mma_bf16(acc[2 * np + 1], fM, bx[2], bx[3]);
             }
         }
-      } else if (pass == 0) {  // the exact sums of both terms at once
-#pragma unroll
-        for (int j = 0; j < GD::kTiles; ++j)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int j_row = m0 + lane / 4 + 8 * (e >> 1), c = nD + 8 * j + 2 * (lane % 4) + (e & 1);
-            const float gs = G(j_row, c);
-            float x = 0.f;
-            for (int r = j_row; r < kChunk; ++r)
-              x += (tri(sdT, r, j_row) * __bfloat162float(sBK[swizzle<D>(r, c)]) +
-                    tri(sdP, r, j_row) * __bfloat162float(sQ[swizzle<D>(r, c)])) *
-                   exp2f(G(r, c) - gs);
-            acc[j][e] = x;
-          }
+      } else if (pass == 0) {  // the exact sums of both terms at once, one element at a time (rolled, as above)
+#pragma unroll 1
+        for (int idx = 0; idx < 4 * GD::kTiles; ++idx) {
+          const int2 at_rc = element_at(idx, m0, nD, lane);
+          const int s_row = at_rc.x, c = at_rc.y;
+          const float gs = G(s_row, c);
+          float x = 0.f;
+          for (int r = s_row; r < kChunk; ++r)
+            x += (tri(sdT, r, s_row) * __bfloat162float(sBK[swizzle<D>(r, c)]) +
+                  tri(sdP, r, s_row) * __bfloat162float(sQ[swizzle<D>(r, c)])) *
+                 exp2f(G(r, c) - gs);
+          set_element(acc, idx, x);
+        }
       }
       __syncthreads();  // the pass's tiles are dead
     }
@@ -490,26 +500,33 @@ template <int D> __global__ void __launch_bounds__(kThreads)
     epilogue(
         acc, nD,
         [&](int r, int c) {
-          return Gathered{f32_pair(in.b, r, c), out_pair(db, r, c), out_pair(dk, r, c), out_pair(dg, r, c)};
+          return Gathered{f32_pair(in.b, r, c), out_pair(db, r, c), out_pair(dk, r, c)};
         },
         [&](int r, int c, float x0, float x1, const Gathered& x, int, int) {
           const float2 k = tile_pair<D>(sK, r, c);
           put(dk, r, c, x.c.x + x0 + x.b.x * x.a.x, x.c.y + x1 + x.b.y * x.a.y);
-          put(dg, r, c, x.d.x - k.x * x0, x.d.y - k.y * x1);
+          float2& g = dG(r, c);
+          g.x -= k.x * x0;
+          g.y -= k.y * x1;
           put(db, r, c, x.b.x * k.x, x.b.y * k.y);
         });
   }
-  __syncthreads();  // every row's ∂L/∂G is in dg
+  __syncthreads();  // every row's ∂L/∂G is complete
 
   // g's gradient: Σ over the rows r ≥ t of its chunk of ∂L/∂G_r, starting from ∂L/∂G_c (the last row's G, which the
-  // state's decay and K̃ read; padded rows add nothing else).
-  for (int c = threadIdx.x; c < D; c += kThreads) {
+  // state's decay and K̃ read; padded rows add nothing else); then the valid rows out in rows of float4.
+  for (int c = threadIdx.x; c < D; c += kGradThreads) {
     float suffix = sOverlap[c];
     for (int i = 0; i < kBlocks; ++i) suffix += sColG[i * D + c];
     for (int r = valid - 1; r >= 0; --r) {
-      suffix += dg[at(r, c)];
-      dg[at(r, c)] = suffix;
+      suffix += sDg[r * Ly::kDgStride + c];
+      sDg[r * Ly::kDgStride + c] = suffix;
     }
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < valid * (D / 4); i += kGradThreads) {
+    const int r = i / (D / 4), c = 4 * (i % (D / 4));
+    *reinterpret_cast<float4*>(dg + at(r, c)) = *reinterpret_cast<const float4*>(sDg + r * Ly::kDgStride + c);
   }
 }
 
@@ -527,8 +544,8 @@ template <int D> void chunk_grads(const GatedDelta2Shape& d, float scale, const 
                                   const Scratch& s, float* dq, float* dk, bf16* dv, float* dg, float* db, float* dw) {
   allow_dynamic_smem<chunk_grads_kernel<D>>(GradLayout<D>::kBytes);
   const dim3 grid(unsigned(chunks_of(d)), unsigned(d.heads), unsigned(d.batch));
-  chunk_grads_kernel<D><<<grid, kThreads, GradLayout<D>::kBytes, cuda::stream()>>>(sizes_of(d, scale), in, dout, s, dq,
-                                                                                   dk, dv, dg, db, dw);
+  chunk_grads_kernel<D><<<grid, kGradThreads, GradLayout<D>::kBytes, cuda::stream()>>>(sizes_of(d, scale), in, dout, s,
+                                                                                       dq, dk, dv, dg, db, dw);
   PRIMER_CUDA_CHECK_LAUNCH();
 }
 

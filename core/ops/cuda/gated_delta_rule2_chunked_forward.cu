@@ -27,6 +27,9 @@ namespace {
 using namespace tile;
 
 constexpr int kValueBlock = 64;  // value columns per CTA of the state pass
+// The prep runs one CTA per SM (its tiles take most of shared memory), so it brings 16 warps instead of 8 to hide
+// its latencies.
+constexpr int kPrepThreads = 512;
 
 template <int D> struct PrepLayout {
   static constexpr int kTile = kChunk * D;
@@ -42,7 +45,7 @@ __device__ __forceinline__ void put_pair(bf16* tile_base, int offset, float x, f
   *reinterpret_cast<__nv_bfloat162*>(tile_base + offset) = __floats2bfloat162_rn(x, y);
 }
 
-template <int D> __global__ void __launch_bounds__(kThreads) chunk_prep_kernel(Sizes sz, Inputs in, Scratch s) {
+template <int D> __global__ void __launch_bounds__(kPrepThreads) chunk_prep_kernel(Sizes sz, Inputs in, Scratch s) {
   using Ly = PrepLayout<D>;
   extern __shared__ __align__(128) unsigned char smem[];
   bf16* sQ = reinterpret_cast<bf16*>(smem);
@@ -57,6 +60,7 @@ template <int D> __global__ void __launch_bounds__(kThreads) chunk_prep_kernel(S
   float* sG = reinterpret_cast<float*>(sA + kChunk * kChunk);
   float* sL = sG + kChunk * Ly::kGStride;
 
+  static_assert(Ly::kTile / 2 % kPrepThreads == 0, "the scaled operands' loop gives every thread the same pairs");
   const int n = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
   const int t0 = n * kChunk, valid = min(kChunk, sz.T - t0);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -65,10 +69,10 @@ template <int D> __global__ void __launch_bounds__(kThreads) chunk_prep_kernel(S
   const int64_t bh = int64_t(b) * sz.H + h;
   const int64_t crow = bh * int64_t(sz.chunks) * kChunk + t0;  // scratch row of token t0
 
-  tile::load_tile_async<kChunk, D, kThreads>(sQ, in.q + in_row * D, row_stride, valid);
-  tile::load_tile_async<kChunk, D, kThreads>(sK, in.k + in_row * D, row_stride, valid);
-  tile::load_tile_async<kChunk, D, kThreads>(sV, in.v + in_row * D, row_stride, valid);
-  load_decay_async<D, Ly::kGStride, kThreads>(sG, in.g + in_row * D, row_stride, valid);
+  tile::load_tile_async<kChunk, D, kPrepThreads>(sQ, in.q + in_row * D, row_stride, valid);
+  tile::load_tile_async<kChunk, D, kPrepThreads>(sK, in.k + in_row * D, row_stride, valid);
+  tile::load_tile_async<kChunk, D, kPrepThreads>(sV, in.v + in_row * D, row_stride, valid);
+  load_decay_async<D, Ly::kGStride, kPrepThreads>(sG, in.g + in_row * D, row_stride, valid);
   tile::cp_async_commit();
   tile::cp_async_wait<0>();
   __syncthreads();
@@ -90,8 +94,8 @@ template <int D> __global__ void __launch_bounds__(kThreads) chunk_prep_kernel(S
   // The scaled operands: block m's rows q and b⊙k against its reference, and every key up to block m's end against
   // each reference from its own block's on.
 #pragma unroll 4
-  for (int it = 0; it < Ly::kTile / 2 / kThreads; ++it) {
-    const int idx = threadIdx.x + it * kThreads;
+  for (int it = 0; it < Ly::kTile / 2 / kPrepThreads; ++it) {
+    const int idx = threadIdx.x + it * kPrepThreads;
     const int r = 2 * idx / D, i = 2 * idx % D, m = r / kBlock;
     const float2 q = tile_pair<D>(sQ, r, i), k = tile_pair<D>(sK, r, i), bb = gate_pair(in.b, r, i);
     const float g0 = G(r, i), g1 = G(r, i + 1);
@@ -105,17 +109,19 @@ template <int D> __global__ void __launch_bounds__(kThreads) chunk_prep_kernel(S
   __syncthreads();
 
   // T (strictly lower) and P (lower with the diagonal) of the fitting blocks on tensor cores; a warp owns 16 rows ×
-  // 32 columns.
+  // 16·kBlocksPerWarp columns.
   {
+    constexpr int kBlocksPerWarp = kBlocks * kBlocks / (kPrepThreads / 32);
+    static_assert(kBlocksPerWarp >= 1 && kBlocks * kBlocks == kBlocksPerWarp * (kPrepThreads / 32), "16 × 16 blocks");
     const int m = warp % kBlocks, wn = warp / kBlocks;
     if (fits[m]) {
-      float accT[4][4], accP[4][4];
+      float accT[2 * kBlocksPerWarp][4], accP[2 * kBlocksPerWarp][4];
       zero(accT);
       zero(accP);
       const bf16* keys = sKr + key_offset(m) * D;
 #pragma unroll
-      for (int j = 0; j < 2; ++j) {
-        const int nb = 2 * wn + j;
+      for (int j = 0; j < kBlocksPerWarp; ++j) {
+        const int nb = kBlocksPerWarp * wn + j;
         if (nb > m) continue;
 #pragma unroll
         for (int kk = 0; kk < D / 16; ++kk) {
@@ -133,7 +139,7 @@ template <int D> __global__ void __launch_bounds__(kThreads) chunk_prep_kernel(S
           }
         }
       }
-      const int m0 = kBlock * m, n0 = 32 * wn;
+      const int m0 = kBlock * m, n0 = kBlock * kBlocksPerWarp * wn;
       for_each_pair(accT, m0, n0, lane, [&](int r, int c, float v0, float v1) {
         sL[r * Ly::kLStride + c] = c < r ? v0 : 0.f;
         sL[r * Ly::kLStride + c + 1] = c + 1 < r ? v1 : 0.f;
@@ -148,7 +154,7 @@ template <int D> __global__ void __launch_bounds__(kThreads) chunk_prep_kernel(S
   // The other blocks' rows exactly: a warp per row r, its lanes over the channels, one key s ≤ r at a time.
   {
     constexpr int kPerLane = D / 32;
-    for (int r = warp; r < kChunk; r += kThreads / 32) {
+    for (int r = warp; r < kChunk; r += kPrepThreads / 32) {
       if (fits[r / kBlock]) continue;
       float bk[kPerLane], qr[kPerLane], gr[kPerLane];
 #pragma unroll
@@ -197,7 +203,7 @@ template <int D> __global__ void __launch_bounds__(kThreads) chunk_prep_kernel(S
   } else {
     // Meanwhile: E = e^G⊙b⊙k and Z = w⊙v over the scaled operands (read before the last barrier), Q̃ and K̃ to the
     // scratch, and e^{G_c}.
-    constexpr int kWorkers = kThreads - kChunk;
+    constexpr int kWorkers = kPrepThreads - kChunk;
 #pragma unroll 2
     for (int it = 0; it < (Ly::kTile / 2 + kWorkers - 1) / kWorkers; ++it) {
       const int idx = threadIdx.x - kChunk + it * kWorkers;
@@ -219,7 +225,7 @@ template <int D> __global__ void __launch_bounds__(kThreads) chunk_prep_kernel(S
   __syncthreads();
 
   // Y = A E, Ū = A Z.
-  using Grid = WarpGrid<kChunk, D, kThreads / 32>;
+  using Grid = WarpGrid<kChunk, D, kPrepThreads / 32>;
   const int m0 = Grid::m0(warp), n0 = Grid::n0(warp);
   bf16* outs[2] = {s.Y, s.Ub};
   const bf16* xs[2] = {sLb, sLq};
@@ -349,7 +355,7 @@ template <int D, bool kOutput, bool kStore> __global__ void __launch_bounds__(kT
 template <int D> void chunk_prep(const GatedDelta2Shape& d, const Inputs& in, float scale, const Scratch& s) {
   allow_dynamic_smem<chunk_prep_kernel<D>>(PrepLayout<D>::kBytes);
   const dim3 grid(unsigned(chunks_of(d)), unsigned(d.heads), unsigned(d.batch));
-  chunk_prep_kernel<D><<<grid, kThreads, PrepLayout<D>::kBytes, cuda::stream()>>>(sizes_of(d, scale), in, s);
+  chunk_prep_kernel<D><<<grid, kPrepThreads, PrepLayout<D>::kBytes, cuda::stream()>>>(sizes_of(d, scale), in, s);
   PRIMER_CUDA_CHECK_LAUNCH();
 }
 

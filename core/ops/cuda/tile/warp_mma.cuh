@@ -105,6 +105,21 @@ __device__ __forceinline__ void for_each(float (&acc)[kTiles][4], int m0, int n0
     for (int e = 0; e < 4; ++e) f(m0 + g + 8 * (e >> 1), n0 + 8 * j + 2 * t + (e & 1), acc[j][e]);
 }
 
+// Accumulator element `index` = 4j + e of a lane (n-tile j, element e): its (row, col), and a store to it. A rolled
+// loop over a lane's elements (for code that is rare and long, kept small) indexes acc through these: a runtime index
+// into acc itself would move the accumulator to local memory.
+__device__ __forceinline__ int2 element_at(int index, int m0, int n0, int lane) {
+  const int j = index / 4, e = index % 4;
+  return make_int2(m0 + lane / 4 + 8 * (e >> 1), n0 + 8 * j + 2 * (lane % 4) + (e & 1));
+}
+template <int kTiles> __device__ __forceinline__ void set_element(float (&acc)[kTiles][4], int index, float v) {
+#pragma unroll
+  for (int j = 0; j < kTiles; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      if (4 * j + e == index) acc[j][e] = v;
+}
+
 // f(row, col, v0, v1) for every pair of horizontally adjacent elements (col even): what one 4-byte bf16x2 store
 // or one float2 store writes.
 template <int kTiles, class F>
