@@ -1,6 +1,6 @@
-// Kaczmarz linear attention's core (core/ops/kaczmarz_delta_rule.h) on the autograd tape: the key-norm scaling
-// (ops::key_norm_scale, one node) feeds the gated delta rule's node, so the chunked CPU path and the CUDA kernels of
-// Gated DeltaNet run it; the key-norm gradient comes from key_norm_scale's backward.
+// Kaczmarz linear attention's core (core/ops/kaczmarz_delta_rule.h) on the autograd tape: the gated delta rule's node
+// with raw keys (ops::gated_delta_rule's raw_key_eps), so the chunked CPU path and the CUDA kernels of Gated DeltaNet
+// run it, the key-norm scaling and its gradient inside the op.
 #pragma once
 #include "core/autograd/variable.h"
 

@@ -6,6 +6,7 @@
 #include "core/ops/cpu/gated_delta_rule.h"
 #include "core/ops/cuda/gated_delta_rule.h"
 #include "core/ops/dispatch.h"
+#include "core/ops/key_norm_scale.h"
 
 namespace primer::ops {
 namespace {
@@ -59,24 +60,29 @@ template <class T> T* mut_ptr(const Tensor& t) { return t.defined() ? t.data<T>(
   return dtype == DType::BF16 ? bf16_result : cast(bf16_result, dtype);
 }
 #ifdef PRIMER_WITH_CUDA
-Tensor workspace(const GatedDeltaDims& d, bool backward, Device device) {
-  const size_t bytes = cuda_ops::gated_delta_rule_workspace_bytes(d, backward);
-  return Tensor::empty({int64_t(bytes)}, DType::U8, device);
+int64_t workspace_bytes(const GatedDeltaDims& d, bool backward, bool raw_keys) {
+  return int64_t(cuda_ops::gated_delta_rule_workspace_bytes(d, backward, raw_keys));
+}
+Tensor workspace(const GatedDeltaDims& d, bool backward, bool raw_keys, Device device) {
+  return Tensor::empty({workspace_bytes(d, backward, raw_keys)}, DType::U8, device);
 }
 #endif
 
 }  // namespace
 
 Tensor gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
-                        double scale, const Tensor& state_in, Tensor* state_out, Tensor* kept_scratch) {
+                        double scale, const Tensor& state_in, Tensor* state_out, Tensor* kept_scratch,
+                        double raw_key_eps) {
   constexpr const char* op = "gated_delta_rule";
   if (kept_scratch) *kept_scratch = Tensor();
   const GatedDeltaDims d = check_inputs(op, q, k, v, g, beta, scale, state_in);
+  const bool raw_keys = raw_key_eps >= 0;
   const Tensor gc = g.contiguous(), bc = beta.contiguous(), sc = contiguous_or_null(state_in);
   Tensor st = state_out ? Tensor::empty(state_shape(d), state_dtype(q), q.device()) : Tensor();
   Tensor o;
   if (q.is_cpu()) {
-    const Tensor qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous();
+    const KeyNormScaled scaled = raw_keys ? key_norm_scale(k, v, raw_key_eps) : KeyNormScaled{k, v, Tensor()};
+    const Tensor qc = q.contiguous(), kc = scaled.k.contiguous(), vc = scaled.v.contiguous();
     o = Tensor::empty(v.shape(), v.dtype(), v.device());
     dispatch_cpu_float(q.dtype(), op, [&](auto tag) {
       using T = decltype(tag);
@@ -88,9 +94,10 @@ Tensor gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const
       const Tensor qb = as_bf16(q), kb = as_bf16(k), vb = as_bf16(v);
       const Tensor ob = Tensor::empty(v.shape(), DType::BF16, v.device());
       const bool keep = kept_scratch != nullptr;
-      const Tensor ws = workspace(d, keep, q.device());
+      const Tensor ws = workspace(d, keep, raw_keys, q.device());
       cuda_ops::GatedDeltaConfig config;
       config.keep_scratch = keep;
+      config.raw_key_eps = raw_keys ? float(raw_key_eps) : -1.f;
       cuda_ops::gated_delta_rule_forward(d, qb.data_ptr(), kb.data_ptr(), vb.data_ptr(), gc.data<float>(),
                                          bc.data<float>(), ptr<float>(sc), ob.data_ptr(), mut_ptr<float>(st),
                                          ws.data_ptr(), config);
@@ -104,7 +111,8 @@ Tensor gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const
 
 GatedDeltaGrads gated_delta_rule_backward(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
                                           const Tensor& g, const Tensor& beta, double scale, const Tensor& state_in,
-                                          const Tensor& dstate_out, [[maybe_unused]] const Tensor& kept_scratch) {
+                                          const Tensor& dstate_out, [[maybe_unused]] const Tensor& kept_scratch,
+                                          double raw_key_eps) {
   constexpr const char* op = "gated_delta_rule_backward";
   const GatedDeltaDims d = check_inputs(op, q, k, v, g, beta, scale, state_in);
   expect(dout, op, "dout", q.device(), {v.dtype()});
@@ -119,8 +127,11 @@ GatedDeltaGrads gated_delta_rule_backward(const Tensor& dout, const Tensor& q, c
   r.dg = Tensor::empty(g.shape(), g.dtype(), g.device());
   r.dbeta = Tensor::empty(beta.shape(), beta.dtype(), beta.device());
   if (state_in.defined()) r.dstate_in = Tensor::empty(state_shape(d), state_in.dtype(), q.device());
+  const bool raw_keys = raw_key_eps >= 0;
   if (q.is_cpu()) {
-    const Tensor qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous(), doc = dout.contiguous();
+    // Raw keys: the chunked backward on k̂, v̂, then key_norm_scale's backward to the raw k, v.
+    const KeyNormScaled scaled = raw_keys ? key_norm_scale(k, v, raw_key_eps) : KeyNormScaled{k, v, Tensor()};
+    const Tensor qc = q.contiguous(), kc = scaled.k.contiguous(), vc = scaled.v.contiguous(), doc = dout.contiguous();
     r.dq = Tensor::empty(q.shape(), q.dtype(), q.device());
     r.dk = Tensor::empty(k.shape(), k.dtype(), k.device());
     r.dv = Tensor::empty(v.shape(), v.dtype(), v.device());
@@ -131,6 +142,11 @@ GatedDeltaGrads gated_delta_rule_backward(const Tensor& dout, const Tensor& q, c
                                                 r.dk.data<T>(), r.dv.data<T>(), r.dg.data<T>(), r.dbeta.data<T>(),
                                                 mut_ptr<T>(r.dstate_in));
     });
+    if (raw_keys) {
+      KeyNormScaleGrads raw = key_norm_scale_backward(r.dk, r.dv, k, v, scaled.r);
+      r.dk = raw.dk;
+      r.dv = raw.dv;
+    }
   } else {
     PRIMER_ON_CUDA([&] {
       const Tensor qb = as_bf16(q), kb = as_bf16(k), vb = as_bf16(v), dob = as_bf16(dout);
@@ -139,12 +155,13 @@ GatedDeltaGrads gated_delta_rule_backward(const Tensor& dout, const Tensor& q, c
       const Tensor dv = Tensor::empty(v.shape(), DType::BF16, v.device());
       cuda_ops::GatedDeltaConfig config;
       config.scratch_from_forward = kept_scratch.defined();
+      config.raw_key_eps = raw_keys ? float(raw_key_eps) : -1.f;
       if (config.scratch_from_forward)
         PRIMER_CHECK(kept_scratch.is_cuda() && kept_scratch.dtype() == DType::U8 &&
-                         kept_scratch.numel() == int64_t(cuda_ops::gated_delta_rule_workspace_bytes(d, true)),
-                     "{}: kept_scratch {} is not the scratch of a forward on inputs of these sizes", op,
-                     kept_scratch.describe());
-      const Tensor ws = config.scratch_from_forward ? kept_scratch : workspace(d, true, q.device());
+                         kept_scratch.numel() == workspace_bytes(d, true, raw_keys),
+                     "{}: kept_scratch {} is not the scratch of a forward on inputs of these sizes{}", op,
+                     kept_scratch.describe(), raw_keys ? " with raw keys" : "");
+      const Tensor ws = config.scratch_from_forward ? kept_scratch : workspace(d, true, raw_keys, q.device());
       cuda_ops::gated_delta_rule_backward(d, dob.data_ptr(), qb.data_ptr(), kb.data_ptr(), vb.data_ptr(),
                                           gc.data<float>(), bc.data<float>(), ptr<float>(sc), ptr<float>(dsc),
                                           dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), r.dg.data<float>(),

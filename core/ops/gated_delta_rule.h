@@ -15,8 +15,13 @@ namespace primer::ops {
 // If kept_scratch is non-null, on CUDA it receives the chunk scratch the backward would recompute (the chunk-start
 // states in bf16 and the per-token W, U, A rows: ≈ B·H·T·(K + 3V + 192)·2 bytes plus B·H·⌈T/64⌉·K·V·4, 0.4 GB at
 // B 4, T 4096, H 16, K = V = 128), for gated_delta_rule_backward to skip that work; undefined on the CPU.
+// raw_key_eps ≥ 0 (negative: off): k and v arrive raw, as Kaczmarz linear attention takes them
+// (core/ops/kaczmarz_delta_rule.h); the recurrence runs on k̂ = r·k and v̂ = r·v with r = 1/sqrt(‖k‖² + raw_key_eps)
+// per token (ops::key_norm_scale's maths; on CUDA inside the kernels, without a pass of its own), and the backward's
+// dk, dv are those of the raw k and v. The backward must be given the same raw_key_eps.
 Tensor gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
-                        double scale, const Tensor& state_in, Tensor* state_out, Tensor* kept_scratch = nullptr);
+                        double scale, const Tensor& state_in, Tensor* state_out, Tensor* kept_scratch = nullptr,
+                        double raw_key_eps = -1);
 
 struct GatedDeltaGrads {
   Tensor dq, dk, dv;  // like q, k, v
@@ -27,7 +32,8 @@ struct GatedDeltaGrads {
 // same inputs, or undefined (recomputed). It is consumed: the backward writes its own gradients' scratch into it.
 GatedDeltaGrads gated_delta_rule_backward(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
                                           const Tensor& g, const Tensor& beta, double scale, const Tensor& state_in,
-                                          const Tensor& dstate_out, const Tensor& kept_scratch = Tensor());
+                                          const Tensor& dstate_out, const Tensor& kept_scratch = Tensor(),
+                                          double raw_key_eps = -1);
 
 namespace reference {
 // The ground truth: the recurrence above token by token, f64 CPU tensors only, with a hand-written backward.

@@ -205,35 +205,44 @@ TEST(GatedDeltaRuleCuda, ValueBlocksAgree) {
 
 // A forward that keeps its chunk scratch (the autograd node's path) gives the output of one that does not, and the
 // backward reading that scratch instead of recomputing it gives the same gradients (the same kernels on the same
-// values: 1e-6 leaves room only for nothing), at both head dims and at B = 1 (32 value columns per block).
+// values: 1e-6 leaves room only for nothing), at both head dims and at B = 1 (32 value columns per block), with unit
+// keys and with raw ones (raw_key_eps, KZLA's path: keys of norm ~2.5); a raw-key backward refuses the scratch of a
+// forward without raw keys.
 TEST(GatedDeltaRuleCuda, KeptScratchGivesTheSameResults) {
   PRIMER_REQUIRE_CUDA();
   const uint64_t seed = test::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
-  for (const auto [B, T, H, D] : {std::array<int64_t, 4>{2, 150, 2, 128}, std::array<int64_t, 4>{1, 200, 3, 64},
-                                  std::array<int64_t, 4>{4, 100, 16, 128}}) {
-    const double scale = 1.0 / std::sqrt(double(D));
-    const GpuCase in(B, T, H, D, seed);
-    const Tensor &q = in.q, &k = in.k, &v = in.v, &g = in.g, &beta = in.beta, &s0 = in.s0, &dout = in.dout, &ds = in.ds;
-    Tensor st_plain, st_kept, kept;
-    test::poison_pool();
-    const Tensor o_plain = ops::gated_delta_rule(q, k, v, g, beta, scale, s0, &st_plain);
-    test::poison_pool();
-    const Tensor o_kept = ops::gated_delta_rule(q, k, v, g, beta, scale, s0, &st_kept, &kept);
-    ASSERT_TRUE(kept.defined());
-    const std::string shape = " B " + std::to_string(B) + " H " + std::to_string(H) + " D " + std::to_string(D);
-    test::expect_close(test::cpu_f64(o_kept), test::cpu_f64(o_plain), 1e-6, 1e-5, "o" + shape);
-    test::expect_close(test::cpu_f64(st_kept), test::cpu_f64(st_plain), 1e-6, 1e-5, "state_out" + shape);
-    test::poison_pool();
-    const ops::GatedDeltaGrads a = ops::gated_delta_rule_backward(dout, q, k, v, g, beta, scale, s0, ds);
-    test::poison_pool();
-    const ops::GatedDeltaGrads b = ops::gated_delta_rule_backward(dout, q, k, v, g, beta, scale, s0, ds, kept);
-    const std::pair<const char*, std::pair<Tensor, Tensor>> grads[] = {
-        {"dq", {a.dq, b.dq}}, {"dk", {a.dk, b.dk}},          {"dv", {a.dv, b.dv}},
-        {"dg", {a.dg, b.dg}}, {"dbeta", {a.dbeta, b.dbeta}}, {"dstate_in", {a.dstate_in, b.dstate_in}}};
-    for (const auto& [name, pair] : grads)
-      test::expect_close(test::cpu_f64(pair.second), test::cpu_f64(pair.first), 1e-6, 1e-5, name + shape);
-  }
+  for (const double eps : {-1.0, 1e-6})
+    for (const auto [B, T, H, D] : {std::array<int64_t, 4>{2, 150, 2, 128}, std::array<int64_t, 4>{1, 200, 3, 64},
+                                    std::array<int64_t, 4>{4, 100, 16, 128}}) {
+      const double scale = 1.0 / std::sqrt(double(D));
+      const GpuCase in(B, T, H, D, seed);
+      const Tensor k = eps >= 0 ? ops::scale(in.k, 2.5) : in.k;
+      const Tensor &q = in.q, &v = in.v, &g = in.g, &beta = in.beta, &s0 = in.s0, &dout = in.dout, &ds = in.ds;
+      Tensor st_plain, st_kept, kept;
+      test::poison_pool();
+      const Tensor o_plain = ops::gated_delta_rule(q, k, v, g, beta, scale, s0, &st_plain, nullptr, eps);
+      test::poison_pool();
+      const Tensor o_kept = ops::gated_delta_rule(q, k, v, g, beta, scale, s0, &st_kept, &kept, eps);
+      ASSERT_TRUE(kept.defined());
+      const std::string shape = " B " + std::to_string(B) + " H " + std::to_string(H) + " D " + std::to_string(D) +
+                                (eps >= 0 ? " raw keys" : "");
+      test::expect_close(test::cpu_f64(o_kept), test::cpu_f64(o_plain), 1e-6, 1e-5, "o" + shape);
+      test::expect_close(test::cpu_f64(st_kept), test::cpu_f64(st_plain), 1e-6, 1e-5, "state_out" + shape);
+      test::poison_pool();
+      const ops::GatedDeltaGrads a = ops::gated_delta_rule_backward(dout, q, k, v, g, beta, scale, s0, ds, {}, eps);
+      test::poison_pool();
+      const ops::GatedDeltaGrads b = ops::gated_delta_rule_backward(dout, q, k, v, g, beta, scale, s0, ds, kept, eps);
+      const std::pair<const char*, std::pair<Tensor, Tensor>> grads[] = {
+          {"dq", {a.dq, b.dq}}, {"dk", {a.dk, b.dk}},          {"dv", {a.dv, b.dv}},
+          {"dg", {a.dg, b.dg}}, {"dbeta", {a.dbeta, b.dbeta}}, {"dstate_in", {a.dstate_in, b.dstate_in}}};
+      for (const auto& [name, pair] : grads)
+        test::expect_close(test::cpu_f64(pair.second), test::cpu_f64(pair.first), 1e-6, 1e-5, name + shape);
+      if (eps < 0) {
+        EXPECT_THROW(ops::gated_delta_rule_backward(dout, q, k, v, g, beta, scale, s0, ds, kept, 1e-6), Error)
+            << "a raw-key backward must refuse the scratch of a forward without raw keys";
+      }
+    }
 }
 
 // [x1; x2] as x1 from S_0, then x2 from x1's final state (split mid-chunk), forward and backward (the second call's

@@ -20,11 +20,17 @@ struct GatedDeltaConfig {
   bool keep_scratch = false;
   // Backward: the workspace is such a forward's (same inputs), so the chunk prep and the recompute pass are skipped.
   bool scratch_from_forward = false;
+  // ≥ 0: k and v are raw (Kaczmarz linear attention's step, core/ops/kaczmarz_delta_rule.h): the kernels run on
+  // k̂ = r·k and v̂ = r·v with r = 1/sqrt(‖k‖² + raw_key_eps) per token (rounded to bf16 once, in the chunk prep), and
+  // the backward's dk, dv are the raw k's and v's: dk = r·(dk̂ − (⟨dk̂, k̂⟩ + ⟨dv̂, v̂⟩)·k̂), dv = r·dv̂ — no pass of
+  // its own either way. The workspace then holds k̂, v̂ and r as well (gated_delta_rule_workspace_bytes(d, ·, true)).
+  float raw_key_eps = -1.f;
+  bool raw_keys() const { return raw_key_eps >= 0.f; }
 };
 int gated_delta_rule_default_value_block(const GatedDeltaDims& d);
 
 // Bytes of scratch the forward (backward = false) or the backward (and a keep_scratch forward) needs.
-size_t gated_delta_rule_workspace_bytes(const GatedDeltaDims& d, bool backward);
+size_t gated_delta_rule_workspace_bytes(const GatedDeltaDims& d, bool backward, bool raw_keys = false);
 
 // One kernel of a call: launch() enqueues it on the compute stream.
 struct GatedDeltaKernel {

@@ -139,8 +139,9 @@ template <int D> struct GradLayout {
   static constexpr int kR2 = D * D > kTile + 2 * kSquare ? D* D : kTile + 2 * kSquare;
   static constexpr int kHalves = 6 * kTile + kR1 + kR2 + 2 * kSquare;  // Q K V dO U dU, R1, R2, A, Ds (then Dl)
   // G, β, γ = e^G and D_last = e^{G_last − G} per row, per-column-block row sums of dG and dβ (2 × 64 each),
-  // per-row-block column sums of dG (4 × 64), the per-warp partials of the last row's dG (8), the totals (64).
-  static constexpr int kFloats = 4 * kChunk + 4 * kChunk + 4 * kChunk + 8 + kChunk;
+  // per-row-block column sums of dG (4 × 64), the per-warp partials of the last row's dG (8), the totals (64); raw
+  // keys: r per row (64) and per-column-block row sums of ⟨dk̂, k̂⟩ + ⟨dv̂, v̂⟩ (2 × 64).
+  static constexpr int kFloats = 4 * kChunk + 4 * kChunk + 4 * kChunk + 8 + kChunk + 3 * kChunk;
   static constexpr size_t kBytes = kHalves * sizeof(bf16) + kFloats * sizeof(float);
 };
 
@@ -172,6 +173,8 @@ template <int D> __global__ void __launch_bounds__(kThreads)
   float* sColG = sRowB + 2 * kChunk;   // [4][64]
   float* sLast = sColG + 4 * kChunk;   // [8]
   float* sTotal = sLast + 8;           // [64]
+  float* sKeyScale = sTotal + kChunk;  // [64] raw keys only
+  float* sRowKV = sKeyScale + kChunk;  // [2][64] raw keys only
   bf16 *sS = sR1, *sXw = sR1, *sXu = sR1 + Ly::kTile;
   bf16 *sdS = sR2, *sdW = sR2, *sdA = sR2 + Ly::kTile, *sT1 = sdA + Ly::kSquare;
   bf16* sDl = sDs;
@@ -203,6 +206,11 @@ template <int D> __global__ void __launch_bounds__(kThreads)
   if (threadIdx.x < kChunk)
     sBeta[threadIdx.x] = threadIdx.x < valid ? in.beta[in_row + int64_t(threadIdx.x) * sz.H] : 0.f;
   for (int i = threadIdx.x; i < 8 * kChunk + 8; i += kThreads) sRowG[i] = 0.f;  // sRowG .. sLast
+  const bool raw_keys = s.key_scale != nullptr;
+  if (raw_keys && threadIdx.x < kChunk) {
+    sKeyScale[threadIdx.x] = threadIdx.x < valid ? s.key_scale[in_row + int64_t(threadIdx.x) * sz.H] : 0.f;
+    sRowKV[threadIdx.x] = sRowKV[kChunk + threadIdx.x] = 0.f;
+  }
   tile::cp_async_wait<3>();
   __syncthreads();
 
@@ -319,6 +327,10 @@ template <int D> __global__ void __launch_bounds__(kThreads)
     warp_mma<kChunk, GD::kTiles>(acc, MatAT<kChunk>{sA}, MatB<D>{sdU}, m0, nD, lane);
     add_rows(row_b, row_sums(acc, m0, nD, lane, dot_with(sV)), m0, lane, one);
     scale_rows(acc, m0, lane, [&](int r) { return sBeta[r]; });
+    if (raw_keys) {  // dv = r·dv̂, and ⟨dv̂, v̂⟩ for dk
+      add_rows(sRowKV + wn * kChunk, row_sums(acc, m0, nD, lane, dot_with(sV)), m0, lane, one);
+      scale_rows(acc, m0, lane, [&](int r) { return sKeyScale[r]; });
+    }
     store_rows(dv, acc);
   }
   __syncthreads();
@@ -358,6 +370,14 @@ template <int D> __global__ void __launch_bounds__(kThreads)
   // dk += Dl K + Dlᵀ K.
   warp_mma<kChunk, GD::kTiles>(dK, MatA<kChunk>{sDl}, MatB<D>{sK}, m0, nD, lane);
   warp_mma<kChunk, GD::kTiles>(dK, MatAT<kChunk>{sDl}, MatB<D>{sK}, m0, nD, lane);
+  if (raw_keys) {  // dk = r·(dk̂ − (⟨dk̂, k̂⟩ + ⟨dv̂, v̂⟩)·k̂): the gradient of the raw k through k̂ = r·k and v̂ = r·v
+    add_rows(sRowKV + wn * kChunk, row_sums(dK, m0, nD, lane, dot_with(sK)), m0, lane, one);
+    __syncthreads();
+    for_each(dK, m0, nD, lane, [&](int r, int c, float& v) {
+      const float k_hat = __bfloat162float(sK[swizzle<D>(r, c)]);
+      v = sKeyScale[r] * (v - (sRowKV[r] + sRowKV[kChunk + r]) * k_hat);
+    });
+  }
   store_rows(dk, dK);
 
   // ∂L/∂G_r in a fixed order, then g_t's gradient: Σ over the rows r ≥ t of its chunk (padded rows included: the
@@ -420,8 +440,9 @@ std::vector<GatedDeltaKernel> gated_delta_rule_backward_kernels(
   }
   using gdr::bf16;
   gdr::Scratch s;
-  gdr::carve_scratch(d, true, workspace, &s);
-  const gdr::Inputs in{static_cast<const bf16*>(q), static_cast<const bf16*>(k), static_cast<const bf16*>(v), g, beta};
+  gdr::carve_scratch(d, true, config.raw_keys(), workspace, &s);
+  const gdr::Inputs raw{static_cast<const bf16*>(q), static_cast<const bf16*>(k), static_cast<const bf16*>(v), g, beta};
+  const gdr::Inputs in = gdr::scaled_inputs(raw, s);  // what every kernel after the prep reads
   const bf16* dO = static_cast<const bf16*>(dout);
   auto* dq_ = static_cast<bf16*>(dq);
   auto* dk_ = static_cast<bf16*>(dk);
@@ -429,7 +450,8 @@ std::vector<GatedDeltaKernel> gated_delta_rule_backward_kernels(
   const int value_block = config.value_block ? config.value_block : gated_delta_rule_default_value_block(d);
   std::vector<GatedDeltaKernel> kernels;
   if (!config.scratch_from_forward) {  // else a keep_scratch forward left W, U, A and the chunk states in place
-    kernels.push_back({"chunk prep", [=] { gdr::launch_chunk_prep(d, in, s); }});
+    const float eps = config.raw_key_eps;
+    kernels.push_back({"chunk prep", [=] { gdr::launch_chunk_prep(d, raw, s, eps); }});
     kernels.push_back({"state pass (recompute)",
                        [=] { gdr::launch_state_pass(d, in, s, state_in, nullptr, nullptr, value_block, true); }});
   }

@@ -34,7 +34,8 @@ template <int D> struct PrepLayout {
       (3 * kTile + kChunk * kChunk) * sizeof(bf16) + (kChunk * kLStride + 2 * kChunk) * sizeof(float);
 };
 
-template <int D> __global__ void __launch_bounds__(kThreads) chunk_prep_kernel(Sizes sz, Inputs in, Scratch s) {
+template <int D> __global__ void __launch_bounds__(kThreads)
+    chunk_prep_kernel(Sizes sz, Inputs in, Scratch s, float raw_key_eps) {
   using Ly = PrepLayout<D>;
   extern __shared__ __align__(128) unsigned char smem[];
   bf16* sQ = reinterpret_cast<bf16*>(smem);
@@ -75,6 +76,31 @@ template <int D> __global__ void __launch_bounds__(kThreads) chunk_prep_kernel(S
   if (threadIdx.x < kChunk) s.G2[crow + threadIdx.x] = sG[threadIdx.x];
   tile::cp_async_wait<0>();
   __syncthreads();
+
+  // Raw keys: k̂ = r·k and v̂ = r·v, r = 1/sqrt(‖k‖² + ε) in f32, rounded once; a warp per token. Every later kernel
+  // reads the k̂, v̂ written here, and the gradient kernel turns its gradients into those of k and v through r.
+  if (s.k_hat) {
+    for (int r = warp; r < valid; r += kThreads / 32) {
+      float sum = 0.f;
+      for (int c = 2 * lane; c < D; c += 64) {
+        const float2 x = tile_pair<D>(sK, r, c);
+        sum += x.x * x.x + x.y * x.y;
+      }
+      const float scale_r = rsqrtf(warp_sum(sum) + raw_key_eps);
+      const int64_t at = (in_row + int64_t(r) * sz.H) * D;
+      for (int c = 2 * lane; c < D; c += 64) {
+        const float2 x = tile_pair<D>(sK, r, c), y = tile_pair<D>(sV, r, c);
+        const __nv_bfloat162 kh = __floats2bfloat162_rn(scale_r * x.x, scale_r * x.y);
+        const __nv_bfloat162 vh = __floats2bfloat162_rn(scale_r * y.x, scale_r * y.y);
+        *reinterpret_cast<__nv_bfloat162*>(sK + swizzle<D>(r, c)) = kh;
+        *reinterpret_cast<__nv_bfloat162*>(sV + swizzle<D>(r, c)) = vh;
+        *reinterpret_cast<__nv_bfloat162*>(s.k_hat + at + c) = kh;
+        *reinterpret_cast<__nv_bfloat162*>(s.v_hat + at + c) = vh;
+      }
+      if (lane == 0) s.key_scale[in_row + int64_t(r) * sz.H] = scale_r;
+    }
+    __syncthreads();
+  }
 
   // L (fp32, shared) and P (bf16, global) from K Kᵀ and Q Kᵀ.
   {
@@ -257,10 +283,10 @@ template <int D, int BV, bool kOutput, bool kStore> __global__ void __launch_bou
     });
 }
 
-template <int D> void chunk_prep(const GatedDeltaDims& d, const Inputs& in, const Scratch& s) {
+template <int D> void chunk_prep(const GatedDeltaDims& d, const Inputs& in, const Scratch& s, float raw_key_eps) {
   allow_dynamic_smem<chunk_prep_kernel<D>>(PrepLayout<D>::kBytes);
   const dim3 grid(unsigned(chunks_of(d)), unsigned(d.heads), unsigned(d.batch));
-  chunk_prep_kernel<D><<<grid, kThreads, PrepLayout<D>::kBytes, cuda::stream()>>>(sizes_of(d), in, s);
+  chunk_prep_kernel<D><<<grid, kThreads, PrepLayout<D>::kBytes, cuda::stream()>>>(sizes_of(d), in, s, raw_key_eps);
   PRIMER_CUDA_CHECK_LAUNCH();
 }
 
@@ -279,7 +305,7 @@ size_t align_up(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
 }  // namespace
 
-size_t carve_scratch(const GatedDeltaDims& d, bool backward, void* base, Scratch* s) {
+size_t carve_scratch(const GatedDeltaDims& d, bool backward, bool raw_keys, void* base, Scratch* s) {
   const size_t rows = size_t(d.batch * d.heads * chunks_of(d) * kChunk);
   const size_t states = size_t(d.batch * d.heads * chunks_of(d) * d.key_dim * d.value_dim);
   size_t offset = 0;
@@ -299,14 +325,18 @@ size_t carve_scratch(const GatedDeltaDims& d, bool backward, void* base, Scratch
   take(s->dU, rows * size_t(d.value_dim), backward);
   take(s->states, states, backward);
   take(s->dstates, states, backward);
+  const size_t tokens = size_t(d.batch * d.time * d.heads);
+  take(s->k_hat, tokens * size_t(d.key_dim), raw_keys);
+  take(s->v_hat, tokens * size_t(d.value_dim), raw_keys);
+  take(s->key_scale, tokens, raw_keys);
   return offset;
 }
 
-void launch_chunk_prep(const GatedDeltaDims& d, const Inputs& in, const Scratch& s) {
+void launch_chunk_prep(const GatedDeltaDims& d, const Inputs& in, const Scratch& s, float raw_key_eps) {
   if (d.key_dim == 64)
-    chunk_prep<64>(d, in, s);
+    chunk_prep<64>(d, in, s, raw_key_eps);
   else
-    chunk_prep<128>(d, in, s);
+    chunk_prep<128>(d, in, s, raw_key_eps);
 }
 
 void launch_state_pass(const GatedDeltaDims& d, const Inputs& in, const Scratch& s, const float* state_in, bf16* o,
@@ -334,9 +364,9 @@ void launch_state_pass(const GatedDeltaDims& d, const Inputs& in, const Scratch&
 
 namespace primer::ops::cuda_ops {
 
-size_t gated_delta_rule_workspace_bytes(const GatedDeltaDims& d, bool backward) {
+size_t gated_delta_rule_workspace_bytes(const GatedDeltaDims& d, bool backward, bool raw_keys) {
   gdr::Scratch s;
-  return gdr::carve_scratch(d, backward, nullptr, &s);
+  return gdr::carve_scratch(d, backward, raw_keys, nullptr, &s);
 }
 
 // The state passes walk the chunks in order, one block per (value slice, head, sequence), bound by per-chunk latency:
@@ -364,13 +394,15 @@ std::vector<GatedDeltaKernel> gated_delta_rule_forward_kernels(const GatedDeltaD
   }
   gdr::Scratch s;
   const bool keep = config.keep_scratch;
-  gdr::carve_scratch(d, keep, workspace, &s);
+  gdr::carve_scratch(d, keep, config.raw_keys(), workspace, &s);
   const gdr::Inputs in{static_cast<const gdr::bf16*>(q), static_cast<const gdr::bf16*>(k),
                        static_cast<const gdr::bf16*>(v), g, beta};
+  const gdr::Inputs scaled = gdr::scaled_inputs(in, s);
   const int value_block = config.value_block ? config.value_block : gated_delta_rule_default_value_block(d);
-  return {{"chunk prep", [=] { gdr::launch_chunk_prep(d, in, s); }},
+  const float eps = config.raw_key_eps;
+  return {{"chunk prep", [=] { gdr::launch_chunk_prep(d, in, s, eps); }},
           {keep ? "state pass + output + stored states" : "state pass + output", [=] {
-             gdr::launch_state_pass(d, in, s, state_in, static_cast<gdr::bf16*>(o), state_out, value_block, keep);
+             gdr::launch_state_pass(d, scaled, s, state_in, static_cast<gdr::bf16*>(o), state_out, value_block, keep);
            }}};
 }
 

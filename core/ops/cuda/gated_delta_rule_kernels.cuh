@@ -39,12 +39,17 @@ struct Scratch {
   bf16* dU = nullptr;       // [BH, Tp, V] ∂L/∂U (backward only)
   bf16* states = nullptr;   // [BH, chunks, K, V] state at each chunk's start (backward only)
   bf16* dstates = nullptr;  // [BH, chunks, K, V] ∂L/∂(state at each chunk's end) (backward only)
+  // Raw keys (GatedDeltaConfig::raw_key_eps, Kaczmarz's step) only: the prep's k̂ = r·k and v̂ = r·v in the inputs'
+  // layout [B, T, H, K|V], which every later kernel reads instead of k and v, and r = 1/sqrt(‖k‖² + ε) [B, T, H].
+  bf16* k_hat = nullptr;
+  bf16* v_hat = nullptr;
+  float* key_scale = nullptr;
 };
 
 inline int64_t chunks_of(const GatedDeltaDims& d) { return (d.time + kChunk - 1) / kChunk; }
 
 // Lays the scratch out from `base` (null: only counts); returns the bytes used.
-size_t carve_scratch(const GatedDeltaDims& d, bool backward, void* base, Scratch* s);
+size_t carve_scratch(const GatedDeltaDims& d, bool backward, bool raw_keys, void* base, Scratch* s);
 
 // The inputs every kernel reads.
 struct Inputs {
@@ -66,8 +71,13 @@ __device__ __forceinline__ void load_row_async(float* smem, const float* global)
   if (threadIdx.x < 16) tile::cp_async_16(smem + 4 * threadIdx.x, global + 4 * threadIdx.x, true);
 }
 
-// Chunk prep for every chunk (writes G2, P, W, u, and A when s.A is set).
-void launch_chunk_prep(const GatedDeltaDims& d, const Inputs& in, const Scratch& s);
+// Chunk prep for every chunk (writes G2, P, W, u, and A when s.A is set). With s.k_hat set, k and v are raw: the
+// prep scales each token's pair by r = 1/sqrt(‖k‖² + raw_key_eps) and writes k̂, v̂ and r to the scratch.
+void launch_chunk_prep(const GatedDeltaDims& d, const Inputs& in, const Scratch& s, float raw_key_eps);
+// What the kernels after the prep read: the inputs, with k and v replaced by the prep's k̂ and v̂ for raw keys.
+inline Inputs scaled_inputs(const Inputs& in, const Scratch& s) {
+  return s.k_hat ? Inputs{in.q, s.k_hat, s.v_hat, in.g, in.beta} : in;
+}
 // The sequential state pass, each CTA owning `value_block` (32, 64 or 128) value columns. Forward: o (bf16
 // [B, T, H, V]) and state_out (nullable). Backward recompute (o null): the chunk-start states and U into the scratch;
 // `store` (with o) writes those too, for a backward that keeps the forward's scratch.
