@@ -2,16 +2,16 @@
 
 #include <cmath>
 
-#include "core/ops/cuda/key_norm_scale.h"
 #include "core/ops/dispatch.h"
 
 namespace primer::ops {
 namespace {
 
-// k [..., K] and v [..., V] with the same leading dims, one float dtype and device; returns the leading shape.
+// k [..., K] and v [..., V] on the CPU with the same leading dims and one float dtype; returns the leading shape.
+// (On CUDA the gated delta rule's kernels form k̂ and v̂ themselves: ops::gated_delta_rule's raw_key_eps.)
 Shape check_rows(const char* op, const Tensor& k, const Tensor& v) {
-  expect_float(k, op, "k", k.device());
-  expect(v, op, "v", k.device(), {k.dtype()});
+  expect_float(k, op, "k", Device::cpu());
+  expect(v, op, "v", Device::cpu(), {k.dtype()});
   PRIMER_CHECK(k.dim() >= 1 && v.dim() == k.dim() && k.size(-1) > 0 && v.size(-1) > 0,
                "{}: k is {} and v {}, expected [..., K] and [..., V] with the same leading dims", op, k.describe(),
                v.describe());
@@ -57,15 +57,10 @@ KeyNormScaled key_norm_scale(const Tensor& k, const Tensor& v, double eps) {
   const Tensor kc = k.contiguous(), vc = v.contiguous();
   KeyNormScaled out{Tensor::empty(k.shape(), k.dtype(), k.device()), Tensor::empty(v.shape(), v.dtype(), v.device()),
                     Tensor::empty(rows_shape, accum_dtype(k.dtype()), k.device())};
-  if (k.is_cpu()) {
-    dispatch_cpu_float(k.dtype(), op, [&](auto tag) {
-      using T = decltype(tag);
-      forward_cpu<T>(out.k.data<T>(), out.v.data<T>(), out.r.data<T>(), kc.data<T>(), vc.data<T>(), rows, K, V, eps);
-    });
-  } else {
-    PRIMER_ON_CUDA(cuda_ops::key_norm_scale_forward(out.k.data_ptr(), out.v.data_ptr(), out.r.data<float>(),
-                                                    kc.data_ptr(), vc.data_ptr(), rows, K, V, float(eps), k.dtype()));
-  }
+  dispatch_cpu_float(k.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    forward_cpu<T>(out.k.data<T>(), out.v.data<T>(), out.r.data<T>(), kc.data<T>(), vc.data<T>(), rows, K, V, eps);
+  });
   return out;
 }
 
@@ -83,17 +78,11 @@ KeyNormScaleGrads key_norm_scale_backward(const Tensor& dk_hat, const Tensor& dv
   const Tensor kc = k.contiguous(), vc = v.contiguous(), dkc = dk_hat.contiguous(), dvc = dv_hat.contiguous(),
                rc = r.contiguous();
   KeyNormScaleGrads g{Tensor::empty(k.shape(), k.dtype(), k.device()), Tensor::empty(v.shape(), v.dtype(), v.device())};
-  if (k.is_cpu()) {
-    dispatch_cpu_float(k.dtype(), op, [&](auto tag) {
-      using T = decltype(tag);
-      backward_cpu<T>(g.dk.data<T>(), g.dv.data<T>(), dkc.data<T>(), dvc.data<T>(), kc.data<T>(), vc.data<T>(),
-                      rc.data<T>(), rows, K, V);
-    });
-  } else {
-    PRIMER_ON_CUDA(cuda_ops::key_norm_scale_backward(g.dk.data_ptr(), g.dv.data_ptr(), dkc.data_ptr(), dvc.data_ptr(),
-                                                     kc.data_ptr(), vc.data_ptr(), rc.data<float>(), rows, K, V,
-                                                     k.dtype()));
-  }
+  dispatch_cpu_float(k.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    backward_cpu<T>(g.dk.data<T>(), g.dv.data<T>(), dkc.data<T>(), dvc.data<T>(), kc.data<T>(), vc.data<T>(),
+                    rc.data<T>(), rows, K, V);
+  });
   return g;
 }
 

@@ -1,6 +1,6 @@
 // The key-norm scaling that runs Kaczmarz linear attention on the gated delta rule (core/ops/kaczmarz_delta_rule.h):
-// per row (token and head), r = (‖k‖² + ε)^(−1/2), k̂ = r·k, v̂ = r·v, in one pass (f32 math; bf16 or f32 I/O on CUDA,
-// f32 or f64 on the CPU), and its backward
+// per row (token and head), r = (‖k‖² + ε)^(−1/2), k̂ = r·k, v̂ = r·v, in one pass on the CPU (f32 or f64; the CUDA
+// kernels of ops::gated_delta_rule do the same inside themselves, with its raw_key_eps), and its backward
 //   dk = r·dk̂ − r³ (⟨dk̂, k⟩ + ⟨dv̂, v⟩) k,   dv = r·dv̂.
 #pragma once
 #include "core/tensor.h"
