@@ -122,8 +122,13 @@ template <class Run> GatedDelta2Grads backward(const char* op, bool reference, c
 
 #ifdef PRIMER_WITH_CUDA
 bool chunked(const GatedDelta2Dims& d, const Dense& x, GatedDelta2Kernels kernels) {
-  return kernels == GatedDelta2Kernels::automatic &&
-         cuda_ops::gated_delta_rule2_chunked_supports(cuda_shape(d), x.q.dtype());
+  if (kernels == GatedDelta2Kernels::recurrent) return false;
+  const bool applies = cuda_ops::gated_delta_rule2_chunked_supports(cuda_shape(d), x.q.dtype());
+  PRIMER_CHECK(applies || kernels != GatedDelta2Kernels::chunked,
+               "gated_delta_rule2: the chunked kernels were asked for, but they take bf16 q, k, v with K = V in "
+               "{{64, 128}}; got q {} with K = {}, V = {}",
+               x.q.describe(), d.key_dim, d.value_dim);
+  return applies && (kernels == GatedDelta2Kernels::chunked || d.time > kGatedDelta2RecurrentTokens);
 }
 int64_t workspace_bytes(const GatedDelta2Dims& d, bool backward) {
   return int64_t(cuda_ops::gated_delta_rule2_chunked_workspace_bytes(cuda_shape(d), backward));

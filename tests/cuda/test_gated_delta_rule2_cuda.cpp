@@ -27,6 +27,7 @@
 #include <array>
 #include <cmath>
 #include <cstdio>
+#include <vector>
 
 #include "core/ops/gated_delta_rule2.h"
 #include "tests/cuda/parity_util.h"
@@ -50,7 +51,10 @@ struct Case {
 
 // Whether the chunked kernels apply to a case's shape and dtype, and whether the case runs them.
 bool chunk_shape(const Case& c) { return c.dtype == DType::BF16 && c.K == c.V && (c.K == 64 || c.K == 128); }
-bool runs_chunked(const Case& c) { return chunk_shape(c) && c.kernels == GatedDelta2Kernels::automatic; }
+bool runs_chunked(const Case& c) {
+  return chunk_shape(c) && (c.kernels == GatedDelta2Kernels::chunked ||
+                            (c.kernels == GatedDelta2Kernels::automatic && c.T > ops::kGatedDelta2RecurrentTokens));
+}
 
 // The bounds of each output for a case's kernels and dtype.
 struct Bounds {
@@ -147,17 +151,63 @@ INSTANTIATE_TEST_SUITE_P(Shapes, GatedDeltaRule2Cuda,
                                            Case{100, 48, 20, DType::BF16, false}),
                          case_name);
 
-// The chunked kernels: T = 1, inside one chunk, exactly one, a chunk and a bit, several chunks cut short; both head
-// dims; without initial state; the [0, 2) erase gate; strong decay (products of e^g far below f32's range inside a
-// chunk, where a factor e^{−G} formed anywhere would overflow).
-INSTANTIATE_TEST_SUITE_P(Chunked, GatedDeltaRule2Cuda,
-                         ::testing::Values(Case{1, 64, 64, DType::BF16}, Case{7, 128, 128, DType::BF16},
-                                           Case{64, 64, 64, DType::BF16}, Case{67, 128, 128, DType::BF16, false},
-                                           Case{130, 64, 64, DType::BF16}, Case{200, 128, 128, DType::BF16},
-                                           Case{100, 64, 64, DType::BF16, true, 2.0},
-                                           Case{100, 128, 128, DType::BF16, true, 1.0, 8.0},
-                                           Case{200, 64, 64, DType::BF16, false, 2.0, 8.0}),
-                         case_name);
+// The chunked kernels (forced: `automatic` runs calls of a few tokens recurrently): T = 1, inside one chunk, exactly
+// one, a chunk and a bit, several chunks cut short; both head dims; without initial state; the [0, 2) erase gate;
+// strong decay (products of e^g far below f32's range inside a chunk, where a factor e^{−G} formed anywhere would
+// overflow).
+std::vector<Case> chunked_cases() {
+  std::vector<Case> cases = {Case{1, 64, 64, DType::BF16},
+                             Case{7, 128, 128, DType::BF16},
+                             Case{64, 64, 64, DType::BF16},
+                             Case{67, 128, 128, DType::BF16, false},
+                             Case{130, 64, 64, DType::BF16},
+                             Case{200, 128, 128, DType::BF16},
+                             Case{100, 64, 64, DType::BF16, true, 2.0},
+                             Case{100, 128, 128, DType::BF16, true, 1.0, 8.0},
+                             Case{200, 64, 64, DType::BF16, false, 2.0, 8.0}};
+  for (Case& c : cases) c.kernels = GatedDelta2Kernels::chunked;
+  return cases;
+}
+INSTANTIATE_TEST_SUITE_P(Chunked, GatedDeltaRule2Cuda, ::testing::ValuesIn(chunked_cases()), case_name);
+
+// `automatic` runs decode steps (T ≤ 8) on the recurrent kernels and longer calls on the chunked ones: each gives
+// what the forced choice gives (the same kernels on the same values: 1e-6 leaves room only for the recurrent
+// backward's f32 atomics, while the two kinds of kernels differ by ~1e-3), forward and backward; and forcing the
+// chunked kernels where they do not apply (f32 q, k, v) is an error that says why.
+TEST(GatedDeltaRule2Cuda, AutomaticRunsADecodeStepRecurrently) {
+  PRIMER_REQUIRE_CUDA();
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  auto gpu = [](const Tensor& t, DType dt) { return t.to(dt).to(Device::cuda()); };
+  const DType bf16 = DType::BF16, f32 = DType::F32;
+  for (const int64_t T : {1, 8, 9, 70}) {
+    const int64_t B = 2, H = 2, D = 64;
+    const double scale = 1.0 / std::sqrt(double(D));
+    const test::Gdn2Inputs in = test::gdn2_inputs(B, T, H, D, D, seed);
+    const Tensor q = gpu(in.q, bf16), k = gpu(in.k, bf16), v = gpu(in.v, bf16), g = gpu(in.g, f32), b = gpu(in.b, f32),
+                 w = gpu(in.w, f32), s0 = gpu(in.state, f32), dout = gpu(test::randn(in.v.shape(), seed + 11), bf16);
+    const bool recurrent = T <= ops::kGatedDelta2RecurrentTokens;
+    const GatedDelta2Kernels expected = recurrent ? GatedDelta2Kernels::recurrent : GatedDelta2Kernels::chunked;
+    const std::string what = " (T = " + std::to_string(T) + (recurrent ? ": recurrent)" : ": chunked)");
+    auto run = [&](GatedDelta2Kernels kernels) {
+      Tensor st;
+      const Tensor o = ops::gated_delta_rule2(q, k, v, g, b, w, scale, s0, &st, nullptr, kernels);
+      const ops::GatedDelta2Grads d =
+          ops::gated_delta_rule2_backward(dout, q, k, v, g, b, w, scale, s0, Tensor(), Tensor(), kernels);
+      return std::vector<Tensor>{o, st, d.dq, d.dk, d.dg, d.db};
+    };
+    const std::vector<Tensor> a = run(GatedDelta2Kernels::automatic), e = run(expected);
+    const char* names[] = {"o", "state_out", "dq", "dk", "dg", "db"};
+    for (size_t i = 0; i < a.size(); ++i)
+      test::expect_close(test::cpu_f64(a[i]), test::cpu_f64(e[i]), 1e-6, 1e-5, names[i] + what);
+    test::expect_error(
+        [&] {
+          ops::gated_delta_rule2(q.to(f32), k.to(f32), v.to(f32), g, b, w, scale, s0, nullptr, nullptr,
+                                 GatedDelta2Kernels::chunked);
+        },
+        {"gated_delta_rule2", "chunked kernels", "bf16"});
+  }
+}
 
 // A forward that keeps its chunk scratch (the autograd node's path) gives the output of one that does not, and the
 // backward reading that scratch instead of recomputing it gives the same gradients (the same kernels on the same

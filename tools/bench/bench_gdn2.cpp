@@ -57,8 +57,7 @@ void bench_gdn2_core(const bench::LayerShape& shape, DType dtype, ops::GatedDelt
     forward();
     backward();
   });
-  const bool recurrent = ops::gated_delta_rule2_token_dtype(Device::cuda(), dtype, K, V, DType::F32) != DType::BF16 ||
-                         kernels == ops::GatedDelta2Kernels::recurrent;
+  const bool recurrent = kernels == ops::GatedDelta2Kernels::recurrent;
   const double fma = double(B * T * H) * double(K * V);  // state elements stepped
   const auto rate = [&](double ops_per_element, double ms) {
     return recurrent ? bench::fixed(2 * ops_per_element * fma / ms / 1e9, 1) : std::string();
@@ -104,7 +103,9 @@ int main(int argc, char** argv) {
   PRIMER_CHECK(cuda::available(), "bench_gdn2 needs a CUDA device");
   std::printf("# GDN-2 vs GDN, %s, %s\n", bench::device_name().c_str(), bench::today().c_str());
   std::vector<bench::Row> rows;
-  bench_gdn2_core(shape, DType::BF16, ops::GatedDelta2Kernels::automatic, rows);
+  if (ops::gated_delta_rule2_token_dtype(Device::cuda(), DType::BF16, shape.head_dim, shape.head_dim, DType::F32) ==
+      DType::BF16)  // the chunked kernels apply
+    bench_gdn2_core(shape, DType::BF16, ops::GatedDelta2Kernels::chunked, rows);
   bench_gdn2_core(shape, DType::F32, ops::GatedDelta2Kernels::recurrent, rows);
   bench_gdn2_core(shape, DType::BF16, ops::GatedDelta2Kernels::recurrent, rows);
   bench_gdn_core(shape, rows);
