@@ -2,6 +2,7 @@
 //  1. chunk prep, one CTA per (chunk, head, batch): cp.async loads of Q, K, V; the in-chunk gate cumsum; K Kᵀ and
 //     Q Kᵀ on tensor cores; the triangular inverse A = (I + L)⁻¹ by forward substitution in fp32 (one thread per
 //     column); W = A·diag(βγ)K and u = A·diag(β)V on tensor cores. Writes G2, P, W, u (and A for the backward).
+//     With raw keys (KZLA) it first scales each token's k and v by 1/sqrt(‖k‖² + ε) and writes them for the others.
 //  2. the state pass, one CTA per (64 value columns, head, batch) walking the chunks in order with its slice of
 //     the fp32 state in registers, the next chunk's tiles arriving by cp.async while this one computes: U = u − W S,
 //     o = scale·diag(γ) Q S + P U, S ← γ_last S + Kᵀ diag(D_last) U, U never leaving the chip. The backward's
