@@ -143,7 +143,7 @@ GatedDeltaGrads gated_delta_rule_backward(const Tensor& dout, const Tensor& q, c
                                                 mut_ptr<T>(r.dstate_in));
     });
     if (raw_keys) {
-      KeyNormScaleGrads raw = key_norm_scale_backward(r.dk, r.dv, k, v, scaled.r);
+      const KeyNormScaleGrads raw = key_norm_scale_backward(r.dk, r.dv, k, v, scaled.r);
       r.dk = raw.dk;
       r.dv = raw.dv;
     }

@@ -170,6 +170,20 @@ std::vector<Case> chunked_cases() {
 }
 INSTANTIATE_TEST_SUITE_P(Chunked, GatedDeltaRule2Cuda, ::testing::ValuesIn(chunked_cases()), case_name);
 
+// Fresh inputs on the GPU as the layer hands them over where the chunked kernels apply (bf16 q, k, v and dout; f32
+// gates, initial state and final-state gradient), K = V = D.
+struct GpuInputs {
+  Tensor q, k, v, g, b, w, s0, dout, ds;
+  GpuInputs(int64_t B, int64_t T, int64_t H, int64_t D, uint64_t seed) {
+    const test::Gdn2Inputs in = test::gdn2_inputs(B, T, H, D, D, seed);
+    auto gpu = [](const Tensor& t, DType dt) { return t.to(dt).to(Device::cuda()); };
+    q = gpu(in.q, DType::BF16), k = gpu(in.k, DType::BF16), v = gpu(in.v, DType::BF16);
+    g = gpu(in.g, DType::F32), b = gpu(in.b, DType::F32), w = gpu(in.w, DType::F32), s0 = gpu(in.state, DType::F32);
+    dout = gpu(test::randn(in.v.shape(), seed + 11), DType::BF16);
+    ds = gpu(test::randn(in.state.shape(), seed + 12), DType::F32);
+  }
+};
+
 // `automatic` runs decode steps (T ≤ 8) on the recurrent kernels and longer calls on the chunked ones: each gives
 // what the forced choice gives (the same kernels on the same values: 1e-6 leaves room only for the recurrent
 // backward's f32 atomics, while the two kinds of kernels differ by ~1e-3), forward and backward; and forcing the
@@ -178,14 +192,11 @@ TEST(GatedDeltaRule2Cuda, AutomaticRunsADecodeStepRecurrently) {
   PRIMER_REQUIRE_CUDA();
   const uint64_t seed = test::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
-  auto gpu = [](const Tensor& t, DType dt) { return t.to(dt).to(Device::cuda()); };
-  const DType bf16 = DType::BF16, f32 = DType::F32;
   for (const int64_t T : {1, 8, 9, 70}) {
-    const int64_t B = 2, H = 2, D = 64;
+    const int64_t D = 64;
     const double scale = 1.0 / std::sqrt(double(D));
-    const test::Gdn2Inputs in = test::gdn2_inputs(B, T, H, D, D, seed);
-    const Tensor q = gpu(in.q, bf16), k = gpu(in.k, bf16), v = gpu(in.v, bf16), g = gpu(in.g, f32), b = gpu(in.b, f32),
-                 w = gpu(in.w, f32), s0 = gpu(in.state, f32), dout = gpu(test::randn(in.v.shape(), seed + 11), bf16);
+    const GpuInputs in(2, T, 2, D, seed);
+    const Tensor &q = in.q, &k = in.k, &v = in.v, &g = in.g, &b = in.b, &w = in.w, &s0 = in.s0, &dout = in.dout;
     const bool recurrent = T <= ops::kGatedDelta2RecurrentTokens;
     const GatedDelta2Kernels expected = recurrent ? GatedDelta2Kernels::recurrent : GatedDelta2Kernels::chunked;
     const std::string what = " (T = " + std::to_string(T) + (recurrent ? ": recurrent)" : ": chunked)");
@@ -202,8 +213,8 @@ TEST(GatedDeltaRule2Cuda, AutomaticRunsADecodeStepRecurrently) {
       test::expect_close(test::cpu_f64(a[i]), test::cpu_f64(e[i]), 1e-6, 1e-5, names[i] + what);
     test::expect_error(
         [&] {
-          ops::gated_delta_rule2(q.to(f32), k.to(f32), v.to(f32), g, b, w, scale, s0, nullptr, nullptr,
-                                 GatedDelta2Kernels::chunked);
+          ops::gated_delta_rule2(q.to(DType::F32), k.to(DType::F32), v.to(DType::F32), g, b, w, scale, s0, nullptr,
+                                 nullptr, GatedDelta2Kernels::chunked);
         },
         {"gated_delta_rule2", "chunked kernels", "bf16"});
   }
@@ -216,16 +227,11 @@ TEST(GatedDeltaRule2Cuda, KeptScratchGivesTheSameResults) {
   PRIMER_REQUIRE_CUDA();
   const uint64_t seed = test::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
-  auto gpu = [](const Tensor& t, DType dt) { return t.to(dt).to(Device::cuda()); };
-  const DType bf16 = DType::BF16, f32 = DType::F32;
   for (const auto [T, D] : {std::array<int64_t, 2>{150, 128}, std::array<int64_t, 2>{67, 64}}) {
-    const int64_t B = 2, H = 2;
     const double scale = 1.0 / std::sqrt(double(D));
-    const test::Gdn2Inputs in = test::gdn2_inputs(B, T, H, D, D, seed);
-    const Tensor q = gpu(in.q, bf16), k = gpu(in.k, bf16), v = gpu(in.v, bf16), g = gpu(in.g, f32), b = gpu(in.b, f32),
-                 w = gpu(in.w, f32), s0 = gpu(in.state, f32);
-    const Tensor dout = gpu(test::randn(in.v.shape(), seed + 11), bf16),
-                 ds = gpu(test::randn(in.state.shape(), seed + 12), f32);
+    const GpuInputs in(2, T, 2, D, seed);
+    const Tensor &q = in.q, &k = in.k, &v = in.v, &g = in.g, &b = in.b, &w = in.w, &s0 = in.s0, &dout = in.dout,
+                 &ds = in.ds;
     Tensor st_plain, st_kept, kept;
     test::poison_pool();
     const Tensor o_plain = ops::gated_delta_rule2(q, k, v, g, b, w, scale, s0, &st_plain);

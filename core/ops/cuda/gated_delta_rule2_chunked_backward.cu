@@ -12,8 +12,8 @@
 //     Σ_r dT_rs (b⊙k)_r e^{G_r − G_s}), exact sums per pair for a block whose decay range does not fit. ∂L/∂G is the
 //     sum of each operand's gradient times itself (e^G⊙q, e^{G_c − G}⊙k, e^G⊙b⊙k, the ratios' two ends),
 //     reverse-cumsummed over the chunk with the state decay's e^{G_c}⊙rowsum(dS⊙S) and K̃'s share at its last row. Each
-//     gradient element has one owning thread for the whole kernel, which accumulates it in the f32 output itself:
-//     deterministic, no atomics.
+//     gradient element has one owning thread for the whole kernel, which accumulates it in the f32 output itself (∂L/∂G
+//     in shared memory until its cumulative sum): deterministic, no atomics.
 #include "core/cuda_runtime.h"
 #include "core/ops/cuda/dynamic_smem.h"
 #include "core/ops/cuda/gated_delta_rule2_chunked.h"

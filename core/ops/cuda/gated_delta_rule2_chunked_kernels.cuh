@@ -8,10 +8,10 @@
 //                Q̃ = scale·e^G ⊙ q,  K̃ = e^{G_c − G} ⊙ k
 //   state pass:  R = Ū − Y S;  o = Q̃ S + P R;  S ← Diag(e^{G_c}) S + K̃ᵀ R
 // (the paper's chunkwise form, App. A, in the ratio form of the CPU path: no factor above 1 is ever formed). T and P
-// mix key channels under per-channel decay ratios, so they cannot be a masked product as GDN's are: blocks of 16 rows
-// below the diagonal are products of operands scaled to a reference row between them (e^{G_r − G_ref} and
-// e^{G_ref − G_s}, both ≤ 1 since the decay is monotone), the 16 × 16 blocks on the diagonal are summed exactly per
-// pair. The backward (gated_delta_rule2_chunked_backward.cu) adds a reverse state pass and per-chunk gradients.
+// mix key channels under per-channel decay ratios, so they cannot be a masked product as GDN's are: each block of 16
+// rows is one product of operands scaled to a reference row inside the block (below: kRefRow, block_fits), and a
+// block whose decay range would leave bf16's range is summed exactly per pair. The backward
+// (gated_delta_rule2_chunked_backward.cu) adds a reverse state pass and per-chunk gradients.
 #pragma once
 #include <cuda_bf16.h>
 
