@@ -1,28 +1,26 @@
 #include "core/autograd/merged_attention.h"
 
 #include "core/check.h"
-#include "core/ops/lse_merge.h"
 
 namespace primer::ag {
 
 Var merged_attention(const AttentionPart& a, const AttentionPart& b) {
-  PRIMER_CHECK(a.q && b.q && a.q->value.shape() == b.q->value.shape() && a.options.scale == b.options.scale,
-               "merged_attention: the parts' queries {} and {} must have one shape, and their scales must agree",
-               a.q ? a.q->value.describe() : "null", b.q ? b.q->value.describe() : "null");
-  Tensor lse_a, lse_b, lse;
-  const Tensor out_a = ops::attention(a.q->value, a.k->value, a.v->value, a.options, &lse_a);
-  const Tensor out_b = ops::attention(b.q->value, b.k->value, b.v->value, b.options, &lse_b);
-  Var out = constant(ops::lse_merge(out_a, lse_a, out_b, lse_b, &lse));
+  PRIMER_CHECK(a.q && b.q && a.k && a.v && b.k && b.v, "merged_attention: every part needs its q, k and v");
+  const bool shared_queries = a.q == b.q;
+  const ops::AttentionSource sa{a.q->value, a.k->value, a.v->value, a.options};
+  const ops::AttentionSource sb{shared_queries ? Tensor() : b.q->value, b.k->value, b.v->value, b.options};
+  Tensor lse;
+  Var out = constant(ops::merged_attention(sa, sb, &lse));
   if (needs_grad({&a.q, &a.k, &a.v, &b.q, &b.k, &b.v}))
-    record("merged_attention", {out}, [a, b, out, lse] {
-      for (const AttentionPart* p : {&a, &b}) {
-        Tensor dq, dk, dv;
-        ops::attention_backward(out->grad, p->q->value, p->k->value, p->v->value, out->value, lse, p->options, &dq, &dk,
-                                &dv);
-        accumulate_grad(p->q, dq);
-        accumulate_grad(p->k, dk);
-        accumulate_grad(p->v, dv);
-      }
+    record("merged_attention", {out}, [a, b, sa, sb, out, lse] {
+      ops::AttentionSourceGrads ga, gb;
+      ops::merged_attention_backward(out->grad, sa, sb, out->value, lse, &ga, &gb);
+      accumulate_grad(a.q, ga.dq);
+      if (gb.dq.defined()) accumulate_grad(b.q, gb.dq);
+      accumulate_grad(a.k, ga.dk);
+      accumulate_grad(a.v, ga.dv);
+      accumulate_grad(b.k, gb.dk);
+      accumulate_grad(b.v, gb.dv);
     });
   return out;
 }

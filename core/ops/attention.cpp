@@ -1,11 +1,14 @@
 #include "core/ops/attention.h"
 
 #include <cmath>
+#include <utility>
 
 #include "core/ops/cast.h"
 #include "core/ops/cpu/attention.h"
 #include "core/ops/cuda/attention.h"
 #include "core/ops/dispatch.h"
+#include "core/ops/elementwise.h"
+#include "core/ops/lse_merge.h"
 
 namespace primer::ops {
 namespace {
@@ -49,6 +52,31 @@ cuda_ops::AttentionDims cuda_dims(const Tensor& q, const Tensor& k, const Attent
           float(o.scale), o.causal,  o.window,  o.q_offset, o.k_offset};
 }
 #endif
+
+// Validates two sources against each other; returns their resolved options (f32_dq off: the merged ops return dq in
+// q's dtype).
+std::pair<AttentionOptions, AttentionOptions> check_sources(const char* op, const AttentionSource& a,
+                                                            const AttentionSource& b) {
+  const Tensor& qb = b.q.defined() ? b.q : a.q;
+  AttentionOptions oa = check_inputs(op, a.q, a.k, a.v, a.options), ob = check_inputs(op, qb, b.k, b.v, b.options);
+  PRIMER_CHECK(
+      qb.shape() == a.q.shape() && b.k.dtype() == a.k.dtype() && b.k.size(2) == a.k.size(2) && oa.scale == ob.scale,
+      "{}: source a has q {} and k {}, source b q {} and k {}, scales {} and {}: expected one query shape, "
+      "dtype, key-head count and scale",
+      op, a.q.describe(), a.k.describe(), qb.describe(), b.k.describe(), oa.scale, ob.scale);
+  oa.f32_dq = ob.f32_dq = false;
+  return {oa, ob};
+}
+
+// Whether both sources run in one CUDA kernel each way (Hopper), rather than as two attentions and a merge.
+bool two_sources_fused(const AttentionSource& a, const AttentionSource& b) {
+#ifdef PRIMER_WITH_CUDA
+  return a.q.is_cuda() && a.k.size(1) > 0 && b.k.size(1) > 0 && cuda_ops::attention_two_sources_available();
+#else
+  (void)a, (void)b;
+  return false;
+#endif
+}
 
 }  // namespace
 
@@ -104,6 +132,73 @@ void attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k, co
   }
   *dk = dk_new;
   *dv = dv_new;
+}
+
+Tensor merged_attention(const AttentionSource& a, const AttentionSource& b, Tensor* lse_out) {
+  const auto [oa, ob] = check_sources("merged_attention", a, b);
+  const Tensor& qb = b.q.defined() ? b.q : a.q;
+  if (!two_sources_fused(a, b)) {
+    Tensor lse_a, lse_b;
+    const Tensor out_a = attention(a.q, a.k, a.v, oa, &lse_a), out_b = attention(qb, b.k, b.v, ob, &lse_b);
+    return lse_merge(out_a, lse_a, out_b, lse_b, lse_out);
+  }
+  const Tensor qa = a.q.contiguous(), ka = a.k.contiguous(), va = a.v.contiguous();
+  const Tensor qbc = b.q.defined() ? b.q.contiguous() : qa, kb = b.k.contiguous(), vb = b.v.contiguous();
+  Tensor out = Tensor::empty(qa.shape(), qa.dtype(), qa.device());
+  Tensor lse = Tensor::empty({qa.size(0), qa.size(2), qa.size(1)}, DType::F32, qa.device());
+  if (out.numel() > 0) {
+    PRIMER_ON_CUDA(cuda_ops::attention_forward_two_sources(
+        out.data_ptr(), lse.data<float>(),
+        {cuda_ops::AttentionSource{qa.data_ptr(), ka.data_ptr(), va.data_ptr(), cuda_dims(qa, ka, oa)},
+         cuda_ops::AttentionSource{qbc.data_ptr(), kb.data_ptr(), vb.data_ptr(), cuda_dims(qbc, kb, ob)}}));
+  }
+  if (lse_out) *lse_out = lse;
+  return out;
+}
+
+void merged_attention_backward(const Tensor& dout, const AttentionSource& a, const AttentionSource& b,
+                               const Tensor& out, const Tensor& lse, AttentionSourceGrads* a_grads,
+                               AttentionSourceGrads* b_grads) {
+  constexpr const char* op = "merged_attention_backward";
+  const auto [oa, ob] = check_sources(op, a, b);
+  PRIMER_CHECK(a_grads && b_grads, "{}: both sources' gradients must be given", op);
+  const Tensor& qb = b.q.defined() ? b.q : a.q;
+  if (!two_sources_fused(a, b)) {
+    AttentionSourceGrads& ga = *a_grads;
+    AttentionSourceGrads& gb = *b_grads;
+    attention_backward(dout, a.q, a.k, a.v, out, lse, oa, &ga.dq, &ga.dk, &ga.dv);
+    attention_backward(dout, qb, b.k, b.v, out, lse, ob, &gb.dq, &gb.dk, &gb.dv);
+    if (!b.q.defined()) ga.dq = add(ga.dq, gb.dq), gb.dq = Tensor();
+    return;
+  }
+  expect(dout, op, "dout", a.q.device(), {a.q.dtype()});
+  expect_shape(dout, op, "dout", a.q.shape());
+  expect(out, op, "out", a.q.device(), {a.q.dtype()});
+  expect_shape(out, op, "out", a.q.shape());
+  expect(lse, op, "lse", a.q.device(), {DType::F32});
+  expect_shape(lse, op, "lse", {a.q.size(0), a.q.size(2), a.q.size(1)});
+  const Tensor qa = a.q.contiguous(), ka = a.k.contiguous(), va = a.v.contiguous();
+  const Tensor qbc = b.q.defined() ? b.q.contiguous() : qa, kb = b.k.contiguous(), vb = b.v.contiguous();
+  const Tensor dc = dout.contiguous(), oc = out.contiguous(), lc = lse.contiguous();
+  Tensor dq_a = Tensor::empty(qa.shape(), DType::F32, qa.device());
+  Tensor dq_b = b.q.defined() ? Tensor::empty(qa.shape(), DType::F32, qa.device()) : dq_a;
+  Tensor dk_a = Tensor::empty(ka.shape(), ka.dtype(), ka.device()),
+         dv_a = Tensor::empty(va.shape(), va.dtype(), va.device());
+  Tensor dk_b = Tensor::empty(kb.shape(), kb.dtype(), kb.device()),
+         dv_b = Tensor::empty(vb.shape(), vb.dtype(), vb.device());
+  if (qa.numel() > 0) {
+    Tensor delta = Tensor::empty(lc.shape(), DType::F32, qa.device());
+    PRIMER_ON_CUDA(cuda_ops::attention_backward_two_sources(
+        {cuda_ops::AttentionSourceGrads{dq_a.data<float>(), dk_a.data_ptr(), dv_a.data_ptr()},
+         cuda_ops::AttentionSourceGrads{dq_b.data<float>(), dk_b.data_ptr(), dv_b.data_ptr()}},
+        delta.data<float>(), dc.data_ptr(), oc.data_ptr(), lc.data<float>(),
+        {cuda_ops::AttentionSource{qa.data_ptr(), ka.data_ptr(), va.data_ptr(), cuda_dims(qa, ka, oa)},
+         cuda_ops::AttentionSource{qbc.data_ptr(), kb.data_ptr(), vb.data_ptr(), cuda_dims(qbc, kb, ob)}}));
+  } else {
+    for (Tensor* t : {&dk_a, &dv_a, &dk_b, &dv_b}) t->zero_();
+  }
+  *a_grads = {cast(dq_a, qa.dtype()), dk_a, dv_a};
+  *b_grads = {b.q.defined() ? cast(dq_b, qa.dtype()) : Tensor(), dk_b, dv_b};
 }
 
 }  // namespace primer::ops

@@ -32,4 +32,27 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const Attent
 void attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                         const Tensor& lse, const AttentionOptions& opt, Tensor* dq, Tensor* dk, Tensor* dv);
 
+// Softmax attention of one set of query rows over the union of two key sources, each with its own keys, values and
+// options (B'MOJO-F: a window over the tokens themselves and one over an SSM's outputs further back), as one softmax:
+// row i is Σ_j p_ij v_j over both sources' visible keys, p_ij = exp(s_ij − lse_i), lse_i = log Σ_j exp(s_ij).
+// Source b reads its own queries, or a's where b.q is undefined (shared queries). Both sources need the same query
+// shape, head counts, head_dim and scale. Where source a's window leaves a row without a key the CPU and fallback
+// paths need its lse finite (ops::lse_merge); the fused CUDA kernel does not.
+// CUDA on Hopper: one fused kernel each way (attention_forward_two_sources); elsewhere two attentions merged by
+// ops::lse_merge, and each source's attention_backward given the merged out and lse (the exact gradient).
+struct AttentionSource {
+  Tensor q, k, v;  // q [B, Tq, Hq, Dh] (undefined for source b: a's), k/v [B, Tk, Hkv, Dh]
+  AttentionOptions options;
+};
+Tensor merged_attention(const AttentionSource& a, const AttentionSource& b, Tensor* lse_out);
+
+// Gradients of each source (q's dtype; f32_dq is ignored). With shared queries a->dq holds the whole dq and b->dq is
+// left undefined.
+struct AttentionSourceGrads {
+  Tensor dq, dk, dv;
+};
+void merged_attention_backward(const Tensor& dout, const AttentionSource& a, const AttentionSource& b,
+                               const Tensor& out, const Tensor& lse, AttentionSourceGrads* a_grads,
+                               AttentionSourceGrads* b_grads);
+
 }  // namespace primer::ops

@@ -2,7 +2,8 @@
 // windowed throughput), by default at B = 4, T = 4096, Hq = 16, Hkv = 8, head_dim 128, bf16, window W = 1024
 // (--window): forward and forward + backward of one windowed attention (ag::attention: SWA's call) and of B'MOJO-F's
 // merged attention over its two windows (ag::merged_attention: in-context keys (p − W, p], fading keys (p − 2W, p − W],
-// two flash attentions and the log-sum-exp merge). TFLOP/s count only the visible (query, key) pairs, as
+// one fused kernel each way on Hopper), next to the unfused path (two flash attentions and the log-sum-exp merge) and
+// to one window of 2W (the same pairs over one key set). TFLOP/s count only the visible (query, key) pairs, as
 // bench_attention does: forward 4·head_dim FLOPs per pair and head, forward + backward 3.5× that. Then the whole
 // layers at hidden 2048: B'MOJO-F (its SSM: --ssm, default mamba2), that SSM's own layer and an SWA layer of the same
 // window, forward + backward.
@@ -16,6 +17,9 @@
 
 #include "core/autograd/functions.h"
 #include "core/autograd/merged_attention.h"
+#include "core/ops/attention.h"
+#include "core/ops/elementwise.h"
+#include "core/ops/lse_merge.h"
 #include "core/cuda_runtime.h"
 #include "core/rng.h"
 #include "layers/hybrid_config.h"
@@ -50,27 +54,55 @@ void bench_attention_parts(const bench::LayerShape& s, int64_t W, std::vector<be
   fading.k_offset = W;  // fading keys W positions later under the same window
   const double per_pair = 4.0 * double(B * Hq * D);
   const double window_flops = per_pair * pairs(T, W, false), both_flops = window_flops + per_pair * pairs(T, W, true);
-  auto measure = [&](const std::string& what, double flops, const std::function<ag::Var(bool)>& run) {
-    const double fwd = bench::median_ms([&] {
-      ag::NoGrad no_grad;
-      run(false);
-    });
-    const double train = bench::median_ms([&] {
-      const ag::Var o = run(true);
-      o->grad = dout;
-      ag::current_tape().backward();
-    });
-    const std::string shape = fmt::format("B={} T={} Hq={} Hkv={} D={} W={}", B, T, Hq, Hkv, D, W);
+  const std::string shape = fmt::format("B={} T={} Hq={} Hkv={} D={} W={}", B, T, Hq, Hkv, D, W);
+  auto measure = [&](const std::string& what, double flops, const std::function<void()>& forward,
+                     const std::function<void()>& forward_backward) {
+    const double fwd = bench::median_ms(forward), train = bench::median_ms(forward_backward);
     rows.push_back({{what + ", fwd", shape, bench::fixed(fwd, 3), bench::fixed(flops / fwd / 1e9, 1)}});
     rows.push_back({{what + ", fwd + bwd", shape, bench::fixed(train, 3), bench::fixed(3.5 * flops / train / 1e9, 1)}});
   };
+  // An autograd call: forward without a tape, then forward and backward.
+  auto measure_ag = [&](const std::string& what, double flops, const std::function<ag::Var(bool)>& run) {
+    measure(
+        what, flops,
+        [&] {
+          ag::NoGrad no_grad;
+          run(false);
+        },
+        [&] {
+          const ag::Var o = run(true);
+          o->grad = dout;
+          ag::current_tape().backward();
+        });
+  };
   auto var = [](const Tensor& t, bool grad) { return grad ? ag::leaf(t) : ag::constant(t); };
-  measure("windowed attention (SWA's kernels)", window_flops,
-          [&](bool g) { return ag::attention(var(q, g), var(k, g), var(v, g), here); });
-  measure("B'MOJO-F merged attention (two windows)", both_flops, [&](bool g) {
+  measure_ag("windowed attention (SWA's kernels)", window_flops,
+             [&](bool g) { return ag::attention(var(q, g), var(k, g), var(v, g), here); });
+  measure_ag("B'MOJO-F merged attention (two windows)", both_flops, [&](bool g) {
     const ag::Var qv = var(q, g);
     return ag::merged_attention({qv, var(k, g), var(v, g), here}, {qv, var(k_f, g), var(v_f, g), fading});
   });
+  // The path without the fused two-source kernels, from the same ops: two attentions and the log-sum-exp merge;
+  // backward, each window's attention backward from the merged out and lse, and the two dq summed.
+  auto two_attentions = [&](Tensor* lse) {
+    Tensor lse_a, lse_b;
+    const Tensor out_a = ops::attention(q, k, v, here, &lse_a), out_b = ops::attention(q, k_f, v_f, fading, &lse_b);
+    return ops::lse_merge(out_a, lse_a, out_b, lse_b, lse);
+  };
+  measure(
+      "two attentions + lse_merge (unfused)", both_flops, [&] { two_attentions(nullptr); },
+      [&] {
+        Tensor lse, dq[2], dk[2], dv[2];
+        const Tensor out = two_attentions(&lse);
+        ops::attention_backward(dout, q, k, v, out, lse, here, &dq[0], &dk[0], &dv[0]);
+        ops::attention_backward(dout, q, k_f, v_f, out, lse, fading, &dq[1], &dk[1], &dv[1]);
+        ops::add(dq[0], dq[1]);
+      });
+  // The same (query, key) pairs as one window of 2W over one key set: what one kernel over both windows can reach.
+  ops::AttentionOptions double_window = here;
+  double_window.window = 2 * W;
+  measure_ag("one window of 2W (same pairs, one source)", both_flops,
+             [&](bool g) { return ag::attention(var(q, g), var(k, g), var(v, g), double_window); });
 }
 
 void bench_layers(const bench::LayerShape& s, int64_t W, const std::string& ssm, std::vector<bench::Row>& rows) {

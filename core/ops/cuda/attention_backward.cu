@@ -7,6 +7,7 @@
 // tile): not bitwise deterministic, like FlashAttention-2.
 #include <cmath>
 
+#include "core/check.h"
 #include "core/cuda_runtime.h"
 #include "core/ops/cuda/attention.h"
 #include "core/ops/cuda/attention_backward_common.cuh"
@@ -198,13 +199,18 @@ template <int kDh, int kBlock> __global__ void __launch_bounds__(2 * kBlock) att
   }
 }
 
-template <int kDh>
-void launch_delta(const BackwardArgs& a, float* delta, const bf16* out, int B) {  // also zeroes dq_accum
-  const int64_t rows = int64_t(B) * a.mask.Tq * a.Hq;
+// delta = rowsum(dout * out), and the dQ buffers zeroed (dq_accum2: a second source's own, or null).
+void launch_delta(float* delta, float* dq_accum, float* dq_accum2, const bf16* dout, const bf16* out, int B, int Tq,
+                  int Hq, int Dh) {
+  const int64_t rows = int64_t(B) * Tq * Hq;
   constexpr int kThreads = 256;
-  attn::attention_delta_kernel<kDh>
-      <<<unsigned((rows + kThreads / 32 - 1) / (kThreads / 32)), kThreads, 0, cuda::stream()>>>(
-          delta, a.dq_accum, a.dout, out, rows, a.mask.Tq, a.Hq);
+  const unsigned blocks = unsigned((rows + kThreads / 32 - 1) / (kThreads / 32));
+  if (Dh == 64)
+    attn::attention_delta_kernel<64>
+        <<<blocks, kThreads, 0, cuda::stream()>>>(delta, dq_accum, dq_accum2, dout, out, rows, Tq, Hq);
+  else
+    attn::attention_delta_kernel<128>
+        <<<blocks, kThreads, 0, cuda::stream()>>>(delta, dq_accum, dq_accum2, dout, out, rows, Tq, Hq);
   PRIMER_CUDA_CHECK_LAUNCH();
 }
 
@@ -217,36 +223,53 @@ template <int kDh, int kBlock> void launch_backward(const BackwardArgs& a, int B
   PRIMER_CUDA_CHECK_LAUNCH();
 }
 
+// One source's kernel arguments.
+BackwardArgs backward_args(float* dq_accum, void* dk, void* dv, float* delta, const void* dout, const void* q,
+                           const void* k, const void* v, const float* lse, const AttentionDims& d) {
+  return {static_cast<const bf16*>(q),
+          static_cast<const bf16*>(k),
+          static_cast<const bf16*>(v),
+          static_cast<const bf16*>(dout),
+          lse,
+          delta,
+          dq_accum,
+          static_cast<bf16*>(dk),
+          static_cast<bf16*>(dv),
+          int(d.Hq),
+          int(d.Hkv),
+          int(d.Hq / d.Hkv),
+          d.scale,
+          d.scale * attn::kLog2e,
+          attn::Mask::of(d)};
+}
+
 }  // namespace
 
 void attention_backward(float* dq_accum, void* dk, void* dv, float* delta, const void* dout, const void* q,
                         const void* k, const void* v, const void* out, const float* lse, const AttentionDims& d) {
-  const BackwardArgs a{static_cast<const bf16*>(q),
-                       static_cast<const bf16*>(k),
-                       static_cast<const bf16*>(v),
-                       static_cast<const bf16*>(dout),
-                       lse,
-                       delta,
-                       dq_accum,
-                       static_cast<bf16*>(dk),
-                       static_cast<bf16*>(dv),
-                       int(d.Hq),
-                       int(d.Hkv),
-                       int(d.Hq / d.Hkv),
-                       d.scale,
-                       d.scale * attn::kLog2e,
-                       attn::Mask::of(d)};
-  const bf16* o = static_cast<const bf16*>(out);
-  if (d.Dh == 64)
-    launch_delta<64>(a, delta, o, int(d.B));
-  else
-    launch_delta<128>(a, delta, o, int(d.B));
+  const BackwardArgs a = backward_args(dq_accum, dk, dv, delta, dout, q, k, v, lse, d);
+  launch_delta(delta, dq_accum, nullptr, a.dout, static_cast<const bf16*>(out), int(d.B), int(d.Tq), int(d.Hq),
+               int(d.Dh));
   if (wgmma_available())
     attn::launch_backward_wgmma(a, int(d.B), int(d.Dh));
   else if (d.Dh == 64)
     launch_backward<64, 64>(a, int(d.B));
   else
     launch_backward<128, 64>(a, int(d.B));
+}
+
+void attention_backward_two_sources(const AttentionSourceGrads (&grads)[2], float* delta, const void* dout,
+                                    const void* out, const float* lse, const AttentionSource (&sources)[2]) {
+  PRIMER_CHECK(wgmma_available(), "attention_backward_two_sources: needs the Hopper (wgmma) kernels");
+  BackwardArgs a[2];
+  for (int s = 0; s < 2; ++s)
+    a[s] = backward_args(grads[s].dq_accum, grads[s].dk, grads[s].dv, delta, dout, sources[s].q, sources[s].k,
+                         sources[s].v, lse, sources[s].dims);
+  const AttentionDims& d = sources[0].dims;
+  float* own_dq1 = grads[1].dq_accum != grads[0].dq_accum ? grads[1].dq_accum : nullptr;
+  launch_delta(delta, grads[0].dq_accum, own_dq1, a[0].dout, static_cast<const bf16*>(out), int(d.B), int(d.Tq),
+               int(d.Hq), int(d.Dh));
+  attn::launch_backward_two_sources_wgmma(a[0], a[1], int(d.B), int(d.Dh));
 }
 
 }  // namespace primer::ops::cuda_ops

@@ -12,6 +12,9 @@
 // shared memory and added to the fp32 buffer by bulk tensor reduce-adds (TMA): not bitwise deterministic, like
 // FlashAttention-2's atomics, but with far less load on the memory pipeline than per-thread atomics.
 //
+// Two sources (B'MOJO-F's in-context and fading windows): the grid covers both sources' key tiles, each CTA with
+// its source's keys, values, mask, queries and dQ buffer; dO, lse and delta are the merged softmax's, shared.
+//
 // Schedule: one CTA barrier per tile, after which both warpgroups' dS^T and the next tile's Q/dO are in shared
 // memory. Each warpgroup issues the next tile's S^T right behind this tile's dQ, so the tensor cores run it while
 // dQ is staged; the next dP^T runs while the probabilities are computed.
@@ -73,23 +76,14 @@ __device__ __forceinline__ void barrier_arrive(int id, int threads) {
 }
 
 // Sets the scores of a 64 x 64 accumulator tile that the mask hides (or that lie past Tq / Tk) to -inf. Element
-// 4j + e is query q0 + 8j + e % 2 (q0 = the tile's first query + 2t) and key k0 + 8 (e / 2). In int32 offsets from
-// (q0, k0), so that edge tiles cost a few integer operations per element.
+// 4j + e is query q0 + 8j + e % 2 (q0 = the tile's first query + 2t) and key k0 + 8 (e / 2).
 __device__ __forceinline__ void hide_masked(float (&s)[32], const Mask& mask, int q0, int k0) {
-  const int queries = mask.Tq - q0, keys = mask.Tk - k0;
-  constexpr int64_t kFar = 1 << 30;  // beyond any offset within a tile
-  const auto clamp = [](int64_t x) { return int(x < -kFar ? -kFar : x > kFar ? kFar : x); };
-  // Key j is visible to query i iff diag - window < j - i <= diag (causal; window 0: no lower bound).
-  const int hi = mask.causal ? clamp(mask.diag) : int(kFar);
-  const int lo = mask.causal && mask.window > 0 ? clamp(mask.diag - mask.window) : -int(kFar);
-  const int rel = k0 - q0;
+  const TileMask tile = mask.tile(q0, k0);
 #pragma unroll
   for (int j = 0; j < 8; ++j)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int dq = 8 * j + (e & 1), dk = 8 * (e >> 1), off = rel + dk - dq;
-      if (dq >= queries || dk >= keys || off > hi || off <= lo) s[4 * j + e] = -INFINITY;
-    }
+    for (int e = 0; e < 4; ++e)
+      if (tile.hidden(8 * j + (e & 1), 8 * (e >> 1))) s[4 * j + e] = -INFINITY;
 }
 
 // The A fragments (k-steps of 16 queries) of a 64 x 64 accumulator, packed to bf16.
@@ -101,10 +95,14 @@ __device__ __forceinline__ void accumulators_to_a(uint32_t (&a)[4][4], const flo
 }
 #endif
 
-template <int kDh> __global__ void __launch_bounds__(256, 1)
-    attention_backward_wgmma_kernel(BackwardArgs a, const __grid_constant__ CUtensorMap q_map,
-                                    const __grid_constant__ CUtensorMap do_map,
-                                    const __grid_constant__ CUtensorMap dq_map) {
+// Tensor maps: each source's queries and dQ buffer (the one-source kernel reads index 0 only), and dO.
+struct BackwardMaps {
+  CUtensorMap q[2], dq[2], dout;
+};
+
+template <int kDh, bool kTwoSources> __global__ void __launch_bounds__(256, 1)
+    attention_backward_wgmma_kernel(const __grid_constant__ BackwardArgs a0, const __grid_constant__ BackwardArgs a1,
+                                    const __grid_constant__ BackwardMaps maps) {
 #ifdef PRIMER_WGMMA
   using Tr = WgmmaBackwardTraits<kDh>;
   using KTile = typename Tr::KTile;
@@ -124,7 +122,15 @@ template <int kDh> __global__ void __launch_bounds__(256, 1)
   float* sDelta = sLse + kStages * kBlockM;                    // [kStages][kBlockM]
   uint64_t* queries_full = reinterpret_cast<uint64_t*>(sDelta + kStages * kBlockM);  // [kStages]: Q and dO landed
 
-  const int n0 = (gridDim.x - 1 - blockIdx.x) * kBlockN;  // causal: early keys feed the most queries, start them first
+  // Blocks [0, tiles0) take source 0's key tiles, the rest source 1's.
+  const int tiles0 = kTwoSources ? (a0.mask.Tk + kBlockN - 1) / kBlockN : int(gridDim.x);
+  const bool second = kTwoSources && int(blockIdx.x) >= tiles0;
+  const BackwardArgs& a = second ? a1 : a0;
+  const CUtensorMap* q_map = &maps.q[second ? 1 : 0];
+  const CUtensorMap* dq_map = &maps.dq[second ? 1 : 0];
+  const int key_tile = second ? int(blockIdx.x) - tiles0 : int(blockIdx.x);
+  const int key_tiles = second ? int(gridDim.x) - tiles0 : tiles0;
+  const int n0 = (key_tiles - 1 - key_tile) * kBlockN;  // causal: early keys feed the most queries, start them first
   const int kvh = blockIdx.y, b = blockIdx.z;
   const int tid = threadIdx.x, wg = tid / 128;
   const int warp = tid / 32 % 4, lane = tid % 32, g = lane / 4, t = lane % 4;
@@ -160,10 +166,10 @@ template <int kDh> __global__ void __launch_bounds__(256, 1)
         tma::arrive_expect_bytes(&queries_full[stage], 2 * QTile::kElems * int(sizeof(bf16)));
 #pragma unroll
         for (int c = 0; c < kDh / 64; ++c) {
-          tma::load_4d(sQ + stage * QTile::kElems + c * QTile::kBlockElems, &q_map, &queries_full[stage], 64 * c, h, m0,
+          tma::load_4d(sQ + stage * QTile::kElems + c * QTile::kBlockElems, q_map, &queries_full[stage], 64 * c, h, m0,
                        b);
-          tma::load_4d(sdO + stage * QTile::kElems + c * QTile::kBlockElems, &do_map, &queries_full[stage], 64 * c, h,
-                       m0, b);
+          tma::load_4d(sdO + stage * QTile::kElems + c * QTile::kBlockElems, &maps.dout, &queries_full[stage], 64 * c,
+                       h, m0, b);
         }
       }
       if (tid < 2 * kBlockM) {  // rows past Tq read as 0: finite, and masked out
@@ -315,7 +321,7 @@ template <int kDh> __global__ void __launch_bounds__(256, 1)
     if (tid % 128 == 0) {
 #pragma unroll
       for (int box = 0; box < 2; ++box)
-        tma::reduce_add_4d(&dq_map, staged + box * Tr::kDqBox, dq_col0 + 32 * box, h, m0, b);
+        tma::reduce_add_4d(dq_map, staged + box * Tr::kDqBox, dq_col0 + 32 * box, h, m0, b);
       tma::commit_reduces();
     }
   }
@@ -342,17 +348,23 @@ template <int kDh> __global__ void __launch_bounds__(256, 1)
 #endif
 }
 
-template <int kDh> void launch_wgmma(const BackwardArgs& a, int B) {
+// a1: source 1's arguments (the two-source kernel only; dout, lse and delta as a0's).
+template <int kDh, bool kTwoSources> void launch_wgmma(const BackwardArgs& a0, const BackwardArgs& a1, int B) {
   using Tr = WgmmaBackwardTraits<kDh>;
-  constexpr auto kernel = attention_backward_wgmma_kernel<kDh>;
+  constexpr auto kernel = attention_backward_wgmma_kernel<kDh, kTwoSources>;
   allow_dynamic_smem<kernel>(Tr::kSmemBytes);
-  // dQ is reduced into dq_accum [B, Tq, Hq, Dh] fp32 in boxes of [64 queries][32 columns].
-  const CUtensorMap dq_map =
-      token_head_tensor_map(a.dq_accum, B, a.mask.Tq, a.Hq, kDh, Tr::kBlockM, CU_TENSOR_MAP_DATA_TYPE_FLOAT32);
-  const CUtensorMap q_map = token_head_tensor_map(a.q, B, a.mask.Tq, a.Hq, kDh, Tr::kBlockM);
-  const CUtensorMap do_map = token_head_tensor_map(a.dout, B, a.mask.Tq, a.Hq, kDh, Tr::kBlockM);
-  const dim3 grid((a.mask.Tk + Tr::kBlockN - 1) / Tr::kBlockN, a.Hkv, B);
-  kernel<<<grid, Tr::kThreads, Tr::kSmemBytes, cuda::stream()>>>(a, q_map, do_map, dq_map);
+  BackwardMaps maps;
+  for (int s = 0; s < 2; ++s) {
+    const BackwardArgs& a = s == 1 && kTwoSources ? a1 : a0;
+    maps.q[s] = token_head_tensor_map(a.q, B, a.mask.Tq, a.Hq, kDh, Tr::kBlockM);
+    // dQ is reduced into dq_accum [B, Tq, Hq, Dh] fp32 in boxes of [64 queries][32 columns].
+    maps.dq[s] =
+        token_head_tensor_map(a.dq_accum, B, a.mask.Tq, a.Hq, kDh, Tr::kBlockM, CU_TENSOR_MAP_DATA_TYPE_FLOAT32);
+  }
+  maps.dout = token_head_tensor_map(a0.dout, B, a0.mask.Tq, a0.Hq, kDh, Tr::kBlockM);
+  auto key_tiles = [](const BackwardArgs& a) { return (a.mask.Tk + Tr::kBlockN - 1) / Tr::kBlockN; };
+  const dim3 grid(key_tiles(a0) + (kTwoSources ? key_tiles(a1) : 0), a0.Hkv, B);
+  kernel<<<grid, Tr::kThreads, Tr::kSmemBytes, cuda::stream()>>>(a0, a1, maps);
   PRIMER_CUDA_CHECK_LAUNCH();
 }
 
@@ -360,9 +372,16 @@ template <int kDh> void launch_wgmma(const BackwardArgs& a, int B) {
 
 void launch_backward_wgmma(const BackwardArgs& a, int B, int Dh) {
   if (Dh == 64)
-    launch_wgmma<64>(a, B);
+    launch_wgmma<64, false>(a, a, B);
   else
-    launch_wgmma<128>(a, B);
+    launch_wgmma<128, false>(a, a, B);
+}
+
+void launch_backward_two_sources_wgmma(const BackwardArgs& a0, const BackwardArgs& a1, int B, int Dh) {
+  if (Dh == 64)
+    launch_wgmma<64, true>(a0, a1, B);
+  else
+    launch_wgmma<128, true>(a0, a1, B);
 }
 
 }  // namespace primer::ops::cuda_ops::attn

@@ -179,6 +179,8 @@ template <int kDh, int kWarps, int kBlockN> void launch_forward(const ForwardArg
 
 }  // namespace
 
+bool attention_two_sources_available() { return wgmma_available(); }
+
 void attention_forward(void* out, float* lse, const void* q, const void* k, const void* v, const AttentionDims& d) {
   if (wgmma_available()) return attention_forward_wgmma(out, lse, q, k, v, d);
   const ForwardArgs a{static_cast<const bf16*>(q),

@@ -1,4 +1,5 @@
-// The Hopper (sm_90a, wgmma) flash attention forward; attention_forward() calls it when wgmma_available().
+// The Hopper (sm_90a, wgmma) flash attention forward; attention_forward() calls it when wgmma_available(). (The
+// same file defines attention_forward_two_sources, which has no other kernel.)
 #pragma once
 #include "core/ops/cuda/attention.h"
 

@@ -7,6 +7,16 @@
 
 namespace primer::ops::cuda_ops::attn {
 
+// The mask within one tile, in int32 offsets from its corner (q0, k0): key k0 + dk is visible to query q0 + dq iff
+// dq < queries, dk < keys and lo < rel + dk - dq <= hi. Edge tiles then cost a few integer operations per element.
+struct TileMask {
+  int rel, hi, lo, queries, keys;
+  __device__ __forceinline__ bool hidden(int dq, int dk) const {
+    const int off = rel + dk - dq;
+    return dq >= queries || dk >= keys || off > hi || off <= lo;
+  }
+};
+
 // Key j is visible to query i iff j <= i + diag (causal) and j > i + diag - window (window > 0), where
 // diag = q_offset - k_offset turns global positions into local row indices.
 struct Mask {
@@ -21,6 +31,14 @@ struct Mask {
     if (!causal) return true;
     const int64_t last = i + diag;
     return j <= last && (window == 0 || j > last - window);
+  }
+  // The mask of the tile whose corner is (q0, k0); offsets within a tile stay far below the clamp.
+  __device__ __forceinline__ TileMask tile(int q0, int k0) const {
+    constexpr int64_t kFar = 1 << 30;
+    const auto clamp = [](int64_t x) { return int(x < -kFar ? -kFar : x > kFar ? kFar : x); };
+    const int hi = causal ? clamp(diag) : int(kFar);
+    const int lo = causal && window > 0 ? clamp(diag - window) : -int(kFar);
+    return {k0 - q0, hi, lo, Tq - q0, Tk - k0};
   }
   // True when every pair of queries [m0, m0 + rows) and keys [n0, n0 + cols) is visible and in range.
   __device__ __forceinline__ bool tile_fully_visible(int m0, int rows, int n0, int cols) const {
