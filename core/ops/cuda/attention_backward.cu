@@ -41,7 +41,7 @@ template <int kDh, int kBlock> __global__ void __launch_bounds__(2 * kBlock) att
   float* sLse = reinterpret_cast<float*>(sdS + kBlock * kBlock);  // [2][kBlock]
   float* sDelta = sLse + 2 * kBlock;                              // [2][kBlock]
 
-  const int n0 = (gridDim.x - 1 - blockIdx.x) * kBlock;  // causal: early keys feed the most queries, start them first
+  const int n0 = (gridDim.x - 1 - blockIdx.x) * kBlock;  // late key tiles first (the Hopper kernel starts early ones)
   const int kvh = blockIdx.y, b = blockIdx.z;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const attn::Mask& mask = a.mask;
