@@ -21,6 +21,7 @@
 #include "core/cuda_runtime.h"
 #include "core/ops/cuda/attention_backward_common.cuh"
 #include "core/ops/cuda/dynamic_smem.h"
+#include "core/ops/cuda/tile/named_barrier.cuh"
 #include "core/ops/cuda/tile/tma.cuh"
 #include "core/ops/cuda/tma_map.h"
 #include "core/ops/cuda/tile/wgmma.cuh"
@@ -66,13 +67,6 @@ constexpr int mn_major_step(int k0) { return k0 * 64 * 2; }
 // XOR-swizzled by row % 8, as the map's 128-byte swizzle expects (and the accumulator stores are conflict-free).
 __device__ __forceinline__ int staged_dq_offset(int row, int col) {
   return (col >> 5) * (64 * 32) + row * 32 + ((((col & 31) >> 2) ^ (row & 7)) << 2) + (col & 3);
-}
-// Named barriers (0 is __syncthreads): `threads` threads in all arrive, the syncing ones also wait.
-__device__ __forceinline__ void barrier_sync(int id, int threads) {
-  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
-}
-__device__ __forceinline__ void barrier_arrive(int id, int threads) {
-  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 
 // Sets the scores of a 64 x 64 accumulator tile that the mask hides (or that lie past Tq / Tk) to -inf. Element
@@ -265,7 +259,7 @@ template <int kDh, bool kTwoSources> __global__ void __launch_bounds__(256, 1)
 
     // dS^T to shared memory (fragment kk, register i holds key row 8 (i % 2), queries 16kk + 8 (i / 2) + 2t), once
     // the other warpgroup's dQ product of the previous step has read it (barrier 1 + w: warpgroup w's dQ done).
-    if (Tr::kSplitN && step > 0) barrier_sync(1 + (wg ^ 1), 256);
+    if (Tr::kSplitN && step > 0) tile::barrier_sync(1 + (wg ^ 1), 256);
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk)
 #pragma unroll
@@ -306,7 +300,7 @@ template <int kDh, bool kTwoSources> __global__ void __launch_bounds__(256, 1)
     wgmma::wait<1>();
     wgmma::pin(dq);
 
-    if (Tr::kSplitN && step + 1 < steps) barrier_arrive(1 + wg, 256);
+    if (Tr::kSplitN && step + 1 < steps) tile::barrier_arrive(1 + wg, 256);
 
     // dQ to this warpgroup's staging boxes (element 4j + e: query 16 warp + g + 8 (e / 2), column 8j + 2t + e % 2
     // of its columns), then one bulk tensor reduce-add per box into the fp32 buffer (rows past Tq are clipped).
@@ -318,7 +312,7 @@ template <int kDh, bool kTwoSources> __global__ void __launch_bounds__(256, 1)
         *reinterpret_cast<float2*>(staged + staged_dq_offset(16 * warp + g + 8 * r, 8 * j + 2 * t)) =
             make_float2(dq[4 * j + 2 * r], dq[4 * j + 2 * r + 1]);
     wgmma::fence_shared_for_async();
-    barrier_sync(3 + wg, 128);
+    tile::barrier_sync(3 + wg, 128);
     if (tid % 128 == 0) {
 #pragma unroll
       for (int box = 0; box < 2; ++box)

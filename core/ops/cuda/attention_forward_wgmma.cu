@@ -3,7 +3,8 @@
 // accumulators in registers, and O += P V takes P straight from registers (wgmma's register-A form) with V read
 // MN-major from shared memory. Q and the K/V tiles of 128 keys arrive by bulk tensor copies (TMA) that one thread
 // issues, two stages deep; tiles the mask hides entirely are never loaded, and only tiles crossing the mask's
-// edge pay for per-element masking.
+// edge pay for per-element masking. The two warpgroups take turns issuing their products (ping-pong), so one's
+// softmax runs under the other's matrix products.
 //
 // The two-source kernel (B'MOJO-F's in-context and fading windows) walks the key tiles of source 0 and then those of
 // source 1, each with its own maps and mask (and its own queries where the sources do not share them), through the
@@ -15,6 +16,7 @@
 #include "core/ops/cuda/attention_forward_wgmma.h"
 #include "core/ops/cuda/attention_mask.cuh"
 #include "core/ops/cuda/dynamic_smem.h"
+#include "core/ops/cuda/tile/named_barrier.cuh"
 #include "core/ops/cuda/tile/tma.cuh"
 #include "core/ops/cuda/tma_map.h"
 #include "core/ops/cuda/tile/wgmma.cuh"
@@ -107,8 +109,8 @@ __device__ __forceinline__ void pack_probabilities(uint32_t (&p)[kBlockN / 16][4
 // The pipeline. A producer warp streams Q, then K and V tiles into two stages each, waiting for a stage's "empty"
 // barrier (every consumer warp has finished reading it) before refilling it. Per consumer warpgroup: while
 // O += P_j V_j runs on the tensor cores, the scores of tile j + 1 (issued just before it) go through the softmax.
-// The warpgroups never wait for each other, so one's softmax overlaps the other's products. A step is one key tile:
-// source 0's tiles, then (two sources) source 1's.
+// The warpgroups take turns issuing their products, so one's softmax overlaps the other's products. A step is one key
+// tile: source 0's tiles, then (two sources) source 1's.
 template <int kDh, bool kTwoSources> __global__ void __launch_bounds__(Traits<kDh, kTwoSources>::kThreads, 1)
     attention_forward_wgmma_kernel(const __grid_constant__ ForwardArgs a, const __grid_constant__ ForwardMaps maps) {
 #ifdef PRIMER_WGMMA
@@ -219,8 +221,16 @@ template <int kDh, bool kTwoSources> __global__ void __launch_bounds__(Traits<kD
     tma::wait(&k_full[stage(0)], parity(0));
     float s[kBlockN / 2], correction[2];
     uint32_t p[kBlockN / 16][4];
+    // Ping-pong (FlashAttention-3, Shah et al. 2024, §3.1): the warpgroups take turns issuing their products (named
+    // barrier 1 + w is warpgroup w's turn), so that one's softmax runs while the other's products hold the tensor
+    // cores. Warpgroup 1 lets 0 go first; each issue hands the turn over, but for warpgroup 1's last.
+    auto my_turn = [&] { tile::barrier_sync(1 + wg, 256); };
+    auto your_turn = [&] { tile::barrier_arrive(2 - wg, 256); };
+    if (wg == 1) your_turn();
+    my_turn();
     wgmma::fence();
     scores(s, 0);
+    your_turn();
     wgmma::wait<0>();
     wgmma::pin(s);
     release(k_empty, 0);
@@ -232,9 +242,11 @@ template <int kDh, bool kTwoSources> __global__ void __launch_bounds__(Traits<kD
     for (int step = 0; step + 1 < steps; ++step) {
       tma::wait(&k_full[stage(step + 1)], parity(step + 1));
       tma::wait(&v_full[stage(step)], parity(step));
+      my_turn();
       wgmma::fence();
       scores(s, step + 1);
       accumulate_values(p, step);
+      your_turn();
       wgmma::wait<1>();
       wgmma::pin(s);
       release(k_empty, step + 1);
@@ -250,8 +262,10 @@ template <int kDh, bool kTwoSources> __global__ void __launch_bounds__(Traits<kD
       pack_probabilities<kBlockN>(p, s);
     }
     tma::wait(&v_full[stage(steps - 1)], parity(steps - 1));
+    my_turn();
     wgmma::fence();
     accumulate_values(p, steps - 1);
+    if (wg == 0) your_turn();
     wgmma::wait<0>();
     wgmma::pin(o);
   }
