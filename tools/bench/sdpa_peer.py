@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""PyTorch SDPA at bench_attention's shapes (causal, bf16, [B, H, T, D], H = 16, D = 128), CUDA-event median
-timing, printed side by side with primer's figures parsed from bench_attention's "csv,..." lines.
+"""PyTorch SDPA at bench_attention's shapes (causal, bf16, [B, H, T, D], H = 16, D = 128 or --head-dim 64),
+CUDA-event median timing, printed side by side with primer's figures parsed from bench_attention's "csv,..." lines
+(run bench_attention with the same --head-dim).
 
-Usage: python3 tools/bench/sdpa_peer.py [--ours bench_attention.log]
+Usage: python3 tools/bench/sdpa_peer.py [--ours bench_attention.log] [--head-dim 64]
 """
 import argparse
 import os
@@ -10,7 +11,7 @@ import os
 import torch
 import torch.nn.functional as F
 
-HEADS, HEAD_DIM = 16, 128
+HEADS = 16
 SEQ_LENS = [2048, 4096, 8192, 16384, 32768]
 
 
@@ -28,8 +29,8 @@ def median_ms(fn, warmup=5, iters=30):
     return sorted(times)[len(times) // 2]
 
 
-def sdpa_times(batch, seq):
-    shape = (batch, HEADS, seq, HEAD_DIM)
+def sdpa_times(batch, seq, head_dim):
+    shape = (batch, HEADS, seq, head_dim)
     q, k, v = (torch.randn(shape, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
     dout = torch.randn(shape, device="cuda", dtype=torch.bfloat16)
 
@@ -61,15 +62,16 @@ def main():
     default_ours = os.path.join(os.environ.get("BENCH_LOG_DIR", ""), "bench_attention.log")
     parser.add_argument("--ours", default=default_ours if os.path.exists(default_ours) else None,
                         help="bench_attention output holding csv,<pass>,<B>,<T>,<ms> lines")
+    parser.add_argument("--head-dim", type=int, default=128, choices=[64, 128])
     args = parser.parse_args()
     ours = read_ours(args.ours)
-    print(f"# torch {torch.__version__}, {torch.cuda.get_device_name()}, causal bf16 H={HEADS} D={HEAD_DIM}")
+    print(f"# torch {torch.__version__}, {torch.cuda.get_device_name()}, causal bf16 H={HEADS} D={args.head_dim}")
     print("| pass | shape | primer ms | primer TFLOP/s | SDPA ms | SDPA TFLOP/s | primer / SDPA |")
     print("|---|---|---|---|---|---|---|")
     for seq in SEQ_LENS:
         batch = max(1, 16384 // seq)
-        fwd_flops = 2.0 * batch * HEADS * seq * seq * HEAD_DIM
-        for pass_name, ms in sdpa_times(batch, seq).items():
+        fwd_flops = 2.0 * batch * HEADS * seq * seq * args.head_dim
+        for pass_name, ms in sdpa_times(batch, seq, args.head_dim).items():
             flops = fwd_flops * (3.5 if pass_name == "fwd+bwd" else 1.0)
             sdpa_tf = flops / (ms * 1e-3) / 1e12
             mine = ours.get((pass_name, batch, seq))
