@@ -2,6 +2,7 @@
 // and the tolerance that the output dtype justifies.
 #pragma once
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <string>
 
@@ -17,6 +18,13 @@ inline Tensor random_on_cuda(const Shape& shape, uint64_t seed, DType dtype, dou
   return randn(shape, seed, DType::F64, Device::cpu(), std).to(dtype).to(Device::cuda());
 }
 
+// The largest |element| of t (the scale per-element bounds are relative to).
+inline double max_abs(const Tensor& t) {
+  double m = 0;
+  for (double v : t.to_vector<double>()) m = std::max(m, std::abs(v));
+  return m;
+}
+
 // Relative tolerance by output dtype:
 //  f32: fp32 math (expf/log1pf within 2 ulp, short sums) leaves ~1e-7 relative per element; 1e-5 leaves headroom.
 //  bf16: rounding the output to 8 significant bits costs up to 2^-9 relative per element, so rel L2 <= 2^-9 ≈ 2e-3;
@@ -27,9 +35,7 @@ inline double parity_tolerance(DType out) { return out == DType::BF16 ? 4e-3 : 1
 // element within the same relative bound of the largest reference magnitude; NaN (an unwritten element) fails.
 inline void expect_parity(const Tensor& gpu, const Tensor& reference, const std::string& what, double slack = 1.0) {
   const double rel = parity_tolerance(gpu.dtype()) * slack;
-  double max_ref = 0;
-  for (double v : reference.to_vector<double>()) max_ref = std::max(max_ref, std::abs(v));
-  expect_close(gpu, reference, rel, rel * max_ref + 1e-30, what);
+  expect_close(gpu, reference, rel, rel * max_abs(reference) + 1e-30, what);
 }
 
 // For ops that allocate their outputs (and scratch) inside: a NaN-filled 256 MB block released just before is what

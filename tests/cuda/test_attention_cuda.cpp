@@ -61,9 +61,7 @@ TEST(AttentionCuda, ForwardAndBackwardMatchTheF64Reference) {
     const Tensor rout = ops::attention(rq, rk, rv, c.opt, &rlse);
     // The probabilities enter P V as bf16 (2^-9 relative each) and out is rounded to bf16 (2^-9): rel L2 well
     // under 1e-2; per element within 1e-2 of the largest |out|.
-    double max_out = 0;
-    for (double x : rout.to_vector<double>()) max_out = std::max(max_out, std::abs(x));
-    test::expect_close(out, rout, 1e-2, 1e-2 * max_out + 1e-6, "out " + what);
+    test::expect_close(out, rout, 1e-2, 1e-2 * test::max_abs(rout) + 1e-6, "out " + what);
 
     // lse comes from fp32 scores of the same bf16 values: absolute error ~1e-5; rows with no key are -inf on both.
     const auto lv = lse.to_vector<double>(), rl = rlse.to_vector<double>();
@@ -82,9 +80,7 @@ TEST(AttentionCuda, ForwardAndBackwardMatchTheF64Reference) {
     // dP and dS pass through bf16 operands of the tensor-core products (2^-9 relative each) and dq/dk/dv are
     // rounded to bf16; sums over up to 1000 keys (x4 heads for GQA dk/dv) average these: rel L2 <= 1e-2.
     for (auto [g, r, name] : {std::tuple{dq, rdq, "dq"}, std::tuple{dk, rdk, "dk"}, std::tuple{dv, rdv, "dv"}}) {
-      double max_ref = 0;
-      for (double x : r.to_vector<double>()) max_ref = std::max(max_ref, std::abs(x));
-      test::expect_close(g, r, 1e-2, 2e-2 * max_ref + 1e-6, std::string(name) + " " + what);
+      test::expect_close(g, r, 1e-2, 2e-2 * test::max_abs(r) + 1e-6, std::string(name) + " " + what);
     }
     // Under f32_dq the unrounded accumulator comes back: f32, and within the same bound of the f64 dq.
     ops::AttentionOptions f32_dq = c.opt;
@@ -92,9 +88,7 @@ TEST(AttentionCuda, ForwardAndBackwardMatchTheF64Reference) {
     Tensor dq32, dk32, dv32;
     ops::attention_backward(dout, q, k, v, out, lse, f32_dq, &dq32, &dk32, &dv32);
     EXPECT_EQ(dq32.dtype(), DType::F32);
-    double max_dq = 0;
-    for (double x : rdq.to_vector<double>()) max_dq = std::max(max_dq, std::abs(x));
-    test::expect_close(dq32, rdq, 1e-2, 2e-2 * max_dq + 1e-6, "f32 dq " + what);
+    test::expect_close(dq32, rdq, 1e-2, 2e-2 * test::max_abs(rdq) + 1e-6, "f32 dq " + what);
   }
 }
 
@@ -113,10 +107,8 @@ TEST(AttentionCuda, OverACacheInChunksMatchesTheF64Reference) {
     ops::AttentionOptions all;
     all.causal = false;
     const Tensor ref = ops::attention(test::cpu_f64(q), test::cpu_f64(k), test::cpu_f64(v), all, nullptr);
-    double max_out = 0;
-    for (double x : ref.to_vector<double>()) max_out = std::max(max_out, std::abs(x));
     poison_next_allocation(q.shape(), DType::BF16);
-    test::expect_close(ops::attention_over_cache(q, k, v, 0, 640), ref, 1e-2, 1e-2 * max_out + 1e-6,
+    test::expect_close(ops::attention_over_cache(q, k, v, 0, 640), ref, 1e-2, 1e-2 * test::max_abs(ref) + 1e-6,
                        "head_dim " + std::to_string(Dh));
   }
 }

@@ -36,12 +36,6 @@ std::string describe(const Case& c) {
                      c.own_queries ? "own" : "shared", c.halo);
 }
 
-double max_abs(const Tensor& t) {
-  double m = 0;
-  for (double x : t.to_vector<double>()) m = std::max(m, std::abs(x));
-  return m;
-}
-
 TEST(MergedAttentionCuda, MatchesTheF64Reference) {
   PRIMER_REQUIRE_CUDA();
   const uint64_t seed = test::fresh_seed();
@@ -70,7 +64,7 @@ TEST(MergedAttentionCuda, MatchesTheF64Reference) {
     test::poison(Tensor::empty(q.shape(), DType::BF16, Device::cuda()));  // the op's output takes this memory
     const Tensor out = ops::merged_attention(a, b, &lse);
     const Tensor rout = ops::merged_attention(ra, rb, &rlse);
-    test::expect_close(out, rout, 1e-2, 1e-2 * max_abs(rout) + 1e-6, "out " + what);
+    test::expect_close(out, rout, 1e-2, 1e-2 * test::max_abs(rout) + 1e-6, "out " + what);
     const auto lv = lse.to_vector<double>(), rl = rlse.to_vector<double>();
     ASSERT_EQ(lse.shape(), rlse.shape());
     int64_t lse_mismatches = 0;
@@ -92,7 +86,7 @@ TEST(MergedAttentionCuda, MatchesTheF64Reference) {
     if (c.own_queries) grads.push_back({gb.dq, rgb.dq, "dq_f"});
     for (const auto& [g, r, name] : grads) {
       ASSERT_TRUE(g.defined() && r.defined()) << name;
-      test::expect_close(g, r, 1e-2, 2e-2 * max_abs(r) + 1e-6, name + " " + what);
+      test::expect_close(g, r, 1e-2, 2e-2 * test::max_abs(r) + 1e-6, name + " " + what);
     }
   }
 }

@@ -1,6 +1,6 @@
-// Causal flash attention, bf16, head_dim 128 (--head-dim 64), 16 heads: forward and forward + backward at T = 2048 ... 32768 with
-// B = max(1, 16384 / T) (B = 8, T = 2048 is the shape). FLOPs count only the visible half of the score
-// matrix: forward 2 * (2 * B * H * T^2 * Dh) / 2, forward + backward 3.5x that (FlashAttention's convention).
+// Causal flash attention, bf16, head_dim 128 (--head-dim 64), 16 heads: forward and forward + backward at T = 2048 ...
+// 32768 with B = max(1, 16384 / T) (B = 8, T = 2048 is the shape). FLOPs count only the visible half of the
+// score matrix: forward 2 * (2 * B * H * T^2 * Dh) / 2, forward + backward 3.5x that (FlashAttention's convention).
 // Besides the Markdown table, one "csv,<pass>,<B>,<T>,<ms>" line per result lets tools/bench/sdpa_peer.py print
 // the side-by-side table against PyTorch SDPA.
 #include <algorithm>
