@@ -68,6 +68,25 @@ std::pair<AttentionOptions, AttentionOptions> check_sources(const char* op, cons
   return {oa, ob};
 }
 
+// Both sources' tensors made contiguous for the fused kernels (b's queries are a's where it shares them).
+struct FusedSources {
+  Tensor q[2], k[2], v[2];
+  AttentionOptions options[2];
+  FusedSources(const AttentionSource& a, const AttentionSource& b, const AttentionOptions& oa,
+               const AttentionOptions& ob)
+      : q{a.q.contiguous(), b.q.defined() ? b.q.contiguous() : Tensor()},
+        k{a.k.contiguous(), b.k.contiguous()},
+        v{a.v.contiguous(), b.v.contiguous()},
+        options{oa, ob} {
+    if (!q[1].defined()) q[1] = q[0];
+  }
+#ifdef PRIMER_WITH_CUDA
+  cuda_ops::AttentionSource kernel_source(int s) const {
+    return {q[s].data_ptr(), k[s].data_ptr(), v[s].data_ptr(), cuda_dims(q[s], k[s], options[s])};
+  }
+#endif
+};
+
 // Whether both sources run in one CUDA kernel each way (Hopper), rather than as two attentions and a merge.
 bool two_sources_fused(const AttentionSource& a, const AttentionSource& b) {
 #ifdef PRIMER_WITH_CUDA
@@ -142,15 +161,13 @@ Tensor merged_attention(const AttentionSource& a, const AttentionSource& b, Tens
     const Tensor out_a = attention(a.q, a.k, a.v, oa, &lse_a), out_b = attention(qb, b.k, b.v, ob, &lse_b);
     return lse_merge(out_a, lse_a, out_b, lse_b, lse_out);
   }
-  const Tensor qa = a.q.contiguous(), ka = a.k.contiguous(), va = a.v.contiguous();
-  const Tensor qbc = b.q.defined() ? b.q.contiguous() : qa, kb = b.k.contiguous(), vb = b.v.contiguous();
-  Tensor out = Tensor::empty(qa.shape(), qa.dtype(), qa.device());
-  Tensor lse = Tensor::empty({qa.size(0), qa.size(2), qa.size(1)}, DType::F32, qa.device());
+  const FusedSources fs(a, b, oa, ob);
+  const Tensor& q = fs.q[0];
+  Tensor out = Tensor::empty(q.shape(), q.dtype(), q.device());
+  Tensor lse = Tensor::empty({q.size(0), q.size(2), q.size(1)}, DType::F32, q.device());
   if (out.numel() > 0) {
-    PRIMER_ON_CUDA(cuda_ops::attention_forward_two_sources(
-        out.data_ptr(), lse.data<float>(),
-        {cuda_ops::AttentionSource{qa.data_ptr(), ka.data_ptr(), va.data_ptr(), cuda_dims(qa, ka, oa)},
-         cuda_ops::AttentionSource{qbc.data_ptr(), kb.data_ptr(), vb.data_ptr(), cuda_dims(qbc, kb, ob)}}));
+    PRIMER_ON_CUDA(cuda_ops::attention_forward_two_sources(out.data_ptr(), lse.data<float>(),
+                                                           {fs.kernel_source(0), fs.kernel_source(1)}));
   }
   if (lse_out) *lse_out = lse;
   return out;
@@ -177,28 +194,29 @@ void merged_attention_backward(const Tensor& dout, const AttentionSource& a, con
   expect_shape(out, op, "out", a.q.shape());
   expect(lse, op, "lse", a.q.device(), {DType::F32});
   expect_shape(lse, op, "lse", {a.q.size(0), a.q.size(2), a.q.size(1)});
-  const Tensor qa = a.q.contiguous(), ka = a.k.contiguous(), va = a.v.contiguous();
-  const Tensor qbc = b.q.defined() ? b.q.contiguous() : qa, kb = b.k.contiguous(), vb = b.v.contiguous();
+  const FusedSources fs(a, b, oa, ob);
+  const Tensor& q = fs.q[0];
   const Tensor dc = dout.contiguous(), oc = out.contiguous(), lc = lse.contiguous();
-  Tensor dq_a = Tensor::empty(qa.shape(), DType::F32, qa.device());
-  Tensor dq_b = b.q.defined() ? Tensor::empty(qa.shape(), DType::F32, qa.device()) : dq_a;
-  Tensor dk_a = Tensor::empty(ka.shape(), ka.dtype(), ka.device()),
-         dv_a = Tensor::empty(va.shape(), va.dtype(), va.device());
-  Tensor dk_b = Tensor::empty(kb.shape(), kb.dtype(), kb.device()),
-         dv_b = Tensor::empty(vb.shape(), vb.dtype(), vb.device());
-  if (qa.numel() > 0) {
-    Tensor delta = Tensor::empty(lc.shape(), DType::F32, qa.device());
-    PRIMER_ON_CUDA(cuda_ops::attention_backward_two_sources(
-        {cuda_ops::AttentionSourceGrads{dq_a.data<float>(), dk_a.data_ptr(), dv_a.data_ptr()},
-         cuda_ops::AttentionSourceGrads{dq_b.data<float>(), dk_b.data_ptr(), dv_b.data_ptr()}},
-        delta.data<float>(), dc.data_ptr(), oc.data_ptr(), lc.data<float>(),
-        {cuda_ops::AttentionSource{qa.data_ptr(), ka.data_ptr(), va.data_ptr(), cuda_dims(qa, ka, oa)},
-         cuda_ops::AttentionSource{qbc.data_ptr(), kb.data_ptr(), vb.data_ptr(), cuda_dims(qbc, kb, ob)}}));
-  } else {
-    for (Tensor* t : {&dk_a, &dv_a, &dk_b, &dv_b}) t->zero_();
+  const bool shared_queries = !b.q.defined();
+  AttentionSourceGrads g[2];
+  cuda_ops::AttentionSourceGrads kernel_grads[2]{};
+  for (int s = 0; s < 2; ++s) {
+    g[s].dq = s == 1 && shared_queries ? g[0].dq : Tensor::empty(q.shape(), DType::F32, q.device());
+    g[s].dk = Tensor::empty(fs.k[s].shape(), fs.k[s].dtype(), q.device());
+    g[s].dv = Tensor::empty(fs.v[s].shape(), fs.v[s].dtype(), q.device());
+    kernel_grads[s] = {g[s].dq.data<float>(), g[s].dk.data_ptr(), g[s].dv.data_ptr()};
   }
-  *a_grads = {cast(dq_a, qa.dtype()), dk_a, dv_a};
-  *b_grads = {b.q.defined() ? cast(dq_b, qa.dtype()) : Tensor(), dk_b, dv_b};
+  if (q.numel() > 0) {
+    Tensor delta = Tensor::empty(lc.shape(), DType::F32, q.device());
+    PRIMER_ON_CUDA(cuda_ops::attention_backward_two_sources(kernel_grads, delta.data<float>(), dc.data_ptr(),
+                                                            oc.data_ptr(), lc.data<float>(),
+                                                            {fs.kernel_source(0), fs.kernel_source(1)}));
+  } else {
+    for (AttentionSourceGrads& gs : g) gs.dk.zero_(), gs.dv.zero_();
+  }
+  // dq leaves the kernels as the f32 accumulator; shared queries have one.
+  *a_grads = {cast(g[0].dq, q.dtype()), g[0].dk, g[0].dv};
+  *b_grads = {shared_queries ? Tensor() : cast(g[1].dq, q.dtype()), g[1].dk, g[1].dv};
 }
 
 }  // namespace primer::ops
