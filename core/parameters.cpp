@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "core/check.h"
 #include "core/rng.h"
@@ -31,7 +32,24 @@ void fill_gqa_replication(const Tensor& host, int64_t groups, const std::string&
     for (int64_t j = 0; j < host.size(1); ++j) out[h * host.size(1) + j] = h / groups == j ? 1.0f : 0.0f;
 }
 
+// Whether a parameter's compute copy is a separate tensor from its master (bf16 under mixed precision).
+bool has_separate_compute_copy(const Parameter& p) {
+  return p.master.defined() && p.var->value.defined() && p.var->value.storage() != p.master.storage();
+}
+
 }  // namespace
+
+bool representable_in(const Tensor& values, DType dtype) {
+  PRIMER_CHECK(values.dtype() == DType::F32, "representable_in: expected f32 values, got {}", values.describe());
+  const Tensor flat = values.reshape({values.numel()});
+  constexpr int64_t kPiece = int64_t(1) << 24;  // 64 MB of f32 on the host at a time
+  for (int64_t lo = 0; lo < flat.numel(); lo += kPiece) {
+    const Tensor host = flat.slice(0, lo, std::min(lo + kPiece, flat.numel())).to(Device::cpu()).contiguous();
+    const Tensor back = host.to(dtype).to(DType::F32);
+    if (std::memcmp(host.data<float>(), back.data<float>(), size_t(host.numel()) * sizeof(float)) != 0) return false;
+  }
+  return true;
+}
 
 Parameter& ParameterRegistry::add(const std::string& name, const Shape& shape, InitRule init, bool weight_decay) {
   PRIMER_CHECK(!contains(name), "parameter '{}' registered twice", name);
@@ -82,6 +100,7 @@ void ParameterRegistry::materialize(Device device, DType compute_dtype, uint64_t
 
 void ParameterRegistry::sync_compute_copies() {
   for (auto& p : params_) {
+    if (!p->master.defined()) continue;  // released: the compute copy is the value
     // keep_f32 keeps f32 under bf16; an f64 reference computes everything in f64.
     if (compute_dtype_ == DType::F32 || (p->keep_f32 && compute_dtype_ != DType::F64)) {
       p->var->value = p->master;
@@ -91,6 +110,18 @@ void ParameterRegistry::sync_compute_copies() {
       p->var->value.copy_from(p->master);
     }
   }
+}
+
+int64_t ParameterRegistry::release_masters(MasterRelease which) {
+  int64_t freed = 0;
+  for (auto& p : params_) {
+    if (!has_separate_compute_copy(*p)) continue;
+    if (which == MasterRelease::FrozenExact && (p->trainable || !representable_in(p->master, p->var->value.dtype())))
+      continue;
+    freed += int64_t(p->master.nbytes());
+    p->master = Tensor();
+  }
+  return freed;
 }
 
 void ParameterRegistry::zero_grads() {

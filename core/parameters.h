@@ -2,7 +2,9 @@
 // weight-decay flags and an init rule. Values are drawn from the counter-based RNG keyed by (seed, name) and
 // the element index, so every parallel layout (and every rebuild) yields identical weights.
 // Storage per parameter: `master` (f32, what the optimizer updates), `var->value` (the compute copy: bf16 for
-// mixed precision, else the master itself) and `var->grad` (f32, accumulated by backward).
+// mixed precision, else the master itself) and `var->grad` (f32, accumulated by backward). A parameter that is never
+// updated can give its master up where the compute copy holds the same value (release_masters): Stage 1's frozen
+// teacher loaded from a bf16 checkpoint keeps 2 bytes per weight instead of 6.
 #pragma once
 #include <map>
 #include <memory>
@@ -47,8 +49,22 @@ struct Parameter {
   // Compute in f32 even under bf16 mixed precision (an SSM's A_log, dt_bias and D feed fp32 gate math): the
   // compute copy is then the master itself. (An f64 reference model computes every parameter in f64.)
   bool keep_f32 = false;
-  Tensor master;  // f32
+  Tensor master;  // f32; undefined once released (the compute copy then holds the value)
   ag::Var var;    // value = compute copy, grad = f32 accumulator
+
+  // The parameter's value at full precision: the master, or where it was released the compute copy, which holds
+  // the value exactly (for frozen parameters) or is all inference runs on. f32, or the compute dtype.
+  const Tensor& exact_value() const { return master.defined() ? master : var->value; }
+};
+
+// Whether every element of `values` (f32, any device) comes back unchanged from a round trip through `dtype`
+// (bitwise: a master that bf16 holds exactly). Reads `values` on the host in bounded pieces.
+bool representable_in(const Tensor& values, DType dtype);
+
+// Which masters release_masters frees.
+enum class MasterRelease {
+  FrozenExact,  // frozen parameters whose compute copy holds the master exactly: nothing is lost
+  All,          // every one (inference: it runs on the compute copies and never updates them)
 };
 
 class ParameterRegistry {
@@ -63,8 +79,11 @@ class ParameterRegistry {
   Parameter& adopt(const std::string& name, Tensor master, Tensor compute, Tensor grad, bool trainable,
                    bool weight_decay, bool keep_f32);
   void set_compute_dtype(DType dtype) { compute_dtype_ = dtype; }
-  // Refreshes compute copies from the masters (after an optimizer step).
+  // Refreshes compute copies from the masters (after an optimizer step); released masters are skipped.
   void sync_compute_copies();
+  // Frees the masters `which` names among those that are not the compute copy itself (f32 compute, keep_f32);
+  // returns the bytes freed. Nothing may write a released master afterwards (a checkpoint restore, a weight load).
+  int64_t release_masters(MasterRelease which);
   void zero_grads();
   // Trainable iff the name contains one of `substrings` (an empty list makes everything trainable).
   void set_trainable(const std::vector<std::string>& substrings);

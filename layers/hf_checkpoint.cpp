@@ -28,6 +28,7 @@ std::vector<std::string> load_shared(const std::string& dir, ParameterRegistry& 
                                       shape_str(p->shape)));
       continue;
     }
+    PRIMER_CHECK(p->master.defined(), "loading '{}' from '{}': the parameter's master was released", p->name, dir);
     p->master.copy_from(ckpt.load(p->name, DType::F32, p->master.device()));
   }
   PRIMER_CHECK(misshaped.empty() && (missing.empty() || !require_all),
@@ -55,7 +56,7 @@ void export_hf(const std::string& dir, const ModelConfig& config, ParameterRegis
                uint64_t max_shard_bytes) {
   std::filesystem::create_directories(dir);
   std::vector<std::pair<std::string, Tensor>> tensors;
-  for (Parameter* p : params.all()) tensors.emplace_back(p->name, p->master.to(Device::cpu()).to(dtype));
+  for (Parameter* p : params.all()) tensors.emplace_back(p->name, p->exact_value().to(Device::cpu()).to(dtype));
   io::write_safetensors(dir, tensors, max_shard_bytes, {});
   ModelConfig out = config;
   out.torch_dtype = dtype;

@@ -19,8 +19,8 @@ void load_hf_weights(const std::string& dir, ParameterRegistry& params);
 // Transformer's weights into a hybrid whose new mixers it initialises). Mis-shaped tensors are still errors.
 std::vector<std::string> load_hf_weights_present(const std::string& dir, ParameterRegistry& params);
 
-// Writes config.json and model.safetensors (or shards of at most max_shard_bytes) with every parameter's master
-// converted to `dtype`, atomically per file.
+// Writes config.json and model.safetensors (or shards of at most max_shard_bytes) with every parameter's exact
+// value (its master, or where that was released its compute copy) converted to `dtype`, atomically per file.
 void export_hf(const std::string& dir, const ModelConfig& config, ParameterRegistry& params, DType dtype,
                uint64_t max_shard_bytes = uint64_t(5) << 30);
 

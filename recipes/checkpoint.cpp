@@ -83,15 +83,16 @@ void write_rank_file(io::Hdf5File& file, const TrainingState& state, const Check
     json::Value entry;
     entry["name"] = c.param->name;
     entry["offset"] = c.offset;
-    entry["count"] = c.master.numel();
+    entry["count"] = c.count();
     entry["moments"] = c.m.defined();
     index.push_back(std::move(entry));
   }
   file.write_bytes(kChunkIndex, json::dump(json::Value(std::move(index))));
   for (const StateChunk& c : content.owned) {
     const std::string key = chunk_key(c.param->name, c.offset);
-    const Shape shape{c.master.numel()};
-    file.write(kParams + key, shape, to_host(c.master).data<float>());
+    const Shape shape{c.count()};
+    file.write(kParams + key, shape,
+               (c.master.defined() ? to_host(c.master) : to_host(c.compute).to(DType::F32)).data<float>());
     if (!c.m.defined()) continue;
     file.write(kFirstMoment + key, shape, to_host(c.m).data<float>());
     file.write(kSecondMoment + key, shape, to_host(c.v).data<float>());
@@ -129,12 +130,15 @@ CheckpointContent registry_content(ParameterRegistry& params, optim::AdamW& opti
   CheckpointContent content;
   content.optimizer = &optimizer;
   for (Parameter* p : params.all()) {
-    PRIMER_CHECK(p->master.defined(), "cannot checkpoint parameter '{}': the registry is not materialized", p->name);
+    PRIMER_CHECK(p->exact_value().defined(), "cannot checkpoint parameter '{}': the registry is not materialized",
+                 p->name);
     content.parameters.push_back(p);
-    StateChunk c{.param = p, .offset = 0, .master = p->master.view({p->master.numel()})};
+    const int64_t n = shape_numel(p->shape);
+    StateChunk c{.param = p, .offset = 0};
+    (p->master.defined() ? c.master : c.compute) = p->exact_value().view({n});
     if (p->trainable) {
-      c.m = optimizer.first_moment(p->name).view({p->master.numel()});
-      c.v = optimizer.second_moment(p->name).view({p->master.numel()});
+      c.m = optimizer.first_moment(p->name).view({n});
+      c.v = optimizer.second_moment(p->name).view({n});
     }
     content.owned.push_back(c);
   }
@@ -323,6 +327,10 @@ TrainingState CheckpointManager::load(const std::string& dir, const CheckpointCo
   const auto stored = stored_chunks(files, manifest);
   ChunkReader reader(files);
   for (const StateChunk& c : content.held) {
+    PRIMER_CHECK(c.master.defined(),
+                 "cannot restore parameter '{}' from checkpoint '{}': its f32 master was released (frozen, held in its "
+                 "compute dtype); restore before releasing masters",
+                 c.param->name, dir);
     const int64_t lo = c.offset, hi = c.offset + c.master.numel();
     int64_t covered = 0;
     const auto it = stored.find(c.param->name);

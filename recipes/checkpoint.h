@@ -32,12 +32,14 @@ struct TrainingState {
   int64_t nan_skipped_steps = 0;  // steps skipped for a non-finite gradient so far (nan_policy: skip)
 };
 
-// One run of a parameter's flattened elements [offset, offset + master.numel()) with its AdamW moments.
+// One run of a parameter's flattened elements [offset, offset + count()) with its AdamW moments.
 struct StateChunk {
   Parameter* param = nullptr;
   int64_t offset = 0;
-  Tensor master;  // f32 view (any device)
-  Tensor m, v;    // f32 views of the moments; undefined for frozen parameters
+  Tensor master;   // f32 view (any device); undefined where a frozen parameter's master was released
+  Tensor compute;  // then the compute copy's view of the same elements, which holds them exactly (saved widened)
+  Tensor m, v;     // f32 views of the moments; undefined for frozen parameters
+  int64_t count() const { return master.defined() ? master.numel() : compute.numel(); }
 };
 
 // What one rank saves and restores.

@@ -76,6 +76,7 @@ InferenceModel load_inference_model(const std::string& path, Device device, DTyp
     m.config = load_hf_config(path + "/config.json");
     build(m, device, compute);
     layers::load_hf_weights(path, *m.params);
+    m.params->release_masters(MasterRelease::All);
     if (fs::is_regular_file(fs::path(path) / "tokenizer.json")) m.tokenizer_dir = path;
     return m;
   }
@@ -87,6 +88,7 @@ InferenceModel load_inference_model(const std::string& path, Device device, DTyp
   optim::AdamW moments(*m.params, {});  // the checkpoint's moments land here and are dropped
   CheckpointManager(fs::path(*checkpoint).parent_path().string(), 0).load(*checkpoint, *m.params, moments);
   m.params->sync_compute_copies();
+  m.params->release_masters(MasterRelease::All);
   if (recipe.has("model_name_or_path")) {
     const std::string base = recipe.get_string("model_name_or_path");
     if (fs::is_regular_file(fs::path(base) / "tokenizer.json")) m.tokenizer_dir = base;

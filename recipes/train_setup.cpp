@@ -183,20 +183,22 @@ parallel::ZeroStage zero_stage_of(const config::Config& cfg) {
   return parallel::zero_stage_from_int(root.at("zero_optimization").at("stage").as_int());
 }
 
-CheckpointContent checkpoint_content(TrainSetup& s) {
+CheckpointContent checkpoint_content(TrainSetup& s) { return sharded_content(*s.params, *s.fsdp, *s.optimizer); }
+
+CheckpointContent sharded_content(ParameterRegistry& params, parallel::Fsdp& fsdp, optim::AdamW& optimizer) {
   CheckpointContent content;
-  content.parameters = s.params->all();
-  content.optimizer = s.optimizer.get();
+  content.parameters = params.all();
+  content.optimizer = &optimizer;
   auto to_state = [&](const parallel::ParameterChunk& c) {
-    StateChunk out{.param = c.param, .offset = c.offset, .master = c.master};
+    StateChunk out{.param = c.param, .offset = c.offset, .master = c.master, .compute = c.compute};
     if (c.param->trainable) {
-      out.m = s.optimizer->first_moment(c.group).slice(0, c.group_offset, c.group_offset + c.count);
-      out.v = s.optimizer->second_moment(c.group).slice(0, c.group_offset, c.group_offset + c.count);
+      out.m = optimizer.first_moment(c.group).slice(0, c.group_offset, c.group_offset + c.count);
+      out.v = optimizer.second_moment(c.group).slice(0, c.group_offset, c.group_offset + c.count);
     }
     return out;
   };
-  for (const auto& c : s.fsdp->chunks(true)) content.owned.push_back(to_state(c));
-  for (const auto& c : s.fsdp->chunks(false)) content.held.push_back(to_state(c));
+  for (const auto& c : fsdp.chunks(true)) content.owned.push_back(to_state(c));
+  for (const auto& c : fsdp.chunks(false)) content.held.push_back(to_state(c));
   return content;
 }
 
@@ -265,6 +267,8 @@ TrainSetup setup_training(const config::Config& cfg, const std::string& recipe, 
   s.optimizer = make_optimizer(s);
   s.schedule = schedule_of(cfg);
   resume(s, from);
+  // The weights are final: frozen ones that bf16 holds exactly (a Hugging Face bf16 teacher's) need no f32 master.
+  s.fsdp->release_frozen_masters();
   return s;
 }
 

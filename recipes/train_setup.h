@@ -66,6 +66,8 @@ parallel::ZeroStage zero_stage_of(const config::Config& cfg);
 
 // What a checkpoint of this run holds on this rank.
 CheckpointContent checkpoint_content(TrainSetup& s);
+// The same for any model laid out by `fsdp` (registry `params`) and trained by `optimizer` (over fsdp.shards()).
+CheckpointContent sharded_content(ParameterRegistry& params, parallel::Fsdp& fsdp, optim::AdamW& optimizer);
 
 // "cpu", "cuda" (the current GPU; errors when none is usable) or "auto" (CUDA when usable).
 Device pick_device(const std::string& name);

@@ -50,9 +50,13 @@ void print_header(const TrainSetup& s) {
   const parallel::Fsdp::Footprint f = s.fsdp->footprint();
   fmt::print(
       "ranks: {} data-parallel ({}), ZeRO stage {}: {:.3f} GB of master weights, {:.3f} GB of compute shards and "
-      "{:.3f} GB of kept gradients per rank\n",
+      "{:.3f} GB of kept gradients per rank{}\n",
       ranks, s.ranks.tensors->backend_name(), int(s.zero_stage), double(f.master_bytes) / 1e9,
-      double(f.compute_bytes) / 1e9, double(f.grad_bytes) / 1e9);
+      double(f.compute_bytes) / 1e9, double(f.grad_bytes) / 1e9,
+      f.released_master_bytes == 0
+          ? ""
+          : fmt::format(" (frozen weights that {} holds exactly: {:.3f} GB of f32 masters not kept)",
+                        dtype_name(s.compute), double(f.released_master_bytes) / 1e9));
   fmt::print("data: {}; {} x {} tokens x {} micro-steps per step and rank; {} steps\n", s.data->describe(), s.batch,
              s.seq, s.accumulation, s.max_steps);
 }

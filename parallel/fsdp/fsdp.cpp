@@ -21,12 +21,15 @@ struct Fsdp::Group {
   std::vector<int64_t> offsets;  // of each parameter in the flat buffer
   int64_t numel = 0, padded = 0, shard = 0;
   bool trainable = true;
-  Tensor master_shard;   // f32 [shard]
+  Tensor master_shard;   // f32 [shard]; undefined once released (frozen, the compute shard holds it exactly)
   Tensor compute_shard;  // compute dtype [shard]; the master shard itself when compute is f32
   Tensor full_compute;   // compute dtype [padded]; the parameters' values are views of it
   Tensor full_grad;      // f32 [padded]; the parameters' gradients are views of it (trainable groups)
   Tensor grad_shard;     // f32 [shard]; ZeRO-0: full_grad itself
   bool grads_resident = true;
+  bool master_released = false;
+  // Whether the compute copy is a tensor of its own (bf16), not the master shard.
+  bool separate_compute() const { return compute_shard.storage() != master_shard.storage(); }
 };
 
 struct Fsdp::Unit {
@@ -259,6 +262,9 @@ void Fsdp::after_optimizer_step() {
 }
 
 void Fsdp::masters_changed() {
+  PRIMER_CHECK(released_master_bytes_ == 0,
+               "FSDP: master weights were written after frozen groups gave theirs up; restore checkpoints before "
+               "release_frozen_masters");
   shards_.sync_compute_copies();
   if (stage_ != ZeroStage::OptimizerState && stage_ != ZeroStage::Gradients) return;
   for (auto& unit : units_)
@@ -279,23 +285,61 @@ std::vector<ParameterChunk> Fsdp::chunks(bool owned_only) const {
         const int64_t off = g.offsets[i], n = shape_numel(g.params[i]->shape);
         const int64_t a = std::max(off, lo), b = std::min(off + n, hi);
         if (a >= b) continue;
-        out.push_back({g.params[i], a - off, b - a, g.master_shard.slice(0, a - stored_lo, b - stored_lo), g.name,
-                       a - stored_lo});
+        ParameterChunk c{g.params[i], a - off, b - a, Tensor(), Tensor(), g.name, a - stored_lo};
+        if (g.master_released)
+          c.compute = g.compute_shard.slice(0, a - stored_lo, b - stored_lo);
+        else
+          c.master = g.master_shard.slice(0, a - stored_lo, b - stored_lo);
+        out.push_back(std::move(c));
       }
     }
   return out;
 }
 
+int64_t Fsdp::release_frozen_masters() {
+  std::vector<Group*> candidates;
+  std::vector<float> inexact;
+  for (auto& unit : units_)
+    for (Group& g : unit->groups)
+      if (!g.trainable && !g.master_released && g.separate_compute()) {
+        candidates.push_back(&g);
+        inexact.push_back(representable_in(g.master_shard, g.compute_shard.dtype()) ? 0.f : 1.f);
+      }
+  if (candidates.empty()) return 0;
+  // A group is released on every rank or on none: a rank whose shard bf16 does not hold keeps it for all.
+  const Tensor votes =
+      Tensor::from_vector(inexact, {int64_t(inexact.size())}, DType::F32, candidates.front()->master_shard.device());
+  dp_.all_reduce(votes, ReduceOp::Sum, "fsdp-release-masters");
+  const std::vector<float> inexact_anywhere = votes.to_vector<float>();
+  int64_t freed = 0;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    if (inexact_anywhere[i] != 0.f) continue;
+    Group& g = *candidates[i];
+    freed += int64_t(g.master_shard.nbytes());
+    g.master_shard = Tensor();
+    g.master_released = true;
+    for (Parameter* p : g.params) p->master = Tensor();  // ZeRO-0's views of the shard
+    shards_.get(g.name).master = Tensor();
+  }
+  released_master_bytes_ += freed;
+  return freed;
+}
+
 void Fsdp::gather_full_masters() {
   for (auto& unit : units_)
     for (Group& g : unit->groups) {
-      Tensor full = g.master_shard;
+      // A released group's compute shard holds its values; with one shard it is the full buffer already (ZeRO-3's
+      // full_compute may be released meanwhile, its compute shard never is).
+      const Tensor& shard = g.master_released ? g.compute_shard : g.master_shard;
+      Tensor full = shard;
       if (shards_count_ > 1) {
-        full = Tensor::empty({g.padded}, DType::F32, g.master_shard.device());
-        dp_.all_gather(g.master_shard, full, "fsdp-export");
+        full = Tensor::empty({g.padded}, shard.dtype(), shard.device());
+        dp_.all_gather(shard, full, "fsdp-export");
       }
-      for (size_t i = 0; i < g.params.size(); ++i)
-        g.params[i]->master = flat_view(full, g.offsets[i], g.params[i]->shape);
+      for (size_t i = 0; i < g.params.size(); ++i) {
+        Parameter& p = *g.params[i];
+        (g.master_released ? p.var->value : p.master) = flat_view(full, g.offsets[i], p.shape);
+      }
     }
 }
 
@@ -303,8 +347,8 @@ Fsdp::Footprint Fsdp::footprint() const {
   Footprint f;
   for (const auto& unit : units_)
     for (const Group& g : unit->groups) {
-      f.master_bytes += g.shard * 4;
-      if (g.compute_shard.storage() != g.master_shard.storage()) f.compute_bytes += int64_t(g.compute_shard.nbytes());
+      (g.master_released ? f.released_master_bytes : f.master_bytes) += g.shard * 4;
+      if (g.separate_compute()) f.compute_bytes += int64_t(g.compute_shard.nbytes());
       if (g.trainable) f.grad_bytes += stage_ >= ZeroStage::Gradients ? g.shard * 4 : g.padded * 4;
     }
   return f;

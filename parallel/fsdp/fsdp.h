@@ -12,7 +12,8 @@
 //      current one computes.
 // Within a unit, parameters are grouped by (trainable, weight decay, f32 compute): each group is one flat buffer,
 // padded to a multiple of the rank count, rank r holding elements [r·S, (r+1)·S). Frozen groups (Stage 1's teacher,
-// whatever hybrid_learnable_params leaves out) are sharded like the rest but carry no gradient and no moments.
+// whatever hybrid_learnable_params leaves out) are sharded like the rest but carry no gradient and no moments, and
+// give up their f32 master shards where the bf16 compute shards hold the same values (release_frozen_masters).
 // Gradients are sums over ranks: the trainer scales the loss by the global token count, so N ranks equal one.
 // The model reaches this class only through core's ag::UnitHooks; the optimizer sees shards() as its parameters.
 #pragma once
@@ -31,12 +32,13 @@ enum class ZeroStage { Replicated = 0, OptimizerState = 1, Gradients = 2, Weight
 ZeroStage zero_stage_from_int(int64_t stage);  // 0..3, an error otherwise
 
 // A run of one parameter's flattened elements [offset, offset + count) that this rank holds: the checkpoint atom.
-// `master` is the f32 view into this rank's master shard; `group` names the optimizer parameter (shards()) whose
-// state holds the same elements at [group_offset, group_offset + count).
+// `master` is the f32 view into this rank's master shard, or undefined where the group's master was released;
+// `compute` is then the view of the same elements in the compute shard, which holds them exactly. `group` names the
+// optimizer parameter (shards()) whose state holds the same elements at [group_offset, group_offset + count).
 struct ParameterChunk {
   Parameter* param = nullptr;
   int64_t offset = 0, count = 0;
-  Tensor master;
+  Tensor master, compute;
   std::string group;
   int64_t group_offset = 0;
 };
@@ -67,15 +69,23 @@ class Fsdp final : public ag::UnitHooks {
   // The chunks this rank holds (every element, under ZeRO-0), or only those it owns (an even cut that no two ranks
   // share: what it writes to a checkpoint); in unit, group and registry order.
   std::vector<ParameterChunk> chunks(bool owned_only) const;
-  // Refreshes compute copies from the master shards (after a checkpoint wrote into them).
+  // Refreshes compute copies from the master shards (after a checkpoint wrote into them); refused once masters
+  // were released.
   void masters_changed();
-  // Every rank's registry masters full again (f32, on the parameters' device): for exporting weights. The
-  // registry is only read afterwards.
+  // Frees the master shards of the frozen groups whose compute shards (bf16) hold every element exactly on every
+  // rank — weights loaded from a bf16 checkpoint, as Stage 1's teacher is: they are never updated, so the compute
+  // copy is the whole value, and a checkpoint or an export widens it. Collective over the ranks (they decide
+  // together, so that later gathers match). Call once the weights are final (after a resume). Returns the bytes
+  // this rank freed.
+  int64_t release_frozen_masters();
+  // Every rank's registry weights full again (Parameter::exact_value(): f32 masters, or the compute copies of
+  // released groups; on the parameters' device): for exporting weights. The registry is only read afterwards.
   void gather_full_masters();
 
   // Bytes this rank holds for parameters, gradients and optimizer inputs (for the log).
   struct Footprint {
     int64_t master_bytes = 0, compute_bytes = 0, grad_bytes = 0;
+    int64_t released_master_bytes = 0;  // frozen groups' masters given up (release_frozen_masters)
   };
   Footprint footprint() const;
 
@@ -102,6 +112,7 @@ class Fsdp final : public ag::UnitHooks {
   std::vector<std::unique_ptr<Unit>> units_;
   ParameterRegistry shards_;
   bool sync_grads_ = true;
+  int64_t released_master_bytes_ = 0;
   struct PendingReduction;
   std::vector<std::unique_ptr<PendingReduction>> pending_;
 };

@@ -1,4 +1,5 @@
-// Parameter registry (layout-independent init, trainable selection) and AdamW against the textbook update.
+// Parameter registry (layout-independent init, trainable selection, released masters) and AdamW against the textbook
+// update.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -39,6 +40,40 @@ TEST(Parameters, TrainableBySubstring) {
   EXPECT_EQ(r.trainable()[0]->name, "model.layers.0.gka.q_proj.weight");
   EXPECT_EQ(r.count(true), 2);
   EXPECT_EQ(r.count(false), 4);
+}
+
+// A master is released only where the compute copy can stand for it: Stage 1's frozen teacher loaded from bf16
+// weights keeps its bf16 copy alone, while trainable weights, weights bf16 would round (one element is enough) and
+// f32-compute parameters keep their masters; inference releases every master that is not the compute copy itself.
+TEST(Parameters, ReleasesOnlyMastersTheComputeCopyHoldsExactly) {
+  ParameterRegistry r;
+  r.add("teacher.exact", {3, 5}, InitRule::normal(0.02));
+  r.add("teacher.one_inexact", {7}, InitRule::normal(0.02));
+  r.add("teacher.f32_compute", {4}, InitRule::normal(0.02)).keep_f32 = true;
+  r.add("student.exact", {6}, InitRule::normal(0.02));
+  r.materialize(Device::cpu(), DType::BF16, test::fresh_seed());
+  for (Parameter* p : r.all()) p->master.copy_from(p->master.to(DType::BF16));  // as loaded from bf16 weights
+  float* one = r.get("teacher.one_inexact").master.data<float>();
+  one[3] = std::nextafter(one[3], 1.0f);  // the low 16 bits no longer zero: bf16 rounds it
+  r.sync_compute_copies();
+  r.set_trainable({"student."});
+  EXPECT_TRUE(representable_in(r.get("teacher.exact").master, DType::BF16));
+  EXPECT_FALSE(representable_in(r.get("teacher.one_inexact").master, DType::BF16));
+  const std::vector<float> exact = r.get("teacher.exact").master.to_vector<float>();
+
+  EXPECT_EQ(r.release_masters(MasterRelease::FrozenExact), 15 * 4);
+  const Parameter& released = r.get("teacher.exact");
+  EXPECT_FALSE(released.master.defined());
+  EXPECT_EQ(released.exact_value().dtype(), DType::BF16);
+  EXPECT_EQ(released.exact_value().to_vector<float>(), exact);
+  for (const char* kept : {"teacher.one_inexact", "teacher.f32_compute", "student.exact"})
+    EXPECT_TRUE(r.get(kept).master.defined()) << kept;
+  r.sync_compute_copies();  // skips the released master, refreshes the rest
+  EXPECT_EQ(released.var->value.to_vector<float>(), exact);
+
+  EXPECT_EQ(r.release_masters(MasterRelease::All), (7 + 6) * 4);
+  EXPECT_TRUE(r.get("teacher.f32_compute").master.defined());  // its compute copy is the master itself
+  EXPECT_EQ(r.release_masters(MasterRelease::All), 0);
 }
 
 TEST(AdamW, MatchesTheTextbookUpdateWithClipping) {

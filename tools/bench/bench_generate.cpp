@@ -112,19 +112,22 @@ int main(int argc, char** argv) {
   ParameterRegistry params;
   layers::DecoderLM lm(config, params);
   const DType compute = device.is_cuda() ? DType::BF16 : DType::F32;
-  // f32 masters beside the compute copies, as `primer generate` loads a model.
-  const double weight_bytes = double(params.count()) * (4.0 + double(dtype_size(compute)));
+  // As `primer generate` loads a model: f32 masters beside the compute copies while loading, then the compute
+  // copies alone (ParameterRegistry::release_masters) beside the KV caches.
+  const double loading_bytes = double(params.count()) * (4.0 + double(dtype_size(compute)));
+  const double weight_bytes = double(params.count()) * double(dtype_size(compute));
   const double kv_bytes = kv_cache_bytes(config, o.batch, o.context, double(dtype_size(compute)));
   const double gib = double(int64_t(1) << 30);
-  if (weight_bytes + kv_bytes > o.memory_gib * gib) {
+  if (std::max(loading_bytes, weight_bytes + kv_bytes) > o.memory_gib * gib) {
     row({"-", "-", "-",
-         "does not fit: " + bench::fixed((weight_bytes + kv_bytes) / gib, 0) + " GiB > " +
+         "does not fit: " + bench::fixed(std::max(loading_bytes, weight_bytes + kv_bytes) / gib, 0) + " GiB > " +
              bench::fixed(o.memory_gib, 0) + " GiB (KV caches " + bench::fixed(kv_bytes / gib, 0) + " GiB, weights " +
              bench::fixed(weight_bytes / gib, 1) + ")"});
     return 0;
   }
   params.materialize(device, compute, 0);
   if (!o.weights_out.empty()) layers::export_hf(o.weights_out, config, params, DType::BF16);
+  params.release_masters(MasterRelease::All);
 
   std::vector<int32_t> host(size_t(o.batch * o.context));
   for (size_t i = 0; i < host.size(); ++i) host[i] = int32_t(uniform01(7, i) * double(config.vocab_size));

@@ -1,9 +1,12 @@
 // Stage 1 of Priming on one GPU: only the new mixers train, distilled against the teacher's final hidden states (MSE,
-// the paper's end-to-end objective), with bf16 compute, fp32 masters, AdamW and block recomputation. Two ways:
+// the paper's end-to-end objective), with bf16 compute, fp32 masters, AdamW and block recomputation. The weights are
+// bf16 values, as a Hugging Face checkpoint's are, so frozen ones need no f32 master (primer train releases them:
+// ParameterRegistry::release_masters, parallel::Fsdp::release_frozen_masters). Three ways:
 //   fused     primer's Stage 1 model: one registry, the shared weights (embeddings, MLPs, norms, attention layers)
-//             stored once, the teacher stream run through them without recording (layers/decoder_lm.h);
-//   separate  a teacher Transformer (bf16 weights only, no masters: frozen) run without recording, then a student
-//             hybrid with its own copy of every shared weight, as a teacher and a student model side by side would.
+//             stored once, the teacher stream run through them without recording (layers/decoder_lm.h); with the
+//             frozen weights' f32 masters released, and kept (as before 2026-11-28);
+//   separate  a teacher Transformer (bf16 weights only) run without recording, then a student hybrid with its own
+//             copy of every shared weight (frozen masters released), as a teacher and a student side by side would.
 // Prints step time, tokens/s and peak memory for each.
 // Usage: bench_stage1 [--shape 0.6b|1.7b|4b|8b] [--pattern '*-GDN'] [--train gdn] [--batch B] [--seq T] [--steps S]
 // --train names the trainable parameters as hybrid_learnable_params does (substrings: gdn, mamba, gka, ...).
@@ -61,15 +64,25 @@ bench::Row measure(const std::string& name, const Options& o, int64_t trainable,
            fmt::format("{:.2f} GB", double(memory_stats(Device::cuda()).peak) / 1e9)}};
 }
 
+// The registry on the GPU with bf16 values in its f32 masters, as loaded from a bf16 checkpoint.
+void materialize_bf16_weights(ParameterRegistry& params) {
+  params.materialize(Device::cuda(), DType::BF16, 0);
+  for (Parameter* p : params.all())
+    if (p->var->value.storage() != p->master.storage()) p->master.copy_from(p->var->value);
+}
+
 // A model on the GPU whose parameters named by `train` learn (AdamW), the others frozen.
 struct Trained {
   ParameterRegistry params;
   layers::DecoderLM model;
   optim::AdamW adamw;
 
-  Trained(const ModelConfig& c, const std::string& train) : model(c, params, {true}), adamw(ready(params, train), {}) {}
+  Trained(const ModelConfig& c, const std::string& train, bool release_frozen)
+      : model(c, params, {true}), adamw(ready(params, train), {}) {
+    if (release_frozen) params.release_masters(MasterRelease::FrozenExact);
+  }
   static ParameterRegistry& ready(ParameterRegistry& params, const std::string& train) {
-    params.materialize(Device::cuda(), DType::BF16, 0);
+    materialize_bf16_weights(params);
     params.set_trainable({train});
     return params;
   }
@@ -80,13 +93,14 @@ struct Trained {
   }
 };
 
-bench::Row fused(const Options& o) {
+bench::Row fused(const Options& o, bool release_frozen) {
   ModelConfig c = bench::qwen3_shape(o.shape);
   bench::apply_pattern(c, o.pattern);
   c.fused = true;
-  Trained fused(c, o.train);
+  Trained fused(c, o.train, release_frozen);
   const Tensor tokens = random_tokens(c, o.batch, o.seq);
-  return measure("fused teacher-student", o, fused.params.count(true),
+  return measure(release_frozen ? "fused teacher-student" : "fused, frozen f32 masters kept", o,
+                 fused.params.count(true),
                  [&] { fused.step([&] { return fused.model.distill_loss(tokens, layers::DistillOptions{}); }); });
 }
 
@@ -94,11 +108,11 @@ bench::Row separate(const Options& o) {
   const ModelConfig teacher_config = bench::qwen3_shape(o.shape);
   ParameterRegistry teacher_params;
   layers::DecoderLM teacher(teacher_config, teacher_params, {true});
-  teacher_params.materialize(Device::cuda(), DType::BF16, 0);
-  for (Parameter* p : teacher_params.all()) p->master = Tensor();  // frozen: its bf16 weights are all it needs
+  materialize_bf16_weights(teacher_params);
+  teacher_params.release_masters(MasterRelease::All);  // frozen: its bf16 weights are all it needs
   ModelConfig student_config = teacher_config;
   bench::apply_pattern(student_config, o.pattern);
-  Trained student(student_config, o.train);
+  Trained student(student_config, o.train, true);
   const Tensor tokens = random_tokens(teacher_config, o.batch, o.seq);
   return measure("separate teacher and student", o, student.params.count(true), [&] {
     student.step([&] {
@@ -125,7 +139,8 @@ int main(int argc, char** argv) {
       "recompute — %s, %s\n",
       o.shape.c_str(), o.pattern.c_str(), o.train.c_str(), bench::device_name().c_str(), bench::today().c_str());
   std::vector<bench::Row> rows;
-  rows.push_back(fused(o));
+  rows.push_back(fused(o, false));
+  rows.push_back(fused(o, true));
   rows.push_back(separate(o));
   bench::print_table({"Stage 1 as", "B x T", "trainable", "step ms", "tokens/s", "peak memory"}, rows);
   return 0;
