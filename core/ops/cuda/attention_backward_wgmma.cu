@@ -15,6 +15,10 @@
 // Two sources (B'MOJO-F's in-context and fading windows): the grid covers both sources' key tiles, each CTA with
 // its source's keys, values, mask, queries and dQ buffer; dO, lse and delta are the merged softmax's, shared.
 //
+// At head_dim 128, dK and dV leave through shared memory (K's and V's tiles, free at the end) by bulk tensor stores:
+// whole 128-byte lines, where each thread's own 4-byte stores used half of every sector and held the CTA (and the next
+// one) longer.
+//
 // Schedule: one CTA barrier per tile, after which both warpgroups' dS^T and the next tile's Q/dO are in shared
 // memory. Each warpgroup issues the next tile's S^T right behind this tile's dQ, so the tensor cores run it while
 // dQ is staged; the next dP^T runs while the probabilities are computed.
@@ -89,9 +93,9 @@ __device__ __forceinline__ void accumulators_to_a(uint32_t (&a)[4][4], const flo
 }
 #endif
 
-// Tensor maps: each source's queries and dQ buffer (the one-source kernel reads index 0 only), and dO.
+// Tensor maps: each source's queries, dQ buffer, dK and dV (the one-source kernel reads index 0 only), and dO.
 struct BackwardMaps {
-  CUtensorMap q[2], dq[2], dout;
+  CUtensorMap q[2], dq[2], dk[2], dv[2], dout;
 };
 
 template <int kDh, bool kTwoSources> __global__ void __launch_bounds__(256, 1)
@@ -120,8 +124,9 @@ template <int kDh, bool kTwoSources> __global__ void __launch_bounds__(256, 1)
   const int tiles0 = kTwoSources ? (a0.mask.Tk + kBlockN - 1) / kBlockN : int(gridDim.x);
   const bool second = kTwoSources && int(blockIdx.x) >= tiles0;
   const BackwardArgs& a = second ? a1 : a0;
-  const CUtensorMap* q_map = &maps.q[second ? 1 : 0];
-  const CUtensorMap* dq_map = &maps.dq[second ? 1 : 0];
+  const int source = second ? 1 : 0;
+  const CUtensorMap* q_map = &maps.q[source];
+  const CUtensorMap* dq_map = &maps.dq[source];
   const int key_tile = second ? int(blockIdx.x) - tiles0 : int(blockIdx.x);
   // Causal: early keys feed the most queries; blocks start in index order, so these go first and the light late key
   // tiles fill the last wave (2-4% at B = 1, T 16-32K on an H200).
@@ -271,7 +276,7 @@ template <int kDh, bool kTwoSources> __global__ void __launch_bounds__(256, 1)
     // takes step + 2's queries.
     tile::cp_async_wait<0>();
     if (step + 1 < steps) wait_queries(step + 1);
-    tma::wait_reduces<true>();
+    tma::wait_bulk_groups<true>();
     wgmma::fence_shared_for_async();
     __syncthreads();
     load_queries(step + 2);
@@ -317,25 +322,55 @@ template <int kDh, bool kTwoSources> __global__ void __launch_bounds__(256, 1)
 #pragma unroll
       for (int box = 0; box < 2; ++box)
         tma::reduce_add_4d(dq_map, staged + box * Tr::kDqBox, dq_col0 + 32 * box, h, m0, b);
-      tma::commit_reduces();
+      tma::commit_bulk_group();
     }
   }
-  tma::wait_reduces<false>();
+  tma::wait_bulk_groups<false>();  // the dQ reduce-adds (of threads 0 and 128)
   wgmma::wait<0>();
-  tile::cp_async_wait<0>();  // no query tile at all: K/V loads still land before the CTA exits
+  tile::cp_async_wait<0>();  // no query tile at all: K/V loads still land before they are overwritten
 
+  // dK and dV, element 4j + e: key row 16 warp + g + 8 (e / 2) of this warpgroup's 64, column 8j + 2t + e % 2.
+  // head_dim 128: through K's and V's tiles and one bulk tensor store per 64-column block (rows past Tk are clipped).
+  // head_dim 64 keeps each thread's own stores: its kernel measured 2-6% slower forward + backward with the staged
+  // ones (H200, same call, T 2K-32K: the main loop's code changed with them), where head_dim 128's gained 4% at T 2K.
+  if constexpr (kDh == 128) {
+    __syncthreads();  // both warpgroups' products (dQ reads all of K) are done with K and V
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int key = key0 + 16 * warp + g + 8 * r;
-    if (key >= mask.Tk) continue;
-    bf16* dk_row = a.dk + kv_base + key * kv_stride + 2 * t;
-    bf16* dv_row = a.dv + kv_base + key * kv_stride + 2 * t;
+    for (int r = 0; r < 2; ++r) {
+      const int row = 64 * wg + 16 * warp + g + 8 * r;
 #pragma unroll
-    for (int j = 0; j < kDh / 8; ++j) {
-      *reinterpret_cast<__nv_bfloat162*>(dk_row + 8 * j) =
-          __floats2bfloat162_rn(dk[4 * j + 2 * r], dk[4 * j + 2 * r + 1]);
-      *reinterpret_cast<__nv_bfloat162*>(dv_row + 8 * j) =
-          __floats2bfloat162_rn(dv[4 * j + 2 * r], dv[4 * j + 2 * r + 1]);
+      for (int j = 0; j < kDh / 8; ++j) {
+        *reinterpret_cast<__nv_bfloat162*>(sK + KTile::offset(row, 8 * j + 2 * t)) =
+            __floats2bfloat162_rn(dk[4 * j + 2 * r], dk[4 * j + 2 * r + 1]);
+        *reinterpret_cast<__nv_bfloat162*>(sV + KTile::offset(row, 8 * j + 2 * t)) =
+            __floats2bfloat162_rn(dv[4 * j + 2 * r], dv[4 * j + 2 * r + 1]);
+      }
+    }
+    wgmma::fence_shared_for_async();
+    __syncthreads();
+    if (tid == 0) {
+#pragma unroll
+      for (int c = 0; c < kDh / 64; ++c) {
+        tma::store_4d(&maps.dk[source], sK + c * KTile::kBlockElems, 64 * c, kvh, n0, b);
+        tma::store_4d(&maps.dv[source], sV + c * KTile::kBlockElems, 64 * c, kvh, n0, b);
+      }
+      tma::commit_bulk_group();
+      tma::wait_bulk_groups<true>();  // read out of shared memory before the CTA exits
+    }
+  } else {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int key = key0 + 16 * warp + g + 8 * r;
+      if (key >= mask.Tk) continue;
+      bf16* dk_row = a.dk + kv_base + key * kv_stride + 2 * t;
+      bf16* dv_row = a.dv + kv_base + key * kv_stride + 2 * t;
+#pragma unroll
+      for (int j = 0; j < kDh / 8; ++j) {
+        *reinterpret_cast<__nv_bfloat162*>(dk_row + 8 * j) =
+            __floats2bfloat162_rn(dk[4 * j + 2 * r], dk[4 * j + 2 * r + 1]);
+        *reinterpret_cast<__nv_bfloat162*>(dv_row + 8 * j) =
+            __floats2bfloat162_rn(dv[4 * j + 2 * r], dv[4 * j + 2 * r + 1]);
+      }
     }
   }
 #else
@@ -355,6 +390,8 @@ template <int kDh, bool kTwoSources> void launch_wgmma(const BackwardArgs& a0, c
     // dQ is reduced into dq_accum [B, Tq, Hq, Dh] fp32 in boxes of [64 queries][32 columns].
     maps.dq[s] =
         token_head_tensor_map(a.dq_accum, B, a.mask.Tq, a.Hq, kDh, Tr::kBlockM, CU_TENSOR_MAP_DATA_TYPE_FLOAT32);
+    maps.dk[s] = token_head_tensor_map(a.dk, B, a.mask.Tk, a.Hkv, kDh, Tr::kBlockN);
+    maps.dv[s] = token_head_tensor_map(a.dv, B, a.mask.Tk, a.Hkv, kDh, Tr::kBlockN);
   }
   maps.dout = token_head_tensor_map(a0.dout, B, a0.mask.Tq, a0.Hq, kDh, Tr::kBlockM);
   auto key_tiles = [](const BackwardArgs& a) { return (a.mask.Tk + Tr::kBlockN - 1) / Tr::kBlockN; };

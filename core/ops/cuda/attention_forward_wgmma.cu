@@ -4,7 +4,7 @@
 // MN-major from shared memory. Q and the K/V tiles of 128 keys arrive by bulk tensor copies (TMA) that one thread
 // issues, two stages deep; tiles the mask hides entirely are never loaded, and only tiles crossing the mask's
 // edge pay for per-element masking. The two warpgroups take turns issuing their products (ping-pong), so one's
-// softmax runs under the other's matrix products.
+// softmax runs under the other's matrix products. O leaves through shared memory (Q's tile) by one bulk tensor store.
 //
 // The two-source kernel (B'MOJO-F's in-context and fading windows) walks the key tiles of source 0 and then those of
 // source 1, each with its own maps and mask (and its own queries where the sources do not share them), through the
@@ -38,9 +38,10 @@ struct ForwardArgs {
   bool own_queries1;  // source 1 has its own queries (else it reads source 0's)
 };
 
-// The tensor maps of the queries, keys and values of each source (the one-source kernel reads index 0 only).
+// The tensor maps of the queries, keys and values of each source (the one-source kernel reads index 0 only), and of
+// the output.
 struct ForwardMaps {
-  CUtensorMap q[2], k[2], v[2];
+  CUtensorMap q[2], k[2], v[2], out;
 };
 
 template <int kDh, bool kTwoSources> struct Traits {
@@ -270,23 +271,31 @@ template <int kDh, bool kTwoSources> __global__ void __launch_bounds__(Traits<kD
     wgmma::pin(o);
   }
 
-  const int64_t q_stride = int64_t(a.Hq) * kDh;
+  // O into this warpgroup's rows of Q's tile (only its own products read them, and they are done), then one bulk
+  // tensor store of the tile once both warpgroups' rows are there (rows past Tq are clipped).
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     float sum = row_sum[r];
     sum += __shfl_xor_sync(0xffffffffu, sum, 1);
     sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-    const int row = row0 + 8 * r;
-    if (row >= Tq) continue;
     const float inv = sum > 0 ? 1.f / sum : 0.f;
-    bf16* out_row = a.out + (int64_t(b) * Tq + row) * q_stride + h * kDh;
+    const int tile_row = 64 * wg + warp * 16 + g + 8 * r;
 #pragma unroll
     for (int d = 0; d < kDh / 8; ++d)
-      *reinterpret_cast<__nv_bfloat162*>(out_row + d * 8 + 2 * t) =
+      *reinterpret_cast<__nv_bfloat162*>(sQ + Tr::QTile::offset(tile_row, d * 8 + 2 * t)) =
           __floats2bfloat162_rn(o[4 * d + 2 * r] * inv, o[4 * d + 2 * r + 1] * inv);
-    if (t == 0)
+    const int row = row0 + 8 * r;
+    if (t == 0 && row < Tq)
       a.lse[(int64_t(b) * a.Hq + h) * Tq + row] =
           sum > 0 ? (row_max[r] * a.scale_log2 + log2f(sum)) / kLog2e : -INFINITY;
+  }
+  wgmma::fence_shared_for_async();
+  tile::barrier_sync(3, 32 * Tr::kConsumerWarps);  // the consumers only: the producer warpgroup has returned
+  if (threadIdx.x == 0) {
+#pragma unroll
+    for (int c = 0; c < kDh / 64; ++c) tma::store_4d(&maps.out, sQ + c * Tr::QTile::kBlockElems, 64 * c, h, m0, b);
+    tma::commit_bulk_group();
+    tma::wait_bulk_groups<true>();  // read out of shared memory before the CTA exits
   }
 #endif  // PRIMER_WGMMA
 }
@@ -307,6 +316,7 @@ template <int kDh, bool kTwoSources> void launch(const ForwardArgs& a, const voi
     maps.v[s] = token_head_tensor_map(v[s], B, d[s].Tk, d[s].Hkv, kDh, Tr::kBlockN);
   }
   if (!kTwoSources) maps.q[1] = maps.q[0], maps.k[1] = maps.k[0], maps.v[1] = maps.v[0];
+  maps.out = token_head_tensor_map(a.out, B, d[0].Tq, d[0].Hq, kDh, Tr::kBlockM);
   kernel<<<grid, Tr::kThreads, Tr::kSmemBytes, cuda::stream()>>>(a, maps);
   PRIMER_CUDA_CHECK_LAUNCH();
 }

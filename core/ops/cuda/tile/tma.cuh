@@ -44,8 +44,8 @@ __device__ __forceinline__ void load_4d(void* smem, const void* tensor_map, uint
       : "memory");
 }
 // Adds the box at coordinates (c0 innermost .. c3) of a 4-D tensor map from shared memory into global memory (an
-// fp32 add for an fp32 map; elements outside the tensor are skipped), asynchronously. This thread's reduce-adds
-// since the last commit_reduces() form one group.
+// fp32 add for an fp32 map; elements outside the tensor are skipped), asynchronously. This thread's bulk stores and
+// reduce-adds since the last commit_bulk_group() form one group.
 __device__ __forceinline__ void reduce_add_4d(const void* tensor_map, const void* smem, int c0, int c1, int c2,
                                               int c3) {
   asm volatile(
@@ -54,10 +54,18 @@ __device__ __forceinline__ void reduce_add_4d(const void* tensor_map, const void
       "r"(tile::smem_address(smem)), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
       : "memory");
 }
-__device__ __forceinline__ void commit_reduces() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
-// Waits until all of this thread's committed reduce-adds have read their shared memory (kReadOnly: the buffer may
-// be rewritten) or have completed.
-template <bool kReadOnly> __device__ __forceinline__ void wait_reduces() {
+// Writes the box at coordinates (c0 innermost .. c3) of a 4-D tensor map from shared memory to global memory
+// (elements outside the tensor are skipped), asynchronously; one group with this thread's other bulk operations.
+__device__ __forceinline__ void store_4d(const void* tensor_map, const void* smem, int c0, int c1, int c2, int c3) {
+  asm volatile("cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [%0, {%2, %3, %4, %5}], [%1];\n" ::"l"(
+                   reinterpret_cast<uint64_t>(tensor_map)),
+               "r"(tile::smem_address(smem)), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+               : "memory");
+}
+__device__ __forceinline__ void commit_bulk_group() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+// Waits until all of this thread's committed bulk stores and reduce-adds have read their shared memory (kReadOnly:
+// the buffer may be rewritten, or the CTA exit) or have completed.
+template <bool kReadOnly> __device__ __forceinline__ void wait_bulk_groups() {
   if constexpr (kReadOnly)
     asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
   else
