@@ -78,24 +78,27 @@ Tensor aligned(const Tensor& t) {
 
 KalmanScanOutputs kalman_scan_cuda([[maybe_unused]] const Dims& s, const Tensor& q_, const Tensor& k_, const Tensor& v_,
                                    const Tensor& lv_, const Tensor& a_, const Tensor& p_, const Tensor& lam0_,
-                                   const Tensor& eta0_, bool with_variance) {
+                                   const Tensor& eta0_, bool with_variance, bool keep_checkpoints) {
   const Tensor q = aligned(q_), k = aligned(k_), v = v_.contiguous(), lv = lv_.contiguous(), a = a_.contiguous(),
                p = p_.contiguous(), lam0 = lam0_.contiguous(), eta0 = eta0_.contiguous();
   const Device dev = q.device();
   KalmanScanOutputs out{Tensor::empty(v.shape(), v.dtype(), dev),
                         with_variance ? Tensor::empty(v.shape(), v.dtype(), dev) : Tensor(),
                         Tensor::empty(lam0.shape(), DType::F32, dev), Tensor::empty(lam0.shape(), DType::F32, dev)};
+  if (keep_checkpoints)
+    out.checkpoints = Tensor::empty({cuda_ops::kalman_scan_checkpoint_floats(cuda_shape(s))}, DType::F32, dev);
   PRIMER_ON_CUDA(cuda_ops::kalman_scan_forward(
       cuda_shape(s), q.dtype(), q.data_ptr(), k.data_ptr(), v.data_ptr(), lv.data_ptr(), a.data<float>(),
       p.data<float>(), lam0.data<float>(), eta0.data<float>(), out.y.data_ptr(),
-      with_variance ? out.y_var.data_ptr() : nullptr, out.precision.data<float>(), out.info_mean.data<float>()));
+      with_variance ? out.y_var.data_ptr() : nullptr, out.precision.data<float>(), out.info_mean.data<float>(),
+      keep_checkpoints ? out.checkpoints.data<float>() : nullptr));
   return out;
 }
 
 KalmanScanGrads kalman_scan_backward_cuda([[maybe_unused]] const Dims& s, const Tensor& dy_, const Tensor& dy_var_,
                                           const Tensor& dlam_, const Tensor& deta_, const Tensor& q_, const Tensor& k_,
                                           const Tensor& v_, const Tensor& lv_, const Tensor& a_, const Tensor& p_,
-                                          const Tensor& lam0_, const Tensor& eta0_) {
+                                          const Tensor& lam0_, const Tensor& eta0_, const Tensor& kept) {
   const Tensor q = aligned(q_), k = aligned(k_), v = v_.contiguous(), lv = lv_.contiguous(), a = a_.contiguous(),
                p = p_.contiguous(), lam0 = lam0_.contiguous(), eta0 = eta0_.contiguous(), dy = dense_or_null(dy_),
                dy_var = dense_or_null(dy_var_), dlam = dense_or_null(dlam_), deta = dense_or_null(deta_);
@@ -110,13 +113,18 @@ KalmanScanGrads kalman_scan_backward_cuda([[maybe_unused]] const Dims& s, const 
                     Tensor::zeros(p.shape(), DType::F32, dev),
                     Tensor::empty(lam0.shape(), DType::F32, dev),
                     Tensor::empty(lam0.shape(), DType::F32, dev)};
-  Tensor checkpoints = Tensor::empty({cuda_ops::kalman_scan_checkpoint_floats(cuda_shape(s))}, DType::F32, dev);
+  const int64_t checkpoint_floats = cuda_ops::kalman_scan_checkpoint_floats(cuda_shape(s));
+  PRIMER_CHECK(!kept.defined() || (kept.dtype() == DType::F32 && kept.device() == dev && kept.is_contiguous() &&
+                                   kept.numel() == checkpoint_floats),
+               "kalman_scan_backward: checkpoints must be the forward's (f32, {} elements on {}), got {}",
+               checkpoint_floats, dev.str(), kept.describe());
+  const Tensor checkpoints = kept.defined() ? kept : Tensor::empty({checkpoint_floats}, DType::F32, dev);
   PRIMER_ON_CUDA(cuda_ops::kalman_scan_backward(
       cuda_shape(s), dt, raw_or_null(dy), raw_or_null(dy_var), f32_or_null(dlam), f32_or_null(deta), q.data_ptr(),
       k.data_ptr(), v.data_ptr(), lv.data_ptr(), a.data<float>(), p.data<float>(), lam0.data<float>(),
       eta0.data<float>(), g.dq.data<float>(), g.dk.data<float>(), g.dv.data_ptr(), g.dvalue_precision.data_ptr(),
       g.da_bar.data<float>(), g.dp_bar.data<float>(), g.dprecision_in.data<float>(), g.dinfo_mean_in.data<float>(),
-      checkpoints.data<float>()));
+      checkpoints.data<float>(), kept.defined()));
   if (dt != DType::F32) {
     g.dq = g.dq.to(dt);
     g.dk = g.dk.to(dt);
@@ -127,9 +135,10 @@ KalmanScanGrads kalman_scan_backward_cuda([[maybe_unused]] const Dims& s, const 
 }  // namespace
 
 KalmanScanOutputs kalman_scan(const Tensor& q_, const Tensor& k_, const Tensor& v_, const Tensor& lv_, const Tensor& a_,
-                              const Tensor& p_, const Tensor& lam0_, const Tensor& eta0_, bool with_variance) {
+                              const Tensor& p_, const Tensor& lam0_, const Tensor& eta0_, bool with_variance,
+                              bool keep_checkpoints) {
   const Dims s = check_inputs("kalman_scan", q_, k_, v_, lv_, a_, p_, lam0_, eta0_);
-  if (!q_.is_cpu()) return kalman_scan_cuda(s, q_, k_, v_, lv_, a_, p_, lam0_, eta0_, with_variance);
+  if (!q_.is_cpu()) return kalman_scan_cuda(s, q_, k_, v_, lv_, a_, p_, lam0_, eta0_, with_variance, keep_checkpoints);
   const Tensor q = q_.contiguous(), k = k_.contiguous(), v = v_.contiguous(), lv = lv_.contiguous(),
                a = a_.contiguous(), p = p_.contiguous(), lam0 = lam0_.contiguous(), eta0 = eta0_.contiguous();
   const DType dt = q.dtype();
@@ -146,12 +155,16 @@ KalmanScanOutputs kalman_scan(const Tensor& q_, const Tensor& k_, const Tensor& 
 
 KalmanScanGrads kalman_scan_backward(const Tensor& dy_, const Tensor& dy_var_, const Tensor& dlam_, const Tensor& deta_,
                                      const Tensor& q_, const Tensor& k_, const Tensor& v_, const Tensor& lv_,
-                                     const Tensor& a_, const Tensor& p_, const Tensor& lam0_, const Tensor& eta0_) {
+                                     const Tensor& a_, const Tensor& p_, const Tensor& lam0_, const Tensor& eta0_,
+                                     const Tensor& checkpoints) {
   constexpr const char* op = "kalman_scan_backward";
   const Dims s = check_inputs(op, q_, k_, v_, lv_, a_, p_, lam0_, eta0_);
   check_output_grads(op, dy_, dy_var_, dlam_, deta_, v_, lam0_);
   if (!q_.is_cpu())
-    return kalman_scan_backward_cuda(s, dy_, dy_var_, dlam_, deta_, q_, k_, v_, lv_, a_, p_, lam0_, eta0_);
+    return kalman_scan_backward_cuda(s, dy_, dy_var_, dlam_, deta_, q_, k_, v_, lv_, a_, p_, lam0_, eta0_, checkpoints);
+  PRIMER_CHECK(!checkpoints.defined(),
+               "kalman_scan_backward: checkpoints come from the CUDA forward; the CPU paths take "
+               "none");
   const Tensor q = q_.contiguous(), k = k_.contiguous(), v = v_.contiguous(), lv = lv_.contiguous(),
                a = a_.contiguous(), p = p_.contiguous(), lam0 = lam0_.contiguous(), eta0 = eta0_.contiguous(),
                dy = dense_or_null(dy_), dy_var = dense_or_null(dy_var_), dlam = dense_or_null(dlam_),

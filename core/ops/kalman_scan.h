@@ -22,6 +22,9 @@ struct KalmanScanOutputs {
   Tensor y_var;      // [B, T, H, D]; defined when asked for
   Tensor precision;  // λ_T [B, H, N, D]
   Tensor info_mean;  // η_T [B, H, N, D]
+  // CUDA, when asked for: the filters' states every 64 tokens and at the end (f32, flat), which spare the backward
+  // its forward pass; the CPU paths leave it undefined.
+  Tensor checkpoints;
 };
 
 struct KalmanScanGrads {
@@ -32,14 +35,17 @@ struct KalmanScanGrads {
 };
 
 // As reference:: below; on the CPU every tensor f32 or every tensor f64; on CUDA q, k, v, value_precision (and dy,
-// dy_var, y, y_var and their gradients) f32 or bf16, the rest f32, N a multiple of 16 up to 128.
+// dy_var, y, y_var and their gradients) f32 or bf16, the rest f32, N a multiple of 16 up to 128. keep_checkpoints:
+// return the checkpoints (CUDA), for a backward from the same inputs to take.
 KalmanScanOutputs kalman_scan(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& value_precision,
                               const Tensor& a_bar, const Tensor& p_bar, const Tensor& precision_in,
-                              const Tensor& info_mean_in, bool with_variance);
+                              const Tensor& info_mean_in, bool with_variance, bool keep_checkpoints = false);
+// checkpoints: the forward's (may be undefined: the backward then recomputes them), from the same inputs.
 KalmanScanGrads kalman_scan_backward(const Tensor& dy, const Tensor& dy_var, const Tensor& dprecision_out,
                                      const Tensor& dinfo_mean_out, const Tensor& q, const Tensor& k, const Tensor& v,
                                      const Tensor& value_precision, const Tensor& a_bar, const Tensor& p_bar,
-                                     const Tensor& precision_in, const Tensor& info_mean_in);
+                                     const Tensor& precision_in, const Tensor& info_mean_in,
+                                     const Tensor& checkpoints = Tensor());
 
 namespace reference {
 // q, k [B, T, H, N]; v, value_precision [B, T, H, D] (Λᵛ > 0); a_bar, p_bar [H, N, D] (ā > 0, p̄ ≥ 0);

@@ -224,5 +224,19 @@ TEST(KalmanScan, ChainingCarriesTheStateAndItsGradient) {
   test::expect_close(eta0->grad, fg.dinfo_mean_in, 1e-11, 1e-9, "dinfo_mean_in");
 }
 
+// Checkpoints are the CUDA forward's: the CPU forward leaves them undefined when asked, and its backward refuses some.
+TEST(KalmanScan, CheckpointsAreTheCudaForwards) {
+  const KalmanInputs in = kalman_inputs(1, 5, 1, 2, 3, 1);
+  const ops::KalmanScanOutputs o = ops::kalman_scan(in.q, in.k, in.v, in.value_precision, in.a_bar, in.p_bar,
+                                                    in.precision, in.info_mean, false, true);
+  EXPECT_FALSE(o.checkpoints.defined());
+  test::expect_error(
+      [&] {
+        ops::kalman_scan_backward(o.y, Tensor(), Tensor(), Tensor(), in.q, in.k, in.v, in.value_precision, in.a_bar,
+                                  in.p_bar, in.precision, in.info_mean, Tensor::zeros({4}, DType::F64));
+      },
+      {"kalman_scan_backward", "CPU paths take none"});
+}
+
 }  // namespace
 }  // namespace primer

@@ -2,7 +2,8 @@
 // the final (λ, η) and every gradient (q, k, v, Λᵛ, ā, p̄, the initial state, with output and final-state gradients
 // flowing in), for T ∈ {1, 7, 100, 200, 300} (the backward's checkpoints every 64 tokens and pieces of 8), N ∈ {16,
 // 64, 128} state slots, D ∈ {8, 12, 64, 128} channels (12: a CTA of 8 channels half empty), f32 and bf16 per-token
-// tensors, and the paper's stress cases (small process noise, large observation precision).
+// tensors, and the paper's stress cases (small process noise, large observation precision). The backward runs from
+// the forward's checkpoints (what training does) and, again, recomputing them itself.
 //
 // Tolerances (relative L2 against the reference):
 //  - f32 throughout: the kernels do the CPU path's f32 arithmetic in another order (the moment form, a reciprocal
@@ -61,7 +62,8 @@ TEST_P(KalmanScanCuda, MatchesTheF64Reference) {
   const double token_out = bf16 ? kBf16 : kF32Out, token_grad = bf16 ? kBf16 : kF32Grad;
 
   test::poison_pool();
-  const ops::KalmanScanOutputs o = ops::kalman_scan(q, k, v, lv, a, p, lam0, eta0, true);
+  const ops::KalmanScanOutputs o = ops::kalman_scan(q, k, v, lv, a, p, lam0, eta0, true, true);
+  ASSERT_TRUE(o.checkpoints.defined());
   const ops::KalmanScanOutputs ro = ops::reference::kalman_scan(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], true);
   EXPECT_EQ(o.y.dtype(), c.dtype);
   EXPECT_EQ(o.precision.dtype(), DType::F32);
@@ -73,7 +75,8 @@ TEST_P(KalmanScanCuda, MatchesTheF64Reference) {
   test::expect_rel(ops::kalman_scan(q, k, v, lv, a, p, lam0, eta0, false).y, ro.y, token_out, "y (no variance)");
 
   test::poison_pool();
-  const ops::KalmanScanGrads g = ops::kalman_scan_backward(dy, dy_var, dlam, deta, q, k, v, lv, a, p, lam0, eta0);
+  const ops::KalmanScanGrads g =
+      ops::kalman_scan_backward(dy, dy_var, dlam, deta, q, k, v, lv, a, p, lam0, eta0, o.checkpoints);
   const ops::KalmanScanGrads rg =
       ops::reference::kalman_scan_backward(test::cpu_f64(dy), test::cpu_f64(dy_var), test::cpu_f64(dlam),
                                            test::cpu_f64(deta), r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7]);
@@ -86,6 +89,23 @@ TEST_P(KalmanScanCuda, MatchesTheF64Reference) {
   test::expect_rel(g.dp_bar, rg.dp_bar, kF32Grad, "dp_bar");
   test::expect_rel(g.dprecision_in, rg.dprecision_in, kF32Grad, "dprecision_in");
   test::expect_rel(g.dinfo_mean_in, rg.dinfo_mean_in, kF32Grad, "dinfo_mean_in");
+  {  // Recomputing the checkpoints gives the same states: the tensors each thread writes whole are equal bitwise; dq,
+     // dk, dā and dp̄ are sums in f32 atomics (over 8-channel CTAs, the batch) whose order varies from run to run, a
+     // few ulp of f32 (2^-24 ≈ 6e-8 relative each): within 1e-6; stored in bf16, a sum that lies at a rounding
+     // boundary rounds either way (one bf16 ulp, 2^-8, on a few elements), so the bf16 parity bound there.
+    const double atomics = bf16 ? kBf16 : 1e-6;
+    const ops::KalmanScanGrads recomputed =
+        ops::kalman_scan_backward(dy, dy_var, dlam, deta, q, k, v, lv, a, p, lam0, eta0);
+    test::expect_close(g.dv, recomputed.dv, 0, 0, "dv from the kept checkpoints");
+    test::expect_close(g.dvalue_precision, recomputed.dvalue_precision, 0, 0,
+                       "dvalue_precision from the kept checkpoints");
+    test::expect_close(g.dprecision_in, recomputed.dprecision_in, 0, 0, "dprecision_in from the kept checkpoints");
+    test::expect_close(g.dinfo_mean_in, recomputed.dinfo_mean_in, 0, 0, "dinfo_mean_in from the kept checkpoints");
+    test::expect_close(g.dq, recomputed.dq, atomics, 1e30, "dq from the kept checkpoints");
+    test::expect_close(g.dk, recomputed.dk, atomics, 1e30, "dk from the kept checkpoints");
+    test::expect_close(g.da_bar, recomputed.da_bar, 1e-6, 1e30, "da_bar from the kept checkpoints");
+    test::expect_close(g.dp_bar, recomputed.dp_bar, 1e-6, 1e30, "dp_bar from the kept checkpoints");
+  }
 
   // Only the output gradient (no variance readout, no final-state gradient): the kernels' null paths.
   const ops::KalmanScanGrads g1 =
@@ -115,6 +135,23 @@ TEST(KalmanScanCudaErrors, SlotsMustBeAMultipleOf16) {
                          gpu(in.precision), gpu(in.info_mean), false);
       },
       {"kalman_scan", "multiple of 16"});
+}
+
+// A backward handed checkpoints that are not the forward's (another shape's) is refused, not read past their end.
+TEST(KalmanScanCudaErrors, CheckpointsMustBeTheForwards) {
+  PRIMER_REQUIRE_CUDA();
+  const test::KalmanInputs in = test::kalman_inputs(1, 70, 1, 16, 8, 1);
+  auto gpu = [](const Tensor& t) { return t.to(DType::F32).to(Device::cuda()); };
+  const Tensor q = gpu(in.q), k = gpu(in.k), v = gpu(in.v), lv = gpu(in.value_precision), a = gpu(in.a_bar),
+               p = gpu(in.p_bar), lam0 = gpu(in.precision), eta0 = gpu(in.info_mean);
+  const ops::KalmanScanOutputs o = ops::kalman_scan(q, k, v, lv, a, p, lam0, eta0, false, true);
+  const Tensor dy = gpu(test::randn(in.v.shape(), 2));
+  const Tensor short_by_one_chunk = o.checkpoints.slice(0, 0, o.checkpoints.numel() / 3 * 2);
+  test::expect_error(
+      [&] {
+        ops::kalman_scan_backward(dy, Tensor(), Tensor(), Tensor(), q, k, v, lv, a, p, lam0, eta0, short_by_one_chunk);
+      },
+      {"kalman_scan_backward", "checkpoints must be the forward's"});
 }
 
 }  // namespace

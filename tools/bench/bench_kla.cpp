@@ -1,9 +1,11 @@
 // Kalman linear attention (KLA) on CUDA next to the Mamba-2 core it is measured against (issue target: at most 2×),
 // by default at B = 4, T = 4096, H = 16, N = D = 128: the core ops::kalman_scan with f32 per-token tensors (what the
-// layer feeds it) and with bf16 ones, forward, backward and forward + backward with the variance readout off; the GLA
-// core of Mamba-2 (ops::gla, bf16) at the same shape; then the KLA and Mamba-2 layers (by default hidden 2048, Hq = 16,
-// Hk = 8, head_dim 128) forward + backward. "G steps/s" counts filter steps (B·H·N·D·T per pass over the sequence;
-// the backward makes four: three forward, one reverse); each step of the kernels takes one reciprocal on the SFU.
+// layer feeds it) and with bf16 ones, forward, backward and forward + backward with the variance readout off (the
+// backward from the forward's checkpoints, as training runs it, and recomputing them itself); the GLA core of Mamba-2
+// (ops::gla, bf16) at the same shape; then the KLA and Mamba-2 layers (by default hidden 2048, Hq = 16, Hk = 8,
+// head_dim 128) forward + backward. "G steps/s" counts filter steps (B·H·N·D·T per pass over the sequence; the
+// backward makes three from kept checkpoints, two forward and one reverse, or four recomputing them); each step of the
+// kernels takes one reciprocal on the SFU.
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -40,19 +42,26 @@ void bench_kla_core(const bench::LayerShape& shape, DType dtype, std::vector<ben
                lam0 = Tensor::full({B, H, N, D}, 1.0, DType::F32, Device::cuda()),
                eta0 = Tensor::zeros({B, H, N, D}, DType::F32, Device::cuda()),
                dy = bench::normal_gpu({B, T, H, D}, 6, dtype);
-  const double fwd = bench::median_ms([&] { ops::kalman_scan(q, k, v, lv, a, p, lam0, eta0, false); });
+  const double fwd = bench::median_ms([&] { ops::kalman_scan(q, k, v, lv, a, p, lam0, eta0, false, true); });
+  const Tensor checkpoints = ops::kalman_scan(q, k, v, lv, a, p, lam0, eta0, false, true).checkpoints;
   const double bwd = bench::median_ms(
+      [&] { ops::kalman_scan_backward(dy, Tensor(), Tensor(), Tensor(), q, k, v, lv, a, p, lam0, eta0, checkpoints); });
+  const double bwd_recomputing = bench::median_ms(
       [&] { ops::kalman_scan_backward(dy, Tensor(), Tensor(), Tensor(), q, k, v, lv, a, p, lam0, eta0); });
   const double train = bench::median_ms([&] {
-    ops::kalman_scan(q, k, v, lv, a, p, lam0, eta0, false);
-    ops::kalman_scan_backward(dy, Tensor(), Tensor(), Tensor(), q, k, v, lv, a, p, lam0, eta0);
+    const ops::KalmanScanOutputs o = ops::kalman_scan(q, k, v, lv, a, p, lam0, eta0, false, true);
+    ops::kalman_scan_backward(dy, Tensor(), Tensor(), Tensor(), q, k, v, lv, a, p, lam0, eta0, o.checkpoints);
   });
   const double steps = double(B * H * N * D * T);
   const std::string what = std::string("KLA core, ") + (dtype == DType::BF16 ? "bf16" : "f32") + " I/O";
-  rows.push_back({{what + ", forward", shape.core(), bench::fixed(fwd, 3), bench::fixed(steps / fwd / 1e6, 1)}});
-  rows.push_back({{what + ", backward", shape.core(), bench::fixed(bwd, 3), bench::fixed(4 * steps / bwd / 1e6, 1)}});
-  rows.push_back(
-      {{what + ", fwd + bwd", shape.core(), bench::fixed(train, 3), bench::fixed(5 * steps / train / 1e6, 1)}});
+  auto row = [&](const std::string& pass, double ms, double passes) {
+    rows.push_back(
+        {{what + ", " + pass, shape.core(), bench::fixed(ms, 3), bench::fixed(passes * steps / ms / 1e6, 1)}});
+  };
+  row("forward (keeping checkpoints)", fwd, 1);
+  row("backward from them", bwd, 3);
+  row("backward recomputing them", bwd_recomputing, 4);
+  row("fwd + bwd", train, 4);
 }
 
 void bench_mamba2_core(const bench::LayerShape& shape, std::vector<bench::Row>& rows) {

@@ -18,10 +18,11 @@
 // Each step needs its token's inputs; every pass over the sequence copies them 16 tokens at a time into shared memory
 // with all the CTA's threads (loading them step by step from global memory left every step waiting on it).
 //
-// The backward needs each step's incoming state in reverse order. It steps the filters forward once, keeping the
-// state every 64 tokens in a global scratch; then, chunk by chunk from the end, it steps the chunk forward again
-// keeping the state every 8 tokens in shared memory, and for each 8-token piece steps it once more into registers and
-// walks it backwards: three forward passes and one reverse, in O(T/64) scratch per filter.
+// The backward needs each step's incoming state in reverse order. The state every 64 tokens (and the final one) comes
+// from the forward, which keeps it in a global buffer when asked (what training does), or from a forward pass of the
+// backward's own; then, chunk by chunk from the end, the backward steps the chunk forward again keeping the state
+// every 8 tokens in shared memory, and for each 8-token piece steps it once more into registers and walks it
+// backwards: two or three forward passes and one reverse, in O(T/64) memory per filter.
 namespace primer::ops::cuda_ops {
 namespace {
 
@@ -38,6 +39,11 @@ static_assert(kChunk % kStage == 0 && kStage % kPiece == 0, "stages tile chunks,
 
 struct Layout {
   int64_t B, T, H, N, D;
+  __device__ int64_t chunks() const { return (T + kChunk - 1) / kChunk; }
+  // Filter (n, d) of (b, h) at checkpoint c ≤ chunks() (the state before token c·64; c = chunks(): the final one).
+  __device__ int64_t checkpoint(int64_t b, int64_t h, int64_t c, int64_t n, int64_t d) const {
+    return (((b * H + h) * (chunks() + 1) + c) * N + n) * D + d;
+  }
   __device__ int64_t slots(int64_t b, int64_t t, int64_t h) const { return ((b * T + t) * H + h) * N; }
   __device__ int64_t channels(int64_t b, int64_t t, int64_t h) const { return ((b * T + t) * H + h) * D; }
   __device__ int64_t filter(int64_t h, int64_t n, int64_t d) const { return (h * N + n) * D + d; }
@@ -187,6 +193,7 @@ struct ForwardArgs {
   const float *a_bar, *p_bar, *lam0, *eta0;
   void *y, *y_var;
   float *lam_out, *eta_out;
+  float2* checkpoints;  // may be null: the states every 64 tokens and the final one, for the backward
 };
 
 template <class T, bool kVariance> __global__ void __launch_bounds__(kMaxThreads) forward_kernel(ForwardArgs args) {
@@ -209,6 +216,10 @@ template <class T, bool kVariance> __global__ void __launch_bounds__(kMaxThreads
     __syncthreads();
 #pragma unroll 8
     for (int s = 0; s < count; ++s) {
+      if (args.checkpoints && (t0 + s) % kChunk == 0 && f.valid)
+#pragma unroll
+        for (int i = 0; i < kSlots; ++i)
+          args.checkpoints[at.checkpoint(f.b, f.h, (t0 + s) / kChunk, f.n0 + i, f.d)] = make_float2(P[i], mu[i]);
       f.step(stage, s, P, mu);
       float qt[kSlots], y = 0, y_var = 0;
       read4(&stage.q[s * kMaxSlots + f.n0], qt);
@@ -230,6 +241,8 @@ template <class T, bool kVariance> __global__ void __launch_bounds__(kMaxThreads
     const int64_t st = at.state(f.b, f.h, f.n0 + i, f.d);
     args.lam_out[st] = 1.f / P[i];
     args.eta_out[st] = mu[i] / P[i];
+    if (args.checkpoints)
+      args.checkpoints[at.checkpoint(f.b, f.h, at.chunks(), f.n0 + i, f.d)] = make_float2(P[i], mu[i]);
   }
 }
 
@@ -242,7 +255,8 @@ struct BackwardArgs {
   float *dq, *dk;
   void *dv, *dlv;
   float *da, *dp, *dlam0, *deta0;
-  float2* checkpoints;  // [B, H, chunks, N, D]
+  float2* checkpoints;    // [B, H, chunks + 1, N, D]
+  bool checkpoints_kept;  // filled by the forward: no forward pass here
 };
 
 // The 8 lanes of a slot group hold dq and dk for its 4 slots, each a partial sum over the lane's channel; halving
@@ -277,26 +291,35 @@ template <class T, bool kVariance> __global__ void __launch_bounds__(kMaxThreads
   all.q = static_cast<const T*>(args.q);
   all.dy = static_cast<const T*>(args.dy);
   all.dy_var = kVariance ? static_cast<const T*>(args.dy_var) : nullptr;
-  const int64_t chunks = (at.T + kChunk - 1) / kChunk;
-  float2* checkpoint = args.checkpoints + (f.b * at.H + f.h) * chunks * at.N * at.D;
-  auto checkpoint_at = [&](int64_t c, int i) -> float2& { return checkpoint[(c * at.N + f.n0 + i) * at.D + f.d]; };
+  const int64_t chunks = at.chunks();
+  auto checkpoint_at = [&](int64_t c, int i) -> float2& {
+    return args.checkpoints[at.checkpoint(f.b, f.h, c, f.n0 + i, f.d)];
+  };
   auto piece_start_at = [&](int64_t piece, int i) -> float2& {
     return piece_start[(piece * blockDim.x + threadIdx.x) * kSlots + i];
   };
 
-  // Forward once, keeping the state at each chunk's start.
+  // The state at each chunk's start and at the end: the forward's, or from a forward pass here.
   float P[kSlots], mu[kSlots];
-  f.load_state(args.lam0, args.eta0, P, mu);
-  for (int64_t t0 = 0; t0 < at.T; t0 += kStage) {
-    const int count = stage_count(t0, at.T);
-    __syncthreads();
-    load_stage(stage, evidence_only, at, f.b, f.h, t0, count);
-    __syncthreads();
-    for (int s = 0; s < count; ++s) {
-      if ((t0 + s) % kChunk == 0 && f.valid)
+  if (args.checkpoints_kept) {
 #pragma unroll
-        for (int i = 0; i < kSlots; ++i) checkpoint_at((t0 + s) / kChunk, i) = make_float2(P[i], mu[i]);
-      f.step(stage, s, P, mu);
+    for (int i = 0; i < kSlots; ++i) {
+      const float2 s = f.valid ? checkpoint_at(chunks, i) : make_float2(1.f, 0.f);
+      P[i] = s.x, mu[i] = s.y;
+    }
+  } else {
+    f.load_state(args.lam0, args.eta0, P, mu);
+    for (int64_t t0 = 0; t0 < at.T; t0 += kStage) {
+      const int count = stage_count(t0, at.T);
+      __syncthreads();
+      load_stage(stage, evidence_only, at, f.b, f.h, t0, count);
+      __syncthreads();
+      for (int s = 0; s < count; ++s) {
+        if ((t0 + s) % kChunk == 0 && f.valid)
+#pragma unroll
+          for (int i = 0; i < kSlots; ++i) checkpoint_at((t0 + s) / kChunk, i) = make_float2(P[i], mu[i]);
+        f.step(stage, s, P, mu);
+      }
     }
   }
 
@@ -430,12 +453,24 @@ template <class F> void visit_token_type(DType dtype, F&& f) {
 
 void kalman_scan_forward(const KalmanScanShape& s, DType dtype, const void* q, const void* k, const void* v,
                          const void* value_precision, const float* a_bar, const float* p_bar, const float* precision_in,
-                         const float* info_mean_in, void* y, void* y_var, float* precision_out, float* info_mean_out) {
+                         const float* info_mean_in, void* y, void* y_var, float* precision_out, float* info_mean_out,
+                         float* checkpoints) {
   const unsigned threads = threads_of(s);
   if (s.batch == 0 || s.heads == 0 || s.channels == 0) return;
-  const ForwardArgs args{
-      layout_of(s), q, k, v, value_precision, a_bar, p_bar, precision_in, info_mean_in, y, y_var, precision_out,
-      info_mean_out};
+  const ForwardArgs args{layout_of(s),
+                         q,
+                         k,
+                         v,
+                         value_precision,
+                         a_bar,
+                         p_bar,
+                         precision_in,
+                         info_mean_in,
+                         y,
+                         y_var,
+                         precision_out,
+                         info_mean_out,
+                         reinterpret_cast<float2*>(checkpoints)};
   visit_token_type(dtype, [&](auto tag) {
     using T = decltype(tag);
     if (y_var) {
@@ -452,7 +487,7 @@ void kalman_scan_backward(const KalmanScanShape& s, DType dtype, const void* dy,
                           const void* v, const void* value_precision, const float* a_bar, const float* p_bar,
                           const float* precision_in, const float* info_mean_in, float* dq, float* dk, void* dv,
                           void* dvalue_precision, float* da_bar, float* dp_bar, float* dprecision_in,
-                          float* dinfo_mean_in, float* checkpoints) {
+                          float* dinfo_mean_in, float* checkpoints, bool checkpoints_kept) {
   const unsigned threads = threads_of(s);
   if (s.batch == 0 || s.heads == 0 || s.channels == 0) return;
   const BackwardArgs args{layout_of(s),
@@ -476,7 +511,8 @@ void kalman_scan_backward(const KalmanScanShape& s, DType dtype, const void* dy,
                           dp_bar,
                           dprecision_in,
                           dinfo_mean_in,
-                          reinterpret_cast<float2*>(checkpoints)};
+                          reinterpret_cast<float2*>(checkpoints),
+                          checkpoints_kept};
   const int smem = int(kPiecesPerChunk * threads * kSlots * sizeof(float2));
   constexpr int kMaxSmem = int(kPiecesPerChunk * kMaxThreads * kSlots * sizeof(float2));
   visit_token_type(dtype, [&](auto tag) {
