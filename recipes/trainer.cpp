@@ -18,7 +18,8 @@ namespace primer::recipes {
 namespace {
 
 // Stage 1's memory against a separate teacher and student (Priming §9.1): the fused model holds the weights the two
-// share once. Counts every parameter's f32 master plus its compute copy (bf16 under mixed precision).
+// share once. Counts every parameter's f32 master plus its compute copy (bf16 under mixed precision), as both sides
+// would hold them before frozen masters are released (the ranks line says what was).
 void report_fused_memory(const ModelConfig& c, ParameterRegistry& params, DType compute) {
   int64_t teacher_only = 0, student_only = 0, shared = 0;
   for (Parameter* p : params.all()) {
@@ -34,8 +35,8 @@ void report_fused_memory(const ModelConfig& c, ParameterRegistry& params, DType 
   const double bytes = compute == DType::BF16 ? 6.0 : 4.0;
   const double fused = double(shared + teacher_only + student_only), separate = fused + double(shared);
   fmt::print(
-      "stage 1 memory: the fused model holds {:.2f}M parameters ({:.2f} GB of weights); a separate teacher and "
-      "student would hold {:.2f}M ({:.2f} GB): {:.2f} GB saved by sharing {:.2f}M weights\n",
+      "stage 1 memory: the fused model holds {:.2f}M parameters ({:.2f} GB of masters and compute copies); a separate "
+      "teacher and student would hold {:.2f}M ({:.2f} GB): {:.2f} GB saved by sharing {:.2f}M weights\n",
       fused / 1e6, fused * bytes / 1e9, separate / 1e6, separate * bytes / 1e9, double(shared) * bytes / 1e9,
       double(shared) / 1e6);
 }
