@@ -17,6 +17,8 @@ inline void add_model_and_training_options(CLI::App& app, SyntheticModel& model,
   app.add_option("--val-size", val_size, "validation sequences (and sequences per evaluation set)");
   app.add_option("--batch", training.batch, "sequences per step");
   app.add_option("--lr", training.lr, "constant learning rate");
+  app.add_option("--weight-decay", training.weight_decay, "AdamW's decoupled weight decay");
+  app.add_option("--clip", training.max_grad_norm, "the gradient norm is clipped to this");
   app.add_option("--max-steps", training.max_steps, "optimizer steps at most");
   app.add_option("--eval-every", training.eval_every, "steps between validations");
   app.add_option("--patience", training.patience, "validations without improvement before stopping");

@@ -40,6 +40,10 @@ void validate(const SyntheticModel& m, const SyntheticTraining& t) {
   for (const auto& [flag, value] : positive) PRIMER_CHECK(value > 0, "{} {}: expected a positive integer", flag, value);
   PRIMER_CHECK(m.head_dim % 2 == 0, "--head-dim {}: expected an even number", m.head_dim);
   PRIMER_CHECK(std::isfinite(t.lr) && t.lr > 0, "--lr {}: expected a positive number", t.lr);
+  PRIMER_CHECK(std::isfinite(t.weight_decay) && t.weight_decay >= 0, "--weight-decay {}: expected a number >= 0",
+               t.weight_decay);
+  PRIMER_CHECK(std::isfinite(t.max_grad_norm) && t.max_grad_norm > 0, "--clip {}: expected a positive number",
+               t.max_grad_norm);
 }
 
 std::string SyntheticMixer::name() const { return kda_gates ? "KDA" : mixer_token(kind); }
