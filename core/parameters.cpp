@@ -80,29 +80,37 @@ Parameter& ParameterRegistry::adopt(const std::string& name, Tensor master, Tens
   return p;
 }
 
+Tensor initial_value(const Parameter& p, uint64_t seed) {
+  Tensor host = Tensor::empty(p.shape, DType::F32);
+  switch (p.init.kind) {
+    case InitRule::Kind::Normal: fill_normal(host, key_for(seed, p.name), 0.0, p.init.a); break;
+    case InitRule::Kind::Uniform: fill_uniform(host, key_for(seed, p.name), p.init.a, p.init.b); break;
+    case InitRule::Kind::Constant: host.fill_(p.init.a); break;
+    case InitRule::Kind::LogUniform:
+    case InitRule::Kind::SoftplusInverseLogUniform: fill_log_rule(host, p.init, key_for(seed, p.name)); break;
+    case InitRule::Kind::GqaReplication: fill_gqa_replication(host, int64_t(p.init.a), p.name); break;
+  }
+  return host;
+}
+
 void ParameterRegistry::materialize(Device device, DType compute_dtype, uint64_t seed) {
   compute_dtype_ = compute_dtype;
   for (auto& p : params_) {
-    Tensor host = Tensor::empty(p->shape, DType::F32);
-    switch (p->init.kind) {
-      case InitRule::Kind::Normal: fill_normal(host, key_for(seed, p->name), 0.0, p->init.a); break;
-      case InitRule::Kind::Uniform: fill_uniform(host, key_for(seed, p->name), p->init.a, p->init.b); break;
-      case InitRule::Kind::Constant: host.fill_(p->init.a); break;
-      case InitRule::Kind::LogUniform:
-      case InitRule::Kind::SoftplusInverseLogUniform: fill_log_rule(host, p->init, key_for(seed, p->name)); break;
-      case InitRule::Kind::GqaReplication: fill_gqa_replication(host, int64_t(p->init.a), p->name); break;
-    }
-    p->master = host.to(device);
+    p->master = initial_value(*p, seed).to(device);
     p->var->grad = Tensor();
   }
   sync_compute_copies();
 }
 
+DType ParameterRegistry::compute_dtype_of(const Parameter& p) const {
+  // keep_f32 keeps f32 under bf16; an f64 reference computes everything in f64.
+  return p.keep_f32 && compute_dtype_ != DType::F64 ? DType::F32 : compute_dtype_;
+}
+
 void ParameterRegistry::sync_compute_copies() {
   for (auto& p : params_) {
     if (!p->master.defined()) continue;  // released: the compute copy is the value
-    // keep_f32 keeps f32 under bf16; an f64 reference computes everything in f64.
-    if (compute_dtype_ == DType::F32 || (p->keep_f32 && compute_dtype_ != DType::F64)) {
+    if (compute_dtype_of(*p) == DType::F32) {
       p->var->value = p->master;
     } else {
       if (!p->var->value.defined() || p->var->value.dtype() != compute_dtype_)

@@ -6,6 +6,7 @@
 // updated can give its master up where the compute copy holds the same value (release_masters): Stage 1's frozen
 // teacher loaded from a bf16 checkpoint keeps 2 bytes per weight instead of 6.
 #pragma once
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -57,6 +58,13 @@ struct Parameter {
   const Tensor& exact_value() const { return master.defined() ? master : var->value; }
 };
 
+// A parameter's whole f32 value on the host as its init rule draws it from `seed` (what materialize gives it).
+Tensor initial_value(const Parameter& p, uint64_t seed);
+
+// Where a layout that never holds the whole model at once (FSDP's sharded start-up) takes the parameters' values
+// from, one parameter at a time: its whole f32 value, of its shape, on any device.
+using ParameterValues = std::function<Tensor(const Parameter&)>;
+
 // Whether every element of `values` (f32, any device) comes back unchanged from a round trip through `dtype`
 // (bitwise: a master that bf16 holds exactly). Reads `values` on the host in bounded pieces.
 bool representable_in(const Tensor& values, DType dtype);
@@ -78,7 +86,10 @@ class ParameterRegistry {
   // dtype must be set (set_compute_dtype) before compute copies are synced.
   Parameter& adopt(const std::string& name, Tensor master, Tensor compute, Tensor grad, bool trainable,
                    bool weight_decay, bool keep_f32);
+  // The compute dtype, set without materializing (FSDP's sharded start-up lays the values out itself).
   void set_compute_dtype(DType dtype) { compute_dtype_ = dtype; }
+  // A parameter's compute dtype: the registry's, but f32 for keep_f32 parameters under bf16.
+  DType compute_dtype_of(const Parameter& p) const;
   // Refreshes compute copies from the masters (after an optimizer step); released masters are skipped.
   void sync_compute_copies();
   // Frees the masters `which` names among those that are not the compute copy itself (f32 compute, keep_f32);

@@ -19,6 +19,11 @@ void load_hf_weights(const std::string& dir, ParameterRegistry& params);
 // Transformer's weights into a hybrid whose new mixers it initialises). Mis-shaped tensors are still errors.
 std::vector<std::string> load_hf_weights_present(const std::string& dir, ParameterRegistry& params);
 
+// The values of load_hf_weights, one parameter at a time (each read from the files as it is asked for, f32 on the
+// host), for a registry that is only declared (FSDP's sharded start-up); the checkpoint is checked against the
+// registry at once, with load_hf_weights' errors.
+ParameterValues hf_weight_values(const std::string& dir, ParameterRegistry& params);
+
 // Writes config.json and model.safetensors (or shards of at most max_shard_bytes) with every parameter's exact
 // value (its master, or where that was released its compute copy) converted to `dtype`, atomically per file.
 void export_hf(const std::string& dir, const ModelConfig& config, ParameterRegistry& params, DType dtype,

@@ -116,18 +116,23 @@ std::unique_ptr<Objective> objective_of(const config::Config& cfg, const ModelCo
       {cfg.get_bool("hybrid_distill_pre_lm_head"), cfg.get_string("hybrid_lw_distill_target") == "decoder"});
 }
 
-// The model with its parameters materialized (and loaded from model_name_or_path), trainable ones marked, then laid
-// out over the ranks. Every rank draws the same full weights (initialisation is keyed by name and element index)
-// before keeping its shards, so the weights do not depend on the layout.
+// The model declared, trainable parameters marked, then laid out over the ranks with each parameter's value
+// (loaded from model_name_or_path, or drawn by its init rule) going straight into this rank's buffers: no rank
+// holds the whole model on its device at start-up. Every rank sees the same full values (initialisation is keyed by
+// name and element index) before keeping its shards, so the weights do not depend on the layout.
 void build_model(TrainSetup& s) {
   s.params = std::make_unique<ParameterRegistry>();
   s.model = std::make_unique<layers::DecoderLM>(
       s.model_config, *s.params, layers::DecoderOptions{!s.cfg.get_bool("disable_gradient_checkpointing")});
-  s.params->materialize(s.device, s.compute, s.seed);
-  if (s.cfg.has("model_name_or_path")) layers::load_hf_weights(s.cfg.get_string("model_name_or_path"), *s.params);
+  s.params->set_compute_dtype(s.compute);
   s.params->set_trainable(s.cfg.has("hybrid_learnable_params") ? s.cfg.get_list("hybrid_learnable_params")
                                                                : std::vector<std::string>{});
-  s.fsdp = std::make_unique<parallel::Fsdp>(*s.params, s.model->units(), *s.ranks.tensors, s.zero_stage);
+  const uint64_t seed = s.seed;
+  const ParameterValues values = s.cfg.has("model_name_or_path")
+                                     ? layers::hf_weight_values(s.cfg.get_string("model_name_or_path"), *s.params)
+                                     : ParameterValues([seed](const Parameter& p) { return initial_value(p, seed); });
+  s.fsdp =
+      std::make_unique<parallel::Fsdp>(*s.params, s.model->units(), *s.ranks.tensors, s.zero_stage, s.device, values);
   s.model->set_unit_hooks(s.fsdp.get());
   s.model->set_sequence_exchange(s.sequence.get());
 }

@@ -52,10 +52,21 @@ Tensor flat_view(const Tensor& flat, int64_t offset, const Shape& shape) {
   return flat.slice(0, offset, offset + shape_numel(shape)).view(shape);
 }
 
+Device materialized_device(ParameterRegistry& params) {
+  PRIMER_CHECK(!params.all().empty() && params.all().front()->master.defined(),
+               "FSDP needs a materialized parameter registry");
+  return params.all().front()->master.device();
+}
+
 }  // namespace
 
 Fsdp::Fsdp(ParameterRegistry& params, const std::vector<ag::UnitSpec>& units, Communicator& dp, ZeroStage stage)
+    : Fsdp(params, units, dp, stage, materialized_device(params), [](const Parameter& p) { return p.master; }) {}
+
+Fsdp::Fsdp(ParameterRegistry& params, const std::vector<ag::UnitSpec>& units, Communicator& dp, ZeroStage stage,
+           Device device, const ParameterValues& values)
     : params_(params), dp_(dp), stage_(stage), shards_count_(stage == ZeroStage::Replicated ? 1 : dp.size()) {
+  PRIMER_CHECK(!params.all().empty(), "FSDP: the parameter registry is empty");
   std::map<std::string, size_t> unit_of;
   for (size_t u = 0; u < units.size(); ++u)
     for (const std::string& name : units[u].parameters) {
@@ -64,9 +75,6 @@ Fsdp::Fsdp(ParameterRegistry& params, const std::vector<ag::UnitSpec>& units, Co
     }
   for (Parameter* p : params.all())
     PRIMER_CHECK(unit_of.count(p->name), "FSDP: parameter '{}' belongs to no unit", p->name);
-  PRIMER_CHECK(!params.all().empty() && params.all().front()->master.defined(),
-               "FSDP needs a materialized parameter registry");
-  const Device device = params.all().front()->master.device();
   const int rank = shards_count_ == 1 ? 0 : dp.rank();
   shards_.set_compute_dtype(params.compute_dtype());
 
@@ -76,13 +84,13 @@ Fsdp::Fsdp(ParameterRegistry& params, const std::vector<ag::UnitSpec>& units, Co
     std::map<std::tuple<bool, bool, DType>, size_t> group_of;
     for (const std::string& name : units[u].parameters) {
       Parameter& p = params.get(name);
-      const auto key = std::make_tuple(p.trainable, p.weight_decay, p.var->value.dtype());
+      const auto key = std::make_tuple(p.trainable, p.weight_decay, params.compute_dtype_of(p));
       auto [it, fresh] = group_of.emplace(key, unit->groups.size());
       if (fresh) {
         Group g;
         g.trainable = p.trainable;
         g.name = fmt::format("unit{}.{}.{}.{}", u, p.trainable ? "trainable" : "frozen",
-                             p.weight_decay ? "decay" : "no_decay", dtype_name(p.var->value.dtype()));
+                             p.weight_decay ? "decay" : "no_decay", dtype_name(params.compute_dtype_of(p)));
         unit->groups.push_back(std::move(g));
       }
       Group& g = unit->groups[it->second];
@@ -93,16 +101,22 @@ Fsdp::Fsdp(ParameterRegistry& params, const std::vector<ag::UnitSpec>& units, Co
     for (Group& g : unit->groups) {
       g.padded = (g.numel + shards_count_ - 1) / shards_count_ * shards_count_;
       g.shard = g.padded / shards_count_;
-      const DType compute = g.params.front()->var->value.dtype();
+      const DType compute = params.compute_dtype_of(*g.params.front());
       const int64_t lo = int64_t(rank) * g.shard, hi = lo + g.shard;
       g.master_shard = Tensor::zeros({g.shard}, DType::F32, device);
       g.full_compute = Tensor::zeros({g.padded}, compute, device);
       for (size_t i = 0; i < g.params.size(); ++i) {
         Parameter& p = *g.params[i];
         const int64_t off = g.offsets[i], n = shape_numel(p.shape);
+        const Tensor value = values(p);
+        PRIMER_CHECK(value.defined() && value.dtype() == DType::F32 && value.shape() == p.shape,
+                     "FSDP: the value of parameter '{}' is {}, expected f32 of shape {}", p.name,
+                     value.defined() ? value.describe() : "missing", shape_str(p.shape));
+        const Tensor flat = value.to(device).reshape({n});
         const int64_t a = std::max(off, lo), b = std::min(off + n, hi);
-        if (a < b) g.master_shard.slice(0, a - lo, b - lo).copy_from(p.master.reshape({n}).slice(0, a - off, b - off));
-        g.full_compute.slice(0, off, off + n).copy_from(p.var->value.reshape({n}));
+        if (a < b) g.master_shard.slice(0, a - lo, b - lo).copy_from(flat.slice(0, a - off, b - off));
+        // A materialized registry's own compute copy; else the value rounded as sync_compute_copies rounds it.
+        g.full_compute.slice(0, off, off + n).copy_from(p.var->value.defined() ? p.var->value.reshape({n}) : flat);
       }
       // One shard holding everything (ZeRO-0) computes on its shard directly; ZeRO-3 keeps a separate gather target
       // even on one rank, since it releases that between uses.

@@ -49,6 +49,12 @@ class Fsdp final : public ag::UnitHooks {
   // Trainable flags must be final. Takes over the registry's storage: afterwards a parameter's compute value and
   // gradient are views into flat buffers, and its master is undefined from ZeRO-1 on (shards hold it).
   Fsdp(ParameterRegistry& params, const std::vector<ag::UnitSpec>& units, Communicator& dp, ZeroStage stage);
+  // Sharded start-up: the registry is declared, not materialized (its compute dtype set), and each parameter's
+  // value comes from `values` one at a time, straight into the flat buffers on `device`: this rank never holds the
+  // whole model, only its shards and one unit's buffers at a time (ZeRO-3; ZeRO-0/1/2 keep every compute weight
+  // resident anyway). The same layout and values as materializing first.
+  Fsdp(ParameterRegistry& params, const std::vector<ag::UnitSpec>& units, Communicator& dp, ZeroStage stage,
+       Device device, const ParameterValues& values);
   ~Fsdp() override;
 
   // The optimizer's parameters: one per trainable group, holding this rank's shard (f32 master, compute copy,
