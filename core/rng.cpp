@@ -60,8 +60,15 @@ double normal01(uint64_t key, uint64_t index) {
 }
 
 namespace {
+// Element i of t (row-major) = gen(i), drawn in double and rounded once to t's dtype.
 template <class Gen> void fill_with(const Tensor& t, Gen gen) {
   const int64_t n = t.numel();
+  if (t.is_cpu() && t.is_contiguous() && t.dtype() == DType::F32) {  // a parameter's init: no staging copies
+    float* out = t.data<float>();
+#pragma omp parallel for schedule(static) if (n > (1 << 15))
+    for (int64_t i = 0; i < n; ++i) out[i] = float(gen(uint64_t(i)));
+    return;
+  }
   std::vector<double> v(static_cast<size_t>(n));
 #pragma omp parallel for schedule(static) if (n > (1 << 15))
   for (int64_t i = 0; i < n; ++i) v[size_t(i)] = gen(uint64_t(i));

@@ -1,11 +1,13 @@
 // Model states per rank under each ZeRO stage, measured: the Qwen3-0.6B shape (decoder layers as asked) laid out
 // by parallel::Fsdp over the ranks of the job, with bf16 compute copies, f32 masters, AdamW moments and the gradient
 // buffers each stage keeps resident; the bytes this rank's allocator holds afterwards (largest rank), next to the
-// ZeRO paper's count for the same Ψ. Runs on the CPU (no step is taken, so any machine measures the layout).
+// ZeRO paper's count for the same Ψ; and the peak while starting, materializing the whole model first against FSDP's
+// sharded start-up. Runs on the CPU (no step is taken, so any machine measures the layout).
 // Usage: [mpirun -np N] bench_fsdp_states [--layers L]
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 
 #include "layers/decoder_lm.h"
 #include "optim/adamw.h"
@@ -24,23 +26,43 @@ std::string gb(double bytes) {
   return s;
 }
 
-// Bytes of model states this rank holds after laying the model out at `stage` (largest rank), and Ψ.
-std::pair<double, double> measure(int stage, int64_t layers, parallel::Communicator& comm) {
+struct States {
+  double held = 0, psi = 0, startup_peak = 0;  // bytes (largest rank), parameters
+};
+
+double max_over_ranks(double v, parallel::Communicator& comm) {
+  Tensor t = Tensor::full({1}, v, DType::F64);
+  comm.all_reduce(t, parallel::ReduceOp::Max, "states");
+  return t.item();
+}
+
+// Model states this rank holds after laying the model out at `stage` (largest rank), Ψ, and the peak while
+// starting: materializing the whole model first, or FSDP's sharded start-up (each parameter's value drawn on the
+// host and laid straight into the rank's buffers, as `primer train` does).
+States measure(int stage, int64_t layers, parallel::Communicator& comm, bool sharded_startup) {
   const size_t before = memory_stats(Device::cpu()).current;
-  double held = 0, psi = 0;
+  reset_peak_memory(Device::cpu());
+  States s;
   {
     ParameterRegistry params;
     layers::DecoderLM model(bench::qwen3_shape("0.6b", layers), params, {true});
-    params.materialize(Device::cpu(), DType::BF16, 0);
-    psi = double(params.count());
-    parallel::Fsdp fsdp(params, model.units(), comm, parallel::zero_stage_from_int(stage));
-    optim::AdamW adamw(fsdp.shards(), {});
+    s.psi = double(params.count());
+    const auto zero = parallel::zero_stage_from_int(stage);
+    std::unique_ptr<parallel::Fsdp> fsdp;
+    if (sharded_startup) {
+      params.set_compute_dtype(DType::BF16);
+      fsdp = std::make_unique<parallel::Fsdp>(params, model.units(), comm, zero, Device::cpu(),
+                                              [](const Parameter& p) { return initial_value(p, 0); });
+    } else {
+      params.materialize(Device::cpu(), DType::BF16, 0);
+      fsdp = std::make_unique<parallel::Fsdp>(params, model.units(), comm, zero);
+    }
+    s.startup_peak = max_over_ranks(double(memory_stats(Device::cpu()).peak - before), comm);
+    optim::AdamW adamw(fsdp->shards(), {});
     adamw.init_state();
-    Tensor t = Tensor::full({1}, double(memory_stats(Device::cpu()).current - before), DType::F64);
-    comm.all_reduce(t, parallel::ReduceOp::Max, "states");
-    held = t.item();
+    s.held = max_over_ranks(double(memory_stats(Device::cpu()).current - before), comm);
   }
-  return {held, psi};
+  return s;
 }
 
 }  // namespace
@@ -58,14 +80,17 @@ int main(int argc, char** argv) {
       static_cast<long long>(layers), comm->size(), bench::today().c_str());
   std::vector<bench::Row> rows;
   for (int stage = 0; stage <= 3; ++stage) {
-    const auto [held, psi] = measure(stage, layers, *comm);
+    const States materialized = measure(stage, layers, *comm, false), direct = measure(stage, layers, *comm, true);
+    const double psi = direct.psi;
     // ZeRO-1 keeps the full f32 gradient for accumulation and reduce-scatters it into a shard of its own: 16Ψ/N.
     const double formula[] = {18 * psi, 6 * psi + 16 * psi / n, 2 * psi + 16 * psi / n, 18 * psi / n};
     char ratio[32];
-    std::snprintf(ratio, sizeof ratio, "%.3f", held / formula[stage]);
-    rows.push_back(
-        {{"ZeRO-" + std::to_string(stage), std::to_string(comm->size()), gb(held), gb(formula[stage]), ratio}});
+    std::snprintf(ratio, sizeof ratio, "%.3f", direct.held / formula[stage]);
+    rows.push_back({{"ZeRO-" + std::to_string(stage), std::to_string(comm->size()), gb(direct.held),
+                     gb(formula[stage]), ratio, gb(materialized.startup_peak), gb(direct.startup_peak)}});
   }
-  bench::print_table({"stage", "ranks", "measured GB (largest rank)", "formula GB", "measured / formula"}, rows);
+  bench::print_table({"stage", "ranks", "measured GB (largest rank)", "formula GB", "measured / formula",
+                      "start-up peak GB, materializing first", "start-up peak GB, sharded start-up"},
+                     rows);
   return 0;
 }
