@@ -86,8 +86,8 @@ int main(int argc, char** argv) {
     const double formula[] = {18 * psi, 6 * psi + 16 * psi / n, 2 * psi + 16 * psi / n, 18 * psi / n};
     char ratio[32];
     std::snprintf(ratio, sizeof ratio, "%.3f", direct.held / formula[stage]);
-    rows.push_back({{"ZeRO-" + std::to_string(stage), std::to_string(comm->size()), gb(direct.held),
-                     gb(formula[stage]), ratio, gb(materialized.startup_peak), gb(direct.startup_peak)}});
+    rows.push_back({{"ZeRO-" + std::to_string(stage), std::to_string(comm->size()), gb(direct.held), gb(formula[stage]),
+                     ratio, gb(materialized.startup_peak), gb(direct.startup_peak)}});
   }
   bench::print_table({"stage", "ranks", "measured GB (largest rank)", "formula GB", "measured / formula",
                       "start-up peak GB, materializing first", "start-up peak GB, sharded start-up"},
