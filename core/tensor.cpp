@@ -30,15 +30,24 @@ Shape contiguous_strides(const Shape& shape) {
   return st;
 }
 
-Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
+Tensor Tensor::contiguous_over(const Shape& shape, DType dtype, Device device, bool with_memory) {
   for (int64_t d : shape) PRIMER_CHECK(d >= 0, "negative dimension in shape {}", shape_str(shape));
   Tensor t;
   t.shape_ = shape;
   t.strides_ = contiguous_strides(shape);
   t.dtype_ = dtype;
   t.device_ = device;
-  t.storage_ = allocate(device, size_t(shape_numel(shape)) * dtype_size(dtype));
+  const size_t bytes = size_t(shape_numel(shape)) * dtype_size(dtype);
+  t.storage_ = with_memory ? allocate(device, bytes) : std::make_shared<Storage>(nullptr, bytes, device);
   return t;
+}
+
+Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
+  return contiguous_over(shape, dtype, device, true);
+}
+
+Tensor Tensor::released(const Shape& shape, DType dtype, Device device) {
+  return contiguous_over(shape, dtype, device, false);
 }
 
 Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {

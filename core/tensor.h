@@ -26,6 +26,8 @@ class Tensor {
   static Tensor empty(const Shape& shape, DType dtype, Device device = Device::cpu());
   static Tensor zeros(const Shape& shape, DType dtype, Device device = Device::cpu());
   static Tensor full(const Shape& shape, double value, DType dtype, Device device = Device::cpu());
+  // A tensor whose storage holds no memory until Storage::restore_memory() (FSDP's buffers that live released).
+  static Tensor released(const Shape& shape, DType dtype, Device device = Device::cpu());
   // Copies host values (converted to `dtype`) into a new tensor on `device`.
   template <class T> static Tensor from_vector(const std::vector<T>& values, const Shape& shape, DType dtype,
                                                Device device = Device::cpu());
@@ -83,6 +85,8 @@ class Tensor {
   Device device_;
 
   int wrap_dim(int d, int ndim) const;
+  // A contiguous tensor over a new storage, with its memory or released (Storage::release_memory's state).
+  static Tensor contiguous_over(const Shape& shape, DType dtype, Device device, bool with_memory);
 };
 
 Shape contiguous_strides(const Shape& shape);

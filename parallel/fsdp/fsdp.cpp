@@ -126,7 +126,10 @@ Fsdp::Fsdp(ParameterRegistry& params, const std::vector<ag::UnitSpec>& units, Co
                                               : g.full_compute.slice(0, lo, hi).clone();
       if (whole && compute == DType::F32) g.full_compute = g.master_shard;
       if (g.trainable) {
-        g.full_grad = Tensor::zeros({g.padded}, DType::F32, device);
+        // ZeRO-2/3 hold the full gradient only from a unit's backward to its reduction (prepare_grads).
+        g.grads_resident = stage < ZeroStage::Gradients;
+        g.full_grad = g.grads_resident ? Tensor::zeros({g.padded}, DType::F32, device)
+                                       : Tensor::released({g.padded}, DType::F32, device);
         // ZeRO-0 reduces in place; the other stages reduce into a shard of their own (ZeRO-2/3 release full_grad).
         g.grad_shard = stage == ZeroStage::Replicated ? g.full_grad : Tensor::zeros({g.shard}, DType::F32, device);
       }
@@ -140,10 +143,6 @@ Fsdp::Fsdp(ParameterRegistry& params, const std::vector<ag::UnitSpec>& units, Co
       const bool keep_f32 = compute == DType::F32 && params.compute_dtype() != DType::F32;
       shards_.adopt(g.name, g.master_shard, g.compute_shard, g.grad_shard, g.trainable, g.params.front()->weight_decay,
                     keep_f32);
-      if (stage >= ZeroStage::Gradients && g.trainable) {
-        g.full_grad.storage()->release_memory();
-        g.grads_resident = false;
-      }
     }
     if (stage == ZeroStage::Weights) release_weights(*unit);
     units_.push_back(std::move(unit));
