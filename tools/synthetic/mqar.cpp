@@ -1,29 +1,22 @@
 // synthetic_mqar: MQAR length extrapolation (tools/synthetic/mqar_task.h) — generates the sets, trains a 2-block
 // model of each mixer in --mixers at --seq, evaluates its best weights at --seq × each of --factors, and prints a
 // markdown table (docs/mixers.md, "Synthetic tasks").
-#include <CLI/CLI.hpp>
 #include <fmt/core.h>
 
-#include <cstdio>
-
-#include "recipes/train_setup.h"
 #include "tools/synthetic/mqar_task.h"
 #include "tools/synthetic/synthetic_cli.h"
 
 using namespace primer;
 
 int main(int argc, char** argv) {
-  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress lines appear as they are printed, also in a log file
   synthetic::MqarSpec task;
   synthetic::SyntheticModel model;
   synthetic::SyntheticTraining training;
+  synthetic::SyntheticRun run{.mixers = "GDN,KZLA"};
   int64_t train_size = 20000, val_size = 2000;  // val_size is also each extrapolation set's size
   std::vector<int64_t> factors = {1, 2, 4, 8};  // extrapolation lengths: task.seq * factor
-  std::string device_name = "auto", mixers = "GDN,KZLA";
   CLI::App app{"synthetic_mqar: MQAR length extrapolation (train at --seq, evaluate at --seq x --factors)"};
-  app.add_option("--device", device_name, "auto, cpu or cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
-  app.add_option("--mixers", mixers,
-                 "comma-separated mixers, each trained in turn (GDN,KZLA,M2,...; KDA: GDN2 with gdn2.kda_gates)");
+  synthetic::add_run_options(app, run);
   app.add_option("--seq", task.seq, "training length");
   app.add_option("--pairs", task.pairs, "key-value pairs per sequence");
   app.add_option("--vocab", task.vocab, "vocabulary (keys in the lower half, values in the upper)");
@@ -34,15 +27,8 @@ int main(int argc, char** argv) {
   app.add_flag("--untied-head", untied_head,
                "an LM head of its own (default: the embedding's transpose, as the authors' models)");
   synthetic::add_model_and_training_options(app, model, training, train_size, val_size);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
-  }
-  model.tie_embeddings = !untied_head;
-  try {
-    const std::vector<synthetic::SyntheticMixer> kinds = synthetic::parse_mixer_list(mixers);
-    const Device device = recipes::pick_device(device_name);
+  return synthetic::run_tool("synthetic_mqar", app, argc, argv, run, [&](const auto& kinds, Device device) {
+    model.tie_embeddings = !untied_head;
     const synthetic::SyntheticData data = synthetic::make_mqar_data(task, train_size, val_size, factors, training.seed);
     fmt::print(
         "MQAR: vocab {}, {} pairs, train {} x {} tokens, val {}, {} layers x width {}, {} heads x {}, batch {}, "
@@ -53,9 +39,5 @@ int main(int argc, char** argv) {
     for (const synthetic::SyntheticMixer& kind : kinds)
       results.push_back(synthetic::train_synthetic(kind, model, training, data, device));
     synthetic::print_results(task.seq, factors, results, false);
-    return 0;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "synthetic_mqar: error: %s\n", e.what());
-    return 2;
-  }
+  });
 }

@@ -3,42 +3,29 @@
 // prediction, measures its best weights' accuracy on the recall queries, and prints a markdown table
 // (docs/mixers.md, "Synthetic tasks"). Defaults: the paper's data sizes and its synthetic-task schedule (Table 10:
 // AdamW at a constant 1e-3, no weight decay, clipping at 5) at its d = 256, batch 16.
-#include <CLI/CLI.hpp>
 #include <fmt/core.h>
 
-#include <cstdio>
-
-#include "recipes/train_setup.h"
 #include "tools/synthetic/recall_task.h"
 #include "tools/synthetic/synthetic_cli.h"
 
 using namespace primer;
 
 int main(int argc, char** argv) {
-  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress lines appear as they are printed, also in a log file
   synthetic::RecallSpec task;
   synthetic::SyntheticModel model;
   synthetic::SyntheticTraining training;
   training.batch = 16;
   training.weight_decay = 0.0;
   training.max_grad_norm = 5.0;
+  synthetic::SyntheticRun run{.mixers = "KLA"};
   int64_t train_size = 12800, val_size = 1280;
-  std::string device_name = "auto", mixers = "KLA";
   CLI::App app{"synthetic_recall: in-context recall at T = 2048 over a vocabulary of 256 (MAD's multi-query recall)"};
-  app.add_option("--device", device_name, "auto, cpu or cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
-  app.add_option("--mixers", mixers, "comma-separated mixers, each trained in turn (KLA,GDN,M2,...)");
+  synthetic::add_run_options(app, run);
   app.add_option("--seq", task.seq, "tokens per sequence (seq/2 key-value pairs)");
   app.add_option("--vocab", task.vocab, "vocabulary (keys in the lower half, values in the upper)");
   app.add_option("--layers", model.layers, "blocks");
   synthetic::add_model_and_training_options(app, model, training, train_size, val_size);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
-  }
-  try {
-    const std::vector<synthetic::SyntheticMixer> kinds = synthetic::parse_mixer_list(mixers);
-    const Device device = recipes::pick_device(device_name);
+  return synthetic::run_tool("synthetic_recall", app, argc, argv, run, [&](const auto& kinds, Device device) {
     const synthetic::SyntheticData data = synthetic::make_recall_data(task, train_size, val_size, training.seed);
     fmt::print(
         "recall: vocab {}, {} tokens, train {}, val {} ({} queries), {} layers x width {}, {} heads x {}, batch {}, "
@@ -49,9 +36,5 @@ int main(int argc, char** argv) {
     for (const synthetic::SyntheticMixer& kind : kinds)
       results.push_back(synthetic::train_synthetic(kind, model, training, data, device));
     synthetic::print_results(task.seq, {1}, results, false);
-    return 0;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "synthetic_recall: error: %s\n", e.what());
-    return 2;
-  }
+  });
 }
