@@ -102,6 +102,22 @@ void ParameterRegistry::materialize(Device device, DType compute_dtype, uint64_t
   sync_compute_copies();
 }
 
+void ParameterRegistry::materialize_compute_copies(Device device, DType compute_dtype, const ParameterValues& values) {
+  compute_dtype_ = compute_dtype;
+  for (auto& p : params_) {
+    const Tensor value = values(*p);
+    PRIMER_CHECK(value.defined() && value.dtype() == DType::F32 && value.shape() == p->shape,
+                 "the value of parameter '{}' is {}, expected f32 of shape {}", p->name,
+                 value.defined() ? value.describe() : "missing", shape_str(p->shape));
+    // Rounded on the device, as sync_compute_copies rounds a master.
+    const Tensor on_device = value.to(device);
+    const bool master_is_compute = compute_dtype_of(*p) == DType::F32;
+    p->master = master_is_compute ? on_device : Tensor();
+    p->var->value = master_is_compute ? on_device : on_device.to(compute_dtype_of(*p));
+    p->var->grad = Tensor();
+  }
+}
+
 DType ParameterRegistry::compute_dtype_of(const Parameter& p) const {
   // keep_f32 keeps f32 under bf16; an f64 reference computes everything in f64.
   return p.keep_f32 && compute_dtype_ != DType::F64 ? DType::F32 : compute_dtype_;

@@ -81,6 +81,11 @@ class ParameterRegistry {
   Parameter& add(const std::string& name, const Shape& shape, InitRule init, bool weight_decay = true);
   // Allocates every parameter on `device`, initialises masters from (seed, name), and makes compute copies.
   void materialize(Device device, DType compute_dtype, uint64_t seed);
+  // For inference: each parameter's compute copy made from `values`, one parameter at a time, with no f32 master
+  // beside a bf16 copy: the state release_masters(All) leaves, without ever holding both (a bf16 model loads in 2
+  // bytes per parameter and one parameter in flight, not 6). Where the compute copy is f32 (f32 compute,
+  // keep_f32) it is the master.
+  void materialize_compute_copies(Device device, DType compute_dtype, const ParameterValues& values);
   // Registers a parameter whose storage exists already (FSDP's shards): `master` f32, `compute` its compute copy
   // (the master itself for f32 compute), `grad` its f32 gradient (undefined when frozen). The registry's compute
   // dtype must be set (set_compute_dtype) before compute copies are synced.

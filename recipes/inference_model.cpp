@@ -28,10 +28,9 @@ std::string stored_recipe(const fs::path& checkpoint) {
       .read_bytes(checkpoint_layout::kResolvedConfig);
 }
 
-void build(InferenceModel& m, Device device, DType compute) {
+void declare(InferenceModel& m) {
   m.params = std::make_unique<ParameterRegistry>();
   m.model = std::make_unique<layers::DecoderLM>(m.config, *m.params);
-  m.params->materialize(device, compute, 0);
 }
 
 }  // namespace
@@ -74,9 +73,8 @@ InferenceModel load_inference_model(const std::string& path, Device device, DTyp
                  path);
     m.source = path;
     m.config = load_hf_config(path + "/config.json");
-    build(m, device, compute);
-    layers::load_hf_weights(path, *m.params);
-    m.params->release_masters(MasterRelease::All);
+    declare(m);
+    m.params->materialize_compute_copies(device, compute, layers::hf_weight_values(path, *m.params));
     if (fs::is_regular_file(fs::path(path) / "tokenizer.json")) m.tokenizer_dir = path;
     return m;
   }
@@ -84,7 +82,8 @@ InferenceModel load_inference_model(const std::string& path, Device device, DTyp
   m.recipe_yaml = stored_recipe(*checkpoint);
   const config::Config recipe = recipe_from_yaml(m.recipe_yaml, *checkpoint);
   m.config = model_config_from(recipe);
-  build(m, device, compute);
+  declare(m);
+  m.params->materialize(device, compute, 0);
   optim::AdamW moments(*m.params, {});  // the checkpoint's moments land here and are dropped
   CheckpointManager(fs::path(*checkpoint).parent_path().string(), 0).load(*checkpoint, *m.params, moments);
   m.params->sync_compute_copies();

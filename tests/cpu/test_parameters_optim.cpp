@@ -6,6 +6,7 @@
 
 #include "core/parameters.h"
 #include "core/rng.h"
+#include "core/storage.h"
 #include "optim/adamw.h"
 #include "optim/schedule.h"
 #include "tests/support/test_util.h"
@@ -74,6 +75,55 @@ TEST(Parameters, ReleasesOnlyMastersTheComputeCopyHoldsExactly) {
   EXPECT_EQ(r.release_masters(MasterRelease::All), (7 + 6) * 4);
   EXPECT_TRUE(r.get("teacher.f32_compute").master.defined());  // its compute copy is the master itself
   EXPECT_EQ(r.release_masters(MasterRelease::All), 0);
+}
+
+// Inference's load: compute copies made one parameter at a time equal materializing then releasing every master,
+// bit for bit, in every compute dtype (f32-kept parameters keep their master, which is their compute copy), and the
+// peak holds no whole set of f32 masters beside the bf16 copies.
+TEST(Parameters, ComputeCopiesAloneEqualMaterializingThenReleasing) {
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const auto declare = [](ParameterRegistry& r) {
+    for (int i = 0; i < 16; ++i) r.add("w" + std::to_string(i), {32, 16}, InitRule::normal(0.02));
+    r.add("A_log", {8}, InitRule::log_uniform(1e-4, 16.0), false).keep_f32 = true;
+  };
+  for (const DType compute : {DType::F32, DType::BF16, DType::F64}) {
+    SCOPED_TRACE(dtype_name(compute));
+    ParameterRegistry released, direct;
+    declare(released);
+    declare(direct);
+    size_t before = memory_stats(Device::cpu()).current;
+    reset_peak_memory(Device::cpu());
+    released.materialize(Device::cpu(), compute, seed);
+    released.release_masters(MasterRelease::All);
+    const size_t released_peak = memory_stats(Device::cpu()).peak - before;
+    before = memory_stats(Device::cpu()).current;
+    reset_peak_memory(Device::cpu());
+    direct.materialize_compute_copies(Device::cpu(), compute,
+                                      [seed](const Parameter& p) { return initial_value(p, seed); });
+    const size_t direct_peak = memory_stats(Device::cpu()).peak - before;
+    for (Parameter* p : released.all()) {
+      const Parameter& q = direct.get(p->name);
+      EXPECT_EQ(q.master.defined(), p->master.defined()) << p->name;
+      EXPECT_EQ(q.var->value.dtype(), p->var->value.dtype()) << p->name;
+      EXPECT_EQ(q.var->value.to_vector<double>(), p->var->value.to_vector<double>()) << p->name;
+    }
+    // Under bf16 the 16 weights' f32 masters (32 KB) never coexist with their copies: one weight in flight.
+    if (compute == DType::BF16) {
+      const size_t bf16_copies = 16 * 32 * 16 * 2, one_weight = 32 * 16 * (4 + 2);
+      EXPECT_GE(released_peak, bf16_copies + 16 * 32 * 16 * 4);
+      EXPECT_LE(direct_peak, bf16_copies + 8 * 4 + one_weight);
+    }
+  }
+  ParameterRegistry wrong;
+  wrong.add("w", {2, 3}, InitRule::normal(0.02));
+  test::expect_error(
+      [&] {
+        wrong.materialize_compute_copies(Device::cpu(), DType::F32, [](const Parameter&) {
+          return Tensor::zeros({3, 2}, DType::F32);
+        });
+      },
+      {"parameter 'w'", "expected f32 of shape [2, 3]"});
 }
 
 TEST(AdamW, MatchesTheTextbookUpdateWithClipping) {

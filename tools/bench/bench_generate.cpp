@@ -112,9 +112,12 @@ int main(int argc, char** argv) {
   ParameterRegistry params;
   layers::DecoderLM lm(config, params);
   const DType compute = device.is_cuda() ? DType::BF16 : DType::F32;
-  // As `primer generate` loads a model: f32 masters beside the compute copies while loading, then the compute
-  // copies alone (ParameterRegistry::release_masters) beside the KV caches.
-  const double loading_bytes = double(params.count()) * (4.0 + double(dtype_size(compute)));
+  // As `primer generate` loads a Hugging Face model: the compute copies, one parameter's f32 value in flight while
+  // loading (ParameterRegistry::materialize_compute_copies), then the KV caches beside the compute copies.
+  int64_t largest = 0;
+  for (Parameter* p : params.all()) largest = std::max(largest, shape_numel(p->shape));
+  const double loading_bytes =
+      double(params.count()) * double(dtype_size(compute)) + double(largest) * (4.0 + double(dtype_size(compute)));
   const double weight_bytes = double(params.count()) * double(dtype_size(compute));
   const double kv_bytes = kv_cache_bytes(config, o.batch, o.context, double(dtype_size(compute)));
   const double gib = double(int64_t(1) << 30);
@@ -125,9 +128,8 @@ int main(int argc, char** argv) {
              bench::fixed(weight_bytes / gib, 1) + ")"});
     return 0;
   }
-  params.materialize(device, compute, 0);
+  params.materialize_compute_copies(device, compute, [](const Parameter& p) { return initial_value(p, 0); });
   if (!o.weights_out.empty()) layers::export_hf(o.weights_out, config, params, DType::BF16);
-  params.release_masters(MasterRelease::All);
 
   std::vector<int32_t> host(size_t(o.batch * o.context));
   for (size_t i = 0; i < host.size(); ++i) host[i] = int32_t(uniform01(7, i) * double(config.vocab_size));
