@@ -385,11 +385,8 @@ TEST(BmfMixer, HybridDecoderTrains) {
   for (const Variant& v : {kVariants[0], kVariants[5]}) {
     SCOPED_TRACE(v.name);
     ModelConfig c = tiny_hybrid(v);
-    c.hidden_size = 32;
-    c.intermediate_size = 48;
-    c.head_dim = 8;
     c.bmojo.window_size = 5;
-    test::expect_hybrid_decoder_learns(c, 0.7, seed);
+    test::expect_hybrid_decoder_learns(test::small_hybrid(c), 0.7, seed);
   }
 }
 

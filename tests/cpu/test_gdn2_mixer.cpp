@@ -208,13 +208,7 @@ TEST(Gdn2Mixer, LearnableParamsSelectTheMixer) {
 TEST(Gdn2Mixer, HybridDecoderTrains) {
   const uint64_t seed = test::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
-  ModelConfig c = tiny(kVariants[0]);
-  c.hidden_size = 32;
-  c.intermediate_size = 48;
-  c.head_dim = 8;
-  c.layer_types = parse_hybrid_pattern("*-GDN2", "test");
-  c.validate("test");
-  test::expect_hybrid_decoder_learns(c, 0.7, seed);
+  test::expect_hybrid_decoder_learns(test::small_hybrid(tiny(kVariants[0]), "*-GDN2"), 0.7, seed);
 }
 
 }  // namespace

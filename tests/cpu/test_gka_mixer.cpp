@@ -200,14 +200,8 @@ TEST(GkaMixer, NumIterIsAKnobAtRunTime) {
 TEST(GkaMixer, HybridDecoderTrains) {
   const uint64_t seed = test::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
-  ModelConfig c = tiny(kVariants[0]);
-  c.hidden_size = 32;
-  c.intermediate_size = 48;
-  c.head_dim = 8;
-  c.layer_types = parse_hybrid_pattern("*-GKA", "test");
-  c.validate("test");
   // Random targets over 13 tokens start near ln 13 ≈ 2.56; 30 steps of memorisation must cut that clearly.
-  test::expect_hybrid_decoder_learns(c, 0.7, seed);
+  test::expect_hybrid_decoder_learns(test::small_hybrid(tiny(kVariants[0]), "*-GKA"), 0.7, seed);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "layers/decoder_lm.h"
+#include "layers/hybrid_config.h"
 #include "optim/adamw.h"
 
 namespace primer::test {
@@ -104,6 +105,15 @@ void expect_decoding_matches_forward(layers::SequenceMixer& mixer, const Tensor&
   for (size_t i = 0; i < state.recurrent.size(); ++i)
     expect_close(state.recurrent[i]->value, full_state.recurrent[i]->value, tolerance, tolerance,
                  "recurrent state " + std::to_string(i));
+}
+
+ModelConfig small_hybrid(ModelConfig c, const std::string& pattern) {
+  c.hidden_size = 32;
+  c.intermediate_size = 48;
+  c.head_dim = 8;
+  if (!pattern.empty()) c.layer_types = parse_hybrid_pattern(pattern, "test");
+  c.validate("test");
+  return c;
 }
 
 void expect_hybrid_decoder_learns(const ModelConfig& c, double fraction, uint64_t seed) {

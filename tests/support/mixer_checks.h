@@ -2,6 +2,8 @@
 // every parameter; gradients arriving at the output and at the final state), and decoding token by token against
 // the full forward.
 #pragma once
+#include <string>
+
 #include "core/parameters.h"
 #include "layers/mixer.h"
 #include "layers/model_config.h"
@@ -54,5 +56,9 @@ void check_decoding(int64_t hidden, Make make, State state, uint64_t seed, doubl
 // A hybrid decoder with config `c` (its pattern names the mixer under test) memorises one random batch with AdamW
 // on the CPU: after 30 steps the loss must be under `fraction` of the first step's.
 void expect_hybrid_decoder_learns(const ModelConfig& c, double fraction, uint64_t seed);
+
+// `c` as the small decoder those checks train: hidden 32, SwiGLU 48, head_dim 8, the layers of `pattern` (empty:
+// c's own), validated.
+ModelConfig small_hybrid(ModelConfig c, const std::string& pattern = "");
 
 }  // namespace primer::test
