@@ -98,15 +98,8 @@ TEST(GdnMixer, AdaptiveGqaStartsAsPlainGqa) {
   const ModelConfig agqa = tiny(kVariants[3]);
   ModelConfig plain = agqa;
   plain.gdn.kv_proj_rank.reset();
-  ParameterRegistry pa, pp;
-  layers::GdnMixer a(agqa, "gdn", pa), p(plain, "gdn", pp);
-  pa.materialize(Device::cpu(), DType::F64, seed);
-  pp.materialize(Device::cpu(), DType::F64, seed);
-  EXPECT_TRUE(pa.contains("gdn.proj_k.linearA.weight") && pa.contains("gdn.v_rep"));
-  const Tensor x = test::randn({2, 5, agqa.hidden_size}, seed + 1);
-  ag::NoGrad no_grad;
-  test::expect_close(a.forward(ag::constant(x), {})->value, p.forward(ag::constant(x), {})->value, 1e-14, 1e-14,
-                     "AGQA at init");
+  test::expect_adaptive_gqa_starts_as_plain<layers::GdnMixer>(agqa, plain, "gdn", {"proj_k.linearA.weight", "v_rep"},
+                                                              seed, 1e-14);
 }
 
 class GdnMixerVariants : public ::testing::TestWithParam<Variant> {};

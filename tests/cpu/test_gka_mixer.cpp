@@ -131,15 +131,8 @@ TEST(GkaMixer, AdaptiveGqaStartsAsPlainGqa) {
   const ModelConfig agqa = tiny(kVariants[4]);
   ModelConfig plain = agqa;
   plain.gka.kv_proj_rank.reset();
-  ParameterRegistry pa, pp;
-  layers::GkaMixer a(agqa, "gka", pa), p(plain, "gka", pp);
-  pa.materialize(Device::cpu(), DType::F64, seed);
-  pp.materialize(Device::cpu(), DType::F64, seed);
-  EXPECT_TRUE(pa.contains("gka.proj_v.linearB.weight") && pa.contains("gka.k_rep"));
-  const Tensor x = test::randn({2, 5, agqa.hidden_size}, seed + 1);
-  ag::NoGrad no_grad;
-  test::expect_close(a.forward(ag::constant(x), {})->value, p.forward(ag::constant(x), {})->value, 1e-13, 1e-13,
-                     "AGQA at init");
+  test::expect_adaptive_gqa_starts_as_plain<layers::GkaMixer>(agqa, plain, "gka", {"proj_v.linearB.weight", "k_rep"},
+                                                              seed, 1e-13);
 }
 
 class GkaMixerVariants : public ::testing::TestWithParam<Variant> {};

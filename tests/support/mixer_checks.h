@@ -3,6 +3,7 @@
 // the full forward.
 #pragma once
 #include <string>
+#include <vector>
 
 #include "core/parameters.h"
 #include "layers/mixer.h"
@@ -51,6 +52,23 @@ void check_decoding(int64_t hidden, Make make, State state, uint64_t seed, doubl
     SCOPED_TRACE(from_nothing ? "from no state" : "from a state");
     expect_decoding_matches_forward(mixer, x, from_nothing ? layers::MixerState{} : state(B, seed + 2), {}, tolerance);
   }
+}
+
+// Adaptive GQA starts as plain GQA (zero low-rank output, replication residual): the mixer built from `agqa` (with
+// kv_proj_rank; it must register each of `agqa_names`) and from `plain` (the same without) give the same output at
+// initialisation, within `tolerance` (f64, CPU, parameters from `seed`).
+template <class Mixer>
+void expect_adaptive_gqa_starts_as_plain(const ModelConfig& agqa, const ModelConfig& plain, const std::string& prefix,
+                                         const std::vector<std::string>& agqa_names, uint64_t seed, double tolerance) {
+  ParameterRegistry pa, pp;
+  Mixer a(agqa, prefix, pa), p(plain, prefix, pp);
+  pa.materialize(Device::cpu(), DType::F64, seed);
+  pp.materialize(Device::cpu(), DType::F64, seed);
+  for (const std::string& name : agqa_names) EXPECT_TRUE(pa.contains(prefix + "." + name)) << name;
+  const Tensor x = randn({2, 5, agqa.hidden_size}, seed + 1);
+  ag::NoGrad no_grad;
+  expect_close(a.forward(ag::constant(x), {})->value, p.forward(ag::constant(x), {})->value, tolerance, tolerance,
+               "AGQA at init");
 }
 
 // A hybrid decoder with config `c` (its pattern names the mixer under test) memorises one random batch with AdamW
