@@ -60,31 +60,26 @@ TEST(Gdn2Mixer, RegistersItsParametersUnderGdn2) {
   ParameterRegistry params;
   layers::DecoderLM model(c, params);
   const std::string p = "model.layers.1.gdn2.";
-  const std::pair<std::string, Shape> expected[] = {{"q_proj.weight", {16, 8}},
-                                                    {"k_proj.weight", {8, 8}},
-                                                    {"v_proj.weight", {8, 8}},
-                                                    {"b_proj.weight", {16, 8}},
-                                                    {"w_proj.weight", {16, 8}},
-                                                    {"f_proj.0.weight", {4, 8}},
-                                                    {"f_proj.1.weight", {16, 4}},
-                                                    {"A_log", {4}},
-                                                    {"dt_bias", {16}},
-                                                    {"q_conv1d.weight", {16, 1, 3}},
-                                                    {"k_conv1d.weight", {8, 1, 3}},
-                                                    {"v_conv1d.weight", {8, 1, 3}},
-                                                    {"q_conv1d.bias", {16}},
-                                                    {"k_conv1d.bias", {8}},
-                                                    {"v_conv1d.bias", {8}},
-                                                    {"g_proj.weight", {16, 8}},
-                                                    {"o_norm.weight", {4}},
-                                                    {"o_proj.weight", {8, 16}}};
-  for (const auto& [name, shape] : expected) {
-    ASSERT_TRUE(params.contains(p + name)) << p + name;
-    EXPECT_EQ(params.get(p + name).shape, shape) << name;
-  }
-  size_t count = 0;
-  for (Parameter* q : params.all()) count += q->name.starts_with(p);
-  EXPECT_EQ(count, std::size(expected));
+  test::expect_parameter_shapes(params, p,
+                                {{"q_proj.weight", {16, 8}},
+                                 {"k_proj.weight", {8, 8}},
+                                 {"v_proj.weight", {8, 8}},
+                                 {"b_proj.weight", {16, 8}},
+                                 {"w_proj.weight", {16, 8}},
+                                 {"f_proj.0.weight", {4, 8}},
+                                 {"f_proj.1.weight", {16, 4}},
+                                 {"A_log", {4}},
+                                 {"dt_bias", {16}},
+                                 {"q_conv1d.weight", {16, 1, 3}},
+                                 {"k_conv1d.weight", {8, 1, 3}},
+                                 {"v_conv1d.weight", {8, 1, 3}},
+                                 {"q_conv1d.bias", {16}},
+                                 {"k_conv1d.bias", {8}},
+                                 {"v_conv1d.bias", {8}},
+                                 {"g_proj.weight", {16, 8}},
+                                 {"o_norm.weight", {4}},
+                                 {"o_proj.weight", {8, 16}}},
+                                true);
   for (const char* name : {"A_log", "dt_bias"}) EXPECT_TRUE(params.get(p + name).keep_f32) << name;
 }
 

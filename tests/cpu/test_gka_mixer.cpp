@@ -74,43 +74,26 @@ TEST(GkaMixer, RegistersTheReferenceNamesAndShapes) {
   ParameterRegistry params;
   layers::DecoderLM model(c, params);
   const std::string p = "model.layers.1.gka.";
-  const std::pair<std::string, Shape> expected[] = {{"q_proj.weight", {16, 8}},
-                                                    {"k_proj.weight", {8, 8}},
-                                                    {"v_proj.weight", {8, 8}},
-                                                    {"a_proj.weight", {4, 8}},
-                                                    {"b_proj.weight", {4, 8}},
-                                                    {"b_proj.bias", {4}},
-                                                    {"alpha_proj.weight", {4, 8}},
-                                                    {"alpha_proj.bias", {4}},
-                                                    {"A_log", {4}},
-                                                    {"dt_bias", {4}},
-                                                    {"q_conv1d.weight", {16, 1, 3}},
-                                                    {"k_conv1d.weight", {8, 1, 3}},
-                                                    {"v_conv1d.weight", {8, 1, 3}},
-                                                    {"g_proj.weight", {16, 8}},
-                                                    {"o_norm.weight", {4}},
-                                                    {"o_proj.weight", {8, 16}}};
-  int64_t found = 0;
-  for (Parameter* q : params.all())
-    if (q->name.rfind(p, 0) == 0) ++found;
-  EXPECT_EQ(found, int64_t(std::size(expected)));
-  for (const auto& [name, shape] : expected) {
-    ASSERT_TRUE(params.contains(p + name)) << p + name;
-    EXPECT_EQ(params.get(p + name).shape, shape) << name;
-  }
-  for (const char* name : {"A_log", "dt_bias"}) {
-    EXPECT_TRUE(params.get(p + name).keep_f32) << name;
-    EXPECT_FALSE(params.get(p + name).weight_decay) << name;
-  }
-  // A = exp(A_log) ∈ (0, 16]; softplus(dt_bias) ∈ [1e-4, 0.1]; the gate biases start at 0 (β = α = ½).
-  params.materialize(Device::cpu(), DType::BF16, 5);
-  EXPECT_EQ(params.get(p + "A_log").var->value.dtype(), DType::F32);
-  for (float a : params.get(p + "A_log").master.to_vector<float>()) EXPECT_LE(std::exp(a), 16.0f + 1e-4f);
-  for (float b : params.get(p + "dt_bias").master.to_vector<float>()) {
-    const double dt = std::log1p(std::exp(double(b)));
-    EXPECT_GE(dt, 1e-4 * (1 - 1e-5));
-    EXPECT_LE(dt, 0.1 * (1 + 1e-5));
-  }
+  test::expect_parameter_shapes(params, p,
+                                {{"q_proj.weight", {16, 8}},
+                                 {"k_proj.weight", {8, 8}},
+                                 {"v_proj.weight", {8, 8}},
+                                 {"a_proj.weight", {4, 8}},
+                                 {"b_proj.weight", {4, 8}},
+                                 {"b_proj.bias", {4}},
+                                 {"alpha_proj.weight", {4, 8}},
+                                 {"alpha_proj.bias", {4}},
+                                 {"A_log", {4}},
+                                 {"dt_bias", {4}},
+                                 {"q_conv1d.weight", {16, 1, 3}},
+                                 {"k_conv1d.weight", {8, 1, 3}},
+                                 {"v_conv1d.weight", {8, 1, 3}},
+                                 {"g_proj.weight", {16, 8}},
+                                 {"o_norm.weight", {4}},
+                                 {"o_proj.weight", {8, 16}}},
+                                true);
+  test::expect_ssm_decay_parameters(params, p);  // materializes them
+  // The gate biases start at 0 (β = α = ½).
   for (float b : params.get(p + "b_proj.bias").master.to_vector<float>()) EXPECT_EQ(b, 0.f);
 
   // Flags off drop their parameters.

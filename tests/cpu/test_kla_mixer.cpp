@@ -53,16 +53,21 @@ TEST(KlaMixer, RegistersItsParametersUnderKla) {
   ParameterRegistry params;
   layers::DecoderLM model(c, params);
   const std::string p = "model.layers.1.kla.";
-  const std::pair<std::string, Shape> expected[] = {
-      {"q_proj.weight", {16, 8}},       {"k_proj.weight", {8, 8}},       {"v_proj.weight", {8, 8}},
-      {"lv_proj.weight", {16, 8}},      {"lambda_log", {4, 4, 4}},       {"delta", {4, 4, 4}},
-      {"process_noise_log", {4, 4, 4}}, {"q_conv1d.weight", {16, 1, 3}}, {"k_conv1d.weight", {8, 1, 3}},
-      {"v_conv1d.weight", {8, 1, 3}},   {"g_proj.weight", {16, 8}},      {"o_norm.weight", {4}},
-      {"o_proj.weight", {8, 16}}};
-  for (const auto& [name, shape] : expected) {
-    ASSERT_TRUE(params.contains(p + name)) << p + name;
-    EXPECT_EQ(params.get(p + name).shape, shape) << name;
-  }
+  test::expect_parameter_shapes(params, p,
+                                {{"q_proj.weight", {16, 8}},
+                                 {"k_proj.weight", {8, 8}},
+                                 {"v_proj.weight", {8, 8}},
+                                 {"lv_proj.weight", {16, 8}},
+                                 {"lambda_log", {4, 4, 4}},
+                                 {"delta", {4, 4, 4}},
+                                 {"process_noise_log", {4, 4, 4}},
+                                 {"q_conv1d.weight", {16, 1, 3}},
+                                 {"k_conv1d.weight", {8, 1, 3}},
+                                 {"v_conv1d.weight", {8, 1, 3}},
+                                 {"g_proj.weight", {16, 8}},
+                                 {"o_norm.weight", {4}},
+                                 {"o_proj.weight", {8, 16}}},
+                                false);
   for (const char* name : {"lambda_log", "delta", "process_noise_log"})
     EXPECT_TRUE(params.get(p + name).keep_f32) << name;
 }

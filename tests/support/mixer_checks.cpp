@@ -107,6 +107,36 @@ void expect_decoding_matches_forward(layers::SequenceMixer& mixer, const Tensor&
                  "recurrent state " + std::to_string(i));
 }
 
+void expect_parameter_shapes(ParameterRegistry& params, const std::string& prefix,
+                             const std::vector<std::pair<std::string, Shape>>& expected, bool exactly) {
+  for (const auto& [name, shape] : expected) {
+    if (!params.contains(prefix + name)) {
+      ADD_FAILURE() << "no parameter " << prefix + name;
+      continue;
+    }
+    EXPECT_EQ(params.get(prefix + name).shape, shape) << name;
+  }
+  if (!exactly) return;
+  size_t registered = 0;
+  for (Parameter* p : params.all()) registered += p->name.starts_with(prefix);
+  EXPECT_EQ(registered, expected.size()) << "parameters under " << prefix;
+}
+
+void expect_ssm_decay_parameters(ParameterRegistry& params, const std::string& prefix) {
+  for (const char* name : {"A_log", "dt_bias"}) {
+    EXPECT_TRUE(params.get(prefix + name).keep_f32) << name;
+    EXPECT_FALSE(params.get(prefix + name).weight_decay) << name;
+  }
+  params.materialize(Device::cpu(), DType::BF16, 5);
+  EXPECT_EQ(params.get(prefix + "A_log").var->value.dtype(), DType::F32);
+  for (float a : params.get(prefix + "A_log").master.to_vector<float>()) EXPECT_LE(std::exp(a), 16.0f + 1e-4f);
+  for (float b : params.get(prefix + "dt_bias").master.to_vector<float>()) {
+    const double dt = std::log1p(std::exp(double(b)));
+    EXPECT_GE(dt, 1e-4 * (1 - 1e-5));
+    EXPECT_LE(dt, 0.1 * (1 + 1e-5));
+  }
+}
+
 ModelConfig small_hybrid(ModelConfig c, const std::string& pattern) {
   c.hidden_size = 32;
   c.intermediate_size = 48;

@@ -3,6 +3,7 @@
 // the full forward.
 #pragma once
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/parameters.h"
@@ -53,6 +54,14 @@ void check_decoding(int64_t hidden, Make make, State state, uint64_t seed, doubl
     expect_decoding_matches_forward(mixer, x, from_nothing ? layers::MixerState{} : state(B, seed + 2), {}, tolerance);
   }
 }
+
+// Every (name, shape) of `expected` is registered under `prefix` with that shape; with `exactly`, nothing else is.
+void expect_parameter_shapes(ParameterRegistry& params, const std::string& prefix,
+                             const std::vector<std::pair<std::string, Shape>>& expected, bool exactly);
+
+// An SSM's decay parameters under `prefix` (A_log [H], dt_bias): kept in f32 under bf16 and without weight decay;
+// materialized (bf16 compute), A = exp(A_log) ∈ (0, 16] and softplus(dt_bias) ∈ [1e-4, 0.1].
+void expect_ssm_decay_parameters(ParameterRegistry& params, const std::string& prefix);
 
 // Adaptive GQA starts as plain GQA (zero low-rank output, replication residual): the mixer built from `agqa` (with
 // kv_proj_rank; it must register each of `agqa_names`) and from `plain` (the same without) give the same output at
