@@ -93,6 +93,18 @@ Tensor initial_value(const Parameter& p, uint64_t seed) {
   return host;
 }
 
+ParameterValues initial_values(uint64_t seed) {
+  return [seed](const Parameter& p) { return initial_value(p, seed); };
+}
+
+Tensor value_of(const ParameterValues& values, const Parameter& p) {
+  Tensor value = values(p);
+  PRIMER_CHECK(value.defined() && value.dtype() == DType::F32 && value.shape() == p.shape,
+               "the value of parameter '{}' is {}, expected f32 of shape {}", p.name,
+               value.defined() ? value.describe() : "missing", shape_str(p.shape));
+  return value;
+}
+
 void ParameterRegistry::materialize(Device device, DType compute_dtype, uint64_t seed) {
   compute_dtype_ = compute_dtype;
   for (auto& p : params_) {
@@ -105,12 +117,8 @@ void ParameterRegistry::materialize(Device device, DType compute_dtype, uint64_t
 void ParameterRegistry::materialize_compute_copies(Device device, DType compute_dtype, const ParameterValues& values) {
   compute_dtype_ = compute_dtype;
   for (auto& p : params_) {
-    const Tensor value = values(*p);
-    PRIMER_CHECK(value.defined() && value.dtype() == DType::F32 && value.shape() == p->shape,
-                 "the value of parameter '{}' is {}, expected f32 of shape {}", p->name,
-                 value.defined() ? value.describe() : "missing", shape_str(p->shape));
     // Rounded on the device, as sync_compute_copies rounds a master.
-    const Tensor on_device = value.to(device);
+    const Tensor on_device = value_of(values, *p).to(device);
     const bool master_is_compute = compute_dtype_of(*p) == DType::F32;
     p->master = master_is_compute ? on_device : Tensor();
     p->var->value = master_is_compute ? on_device : on_device.to(compute_dtype_of(*p));

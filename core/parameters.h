@@ -64,6 +64,10 @@ Tensor initial_value(const Parameter& p, uint64_t seed);
 // Where a layout that never holds the whole model at once (FSDP's sharded start-up) takes the parameters' values
 // from, one parameter at a time: its whole f32 value, of its shape, on any device.
 using ParameterValues = std::function<Tensor(const Parameter&)>;
+// Each parameter's initial_value from `seed`, as a ParameterValues.
+ParameterValues initial_values(uint64_t seed);
+// values(p), checked to be f32 of p's shape (an error naming the parameter otherwise).
+Tensor value_of(const ParameterValues& values, const Parameter& p);
 
 // Whether every element of `values` (f32, any device) comes back unchanged from a round trip through `dtype`
 // (bitwise: a master that bf16 holds exactly). Reads `values` on the host in bounded pieces.

@@ -127,10 +127,9 @@ void build_model(TrainSetup& s) {
   s.params->set_compute_dtype(s.compute);
   s.params->set_trainable(s.cfg.has("hybrid_learnable_params") ? s.cfg.get_list("hybrid_learnable_params")
                                                                : std::vector<std::string>{});
-  const uint64_t seed = s.seed;
   const ParameterValues values = s.cfg.has("model_name_or_path")
                                      ? layers::hf_weight_values(s.cfg.get_string("model_name_or_path"), *s.params)
-                                     : ParameterValues([seed](const Parameter& p) { return initial_value(p, seed); });
+                                     : initial_values(s.seed);
   s.fsdp =
       std::make_unique<parallel::Fsdp>(*s.params, s.model->units(), *s.ranks.tensors, s.zero_stage, s.device, values);
   s.model->set_unit_hooks(s.fsdp.get());

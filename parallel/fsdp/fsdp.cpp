@@ -108,11 +108,7 @@ Fsdp::Fsdp(ParameterRegistry& params, const std::vector<ag::UnitSpec>& units, Co
       for (size_t i = 0; i < g.params.size(); ++i) {
         Parameter& p = *g.params[i];
         const int64_t off = g.offsets[i], n = shape_numel(p.shape);
-        const Tensor value = values(p);
-        PRIMER_CHECK(value.defined() && value.dtype() == DType::F32 && value.shape() == p.shape,
-                     "FSDP: the value of parameter '{}' is {}, expected f32 of shape {}", p.name,
-                     value.defined() ? value.describe() : "missing", shape_str(p.shape));
-        const Tensor flat = value.to(device).reshape({n});
+        const Tensor flat = value_of(values, p).to(device).reshape({n});
         const int64_t a = std::max(off, lo), b = std::min(off + n, hi);
         if (a < b) g.master_shard.slice(0, a - lo, b - lo).copy_from(flat.slice(0, a - off, b - off));
         // A materialized registry's own compute copy; else the value rounded as sync_compute_copies rounds it.

@@ -99,8 +99,7 @@ TEST(Parameters, ComputeCopiesAloneEqualMaterializingThenReleasing) {
     const size_t released_peak = memory_stats(Device::cpu()).peak - before;
     before = memory_stats(Device::cpu()).current;
     reset_peak_memory(Device::cpu());
-    direct.materialize_compute_copies(Device::cpu(), compute,
-                                      [seed](const Parameter& p) { return initial_value(p, seed); });
+    direct.materialize_compute_copies(Device::cpu(), compute, initial_values(seed));
     const size_t direct_peak = memory_stats(Device::cpu()).peak - before;
     for (Parameter* p : released.all()) {
       const Parameter& q = direct.get(p->name);

@@ -71,9 +71,7 @@ Built build(parallel::Communicator& comm, Device device, DType compute, int stag
     std::unique_ptr<parallel::Fsdp> fsdp;
     if (sharded_startup) {
       params.set_compute_dtype(compute);
-      const ParameterValues values =
-          hf_dir.empty() ? ParameterValues([seed](const Parameter& p) { return initial_value(p, seed); })
-                         : layers::hf_weight_values(hf_dir, params);
+      const ParameterValues values = hf_dir.empty() ? initial_values(seed) : layers::hf_weight_values(hf_dir, params);
       fsdp =
           std::make_unique<parallel::Fsdp>(params, units, comm, parallel::zero_stage_from_int(stage), device, values);
     } else {

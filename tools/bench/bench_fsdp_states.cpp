@@ -51,8 +51,7 @@ States measure(int stage, int64_t layers, parallel::Communicator& comm, bool sha
     std::unique_ptr<parallel::Fsdp> fsdp;
     if (sharded_startup) {
       params.set_compute_dtype(DType::BF16);
-      fsdp = std::make_unique<parallel::Fsdp>(params, model.units(), comm, zero, Device::cpu(),
-                                              [](const Parameter& p) { return initial_value(p, 0); });
+      fsdp = std::make_unique<parallel::Fsdp>(params, model.units(), comm, zero, Device::cpu(), initial_values(0));
     } else {
       params.materialize(Device::cpu(), DType::BF16, 0);
       fsdp = std::make_unique<parallel::Fsdp>(params, model.units(), comm, zero);

@@ -128,7 +128,7 @@ int main(int argc, char** argv) {
              bench::fixed(weight_bytes / gib, 1) + ")"});
     return 0;
   }
-  params.materialize_compute_copies(device, compute, [](const Parameter& p) { return initial_value(p, 0); });
+  params.materialize_compute_copies(device, compute, initial_values(0));
   if (!o.weights_out.empty()) layers::export_hf(o.weights_out, config, params, DType::BF16);
 
   std::vector<int32_t> host(size_t(o.batch * o.context));
