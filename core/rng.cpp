@@ -1,5 +1,6 @@
 #include "core/rng.h"
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 #include <vector>
@@ -57,6 +58,10 @@ double normal01(uint64_t key, uint64_t index) {
   Philox p(key, index);
   const double u1 = to_open01(p.out[0], p.out[1]), u2 = to_open01(p.out[2], p.out[3]);
   return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
+}
+
+int64_t uniform_below(uint64_t key, uint64_t index, int64_t n) {
+  return std::min<int64_t>(int64_t(uniform01(key, index) * double(n)), n - 1);
 }
 
 namespace {

@@ -13,9 +13,10 @@ struct Philox {
   Philox(uint64_t key, uint64_t counter);
 };
 
-uint64_t key_for(uint64_t seed, std::string_view name);  // seed mixed with a 64-bit hash of name
-double uniform01(uint64_t key, uint64_t index);          // in (0, 1)
-double normal01(uint64_t key, uint64_t index);           // standard normal
+uint64_t key_for(uint64_t seed, std::string_view name);          // seed mixed with a 64-bit hash of name
+double uniform01(uint64_t key, uint64_t index);                  // in (0, 1)
+double normal01(uint64_t key, uint64_t index);                   // standard normal
+int64_t uniform_below(uint64_t key, uint64_t index, int64_t n);  // an integer in [0, n), n > 0
 
 // Fill every element (row-major index i) of `t` from (key, i); any device and floating dtype.
 void fill_normal(const Tensor& t, uint64_t key, double mean, double std);

@@ -54,7 +54,7 @@ LabelledSet make_a5_set(int64_t count, int64_t seq, uint64_t seed) {
   LabelledSet set{count, seq, std::vector<int32_t>(size_t(count * seq)), std::vector<int32_t>(size_t(count * seq))};
   const uint64_t key = key_for(seed, "a5/elements");
   for (int64_t i = 0; i < count * seq; ++i) {
-    const int32_t g = int32_t(std::min<double>(uniform01(key, uint64_t(i)) * double(kA5Order), kA5Order - 1));
+    const int32_t g = int32_t(uniform_below(key, uint64_t(i), kA5Order));
     set.ids[size_t(i)] = g;
     set.labels[size_t(i)] = i % seq == 0 ? g : a5_compose(g, set.labels[size_t(i - 1)]);
   }

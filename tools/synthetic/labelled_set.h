@@ -13,6 +13,11 @@ inline constexpr int32_t kIgnoreLabel = -100;
 struct LabelledSet {
   int64_t count = 0, seq = 0;
   std::vector<int32_t> ids, labels;
+  // `count` sequences of `seq` tokens, ids 0 and no position labelled: for a generator to fill.
+  static LabelledSet blank(int64_t count, int64_t seq) {
+    return {count, seq, std::vector<int32_t>(size_t(count * seq)),
+            std::vector<int32_t>(size_t(count * seq), kIgnoreLabel)};
+  }
   int64_t labelled() const {  // positions with a label
     return std::count_if(labels.begin(), labels.end(), [](int32_t l) { return l != kIgnoreLabel; });
   }

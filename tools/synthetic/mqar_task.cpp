@@ -10,11 +10,6 @@
 namespace primer::synthetic {
 namespace {
 
-// An integer in [0, n) from the counter-based stream (key, index).
-int64_t draw(uint64_t key, uint64_t index, int64_t n) {
-  return std::min<int64_t>(int64_t(uniform01(key, index) * double(n)), n - 1);
-}
-
 // Cumulative weights (o + 1)^-alpha of the query offsets, normalised to end at 1.
 std::vector<double> offset_cdf(const MqarSpec& s) {
   std::vector<double> cdf(size_t(s.seq - 1 - s.query_start));
@@ -45,21 +40,20 @@ LabelledSet make_mqar_set(const MqarSpec& s, int64_t count, uint64_t pair_seed, 
   const uint64_t order_key = key_for(layout_seed, "mqar/order"), where_key = key_for(layout_seed, "mqar/where");
   const int64_t half = s.vocab / 2, P = s.pairs, T = s.seq;
   const std::vector<double> cdf = offset_cdf(s);
-  LabelledSet set{count, T, std::vector<int32_t>(size_t(count * T)),
-                  std::vector<int32_t>(size_t(count * T), kIgnoreLabel)};
+  LabelledSet set = LabelledSet::blank(count, T);
   std::vector<int64_t> order(static_cast<size_t>(P));
   for (int64_t i = 0; i < count; ++i) {
     int32_t* ids = set.ids.data() + i * T;
     int32_t* labels = set.labels.data() + i * T;
-    for (int64_t t = 2 * P; t < T; ++t) ids[t] = int32_t(draw(noise_key, uint64_t(i * T + t), s.vocab));
+    for (int64_t t = 2 * P; t < T; ++t) ids[t] = int32_t(uniform_below(noise_key, uint64_t(i * T + t), s.vocab));
     for (int64_t j = 0; j < P; ++j) {
-      ids[2 * j] = int32_t(draw(pair_key, uint64_t(i * 2 * P + 2 * j), half));
-      ids[2 * j + 1] = int32_t(half + draw(pair_key, uint64_t(i * 2 * P + 2 * j + 1), half));
+      ids[2 * j] = int32_t(uniform_below(pair_key, uint64_t(i * 2 * P + 2 * j), half));
+      ids[2 * j + 1] = int32_t(half + uniform_below(pair_key, uint64_t(i * 2 * P + 2 * j + 1), half));
     }
     // Fisher-Yates shuffle of the query order, then one power-law position per query.
     std::iota(order.begin(), order.end(), 0);
     for (int64_t j = P - 1; j > 0; --j)
-      std::swap(order[size_t(j)], order[size_t(draw(order_key, uint64_t(i * P + j), j + 1))]);
+      std::swap(order[size_t(j)], order[size_t(uniform_below(order_key, uint64_t(i * P + j), j + 1))]);
     for (int64_t q = 0; q < P; ++q) {
       const double u = uniform01(where_key, uint64_t(i * P + q));
       const int64_t offset =

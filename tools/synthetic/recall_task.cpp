@@ -19,11 +19,8 @@ LabelledSet make_recall_set(const RecallSpec& s, int64_t count, uint64_t seed, b
   PRIMER_CHECK(count >= 0, "recall: count {}: expected 0 or more sequences", count);
   const uint64_t key_stream = key_for(seed, "recall/keys"), value_stream = key_for(seed, "recall/values");
   const int64_t half = s.vocab / 2, T = s.seq, P = T / 2;
-  const auto draw = [half](uint64_t stream, uint64_t index) {
-    return int32_t(std::min<int64_t>(int64_t(uniform01(stream, index) * double(half)), half - 1));
-  };
-  LabelledSet set{count, T, std::vector<int32_t>(size_t(count * T)),
-                  std::vector<int32_t>(size_t(count * T), kIgnoreLabel)};
+  const auto draw = [half](uint64_t stream, uint64_t index) { return int32_t(uniform_below(stream, index, half)); };
+  LabelledSet set = LabelledSet::blank(count, T);
   std::vector<bool> seen(static_cast<size_t>(half));
   for (int64_t i = 0; i < count; ++i) {
     int32_t* ids = set.ids.data() + i * T;

@@ -24,7 +24,7 @@ std::vector<int64_t> epoch_order(int64_t n, uint64_t seed, int64_t epoch) {
   std::iota(order.begin(), order.end(), 0);
   const uint64_t key = key_for(seed, "synthetic/epoch");
   for (int64_t j = n - 1; j > 0; --j) {
-    const int64_t k = std::min<int64_t>(int64_t(uniform01(key, uint64_t(epoch * n + j)) * double(j + 1)), j);
+    const int64_t k = uniform_below(key, uint64_t(epoch * n + j), j + 1);
     std::swap(order[size_t(j)], order[size_t(k)]);
   }
   return order;
