@@ -96,18 +96,31 @@ ag::Var GkaMixer::forward(const ag::Var& input, const MixerContext& ctx, const M
   const auto gate_input = [&](const char* name) {
     return projected[size_t(std::find(gates.begin(), gates.end(), name) - gates.begin())];
   };
+  // The precise mode in bf16 keeps in f32 what meets x̂'s part off the keys' span (at a small ridge up to
+  // κ = (1 + ridge)/ridge times its part along them, which is all the readout sees: one bf16 of x̂ would leave that up
+  // to κ · 2^-9 off, core/ops/cuda/chebyshev_solve.h): x̂, q̃ and their gradients, and k and v from their β scaling
+  // on, whose gradients (dk holds x̂'s and the adjoint's large parts) make β's, A_log's and the keys' by dots with k
+  // that cancel. The kernels still take bf16 tensor-core operands, as hi + lo where a vector needs it.
+  const bool precise = gka_.precise_iterate && x->value.dtype() == DType::BF16;
   // β and α scale whole head rows (scale_heads: one pass each way, the gate kept in f32); β in the pass that
-  // repeats k's and v's heads.
+  // repeats k's and v's heads (after it, in f32, in the precise mode).
   ag::Var beta;
   if (gka_.use_beta_gate) {
     const ag::Var beta_gate = head_gate(gate_input("b"), "b");
     const Tensor floor = Tensor::full({1}, kBetaFloor, beta_gate->value.dtype(), beta_gate->value.device());
     beta = carry.to_heads(ag::add(beta_gate, ag::constant(floor)));  // [B, T, H]
   }
-  const ExpandedHeads heads =
+  ExpandedHeads heads =
       expand_qkv(branch(x, "q", q_heads_, 0, carry), branch(x, "k", kv_heads_, 1, carry),
                  branch(x, "v", kv_heads_, 2, carry), H, kL2Eps, k_expansion_ ? &*k_expansion_ : nullptr,
-                 v_expansion_ ? &*v_expansion_ : nullptr, true, beta ? &beta : nullptr);
+                 v_expansion_ ? &*v_expansion_ : nullptr, true, beta && !precise ? &beta : nullptr);
+  if (precise) {
+    for (ag::Var* t : {&heads.q, &heads.k, &heads.v}) *t = ag::cast(*t, DType::F32);
+    if (beta) {
+      heads.k = ag::scale_heads(heads.k, beta, nullptr, H);
+      heads.v = ag::scale_heads(heads.v, beta, nullptr, H);
+    }
+  }
   const ag::Var &q = heads.q, &k = heads.k, &v = heads.v;
 
   // The decay in A_log's dtype (f32; f64 in references), as the solve and the readout take it.
@@ -142,7 +155,9 @@ ag::Var GkaMixer::forward(const ag::Var& input, const MixerContext& ctx, const M
                          ag::scale_heads(q, ag::add(ag::scale(alpha, -1.0), ag::constant(one)), nullptr, H), H);
   }
   const double scale = gka_.gla_rescale ? 1.0 / std::sqrt(double(D)) : 1.0;
-  const ag::Var o = carry.from_heads(ag::gla(qt, k, v, g, scale, s0, carry.recurrent_out(1)));
+  ag::Var readout = ag::gla(qt, k, v, g, scale, s0, carry.recurrent_out(1));
+  if (precise) readout = ag::cast(readout, DType::BF16);
+  const ag::Var o = carry.from_heads(readout);
 
   const ag::Var g_proj = gka_.use_gate ? weight("g_proj.weight") : nullptr;
   return carry.from_rows(norm_gate_project(o, x, weight("o_norm.weight"), g_proj ? &g_proj : nullptr,

@@ -57,7 +57,7 @@ case "$size" in
     model=""
     teacher_steps=1200 stage1_steps=300 stage2_steps=300 window=64
     # B'MOJO-F: GKA's fading outputs and a window of 64 tokens (an eighth of the context, as the selection window).
-    # gka-bf16-iterate: GKA with its Chebyshev iterate as one bf16 tensor-core operand (docs/perf.md, GKA in bf16).
+    # gka-bf16-iterate: GKA without its precise mode, one bf16 per tensor-core operand (docs/perf.md, GKA in bf16).
     variants=("gka-selective GKA selective" "gka-uniform GKA uniform" "gdn-selective GDN selective"
               "m2-selective M2 selective" "bmf-selective BMF selective bmojo.ssm_mixer=gka bmojo.window_size=64"
               "gka-bf16-iterate GKA selective gka.precise_iterate=false")

@@ -25,12 +25,13 @@ struct ChebyshevOptions {
   bool precise_iterate = true;
 };
 
-// q, k [B, T, H, K]; gk [B, T, H] log decay or undefined. CPU: all f32 or all f64. CUDA: q, k bf16 or f32 (f32
-// inputs are rounded to bf16 as tensor-core operands: f32 I/O buys f32 outputs, not f32 precision); gk and
-// state_in f32; K of 64 or 128. A token whose ‖H_t‖_F is 0 (no key yet) gets x = 0. Returns x [B, T, H, K] in q's
-// dtype; if state_out is non-null it receives H_T [B, H, K, K] (f32; f64 for f64 inputs). If chunk_states is
-// non-null, the CUDA path hands over the chunk-start states it computed (f32, [B·H, chunks + 1, K, K]) for the
-// backward, which then need not recompute them; the CPU paths, and a solve with num_iter 0, leave it undefined.
+// q, k [B, T, H, K]; gk [B, T, H] log decay or undefined. CPU: all f32 or all f64. CUDA: q, k bf16 or f32 (f32 keys
+// are rounded to bf16 as tensor-core operands; f32 keeps x, dq and dk unrounded and the backward's products with x
+// and dq at ~16 bits, cuda/chebyshev_solve.h); gk and state_in f32; K of 64 or 128. A token whose ‖H_t‖_F is 0 (no key
+// yet) gets x = 0. Returns x [B, T, H, K] in q's dtype; if state_out is non-null it receives H_T [B, H, K, K] (f32; f64
+// for f64 inputs). If chunk_states is non-null, the CUDA path hands over the chunk-start states it computed (f32, [B·H,
+// chunks + 1, K, K]) for the backward, which then need not recompute them; the CPU paths, and a solve with num_iter 0,
+// leave it undefined.
 Tensor chebyshev_solve(const Tensor& q, const Tensor& k, const Tensor& gk, const ChebyshevOptions& options,
                        const Tensor& state_in, Tensor* state_out, Tensor* chunk_states = nullptr);
 

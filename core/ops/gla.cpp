@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/ops/cpu/gla.h"
+#include "core/ops/cuda/copy.h"
 #include "core/ops/cuda/gla.h"
 #include "core/ops/dispatch.h"
 #include "core/ops/gla_check.h"
@@ -62,21 +63,36 @@ Shape state_shape(const GlaDims& d) { return {d.batch, d.heads, d.key_dim, d.val
 
 #ifdef PRIMER_WITH_CUDA
 Tensor cuda_workspace(size_t bytes, Device device) { return Tensor::empty({int64_t(bytes)}, DType::U8, device); }
-// The kernels' operand type: f32 inputs are rounded to bf16 once here (they would be rounded for the tensor cores
-// anyway); outputs keep the caller's dtype.
+// The kernels' operand type: f32 keys, values and output gradients are rounded to bf16 once here (they would be
+// rounded for the tensor cores anyway); outputs keep the caller's dtype.
 Tensor operand(const Tensor& t) { return t.to(DType::BF16); }
+
+// The query as the kernels take it: bf16 as it is, or an f32 query split into hi + lo bf16 (the precise query of
+// core/ops/cuda/gla.h).
+struct QueryOperand {
+  Tensor hi, lo;
+  cuda_ops::GlaQuery pointers() const { return {hi.data_ptr(), lo.defined() ? lo.data_ptr() : nullptr}; }
+};
+QueryOperand query_operand(const Tensor& q) {
+  if (q.dtype() == DType::BF16) return {q, Tensor()};
+  QueryOperand r{Tensor::empty(q.shape(), DType::BF16, q.device()), Tensor::empty(q.shape(), DType::BF16, q.device())};
+  cuda_ops::split_bf16(q.data<float>(), r.hi.data_ptr(), r.lo.data_ptr(), q.numel());
+  return r;
+}
 
 void forward_cuda(const GlaDims& d, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, double scale,
                   const Tensor& s0, const Tensor& o, const Tensor& st) {
-  const Tensor ws = cuda_workspace(cuda_ops::gla_forward_workspace_bytes(d), q.device());
-  cuda_ops::gla_forward(d, o.dtype(), operand(q).data_ptr(), operand(k).data_ptr(), operand(v).data_ptr(),
-                        g.data<float>(), float(scale), ptr<float>(s0), o.data_ptr(), ptr<float>(st), ws.data_ptr());
+  const QueryOperand qo = query_operand(q);
+  const Tensor ws = cuda_workspace(cuda_ops::gla_forward_workspace_bytes(d, qo.lo.defined()), q.device());
+  cuda_ops::gla_forward(d, o.dtype(), qo.pointers(), operand(k).data_ptr(), operand(v).data_ptr(), g.data<float>(),
+                        float(scale), ptr<float>(s0), o.data_ptr(), ptr<float>(st), ws.data_ptr());
 }
 
 void backward_cuda(const GlaDims& d, const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
                    const Tensor& g, double scale, const Tensor& s0, const Tensor& dsT, const GlaGrads& r) {
-  const Tensor ws = cuda_workspace(cuda_ops::gla_backward_workspace_bytes(d), q.device());
-  cuda_ops::gla_backward(d, r.dq.dtype(), operand(dout).data_ptr(), operand(q).data_ptr(), operand(k).data_ptr(),
+  const QueryOperand qo = query_operand(q);
+  const Tensor ws = cuda_workspace(cuda_ops::gla_backward_workspace_bytes(d, qo.lo.defined()), q.device());
+  cuda_ops::gla_backward(d, r.dk.dtype(), operand(dout).data_ptr(), qo.pointers(), operand(k).data_ptr(),
                          operand(v).data_ptr(), g.data<float>(), float(scale), ptr<float>(s0), ptr<float>(dsT),
                          r.dq.data_ptr(), r.dk.data_ptr(), r.dv.data_ptr(), r.dg.data<float>(), ptr<float>(r.dstate_in),
                          ws.data_ptr());

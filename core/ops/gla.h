@@ -10,9 +10,10 @@
 namespace primer::ops {
 
 // q, k [B, T, H, K]; v [B, T, H, V]; g [B, T, H] log decay (≤ 0 in models; any finite value is valid).
-// CPU: q, k, v, g, state_in all f32 or all f64, any K and V. CUDA: q, k, v all bf16 or all f32 (f32 inputs are
-// rounded to bf16 for the tensor cores, so f32 I/O buys f32 outputs, not f32 precision); g and state_in f32;
-// K and V of 64 or 128 (others are rejected).
+// CPU: q, k, v, g, state_in all f32 or all f64, any K and V. CUDA: q, k, v all bf16 or all f32; in f32 the keys and
+// values are rounded to bf16 for the tensor cores, but q, the chunk states and their gradients enter the products as
+// hi + lo bf16 (~16 significant bits: the precise query, which Gated KalmaNet needs, core/ops/cuda/gla.h); g and
+// state_in f32; K and V of 64 or 128 (others are rejected).
 // Returns o [B, T, H, V] in v's dtype. If state_out is non-null it receives S_T [B, H, K, V] (f32; f64 for f64).
 Tensor gla(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, double scale, const Tensor& state_in,
            Tensor* state_out);

@@ -48,15 +48,17 @@ Tensor f64_or_null(const Tensor& t) { return t.defined() ? test::cpu_f64(t) : Te
 //  - x and dq = CH(·, dx): K enters the products as bf16, H_0 and (by default, precise_iterate) the iterate X as
 //    hi + lo; with one-bf16 X its 2^-9 rounding enters every matvec. Through κ ≤ 51 and the momentum of the iteration
 //    this leaves ~1e-3 (emulated in f64 with that rounding: 1.3e-3 worst token at r = 30), plus the output rounding of
-//    bf16 (2^-9): 1e-2. f32 inputs gain no accuracy: their k is rounded to bf16 as an operand, a 2^-9 perturbation of H
-//    amplified by κ: also 1e-2.
+//    bf16 (2^-9): 1e-2. f32 inputs of any value gain no accuracy on x: their k is rounded to bf16 as an operand, a
+//    2^-9 perturbation of H amplified by κ: also 1e-2 (keys that are bf16 values, as a bf16 layer's, are exact).
 //  - H_T accumulates decayed k kᵀ in fp32 with the decayed keys as hi + lo: exact bf16 keys give ~1e-5; f32 keys
 //    are rounded to bf16 as the other factor (2^-9 per term, averaging over tokens): 4e-3.
 //  - dk is built from the dot products k·x, k·s and k·Ĥ that survive the solve: in the eigenbasis of H,
 //    x = q/(λ + μ_i), so x is up to κ = (1 + ridge)/ridge times larger across directions the keys barely span than
 //    along them, and a dot with k keeps only the small part. The bf16 iterate of the adjoint solve and the bf16 s
 //    (dq's dtype) and Ĥ operands err by 2^-9 of the large part: up to 2^-9·κ ≈ 0.1 of a dot at ridge 0.02 (κ = 51;
-//    3e-2 to 6e-2 seen on these inputs): 1e-1. At ridge 0.5, κ = 3: a few 2^-9·3, 1.5e-2.
+//    3e-2 to 6e-2 seen on these inputs): 1e-1. At ridge 0.5, κ = 3: a few 2^-9·3, 1.5e-2. In f32, x, s and Ĥ are
+//    hi + lo operands, but f32 keys of any value are rounded to bf16 (the perturbation of H above): held to bf16's
+//    bounds; with keys that are bf16 values, 1.5e-2 at every ridge (F32WithBf16KeysMatchesTheF64Reference).
 //  - dgk and dstate_in are sums of bf16-operand products with terms that cancel (A-part, B-part, cross-chunk):
 //    3e-2, measured against max(‖ref‖, ‖dk‖) for dgk, whose parts cancel to near 0 at short T.
 // Bounds on the relative errors of each output (dgk's against max(‖ref‖, ‖dk‖)).
@@ -68,10 +70,11 @@ Tolerances tolerances_for(DType dtype, double ridge) {
   return {1e-2, dtype == DType::BF16 ? 1e-4 : 4e-3, 1e-2, ridge >= 0.5 ? 1.5e-2 : 1e-1, 3e-2, 3e-2};
 }
 
-// Forward and backward on the GPU in `dtype` against the f64 reference, each output within its bound.
-void expect_matches_reference(const test::ChebyshevInputs& in, DType dtype, const ChebyshevOptions& o,
+// Forward and backward on the GPU in `dtype`, the keys' values rounded to `key_values` (bf16: the keys a bf16 layer
+// makes, exact as bf16 tensor-core operands), against the f64 reference, each output within its bound.
+void expect_matches_reference(const test::ChebyshevInputs& in, DType dtype, DType key_values, const ChebyshevOptions& o,
                               const Tolerances& tol, uint64_t seed) {
-  const Tensor q = to_cuda(in.q, dtype), k = to_cuda(in.k, dtype), gk = to_cuda(in.gk, DType::F32),
+  const Tensor q = to_cuda(in.q, dtype), k = to_cuda(in.k.to(key_values), dtype), gk = to_cuda(in.gk, DType::F32),
                state = to_cuda(in.state, DType::F32);
   const Tensor rq = test::cpu_f64(q), rk = test::cpu_f64(k), rgk = f64_or_null(gk), rstate = f64_or_null(state);
 
@@ -107,18 +110,20 @@ void expect_matches_reference(const test::ChebyshevInputs& in, DType dtype, cons
   if (g.dstate_in.defined()) expect_within(g.dstate_in, rg.dstate_in, tol.dstate_in, 0, "dstate_in");
 }
 
-void expect_matches_reference(int64_t D, DType dtype, const Case& c, uint64_t seed) {
-  const std::string name = std::string(dtype_name(dtype)) + " D " + std::to_string(D) + " T " + std::to_string(c.T) +
-                           " num_iter " + std::to_string(c.num_iter) + " ridge " + std::to_string(c.ridge) +
-                           (c.gk ? " gk" : "") + (c.state ? " state_in" : "") + (c.bp_lambda ? " bp_lambda" : "");
+void expect_matches_reference(int64_t D, DType dtype, DType key_values, const Tolerances& tol, const Case& c,
+                              uint64_t seed) {
+  const std::string name = std::string(dtype_name(dtype)) + " (keys' values " + dtype_name(key_values) + ") D " +
+                           std::to_string(D) + " T " + std::to_string(c.T) + " num_iter " + std::to_string(c.num_iter) +
+                           " ridge " + std::to_string(c.ridge) + (c.gk ? " gk" : "") + (c.state ? " state_in" : "") +
+                           (c.bp_lambda ? " bp_lambda" : "");
   SCOPED_TRACE(name);
   std::printf("%s\n", name.c_str());
   ChebyshevOptions o;
   o.ridge = c.ridge;
   o.num_iter = c.num_iter;
   o.bp_lambda = c.bp_lambda;
-  expect_matches_reference(test::chebyshev_inputs(c.B, c.T, c.H, D, seed, c.gk, c.state), dtype, o,
-                           tolerances_for(dtype, c.ridge), seed);
+  expect_matches_reference(test::chebyshev_inputs(c.B, c.T, c.H, D, seed, c.gk, c.state), dtype, key_values, o, tol,
+                           seed);
 }
 
 const Case kCases[] = {
@@ -135,7 +140,8 @@ TEST(ChebyshevSolveCuda, Bf16MatchesTheF64Reference) {
   const uint64_t seed = test::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   for (int64_t D : {64, 128})
-    for (const Case& c : kCases) expect_matches_reference(D, DType::BF16, c, seed);
+    for (const Case& c : kCases)
+      expect_matches_reference(D, DType::BF16, DType::BF16, tolerances_for(DType::BF16, c.ridge), c, seed);
 }
 
 TEST(ChebyshevSolveCuda, F32MatchesTheF64Reference) {
@@ -143,7 +149,22 @@ TEST(ChebyshevSolveCuda, F32MatchesTheF64Reference) {
   const uint64_t seed = test::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   for (int64_t D : {64, 128})
-    for (const Case& c : kCases) expect_matches_reference(D, DType::F32, c, seed);
+    for (const Case& c : kCases)
+      expect_matches_reference(D, DType::F32, DType::F32, tolerances_for(DType::F32, c.ridge), c, seed);
+}
+
+// f32 with keys whose values are bf16 (what the GKA layer's precise mode runs in bf16): the keys are exact as
+// operands, x and dq are not rounded on output, and x, s and Ĥ enter dk's dots as hi + lo, so the κ·2^-9 of bf16 I/O
+// on dk is gone. x and dq keep the hi + lo iterate's ~1e-3; dk the bf16 rounding of the masked products K Xᵀ and
+// K Sᵀ staged between its products (2^-9 each, summed over a chunk): 1.5e-2, bf16's well-conditioned bound, now at
+// every ridge; dgk and dstate_in as before.
+TEST(ChebyshevSolveCuda, F32WithBf16KeysMatchesTheF64Reference) {
+  PRIMER_REQUIRE_CUDA();
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const Tolerances tol{1e-2, 1e-4, 1e-2, 1.5e-2, 3e-2, 3e-2};
+  for (int64_t D : {64, 128})
+    for (const Case& c : kCases) expect_matches_reference(D, DType::F32, DType::BF16, tol, c, seed);
 }
 
 // Issue 16's bound for GKA in bf16: every output within 5e-2 of the f64 reference at the default ridge 0.02 and
@@ -167,8 +188,12 @@ TEST(ChebyshevSolveCuda, CorrelatedKeysAtTheDefaultRidge) {
       ChebyshevOptions o;  // the defaults: ridge 0.02, num_iter 30, bp_lambda
       o.precise_iterate = precise;
       const double bound = precise ? 5e-2 : 2e-1;
-      expect_matches_reference(in, DType::BF16, o, {bound, 1e-4, bound, bound, bound, bound}, seed);
+      expect_matches_reference(in, DType::BF16, DType::BF16, o, {bound, 1e-4, bound, bound, bound, bound}, seed);
     }
+    std::printf("f32, keys' values bf16, D %lld T 300, correlated keys, ridge 0.02, num_iter 30, hi + lo iterate\n",
+                static_cast<long long>(D));
+    expect_matches_reference(in, DType::F32, DType::BF16, ChebyshevOptions{}, {1e-2, 1e-4, 1e-2, 1.5e-2, 3e-2, 3e-2},
+                             seed);
   }
 }
 

@@ -74,17 +74,18 @@ Tensor anisotropic_hidden(int64_t B, int64_t T, int64_t d, uint64_t seed) {
   return x;
 }
 
-// The layer at the default ridge 0.02 on anisotropic inputs, the hard case of issue 16. Both iterate modes run and
-// print; the hi + lo iterate (the default) is held to 2^-9·κ ≈ 1e-1 (κ = 51) on the output, the input gradient and
-// the weight gradients: what remains after the solve is exact is the bf16 storage of x̂, q̃ and dq, whose parts
-// along the keys are up to κ times smaller than the rest. Over 12 seeds on an H200: y and dx within 5.6e-2 (median
-// 2.6e-2), weight gradients within 6.8e-2 except the gate parameters below; the one-bf16 iterate reached 0.15 on y.
-// The gates' parameters (a_proj, A_log and dt_bias of the decay, the β and α projections) receive sums over tokens of
-// such dots, which cancel: 6e-1 catches a wrong gradient (error ~1) on the gate weights, not precision; their
-// per-head vectors (two values each here) are held within the whole gradient (test::expect_gradients_track): seed
-// 14119795148454749474 puts b_proj.bias 0.565 off f64 on 20bdc22 and 0.747 with the fused norms of 2026-11-28
-// (y 5.2e-2 and 5.6e-2, A_log 0.124 and 0.025), 0.014–0.35 over 15 other seeds. The states do not pass through the
-// solve: 5e-2. The one-bf16 iterate is held to 3e-1 on y and dx only.
+// The layer at the default ridge 0.02 on anisotropic inputs, the hard case of issue 16, in both modes.
+// The precise mode (the default) is held to the issue's bound, 5e-2, on the output, the input gradient and every
+// weight gradient: x̂ and q̃ (and their gradients) stay f32 between the ops, k and v from their β scaling on, and the
+// kernels take them, the chunk states and the state gradients as hi + lo operands, so what is left is the bf16 floor
+// of the rest of the layer (projections, convolutions, norms: 2^-9 per rounding, a few in series). On an H200 over
+// 8 seeds: y within 7.3e-3, dx 1.7e-2, the weight matrices 3.1e-2 (k's path; 6–9e-3 elsewhere), every gradient
+// together 1.7e-2. The gates' per-head vectors (A_log, dt_bias, the β and α biases: two values each here, each a sum
+// over every token of dots that cancel) are a statistic of a handful of draws, held within the whole gradient
+// (test::expect_gradients_track): up to 8.3e-2 (A_log, one seed of 8), most within 2e-2. With bf16 vectors the gate
+// weights were 0.1–0.4 off (docs/perf.md, "GKA in bf16"). The one-bf16 iterate (`precise_iterate: false`, bf16
+// vectors too) is held to 3e-1 on y and dx only: its 2^-9 operand rounding, amplified by up to κ = 51, reached 0.24.
+// The states do not pass through the solve: 5e-2.
 TEST(GkaMixerCuda, Bf16LayerAtTheDefaultRidge) {
   PRIMER_REQUIRE_CUDA();
   const uint64_t seed = test::fresh_seed();
@@ -95,22 +96,18 @@ TEST(GkaMixerCuda, Bf16LayerAtTheDefaultRidge) {
     const int64_t B = 1, T = 300;
     const Tensor x = anisotropic_hidden(B, T, c.hidden_size, seed + 1).to(DType::BF16);
     const Tensor dy = test::randn({B, T, c.hidden_size}, seed + 2).to(DType::BF16);
-    std::printf("ridge 0.02, num_iter 30, %s\n", precise ? "hi + lo iterate" : "bf16 iterate");
+    std::printf("ridge 0.02, num_iter 30, %s\n", precise ? "precise (hi + lo iterate, f32 vectors)" : "bf16 iterate");
     const test::LayerRun ref = run_layer(c, Device::cpu(), DType::F64, x, dy, seed);
     const test::LayerRun gpu = run_layer(c, Device::cuda(), DType::BF16, x, dy, seed);
-    const double out_bound = precise ? 1e-1 : 3e-1;
+    const double out_bound = precise ? 5e-2 : 3e-1;
     test::expect_rel_l2(gpu.y, ref.y, out_bound, "y");
     test::expect_rel_l2(gpu.states[0], ref.states[0], 5e-2, "H state");
     test::expect_rel_l2(gpu.states[1], ref.states[1], 5e-2, "S state");
     test::expect_rel_l2(gpu.dx, ref.dx, out_bound, "dx");
     if (!precise) continue;
     const std::vector<std::string> names = test::parameter_names<layers::GkaMixer>(c, kPrefix);
-    const auto tol = [](const std::string& name) {
-      const bool gate_sum =
-          name.ends_with(".a_proj.weight") || name.ends_with(".b_proj.weight") || name.ends_with(".alpha_proj.weight");
-      return gate_sum ? 6e-1 : 1e-1;
-    };
-    test::expect_gradients_track(gpu.grads, ref.grads, names, tol, 1e-1);
+    test::expect_gradients_track(
+        gpu.grads, ref.grads, names, [](const std::string&) { return 5e-2; }, 5e-2);
   }
 }
 

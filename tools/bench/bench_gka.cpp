@@ -1,7 +1,8 @@
 // Gated KalmaNet on the GPU, bf16, by default at B = 4, T = 4096, H = 16, D = 128 (the shape): the Chebyshev
 // solve forward and forward + backward at num_iter r = 30, 10, 5; the core (solve, α-mix, GLA readout) forward +
-// backward; the whole GKA layer forward + backward, by default at hidden 2048 (Hq = 16, Hk = 8). Each with the
-// iterate as hi + lo operands (precise_iterate, the default) and as one bf16 ("bf16 iterate" rows).
+// backward; the whole GKA layer forward + backward, by default at hidden 2048 (Hq = 16, Hk = 8). Each in the precise
+// mode (precise_iterate, the default: the iterate as hi + lo operands, and q, k, v, x̂, q̃ and their gradients in f32,
+// as the layer runs them) and with one bf16 iterate and bf16 tensors ("bf16 iterate" rows).
 // FLOPs count the useful matrix products at 2 per multiply-add, per head and token, with chunk C = 64:
 //   solve forward   (2r + 4)D² + (4r + 2)CD       chunk-start states 2D², ‖H_c‖_F 2D² + 2CD, r matvecs 2D² + 4CD
 //   solve backward  (2r + 16)D² + (4r + 24)CD     states and norms again, the adjoint solve, one matvec for the gate
@@ -84,36 +85,39 @@ void kernel_breakdown(const bench::LayerShape& shape, const Tensor& q, const Ten
   const Tensor W = Tensor::empty({BH * N * kC}, DType::F32, Device::cuda());
   const Tensor u = Tensor::empty({BH * N * kC}, DType::F32, Device::cuda());
   const Tensor hdot = Tensor::empty({BH * N * tiles}, DType::F32, Device::cuda());
-  const Tensor x = Tensor::empty(q.shape(), q.dtype(), Device::cuda()),
-               dq = Tensor::empty(q.shape(), q.dtype(), Device::cuda());
-  const Tensor dk = Tensor::empty(q.shape(), q.dtype(), Device::cuda()),
+  // The precise mode's vectors and keys are f32, as the layer's.
+  const DType io_dtype = precise ? DType::F32 : DType::BF16;
+  const Tensor qv = q.to(io_dtype), dxv = dx.to(io_dtype), kv = k.to(io_dtype);
+  const Tensor x = Tensor::empty(q.shape(), io_dtype, Device::cuda()),
+               dq = Tensor::empty(q.shape(), io_dtype, Device::cuda());
+  const Tensor dk = Tensor::empty(k.shape(), io_dtype, Device::cuda()),
                dgk = Tensor::empty(gk.shape(), DType::F32, Device::cuda());
   namespace cheb = ops::cuda_ops::cheb;
   const std::pair<const char*, std::function<void()>> kernels[] = {
       {"  kernel: chunk-start states",
        [&] {
-         cheb::launch_chunk_states(d, q.dtype(), k.data_ptr(), gk.data<float>(), nullptr, states.data<float>(),
+         cheb::launch_chunk_states(d, io_dtype, kv.data_ptr(), gk.data<float>(), nullptr, states.data<float>(),
                                    nullptr);
        }},
       {precise ? "  kernel: iteration (forward)" : "  kernel: iteration (forward), bf16 iterate",
        [&] {
-         cheb::launch_iterate(d, q.dtype(), q.data_ptr(), k.data_ptr(), gk.data<float>(), states.data<float>(),
+         cheb::launch_iterate(d, io_dtype, qv.data_ptr(), kv.data_ptr(), gk.data<float>(), states.data<float>(),
                               x.data_ptr(), nullptr, nullptr, nullptr);
        }},
       {precise ? "  kernel: adjoint iteration + W, u" : "  kernel: adjoint iteration + W, u, bf16 iterate",
        [&] {
-         cheb::launch_iterate(d, q.dtype(), dx.data_ptr(), k.data_ptr(), gk.data<float>(), states.data<float>(),
+         cheb::launch_iterate(d, io_dtype, dxv.data_ptr(), kv.data_ptr(), gk.data<float>(), states.data<float>(),
                               dq.data_ptr(), x.data_ptr(), W.data<float>(), u.data<float>());
        }},
       {"  kernel: state-gradient scan",
        [&] {
-         cheb::launch_state_gradients(d, q.dtype(), dq.data_ptr(), x.data_ptr(), k.data_ptr(), gk.data<float>(),
+         cheb::launch_state_gradients(d, io_dtype, dq.data_ptr(), x.data_ptr(), kv.data_ptr(), gk.data<float>(),
                                       W.data<float>(), states.data<float>(), nullptr, dstates.data<float>(),
                                       hdot.data<float>(), nullptr);
        }},
       {"  kernel: dk, dgk",
        [&] {
-         cheb::launch_key_gradients(d, q.dtype(), dq.data_ptr(), x.data_ptr(), k.data_ptr(), gk.data<float>(),
+         cheb::launch_key_gradients(d, io_dtype, dq.data_ptr(), x.data_ptr(), kv.data_ptr(), gk.data<float>(),
                                     states.data<float>(), dstates.data<float>(), W.data<float>(), u.data<float>(),
                                     hdot.data<float>(), dk.data_ptr(), dgk.data<float>());
        }},
@@ -158,19 +162,21 @@ int main(int argc, char** argv) {
     ops::ChebyshevOptions o;
     o.num_iter = r;
     o.precise_iterate = m.precise;
-    const double fwd = bench::median_ms([&] { ops::chebyshev_solve(q, k, gk, o, Tensor(), nullptr); });
+    const DType io = m.precise ? DType::F32 : DType::BF16;
+    const Tensor qv = q.to(io), kv = k.to(io), vv = v.to(io), dxv = dx.to(io), doutv = dout.to(io);
+    const double fwd = bench::median_ms([&] { ops::chebyshev_solve(qv, kv, gk, o, Tensor(), nullptr); });
     // As training runs it (ag::chebyshev_solve): the backward takes the forward's chunk-start states.
     const double train = bench::median_ms([&] {
       Tensor states;
-      const Tensor x = ops::chebyshev_solve(q, k, gk, o, Tensor(), nullptr, &states);
-      ops::chebyshev_solve_backward(dx, x, q, k, gk, o, Tensor(), Tensor(), states);
+      const Tensor x = ops::chebyshev_solve(qv, kv, gk, o, Tensor(), nullptr, &states);
+      ops::chebyshev_solve_backward(dxv, x, qv, kv, gk, o, Tensor(), Tensor(), states);
     });
     const double core = bench::median_ms([&] {
       Tensor states;
-      const Tensor x = ops::chebyshev_solve(q, k, gk, o, Tensor(), nullptr, &states);
-      const Tensor o_gla = ops::gla(x, k, v, gk, 1.0 / std::sqrt(double(Dh)), Tensor(), nullptr);
-      const ops::GlaGrads g = ops::gla_backward(dout, x, k, v, gk, 1.0 / std::sqrt(double(Dh)), Tensor(), Tensor());
-      ops::chebyshev_solve_backward(g.dq, x, q, k, gk, o, Tensor(), Tensor(), states);
+      const Tensor x = ops::chebyshev_solve(qv, kv, gk, o, Tensor(), nullptr, &states);
+      const Tensor o_gla = ops::gla(x, kv, vv, gk, 1.0 / std::sqrt(double(Dh)), Tensor(), nullptr);
+      const ops::GlaGrads g = ops::gla_backward(doutv, x, kv, vv, gk, 1.0 / std::sqrt(double(Dh)), Tensor(), Tensor());
+      ops::chebyshev_solve_backward(g.dq, x, qv, kv, gk, o, Tensor(), Tensor(), states);
     });
     add("solve fwd" + mode, r, fwd, solve_forward_flops(double(r), D));
     add("solve fwd+bwd" + mode, r, train, solve_forward_flops(double(r), D) + solve_backward_flops(double(r), D));

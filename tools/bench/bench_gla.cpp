@@ -7,7 +7,8 @@
 //   backward 4CKV (both scans) + C²K + C²V (A, dA) + 2CKV + C²K (dq) + 2CKV + C²K (dk) + 2CKV + C²V (dv)
 //            = 10CKV + 3C²K + 2C²V
 // GB/s counts each input and output of the op once (q, k, v, g, o; dout, q, k, v, g → dq, dk, dv, dg), not the
-// bf16 chunk-boundary states the kernels write and read back.
+// bf16 chunk-boundary states the kernels write and read back. One row runs the core in f32, as Gated KalmaNet's
+// precise mode does (a precise query: core/ops/cuda/gla.h).
 // Layer: the Mamba-2 mixer, by default at hidden 2048 (Hq = 16, Hkv = 8, head_dim 128), on the same B·T tokens,
 // forward and forward + backward through the tape, TFLOP/s from the mixer's flops_per_token (forward; ×3 for fwd +
 // bwd).
@@ -76,10 +77,19 @@ int main(int argc, char** argv) {
     grads = ops::gla_backward(dout, q, k, v, g, 1.0, Tensor(), Tensor());
   });
 
+  // In f32 (GKA's precise mode): q, the chunk states and their gradients as hi + lo operands, f32 I/O.
+  const Tensor q32 = q.to(DType::F32), k32 = k.to(DType::F32), v32 = v.to(DType::F32), dout32 = dout.to(DType::F32);
+  const double precise_ms = bench::median_ms([&] {
+    ops::gla(q32, k32, v32, g, 1.0, Tensor(), nullptr);
+    ops::gla_backward(dout32, q32, k32, v32, g, 1.0, Tensor(), Tensor());
+  });
+
   std::vector<bench::Row> rows;
   rows.push_back(row("core forward", fwd_ms, fwd_flops, fwd_bytes));
   rows.push_back(row("core backward", bwd_ms, bwd_flops, bwd_bytes));
   rows.push_back(row("core forward + backward", train_ms, fwd_flops + bwd_flops, fwd_bytes + bwd_bytes));
+  rows.push_back(row("core forward + backward, f32 (precise query)", precise_ms, fwd_flops + bwd_flops,
+                     2 * (fwd_bytes + bwd_bytes)));
 #ifdef PRIMER_WITH_CUDA
   // The sequential passes alone (their launcher is internal to the op; called here for the breakdown).
   const ops::GlaDims d{B, T, H, Dh, Dh};

@@ -1,8 +1,11 @@
 // CUDA launchers of the chunked Chebyshev solve (compute stream, no host sync). q, k, dx, x, dq, dk: dense
 // [B, T, H, D] bf16 or f32 (`dtype`); gk, dgk [B, T, H] f32; states [B, H, D, D] f32; head_dim 64 or 128.
-// Tensor-core operands are bf16 (f32 inputs are rounded to bf16 as operands); the chunk-start states enter the
+// Tensor-core operands are bf16 (f32 keys are rounded to bf16 as operands); the chunk-start states enter the
 // products as a hi + lo pair of bf16, so the state's own rounding does not limit the solve; iterates, decays,
-// norms and accumulators are f32.
+// norms and accumulators are f32. In f32 the backward's products with x, the adjoint s and the state gradient Ĥ
+// take them as hi + lo pairs too: at a small ridge x and s are up to κ = (1 + ridge)/ridge times larger off the keys'
+// span than along it, and dk and dgk keep only the part along it (dots with the keys), which one bf16 of x or s
+// would leave up to κ · 2^-9 off.
 #pragma once
 #include <cstddef>
 

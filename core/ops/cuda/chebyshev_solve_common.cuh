@@ -123,11 +123,13 @@ template <int kCols> struct RowSwizzle {
 // Rows [0, 64) x columns [col0, col0 + kCols) of a buffer with `row_stride` elements per row, on their way into a
 // swizzled [64][kCols] bf16 tile: load() issues every load of this thread (zeros at rows >= valid, or when src is
 // null); store() scales row r by scale[r] (null: 1) and writes the tile (and the residuals into lo, if non-null).
-// Loading early and storing late lets a kernel wait for memory once for several tiles.
+// Loading early and storing late lets a kernel wait for memory once for several tiles; the pieces wait in T, not
+// widened (bf16 keys in half the registers, which the sequential passes, holding the next chunk's pieces through
+// the current chunk's product, run short of).
 template <class T, int kCols, int kThreads> struct RowPieces {
   static constexpr int kPerRow = kCols / 8, kIters = kC * kPerRow / kThreads;
   static_assert(kC * kPerRow % kThreads == 0, "whole 8-column pieces per thread");
-  float v[kIters][8];
+  Pack<T, 8> v[kIters];
 
   __device__ __forceinline__ static int row(int it) { return (int(threadIdx.x) + it * kThreads) / kPerRow; }
   __device__ __forceinline__ static int col(int it) { return (int(threadIdx.x) + it * kThreads) % kPerRow * 8; }
@@ -136,21 +138,22 @@ template <class T, int kCols, int kThreads> struct RowPieces {
 #pragma unroll
     for (int it = 0; it < kIters; ++it) {
       if (src && row(it) < valid) {
-        load_floats<T, 8>(src + row(it) * row_stride + col0 + col(it), v[it]);
+        v[it] = *reinterpret_cast<const Pack<T, 8>*>(src + row(it) * row_stride + col0 + col(it));
       } else {
 #pragma unroll
-        for (int e = 0; e < 8; ++e) v[it][e] = 0.f;
+        for (int e = 0; e < 8; ++e) v[it].v[e] = from_float<T>(0.f);
       }
     }
   }
   template <class Layout = RowSwizzle<kCols>>
-  __device__ __forceinline__ void store(bf16* hi, bf16* lo, const float* scale) {
+  __device__ __forceinline__ void store(bf16* hi, bf16* lo, const float* scale) const {
 #pragma unroll
     for (int it = 0; it < kIters; ++it) {
       const float s = scale ? scale[row(it)] : 1.f;
+      float f[8];
 #pragma unroll
-      for (int e = 0; e < 8; ++e) v[it][e] *= s;
-      store_split(hi, lo, Layout::offset(row(it), col(it)), v[it]);
+      for (int e = 0; e < 8; ++e) f[e] = to_float(v[it].v[e]) * s;
+      store_split(hi, lo, Layout::offset(row(it), col(it)), f);
     }
   }
 };
@@ -239,7 +242,8 @@ template <int kNT, class Tile> __device__ __forceinline__ void add_row_dots(floa
   }
 }
 
-// Host-side dispatch on head_dim (64 or 128, validated by the op) and on the I/O dtype (bf16 or f32).
+// Host-side dispatch on head_dim (64 or 128, validated by the op) and on the I/O dtype (bf16 or f32; f32 is precise:
+// the backward's products with x, s and Ĥ take them as hi + lo pairs, chebyshev_solve.h).
 template <class F> void with_dim(int64_t D, F&& f) {
   if (D == 64)
     f(std::integral_constant<int, 64>{});

@@ -5,7 +5,8 @@
 //   dk = −[((K Xᵀ)⊙M) S + ((K Sᵀ)⊙M) X + ((K Kᵀ)⊙M_w) K] − ζ∘W ∘ K·½(H_0 + H_0ᵀ) + e^{G_L−G} ∘ K·(Ĥ + Ĥᵀ)
 // with M[t][t'] = e^{G_t'−G_t} (t' ≥ t) and the full mask M_w[t][j] = e^{2G_m−G_t−G_j} W_m, m = max(t, j); then
 // dG_t = u_t − ½ k_t·dk_t + [t = L]⟨Ĥ, H_L⟩ and dgk_t = Σ_{i≥t} dG_i. Products with a matrix's transpose read the
-// same shared tile the other way round, so nothing is symmetrised in memory.
+// same shared tile the other way round, so nothing is symmetrised in memory. In f32 (precise, chebyshev_solve.h) X,
+// S and Ĥ are staged as hi + lo and each product with one of them runs once with each half.
 #include "core/cuda_runtime.h"
 #include "core/ops/cuda/chebyshev_solve_common.cuh"
 #include "core/ops/cuda/chebyshev_solve_kernels.h"
@@ -26,12 +27,13 @@ struct KeyGradArgs {
   int hdot_tiles;
 };
 
-template <int D> struct KeyGradSmem {
-  static constexpr int kBytes =
-      (3 * kC * D + 2 * D * D + 3 * kC * kC) * int(sizeof(bf16)) + 4 * kC * int(sizeof(float));
+template <int D, bool kPrecise> struct KeyGradSmem {
+  static constexpr int kTileElems = 3 * kC * D + 2 * D * D + 3 * kC * kC + (kPrecise ? 2 * kC * D + D * D : 0);
+  static constexpr int kBytes = kTileElems * int(sizeof(bf16)) + 4 * kC * int(sizeof(float));
 };
 
 template <int D, class T> __global__ void __launch_bounds__(kThreads, 1) key_gradients_kernel(KeyGradArgs a) {
+  constexpr bool kPrecise = std::is_same_v<T, float>;
   constexpr int kNT = D / 16;
   extern __shared__ __align__(128) unsigned char smem[];
   bf16* s_k = reinterpret_cast<bf16*>(smem);
@@ -42,7 +44,10 @@ template <int D, class T> __global__ void __launch_bounds__(kThreads, 1) key_gra
   bf16* s_pa = s_adj + D * D;
   bf16* s_pb = s_pa + kC * kC;
   bf16* s_pc = s_pb + kC * kC;
-  float* s_g = reinterpret_cast<float*>(s_pc + kC * kC);
+  bf16* s_x_lo = s_pc + kC * kC;  // the residuals, when kPrecise
+  bf16* s_s_lo = s_x_lo + kC * D;
+  bf16* s_adj_lo = s_s_lo + kC * D;
+  float* s_g = reinterpret_cast<float*>(s_pc + kC * kC + (kPrecise ? 2 * kC * D + D * D : 0));
   float* s_w = s_g + kC;
   float* s_u = s_w + kC;
   float* s_kdk = s_u + kC;
@@ -59,11 +64,11 @@ template <int D, class T> __global__ void __launch_bounds__(kThreads, 1) key_gra
     x_rows.load(x + c.row0, c.row_stride, 0, c.len);
     s_rows.load(s ? s + c.row0 : nullptr, c.row_stride, 0, c.len);
     k_rows.store(s_k, nullptr, nullptr);
-    x_rows.store(s_x, nullptr, nullptr);
-    s_rows.store(s_s, nullptr, nullptr);
+    x_rows.store(s_x, kPrecise ? s_x_lo : nullptr, nullptr);
+    s_rows.store(s_s, kPrecise ? s_s_lo : nullptr, nullptr);
   }
   stage_matrix<D, kThreads>(s_h0, nullptr, a.states + a.geo.state(bh, n, D));
-  stage_matrix<D, kThreads>(s_adj, nullptr, a.dstates + (bh * a.geo.N + n) * D * D);
+  stage_matrix<D, kThreads>(s_adj, kPrecise ? s_adj_lo : nullptr, a.dstates + (bh * a.geo.N + n) * D * D);
   chunk_log_decays(s_g, a.gk, c);
   if (threadIdx.x < kC) {
     const int i = threadIdx.x;
@@ -78,6 +83,10 @@ template <int D, class T> __global__ void __launch_bounds__(kThreads, 1) key_gra
     float pa[4][4] = {}, pb[4][4] = {}, pc[4][4] = {};
     tile::mma_ABt<D, D, D>(pa, s_k, s_x, wt.m0, wt.pcol0, lane);  // K Xᵀ
     tile::mma_ABt<D, D, D>(pb, s_k, s_s, wt.m0, wt.pcol0, lane);  // K Sᵀ
+    if constexpr (kPrecise) {
+      tile::mma_ABt<D, D, D>(pa, s_k, s_x_lo, wt.m0, wt.pcol0, lane);
+      tile::mma_ABt<D, D, D>(pb, s_k, s_s_lo, wt.m0, wt.pcol0, lane);
+    }
     tile::mma_ABt<D, D, D>(pc, s_k, s_k, wt.m0, wt.pcol0, lane);  // K Kᵀ
 #pragma unroll
     for (int nt = 0; nt < 4; ++nt)
@@ -101,6 +110,10 @@ template <int D, class T> __global__ void __launch_bounds__(kThreads, 1) key_gra
   float dk[kNT][4] = {};
   tile::mma_AB<kC, kC, D>(dk, s_pa, s_s, wt.m0, wt.ncol0, lane);
   tile::mma_AB<kC, kC, D>(dk, s_pb, s_x, wt.m0, wt.ncol0, lane);
+  if constexpr (kPrecise) {
+    tile::mma_AB<kC, kC, D>(dk, s_pa, s_s_lo, wt.m0, wt.ncol0, lane);
+    tile::mma_AB<kC, kC, D>(dk, s_pb, s_x_lo, wt.m0, wt.ncol0, lane);
+  }
   tile::mma_AB<kC, kC, D>(dk, s_pc, s_k, wt.m0, wt.ncol0, lane);
   float coef_h0[2], coef_adj[2];
 #pragma unroll
@@ -122,6 +135,10 @@ template <int D, class T> __global__ void __launch_bounds__(kThreads, 1) key_gra
     float y[kNT][4] = {};
     tile::mma_AB<D, D, D>(y, s_k, s_adj, wt.m0, wt.ncol0, lane);   // K Ĥ
     tile::mma_ABt<D, D, D>(y, s_k, s_adj, wt.m0, wt.ncol0, lane);  // K Ĥᵀ
+    if constexpr (kPrecise) {
+      tile::mma_AB<D, D, D>(y, s_k, s_adj_lo, wt.m0, wt.ncol0, lane);
+      tile::mma_ABt<D, D, D>(y, s_k, s_adj_lo, wt.m0, wt.ncol0, lane);
+    }
 #pragma unroll
     for (int nt = 0; nt < kNT; ++nt)
 #pragma unroll
@@ -171,7 +188,7 @@ void launch_key_gradients(const ChebyshevDims& d, DType dtype, const void* s, co
     with_dim(d.dim, [&](auto dim) {
       constexpr int D = decltype(dim)::value;
       constexpr auto kernel = key_gradients_kernel<D, T>;
-      constexpr int kBytes = KeyGradSmem<D>::kBytes;
+      constexpr int kBytes = KeyGradSmem<D, std::is_same_v<T, float>>::kBytes;
       allow_dynamic_smem<kernel>(kBytes);
       kernel<<<dim3(unsigned(d.chunks()), unsigned(d.heads_total())), kThreads, kBytes, cuda::stream()>>>(a);
       PRIMER_CUDA_CHECK_LAUNCH();

@@ -3,11 +3,13 @@
 //   forward:  H ← ζ_L H + Σ_j e^{G_L−G_j} k_j k_jᵀ                          (the chunk-start states)
 //   backward: Ĥ ← ζ_L Ĥ − Σ_t ζ_t s_t x_tᵀ − ½ζ_0²W_0 H_0 − ½ Σ_j ζ_j W_j k_j k_jᵀ   (the state gradient)
 // (derived in core/ops/cpu/chebyshev_solve.cpp). Each chunk's update is one tensor-core product with
-// the chunk's tokens as the reduction dimension.
+// the chunk's tokens as the reduction dimension; in f32 (precise, chebyshev_solve.h) s and x enter it as hi + lo:
+// the product runs over the chunk's tokens twice more, pairing s's residual with x and s with x's.
 #include "core/cuda_runtime.h"
 #include "core/ops/cuda/tile/block_reduce.cuh"
 #include "core/ops/cuda/chebyshev_solve_common.cuh"
 #include "core/ops/cuda/chebyshev_solve_kernels.h"
+#include "core/ops/cuda/dynamic_smem.h"
 
 namespace primer::ops::cuda_ops::cheb {
 namespace {
@@ -105,9 +107,18 @@ struct StateGradArgs {
   Geom geo;
 };
 
+// Dynamic shared memory: A and B below, over 2·64 tokens (4·64 when precise).
+template <bool kPrecise> constexpr int state_gradients_smem_bytes() {
+  return 2 * (kPrecise ? 4 : 2) * kC * 64 * int(sizeof(bf16));
+}
+
 template <int D, class T> __global__ void __launch_bounds__(kThreads) state_gradients_kernel(StateGradArgs a) {
-  // The chunk's update is one product over 2·64 tokens: A (stored [token][r]) and B below.
-  __shared__ __align__(128) bf16 s_a[2 * kC * 64], s_b[2 * kC * 64];
+  constexpr bool kPrecise = std::is_same_v<T, float>;
+  // The chunk's update is one product over kTokens: A (stored [token][r]) and B below.
+  constexpr int kTokens = (kPrecise ? 4 : 2) * kC;
+  extern __shared__ __align__(128) unsigned char smem[];
+  bf16* s_a = reinterpret_cast<bf16*>(smem);
+  bf16* s_b = s_a + kTokens * 64;
   __shared__ float s_g[kC], s_w[kC], s_scale_s[kC], s_scale_k[kC];
   constexpr int kTilesPerSide = D / 64;
   const TileLane tl{int(blockIdx.x / kTilesPerSide) * 64, int(blockIdx.x % kTilesPerSide) * 64, int(threadIdx.x >> 5),
@@ -119,7 +130,8 @@ template <int D, class T> __global__ void __launch_bounds__(kThreads) state_grad
   load_tile<D>(acc, a.dstate_out ? a.dstate_out + bh * D * D : nullptr, tl);
   // Everything a chunk's step reads from memory is loaded during the previous step (the pass is a chain of steps,
   // and each load waited for would add its latency to every step): the chunk's s and k at the tile's rows, x and k
-  // at its columns (A = [−ζ∘S | −½ζW∘K], B = [X ; K]), its gates, its rows' W and its start state. Its end state is
+  // at its columns (A = [−ζ∘S | −½ζW∘K], B = [X ; K]; precise: A = [−ζ∘S | −½ζW∘K | −ζ∘S_lo | −ζ∘S] and
+  // B = [X ; K ; X ; X_lo], the lo × lo product left out), its gates, its rows' W and its start state. Its end state is
   // the previous step's start state.
   RowPieces<T, 64, kThreads> s_rows, k_rows, x_cols, k_cols;
   ChunkGates gates;
@@ -162,10 +174,14 @@ template <int D, class T> __global__ void __launch_bounds__(kThreads) state_grad
     const float zeta_last = __expf(s_g[c.len - 1]), zeta0 = __expf(s_g[0]);
     const float half_w0 = 0.5f * zeta0 * zeta0 * s_w[0];
     __syncthreads();
-    s_rows.store(s_a, nullptr, s_scale_s);
+    s_rows.store(s_a, kPrecise ? s_a + 2 * kC * 64 : nullptr, s_scale_s);
     k_rows.store(s_a + kC * 64, nullptr, s_scale_k);
-    x_cols.store(s_b, nullptr, nullptr);
+    x_cols.store(s_b, kPrecise ? s_b + 3 * kC * 64 : nullptr, nullptr);
     k_cols.store(s_b + kC * 64, nullptr, nullptr);
+    if constexpr (kPrecise) {
+      s_rows.store(s_a + 3 * kC * 64, nullptr, s_scale_s);
+      x_cols.store(s_b + 2 * kC * 64, nullptr, nullptr);
+    }
     if (n > 0) load_chunk(n - 1);
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt)
@@ -177,7 +193,7 @@ template <int D, class T> __global__ void __launch_bounds__(kThreads) state_grad
         h0[nt][e] = next_h0;
       }
     __syncthreads();
-    tile::mma_AtB<2 * kC, 64, 64>(acc, s_a, s_b, 16 * tl.warp, 0, tl.lane);
+    tile::mma_AtB<kTokens, 64, 64>(acc, s_a, s_b, 16 * tl.warp, 0, tl.lane);
     __syncthreads();  // the next chunk restages the tiles
   }
   if (a.dstate_in) store_tile_f32<D>(a.dstate_in + bh * D * D, acc, tl);
@@ -206,7 +222,10 @@ void launch_state_gradients(const ChebyshevDims& d, DType dtype, const void* s, 
   with_dtype(dtype, [&](auto tag) {
     using T = decltype(tag);
     with_dim(d.dim, [&](auto dim) {
-      state_gradients_kernel<decltype(dim)::value, T><<<grid, kThreads, 0, cuda::stream()>>>(a);
+      constexpr auto kernel = state_gradients_kernel<decltype(dim)::value, T>;
+      constexpr int kBytes = state_gradients_smem_bytes<std::is_same_v<T, float>>();
+      allow_dynamic_smem<kernel>(kBytes);
+      kernel<<<grid, kThreads, kBytes, cuda::stream()>>>(a);
       PRIMER_CUDA_CHECK_LAUNCH();
     });
   });

@@ -137,4 +137,24 @@ void fill(const StridedDesc& dst, double value) {
   });
 }
 
+namespace {
+
+__global__ void split_bf16_kernel(const float* x, __nv_bfloat16* hi, __nv_bfloat16* lo, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const float v = x[i];
+    const __nv_bfloat16 h = __float2bfloat16_rn(v);
+    hi[i] = h;
+    lo[i] = __float2bfloat16_rn(v - __bfloat162float(h));
+  }
+}
+
+}  // namespace
+
+void split_bf16(const float* x, void* hi, void* lo, int64_t n) {
+  if (n == 0) return;
+  split_bf16_kernel<<<grid_for(n, 256), 256, 0, cuda::stream()>>>(x, static_cast<__nv_bfloat16*>(hi),
+                                                                  static_cast<__nv_bfloat16*>(lo), n);
+  PRIMER_CUDA_CHECK_LAUNCH();
+}
+
 }  // namespace primer::ops::cuda_ops

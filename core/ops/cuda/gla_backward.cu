@@ -7,7 +7,10 @@
 // All tiles arrive by cp.async in two groups: the chunk's inputs, then both boundary states behind phase 1.
 // Phase 1: warps 0–3 compute A's row strips, warps 4–7 dA's, into shared memory (bf16). Phases 2–4: warp w owns
 // rows 16·(w % 4) … +15 and half w / 4 of the columns of dq, then dk, then dv. The per-row sums for dg are kept
-// per warp in shared memory and combined in a fixed order, so dg is deterministic.
+// per warp in shared memory and combined in a fixed order, so dg is deterministic. With a precise query (gla.h) Q,
+// the states S_c and the state gradients dE_c arrive as hi + lo tiles, and every product with one of them runs once
+// with each half (dO S_cᵀ, V dE_cᵀ, K dE_c, dAᵀ Q, Q Kᵀ; <dE_c, S_c> on the sums).
+#include "core/check.h"
 #include "core/cuda_runtime.h"
 #include "core/ops/cuda/dynamic_smem.h"
 #include "core/ops/cuda/gla.h"
@@ -24,17 +27,22 @@ using gla::kThreads;
 
 struct GradArgs {
   const bf16 *dout, *q, *k, *v;
+  const bf16* q_lo;  // null unless the query is precise
   const float* g;
-  const bf16* states;   // S_c  [B, H, chunks, K, V]
-  const bf16* dstates;  // dE_c [B, H, chunks, K, V]
+  const bf16* states;      // S_c  [B, H, chunks, K, V]
+  const bf16* states_lo;   // its residual, for a precise query
+  const bf16* dstates;     // dE_c [B, H, chunks, K, V]
+  const bf16* dstates_lo;  // its residual, for a precise query
   void *dq, *dk, *dv;
   float* dg;
   float scale;
   int time, heads, chunks;
 };
 
-template <int kK, int kV> struct GradTraits {
-  static constexpr int kSmemBytes = (2 * kChunk * (kK + kV) + 2 * kK * kV + 2 * kChunk * kChunk) * int(sizeof(bf16));
+template <int kK, int kV, bool kPrecise> struct GradTraits {
+  static constexpr int kSmemBytes =
+      (2 * kChunk * (kK + kV) + 2 * kK * kV + 2 * kChunk * kChunk + (kPrecise ? kChunk * kK + 2 * kK * kV : 0)) *
+      int(sizeof(bf16));
 };
 
 // Per-row dot products of the accumulator block (columns n0 …) with the same block of a shared tile (rows of the
@@ -67,7 +75,8 @@ template <class T, int kTiles> __device__ __forceinline__ void store_rows(T* bas
   }
 }
 
-template <class T, int kK, int kV> __global__ void __launch_bounds__(kThreads) gla_grad_kernel(GradArgs a) {
+template <class T, bool kPrecise, int kK, int kV> __global__ void __launch_bounds__(kThreads)
+    gla_grad_kernel(GradArgs a) {
   extern __shared__ __align__(128) unsigned char smem[];
   bf16* sQ = reinterpret_cast<bf16*>(smem);  // [kChunk][kK]
   bf16* sK = sQ + kChunk * kK;               // [kChunk][kK]
@@ -77,6 +86,9 @@ template <class T, int kK, int kV> __global__ void __launch_bounds__(kThreads) g
   bf16* sE = sS + kK * kV;                   // [kK][kV]  dE_c
   bf16* sA = sE + kK * kV;                   // [kChunk][kChunk]
   bf16* sDA = sA + kChunk * kChunk;          // [kChunk][kChunk]
+  bf16* sQlo = sDA + kChunk * kChunk;        // [kChunk][kK], when kPrecise
+  bf16* sElo = sQlo + kChunk * kK;           // [kK][kV], when kPrecise
+  bf16* sSlo = sElo + kK * kV;               // [kK][kV], when kPrecise
   __shared__ float sG[kChunk];
   __shared__ float sQdq[2][kChunk], sKdk[2][kChunk];  // per column half: q_r·dq_r, k_r·dk_r
   __shared__ float sLast[2][8];                       // per warp: Σ k·dk^state, e^{G_L}<dE, S>
@@ -92,12 +104,17 @@ template <class T, int kK, int kV> __global__ void __launch_bounds__(kThreads) g
 
   // The chunk's inputs first; the two boundary states (needed from phase 2 on) land behind them during phase 1.
   tile::load_tile_async<kChunk, kK, kThreads>(sQ, a.q + off_k, stride_k, valid);
+  if constexpr (kPrecise) tile::load_tile_async<kChunk, kK, kThreads>(sQlo, a.q_lo + off_k, stride_k, valid);
   tile::load_tile_async<kChunk, kK, kThreads>(sK, a.k + off_k, stride_k, valid);
   tile::load_tile_async<kChunk, kV, kThreads>(sV, a.v + off_v, stride_v, valid);
   tile::load_tile_async<kChunk, kV, kThreads>(sDO, a.dout + off_v, stride_v, valid);
   tile::cp_async_commit();
   tile::load_tile_async<kK, kV, kThreads>(sS, a.states + off_state, kV, kK);
   tile::load_tile_async<kK, kV, kThreads>(sE, a.dstates + off_state, kV, kK);
+  if constexpr (kPrecise) {
+    tile::load_tile_async<kK, kV, kThreads>(sElo, a.dstates_lo + off_state, kV, kK);
+    tile::load_tile_async<kK, kV, kThreads>(sSlo, a.states_lo + off_state, kV, kK);
+  }
   tile::cp_async_commit();
   if (warp == 0) {
     float g_lo, g_hi;
@@ -114,7 +131,7 @@ template <class T, int kK, int kV> __global__ void __launch_bounds__(kThreads) g
     float acc[kChunk / 8][4] = {};
     const bf16* X = half == 0 ? sQ : sDO;
     const bf16* Y = half == 0 ? sK : sV;
-    auto product = [&](auto cols_tag) {
+    auto product = [&](auto cols_tag, const bf16* X) {
       constexpr int kCols = decltype(cols_tag)::value;
 #pragma unroll
       for (int kk = 0; kk < kCols / 16; ++kk) {
@@ -130,10 +147,12 @@ template <class T, int kK, int kV> __global__ void __launch_bounds__(kThreads) g
         }
       }
     };
-    if (half == 0)
-      product(std::integral_constant<int, kK>{});
-    else
-      product(std::integral_constant<int, kV>{});
+    if (half == 0) {
+      product(std::integral_constant<int, kK>{}, X);
+      if constexpr (kPrecise) product(std::integral_constant<int, kK>{}, sQlo);
+    } else {
+      product(std::integral_constant<int, kV>{}, X);
+    }
     bf16* dst = half == 0 ? sA : sDA;
 #pragma unroll
     for (int j = 0; j < kChunk / 8; ++j)
@@ -154,11 +173,18 @@ template <class T, int kK, int kV> __global__ void __launch_bounds__(kThreads) g
     const int n0 = half * (kK / 2);
     float acc[kTiles][4] = {};
     tile::mma_ABt<kV, kV, kV>(acc, sDO, sS, m0, n0, lane);
+    if constexpr (kPrecise) tile::mma_ABt<kV, kV, kV>(acc, sDO, sSlo, m0, n0, lane);
     const float scale = a.scale;
     tile::scale_rows(acc, m0, lane, [&](int r) { return scale * __expf(sG[r]); });
     tile::mma_AB<kChunk, kChunk, kK>(acc, sDA, sK, m0, n0, lane, 0, strip + 1);
     float dots[2];
     row_dots<kK>(acc, sQ, m0, n0, dots);
+    if constexpr (kPrecise) {
+      float lo_dots[2];
+      row_dots<kK>(acc, sQlo, m0, n0, lo_dots);
+      dots[0] += lo_dots[0];
+      dots[1] += lo_dots[1];
+    }
     if (lane % 4 == 0) {
       sQdq[half][m0 + gla::frag_row(0)] = dots[0];
       sQdq[half][m0 + gla::frag_row(2)] = dots[1];
@@ -172,6 +198,7 @@ template <class T, int kK, int kV> __global__ void __launch_bounds__(kThreads) g
     const int n0 = half * (kK / 2);
     float acc[kTiles][4] = {};
     tile::mma_ABt<kV, kV, kV>(acc, sV, sE, m0, n0, lane);
+    if constexpr (kPrecise) tile::mma_ABt<kV, kV, kV>(acc, sV, sElo, m0, n0, lane);
     tile::scale_rows(acc, m0, lane, to_end);
     float state_dots[2];
     row_dots<kK>(acc, sK, m0, n0, state_dots);  // k_j · dk_j^state
@@ -179,6 +206,7 @@ template <class T, int kK, int kV> __global__ void __launch_bounds__(kThreads) g
     const float state_term = warp_sum(lane % 4 == 0 ? state_dots[0] + state_dots[1] : 0.f);
     if (lane == 0) sLast[0][warp] = state_term;
     tile::mma_AtB<kChunk, kChunk, kK>(acc, sDA, sQ, m0, n0, lane, strip);  // dA_rj = 0 for r < j
+    if constexpr (kPrecise) tile::mma_AtB<kChunk, kChunk, kK>(acc, sDA, sQlo, m0, n0, lane, strip);
     float dots[2];
     row_dots<kK>(acc, sK, m0, n0, dots);
     if (lane % 4 == 0) {
@@ -194,6 +222,7 @@ template <class T, int kK, int kV> __global__ void __launch_bounds__(kThreads) g
     const int n0 = half * (kV / 2);
     float acc[kTiles][4] = {};
     tile::mma_AB<kK, kK, kV>(acc, sK, sE, m0, n0, lane);
+    if constexpr (kPrecise) tile::mma_AB<kK, kK, kV>(acc, sK, sElo, m0, n0, lane);
     tile::scale_rows(acc, m0, lane, to_end);
     tile::mma_AtB<kChunk, kChunk, kV>(acc, sA, sDO, m0, n0, lane, strip);
     store_rows(static_cast<T*>(a.dv) + off_v, stride_v, m0, n0, valid, acc);
@@ -203,7 +232,14 @@ template <class T, int kK, int kV> __global__ void __launch_bounds__(kThreads) g
   {
     float s = 0;
     for (int i = threadIdx.x * 2; i < kK * kV; i += kThreads * 2) {
-      const float2 x = gla::load_pair(sE + i), y = gla::load_pair(sS + i);
+      float2 x = gla::load_pair(sE + i), y = gla::load_pair(sS + i);
+      if constexpr (kPrecise) {
+        const float2 x_lo = gla::load_pair(sElo + i), y_lo = gla::load_pair(sSlo + i);
+        x.x += x_lo.x;
+        x.y += x_lo.y;
+        y.x += y_lo.x;
+        y.y += y_lo.y;
+      }
       s += x.x * y.x + x.y * y.y;
     }
     s = warp_sum(s);
@@ -234,40 +270,46 @@ template <class T, int kK, int kV> __global__ void __launch_bounds__(kThreads) g
   }
 }
 
-template <class T, int kK, int kV> void launch_grad(const GradArgs& a, int batch) {
-  using Tr = GradTraits<kK, kV>;
-  constexpr auto kernel = gla_grad_kernel<T, kK, kV>;
+template <class T, bool kPrecise, int kK, int kV> void launch_grad(const GradArgs& a, int batch) {
+  using Tr = GradTraits<kK, kV, kPrecise>;
+  constexpr auto kernel = gla_grad_kernel<T, kPrecise, kK, kV>;
   allow_dynamic_smem<kernel>(Tr::kSmemBytes);
   kernel<<<dim3(unsigned(a.chunks), unsigned(a.heads), unsigned(batch)), kThreads, Tr::kSmemBytes, cuda::stream()>>>(a);
   PRIMER_CUDA_CHECK_LAUNCH();
 }
 
-template <class T> void dispatch_grad(const GradArgs& a, const GlaDims& d) {
+template <class T, bool kPrecise> void dispatch_grad(const GradArgs& a, const GlaDims& d) {
   const int batch = int(d.batch);
   if (d.key_dim == 64)
-    d.value_dim == 64 ? launch_grad<T, 64, 64>(a, batch) : launch_grad<T, 64, 128>(a, batch);
+    d.value_dim == 64 ? launch_grad<T, kPrecise, 64, 64>(a, batch) : launch_grad<T, kPrecise, 64, 128>(a, batch);
   else
-    d.value_dim == 64 ? launch_grad<T, 128, 64>(a, batch) : launch_grad<T, 128, 128>(a, batch);
+    d.value_dim == 64 ? launch_grad<T, kPrecise, 128, 64>(a, batch) : launch_grad<T, kPrecise, 128, 128>(a, batch);
 }
 
 }  // namespace
 
-void gla_backward(const GlaDims& d, DType out_dtype, const void* dout, const void* q, const void* k, const void* v,
+void gla_backward(const GlaDims& d, DType out_dtype, const void* dout, GlaQuery q, const void* k, const void* v,
                   const float* g, float scale, const float* state_in, const float* dstate_out, void* dq, void* dk,
                   void* dv, float* dg, float* dstate_in, void* workspace) {
+  const bool precise = q.lo != nullptr;
+  // S_c, dE_c, then (precise) their residuals.
+  const size_t state_elems = gla_forward_workspace_bytes(d, false) / sizeof(bf16);
   bf16* states = static_cast<bf16*>(workspace);
-  bf16* dstates = states + gla_forward_workspace_bytes(d) / sizeof(bf16);
-  const GlaScanJob scans[2] = {{k, v, state_in, states, nullptr, false},
-                               {q, dout, dstate_out, dstates, dstate_in, true}};
+  bf16* dstates = states + state_elems;
+  bf16* states_lo = precise ? dstates + state_elems : nullptr;
+  bf16* dstates_lo = precise ? dstates + 2 * state_elems : nullptr;
+  const GlaScanJob scans[2] = {{k, v, state_in, states, nullptr, false, nullptr, states_lo},
+                               {q.hi, dout, dstate_out, dstates, dstate_in, true, q.lo, dstates_lo}};
   gla_state_scans(d, g, scale, scans, 2);
   if (d.batch == 0 || d.heads == 0 || d.time == 0) return;
   auto in = [](const void* p) { return static_cast<const bf16*>(p); };
-  const GradArgs a{in(dout), in(q), in(k), in(v), g,           states,       dstates,           dq,
-                   dk,       dv,    dg,    scale, int(d.time), int(d.heads), int(gla_chunks(d))};
-  if (out_dtype == DType::F32)
-    dispatch_grad<float>(a, d);
+  const GradArgs a{in(dout),   in(q.hi), in(k), in(v), in(q.lo), g,     states,      states_lo,    dstates,
+                   dstates_lo, dq,       dk,    dv,    dg,       scale, int(d.time), int(d.heads), int(gla_chunks(d))};
+  PRIMER_CHECK(precise == (out_dtype == DType::F32), "gla_backward: f32 output goes with a precise query, and only it");
+  if (precise)
+    dispatch_grad<float, true>(a, d);
   else
-    dispatch_grad<bf16>(a, d);
+    dispatch_grad<bf16, false>(a, d);
 }
 
 }  // namespace primer::ops::cuda_ops

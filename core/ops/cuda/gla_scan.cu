@@ -3,7 +3,10 @@
 // keep it in fp32 mma accumulators. Chunks stream through a ring of kStages shared-memory stages by cp.async,
 // kStages − 1 chunks ahead of the one being folded in, so the chain of per-chunk updates never waits on global
 // memory. The update is one tensor-core product Aᵀ diag(w) B per chunk; the row weights w are applied to the A
-// fragments after ldmatrix, so the tiles land in shared memory untouched.
+// fragments after ldmatrix, so the tiles land in shared memory untouched. A precise launch (gla.h: a precise query)
+// keeps every bit it can: a job with a precise a (a_lo) folds in Aᵀ diag(w) B once with each half, the weights go
+// onto B (rounding w·a to bf16 would perturb a off its span, which a precise query's products then see), and the
+// jobs that ask for it (states_lo) write each boundary state as hi + lo.
 #include <type_traits>
 
 #include "core/check.h"
@@ -26,16 +29,32 @@ struct ScanLaunch {
   int batch, time, heads, value_dim, chunks;
 };
 
-template <int kK, int kSlice> struct ScanTraits {
+// kLo: a precise launch, with room for a precise a's residual tile (a job of it may have none).
+template <int kK, int kSlice, bool kLo> struct ScanTraits {
   static constexpr int kWarpsM = kK / 16, kWarpsN = 8 / kWarpsM;
   static constexpr int kWarpCols = kSlice / kWarpsN, kTiles = kWarpCols / 8;
   static constexpr int kStages = 4;
-  static constexpr int kStageElems = kChunk * (kK + kSlice);  // A tile [kChunk][kK], then B tile [kChunk][kSlice]
+  // A tile [kChunk][kK], B tile [kChunk][kSlice], then (kLo) A's residual [kChunk][kK].
+  static constexpr int kStageElems = kChunk * ((kLo ? 2 : 1) * kK + kSlice);
   static constexpr int kSmemBytes = kStages * kStageElems * int(sizeof(bf16));
 };
 
-template <int kK, int kSlice> __global__ void __launch_bounds__(kThreads, 2) gla_scan_kernel(ScanLaunch p) {
-  using Tr = ScanTraits<kK, kSlice>;
+// Stores the state s (this warp's fragment) as bf16 at `out`, and its residual at `out_lo` if non-null.
+template <int kTiles> __device__ __forceinline__ void store_state(bf16* out, bf16* out_lo, const float (&s)[kTiles][4],
+                                                                  int m0, int n0, int V) {
+#pragma unroll
+  for (int j = 0; j < kTiles; ++j)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int64_t at = int64_t(m0 + gla::frag_row(2 * r)) * V + n0 + gla::frag_col(j, 0);
+      const __nv_bfloat162 hi = __floats2bfloat162_rn(s[j][2 * r], s[j][2 * r + 1]);
+      *reinterpret_cast<__nv_bfloat162*>(out + at) = hi;
+      if (out_lo) gla::store_pair(out_lo + at, s[j][2 * r] - __low2float(hi), s[j][2 * r + 1] - __high2float(hi));
+    }
+}
+
+template <int kK, int kSlice, bool kLo> __global__ void __launch_bounds__(kThreads, 2) gla_scan_kernel(ScanLaunch p) {
+  using Tr = ScanTraits<kK, kSlice, kLo>;
   extern __shared__ __align__(128) unsigned char smem[];
   bf16* ring = reinterpret_cast<bf16*>(smem);
   __shared__ float sW[kChunk];  // row weights of the chunk being folded in
@@ -51,7 +70,11 @@ template <int kK, int kSlice> __global__ void __launch_bounds__(kThreads, 2) gla
   const bf16* Bm = static_cast<const bf16*>(job.b) + (int64_t(b) * p.time * H + h) * V + v0;
   const float* g = p.g + int64_t(b) * p.time * H + h;
   const int64_t state_offset = (int64_t(b) * H + h) * kK * V + v0;  // of [B, H, K, V] at column v0
-  bf16* states = static_cast<bf16*>(job.states) + (int64_t(b) * H + h) * NC * kK * V + v0;
+  const bool precise = kLo && job.a_lo != nullptr;
+  const bf16* A_lo = precise ? static_cast<const bf16*>(job.a_lo) + (int64_t(b) * p.time * H + h) * kK : nullptr;
+  const int64_t states_offset = (int64_t(b) * H + h) * NC * kK * V + v0;
+  bf16* states = static_cast<bf16*>(job.states) + states_offset;
+  bf16* states_lo = job.states_lo ? static_cast<bf16*>(job.states_lo) + states_offset : nullptr;
   auto chunk_at = [&](int step) { return job.reverse ? NC - 1 - step : step; };
 
   float s[Tr::kTiles][4];
@@ -71,6 +94,9 @@ template <int kK, int kSlice> __global__ void __launch_bounds__(kThreads, 2) gla
       tile::load_tile_async<kChunk, kK, kThreads>(stage, A + int64_t(t0) * H * kK, int64_t(H) * kK, valid);
       tile::load_tile_async<kChunk, kSlice, kThreads>(stage + kChunk * kK, Bm + int64_t(t0) * H * V, int64_t(H) * V,
                                                       valid);
+      if (precise)
+        tile::load_tile_async<kChunk, kK, kThreads>(stage + kChunk * (kK + kSlice), A_lo + int64_t(t0) * H * kK,
+                                                    int64_t(H) * kK, valid);
     }
     tile::cp_async_commit();
   };
@@ -85,14 +111,8 @@ template <int kK, int kSlice> __global__ void __launch_bounds__(kThreads, 2) gla
 
   for (int step = 0; step < NC; ++step) {
     // The state at this chunk boundary: S before the chunk, or dE after it.
-    bf16* out = states + int64_t(chunk_at(step)) * kK * V;
-#pragma unroll
-    for (int j = 0; j < Tr::kTiles; ++j)
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const int row = m0 + gla::frag_row(2 * r), col = n0 + gla::frag_col(j, 0);
-        gla::store_pair(out + int64_t(row) * V + col, s[j][2 * r], s[j][2 * r + 1]);
-      }
+    const int64_t at = int64_t(chunk_at(step)) * kK * V;
+    store_state(states + at, states_lo ? states_lo + at : nullptr, s, m0, n0, V);
     tile::cp_async_wait<Tr::kStages - 2>();  // this thread's copies of the chunk have landed
     __syncthreads();  // everyone's have, and every warp is done with the previous chunk's stage and weights
     issue(step + Tr::kStages - 1);  // into the stage the previous chunk used
@@ -113,6 +133,7 @@ template <int kK, int kSlice> __global__ void __launch_bounds__(kThreads, 2) gla
 
     const bf16* sA = ring + (step % Tr::kStages) * Tr::kStageElems;
     const bf16* sB = sA + kChunk * kK;
+    const bf16* sA_lo = sB + kChunk * kSlice;
     const float decay = sDecay;
 #pragma unroll
     for (int j = 0; j < Tr::kTiles; ++j)
@@ -122,19 +143,36 @@ template <int kK, int kSlice> __global__ void __launch_bounds__(kThreads, 2) gla
         // holds rows (tokens) 2t, 2t + 1 in a0/a1 and 2t + 8, 2t + 9 in a2/a3 of the 16-row step.
 #pragma unroll
     for (int kk = 0; kk < kChunk / 16; ++kk) {
-      uint32_t af[4];
-      tile::load_a_transposed<kK>(af, sA, m0, kk * 16, lane);
+      // The row weights of this thread's fragment rows (tokens) r, r + 1 and r + 8, r + 9: in A's registers 0/1 and
+      // 2/3, in a B pair's 0/2 and 1/3.
       const int r = kk * 16 + 2 * t;
-      af[0] = gla::scale_pair(af[0], sW[r], sW[r + 1]);
-      af[1] = gla::scale_pair(af[1], sW[r], sW[r + 1]);
-      af[2] = gla::scale_pair(af[2], sW[r + 8], sW[r + 9]);
-      af[3] = gla::scale_pair(af[3], sW[r + 8], sW[r + 9]);
+      const float w0 = sW[r], w1 = sW[r + 1], w8 = sW[r + 8], w9 = sW[r + 9];
+      uint32_t af[4], af_lo[4];
+      tile::load_a_transposed<kK>(af, sA, m0, kk * 16, lane);
+      if constexpr (kLo) {
+        if (precise) tile::load_a_transposed<kK>(af_lo, sA_lo, m0, kk * 16, lane);
+      } else {
+        af[0] = gla::scale_pair(af[0], w0, w1);
+        af[1] = gla::scale_pair(af[1], w0, w1);
+        af[2] = gla::scale_pair(af[2], w8, w9);
+        af[3] = gla::scale_pair(af[3], w8, w9);
+      }
 #pragma unroll
       for (int np = 0; np < Tr::kTiles / 2; ++np) {
         uint32_t bf[4];
         tile::load_b_pair_kn<kSlice>(bf, sB, n0 + np * 16, kk * 16, lane);
+        if constexpr (kLo) {
+          bf[0] = gla::scale_pair(bf[0], w0, w1);
+          bf[2] = gla::scale_pair(bf[2], w0, w1);
+          bf[1] = gla::scale_pair(bf[1], w8, w9);
+          bf[3] = gla::scale_pair(bf[3], w8, w9);
+        }
         tile::mma_bf16(s[2 * np], af, bf[0], bf[1]);
         tile::mma_bf16(s[2 * np + 1], af, bf[2], bf[3]);
+        if (kLo && precise) {
+          tile::mma_bf16(s[2 * np], af_lo, bf[0], bf[1]);
+          tile::mma_bf16(s[2 * np + 1], af_lo, bf[2], bf[3]);
+        }
       }
     }
   }
@@ -151,9 +189,9 @@ template <int kK, int kSlice> __global__ void __launch_bounds__(kThreads, 2) gla
   }
 }
 
-template <int kK, int kSlice> void launch_scan(const ScanLaunch& p, int count) {
-  using Tr = ScanTraits<kK, kSlice>;
-  constexpr auto kernel = gla_scan_kernel<kK, kSlice>;
+template <int kK, int kSlice, bool kLo> void launch_scan(const ScanLaunch& p, int count) {
+  using Tr = ScanTraits<kK, kSlice, kLo>;
+  constexpr auto kernel = gla_scan_kernel<kK, kSlice, kLo>;
   allow_dynamic_smem<kernel>(Tr::kSmemBytes);
   const dim3 grid(unsigned(p.value_dim / kSlice), unsigned(p.heads), unsigned(p.batch * count));
   kernel<<<grid, kThreads, Tr::kSmemBytes, cuda::stream()>>>(p);
@@ -166,7 +204,11 @@ void gla_state_scans(const GlaDims& d, const float* g, float scale, const GlaSca
                      int value_slice) {
   if (d.batch == 0 || d.heads == 0) return;
   ScanLaunch p{};
-  for (int i = 0; i < count; ++i) p.job[i] = jobs[i];
+  bool lo = false;
+  for (int i = 0; i < count; ++i) {
+    p.job[i] = jobs[i];
+    lo = lo || jobs[i].a_lo != nullptr || jobs[i].states_lo != nullptr;
+  }
   p.g = g;
   p.scale = scale;
   p.batch = int(d.batch);
@@ -179,10 +221,11 @@ void gla_state_scans(const GlaDims& d, const float* g, float scale, const GlaSca
   if (value_slice == 0)
     value_slice = leaves_half_the_sms_idle(int64_t(count) * d.batch * d.heads * (d.value_dim / 64)) ? 32 : 64;
   auto launch = [&](auto slice) {
+    constexpr int kSlice = decltype(slice)::value;
     if (d.key_dim == 64)
-      launch_scan<64, decltype(slice)::value>(p, count);
+      lo ? launch_scan<64, kSlice, true>(p, count) : launch_scan<64, kSlice, false>(p, count);
     else
-      launch_scan<128, decltype(slice)::value>(p, count);
+      lo ? launch_scan<128, kSlice, true>(p, count) : launch_scan<128, kSlice, false>(p, count);
   };
   if (value_slice == 32)
     launch(std::integral_constant<int, 32>{});

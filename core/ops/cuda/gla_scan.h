@@ -18,6 +18,10 @@ struct GlaScanJob {
   void* states;        // bf16 [B, H, chunks, K, V]
   float* final_state;  // [B, H, K, V] or null
   bool reverse;
+  // A precise launch (one job sets either): a precise a's residual (GlaQuery in gla.h), bf16 like a, entering the
+  // update as a second product; and where the states' own residuals go. Either may be null.
+  const void* a_lo = nullptr;
+  void* states_lo = nullptr;
 };
 
 // Runs `count` (1 or 2) jobs over the same g [B, T, H] in one launch. value_slice: the value columns per block, 64
