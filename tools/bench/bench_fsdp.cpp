@@ -6,10 +6,11 @@
 // Usage: [mpirun -np N] bench_fsdp [--shape 0.6b|1.7b|4b|8b] [--layers L] [--pattern '*-GDN'] [--modes
 // unsharded,0,1,2,3]
 //          [--batch B] [--seq T] [--steps S] [--sp P] [--ssm-mode p2p|usp|a2a] [--state-passing log-depth|serial]
-//          [--attention zigzag-ring|ring|all-gather|ulysses] [--device cuda|cpu]
+//          [--attention zigzag-ring|ring|all-gather|ulysses] [--device cuda|cpu] [--gka-one-bf16]
 // --batch is per data-parallel rank; the pattern repeats to the layer count ('*-GDN' is a 50% GDN hybrid); with
 // --sp P the world is (N / P) data-parallel x P sequence-parallel ranks and each rank holds T / P tokens of a row.
-// --device cpu is a smoke run of the same code (f32, wall clock, no MFU).
+// --device cpu is a smoke run of the same code (f32, wall clock, no MFU). --gka-one-bf16 runs GKA layers without
+// their precise mode (gka.precise_iterate: false).
 #include <cstdio>
 #include <cstdlib>
 
@@ -37,6 +38,7 @@ struct Options {
   int64_t batch = 4, seq = 4096, layers = 0, steps = 6;
   int sp = 1;
   std::string ssm_mode = "p2p", state_passing = "log-depth", attention = "zigzag-ring";
+  bool gka_one_bf16 = false;
 };
 
 Options parse(int argc, char** argv) {
@@ -54,6 +56,7 @@ Options parse(int argc, char** argv) {
   app.add_option("--state-passing", o.state_passing, "log-depth or serial")->capture_default_str();
   app.add_option("--attention", o.attention, "zigzag-ring, ring, all-gather or ulysses")->capture_default_str();
   app.add_option("--device", o.device, "cpu or cuda")->capture_default_str();
+  app.add_flag("--gka-one-bf16", o.gka_one_bf16, "GKA without its precise mode (gka.precise_iterate: false)");
   bench::parse_or_exit(app, argc, argv);
   return o;
 }
@@ -61,6 +64,7 @@ Options parse(int argc, char** argv) {
 ModelConfig model_config(const Options& o) {
   ModelConfig c = bench::qwen3_shape(o.shape, o.layers);
   bench::apply_pattern(c, o.pattern);
+  c.gka.precise_iterate = !o.gka_one_bf16;
   return c;
 }
 
@@ -152,7 +156,8 @@ bench::Row measure(const std::string& mode, const Options& o, Device device, par
   const double mfu = device.is_cuda() ? tok_s_per_gpu * model.flops_per_token(o.seq) / cuda::peak_bf16_flops() : 0;
   const std::string run = (unsharded ? "no FSDP (one registry)" : "ZeRO-" + mode) + sp_label(o);
   const std::string model_name = "Qwen3-" + o.shape + (o.pattern.empty() ? "" : " '" + o.pattern + "'") +
-                                 (o.layers > 0 ? fmt::format(" ({} layers)", config.num_hidden_layers) : "");
+                                 (o.layers > 0 ? fmt::format(" ({} layers)", config.num_hidden_layers) : "") +
+                                 (o.gka_one_bf16 ? ", GKA one bf16" : "");
   return {{run, model_name, fmt::format("{} ({})", comm.size(), comm.backend_name()),
            fmt::format("{}x{}", o.batch, o.seq), fmt::format("{:.1f}", ms), fmt::format("{:.1f}K", tok_s_per_gpu / 1e3),
            device.is_cuda() ? fmt::format("{:.1f}%", 100 * mfu) : "-", fmt::format("{:.2f} GB", peak / 1e9)}};
