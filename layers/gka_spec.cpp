@@ -27,8 +27,9 @@ const MixerSpec& gka_spec() {
               field(gka, "num_iter", &C::num_iter, "Chebyshev iterations per token (the test-time compute knob)"),
               field(gka, "ridge_strength", &C::ridge_strength, "λ_t / ‖H_t‖_F (condition number ≤ (1 + r)/r)"),
               field(gka, "precise_iterate", &C::precise_iterate,
-                    "CUDA: the Chebyshev iterate as hi + lo bf16 tensor-core operands (else one bf16: faster, but its "
-                    "rounding is amplified by up to the condition number)"),
+                    "CUDA, bf16: the precise mode, the Chebyshev iterate as hi + lo bf16 tensor-core operands and the "
+                    "solve's vectors kept in f32 (else one bf16 each: faster, but its rounding is amplified by up to "
+                    "the condition number)"),
               field(gka, "use_gate", &C::use_gate, "Output gate silu(g_proj x) after the per-head output RMSNorm"),
               field(gka, "conv_size", &C::conv_size, "Short convolution taps"),
               field(gka, "norm_eps", &C::norm_eps, "Epsilon of the output RMSNorm"),

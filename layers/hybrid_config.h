@@ -52,7 +52,7 @@ struct GkaConfig {
   bool bp_lambda = true;    // backpropagate through λ_t = ridge_strength·‖H_t‖_F
   int64_t num_iter = 30;    // Chebyshev iterations (the test-time compute knob; may change at run time)
   double ridge_strength = 0.02;
-  bool precise_iterate = true;  // CUDA: Chebyshev iterate as hi + lo bf16 operands (ops::ChebyshevOptions)
+  bool precise_iterate = true;  // CUDA bf16: the precise mode (hi + lo iterate, f32 vectors; GkaMixer::forward)
   bool use_gate = true;         // output gate silu(g_proj x) after the output RMSNorm
   int64_t conv_size = 4;
   double norm_eps = 1e-6;
