@@ -1,18 +1,20 @@
 // The Gated KalmaNet layer on the GPU in bf16 against the same layer in f64 on the CPU, run on the very values the
 // GPU sees (tests/cuda/layer_parity.h): output, final states, the input gradient and every parameter gradient.
-// At the default ridge 0.02 the bf16 layer is intrinsically far from f64: the readout and the key gradients use
-// the part of x̂ (and of its adjoint) along the keys, which can be κ = 51 times smaller than the rest, so bf16
-// storage of x̂, q̃ and dq costs up to 2^-9·51 ≈ 0.1 of them (measured on an H100: output 5e-2, weight gradients
-// ≤ 8e-2, bias gradients — sums over tokens of such dots — 0.2 to 0.27). test_chebyshev_solve_cuda.cpp bounds the
-// solve at that ridge; here the layer runs at ridge 0.5 (κ = 3), where bf16 rounding is not amplified, so that the
-// tolerances check the wiring (projections, gates, conv states, GQA, readout) at bf16 precision.
+// At the default ridge 0.02 the readout and the key gradients use the part of x̂ (and of its adjoint) along the keys,
+// which can be κ = 51 times smaller than the rest, so bf16 storage of x̂, q̃ and dq costs up to 2^-9·51 ≈ 0.1 of them;
+// the precise mode (the default) keeps them in f32 and hi + lo, and Bf16LayerAtTheDefaultRidge and
+// HybridLogitsAtTheDefaultRidge below hold it to issue 16's 5e-2 there. The first test runs at ridge 0.5 (κ = 3),
+// where bf16 rounding is not amplified, so that its tolerances check the wiring (projections, gates, conv states,
+// GQA, readout) at bf16 precision, at head_dim 64 and 128.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdio>
 
 #include "core/autograd/functions.h"
+#include "layers/decoder_lm.h"
 #include "layers/gka_mixer.h"
+#include "layers/hybrid_config.h"
 #include "tests/cuda/layer_parity.h"
 
 namespace primer {
@@ -108,6 +110,47 @@ TEST(GkaMixerCuda, Bf16LayerAtTheDefaultRidge) {
     const std::vector<std::string> names = test::parameter_names<layers::GkaMixer>(c, kPrefix);
     test::expect_gradients_track(
         gpu.grads, ref.grads, names, [](const std::string&) { return 5e-2; }, 5e-2);
+  }
+}
+
+// Issue 16's first sign of the problem: a small random GKA hybrid's logits in bf16 on the GPU against the same
+// weights in f64 on the CPU, at the default ridge 0.02, were 16% off (32% with more mixers), where GDN and Mamba-2
+// hybrids were 1.3%. The same here: a 4-layer Qwen3-shaped hybrid with two GKA layers, random weights and token ids,
+// 2 × 300 tokens. The precise mode is held to the issue's 5e-2 (bf16 activations through four blocks and the head);
+// the one-bf16 mode is printed beside it.
+TEST(GkaMixerCuda, HybridLogitsAtTheDefaultRidge) {
+  PRIMER_REQUIRE_CUDA();
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  ModelConfig c;
+  c.model_type = "qwen3";
+  c.vocab_size = 256;
+  c.hidden_size = 256;
+  c.intermediate_size = 512;
+  c.num_hidden_layers = 4;
+  c.num_attention_heads = 4;
+  c.num_key_value_heads = 2;
+  c.head_dim = 64;
+  c.max_position_embeddings = 512;
+  c.qk_norm = true;
+  c.layer_types = parse_hybrid_pattern("GKA-*-GKA-*", "test");
+  c.validate("test");
+  const Tensor ids = test::rand_ints({2, 300}, seed + 1, 0, c.vocab_size);
+  for (const bool precise : {true, false}) {
+    c.gka.precise_iterate = precise;
+    ParameterRegistry gpu_params, cpu_params;
+    layers::DecoderLM gpu(c, gpu_params), cpu(c, cpu_params);
+    gpu_params.materialize(Device::cuda(), DType::BF16, seed);
+    cpu_params.materialize(Device::cpu(), DType::F64, seed);
+    for (Parameter* p : cpu_params.all())
+      p->var->value = gpu_params.get(p->name).var->value.to(Device::cpu()).to(DType::F64);
+    const Tensor logits = gpu.logits(ids.to(Device::cuda())), ref = cpu.logits(ids);
+    const test::Diff d = test::compare(logits, ref);
+    std::printf("  %-28s logits rel L2 %.2e\n", precise ? "precise mode" : "precise_iterate: false", d.rel_l2);
+    EXPECT_EQ(d.nonfinite, 0);
+    if (precise) {
+      EXPECT_LE(d.rel_l2, 5e-2);
+    }
   }
 }
 
