@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <functional>
 #include <string>
 
 #include "core/ops/chebyshev_solve.h"
@@ -135,22 +136,23 @@ const Case kCases[] = {
     {2, 150, 2, 20, true, true, true, 0.5},  // well conditioned: no amplification of the dk dots
 };
 
-TEST(ChebyshevSolveCuda, Bf16MatchesTheF64Reference) {
-  PRIMER_REQUIRE_CUDA();
+// Every case of kCases at both head dims, with a fresh seed, within tol(case).
+void expect_every_case_matches(DType dtype, DType key_values, const std::function<Tolerances(const Case&)>& tol) {
   const uint64_t seed = test::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   for (int64_t D : {64, 128})
-    for (const Case& c : kCases)
-      expect_matches_reference(D, DType::BF16, DType::BF16, tolerances_for(DType::BF16, c.ridge), c, seed);
+    for (const Case& c : kCases) expect_matches_reference(D, dtype, key_values, tol(c), c, seed);
+}
+
+TEST(ChebyshevSolveCuda, Bf16MatchesTheF64Reference) {
+  PRIMER_REQUIRE_CUDA();
+  expect_every_case_matches(DType::BF16, DType::BF16,
+                            [](const Case& c) { return tolerances_for(DType::BF16, c.ridge); });
 }
 
 TEST(ChebyshevSolveCuda, F32MatchesTheF64Reference) {
   PRIMER_REQUIRE_CUDA();
-  const uint64_t seed = test::fresh_seed();
-  SCOPED_TRACE("seed " + std::to_string(seed));
-  for (int64_t D : {64, 128})
-    for (const Case& c : kCases)
-      expect_matches_reference(D, DType::F32, DType::F32, tolerances_for(DType::F32, c.ridge), c, seed);
+  expect_every_case_matches(DType::F32, DType::F32, [](const Case& c) { return tolerances_for(DType::F32, c.ridge); });
 }
 
 // f32 with keys whose values are bf16 (what the GKA layer's precise mode runs in bf16): the keys are exact as
@@ -158,13 +160,11 @@ TEST(ChebyshevSolveCuda, F32MatchesTheF64Reference) {
 // on dk is gone. x and dq keep the hi + lo iterate's ~1e-3; dk the bf16 rounding of the masked products K Xᵀ and
 // K Sᵀ staged between its products (2^-9 each, summed over a chunk): 1.5e-2, bf16's well-conditioned bound, now at
 // every ridge; dgk and dstate_in as before.
+constexpr Tolerances kPreciseTolerances{1e-2, 1e-4, 1e-2, 1.5e-2, 3e-2, 3e-2};
+
 TEST(ChebyshevSolveCuda, F32WithBf16KeysMatchesTheF64Reference) {
   PRIMER_REQUIRE_CUDA();
-  const uint64_t seed = test::fresh_seed();
-  SCOPED_TRACE("seed " + std::to_string(seed));
-  const Tolerances tol{1e-2, 1e-4, 1e-2, 1.5e-2, 3e-2, 3e-2};
-  for (int64_t D : {64, 128})
-    for (const Case& c : kCases) expect_matches_reference(D, DType::F32, DType::BF16, tol, c, seed);
+  expect_every_case_matches(DType::F32, DType::BF16, [](const Case&) { return kPreciseTolerances; });
 }
 
 // Issue 16's bound for GKA in bf16: every output within 5e-2 of the f64 reference at the default ridge 0.02 and
@@ -192,8 +192,7 @@ TEST(ChebyshevSolveCuda, CorrelatedKeysAtTheDefaultRidge) {
     }
     std::printf("f32, keys' values bf16, D %lld T 300, correlated keys, ridge 0.02, num_iter 30, hi + lo iterate\n",
                 static_cast<long long>(D));
-    expect_matches_reference(in, DType::F32, DType::BF16, ChebyshevOptions{}, {1e-2, 1e-4, 1e-2, 1.5e-2, 3e-2, 3e-2},
-                             seed);
+    expect_matches_reference(in, DType::F32, DType::BF16, ChebyshevOptions{}, kPreciseTolerances, seed);
   }
 }
 

@@ -122,16 +122,9 @@ TEST(GkaMixerCuda, HybridLogitsAtTheDefaultRidge) {
   PRIMER_REQUIRE_CUDA();
   const uint64_t seed = test::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
-  ModelConfig c;
-  c.model_type = "qwen3";
+  ModelConfig c = test::one_layer_config(4, 2, 64);
   c.vocab_size = 256;
-  c.hidden_size = 256;
-  c.intermediate_size = 512;
   c.num_hidden_layers = 4;
-  c.num_attention_heads = 4;
-  c.num_key_value_heads = 2;
-  c.head_dim = 64;
-  c.max_position_embeddings = 512;
   c.qk_norm = true;
   c.layer_types = parse_hybrid_pattern("GKA-*-GKA-*", "test");
   c.validate("test");
