@@ -103,24 +103,17 @@ ag::Var GkaMixer::forward(const ag::Var& input, const MixerContext& ctx, const M
   // that cancel. The kernels still take bf16 tensor-core operands, as hi + lo where a vector needs it.
   const bool precise = gka_.precise_iterate && x->value.dtype() == DType::BF16;
   // β and α scale whole head rows (scale_heads: one pass each way, the gate kept in f32); β in the pass that
-  // repeats k's and v's heads (after it, in f32, in the precise mode).
+  // repeats k's and v's heads (and casts them to f32 in the precise mode).
   ag::Var beta;
   if (gka_.use_beta_gate) {
     const ag::Var beta_gate = head_gate(gate_input("b"), "b");
     const Tensor floor = Tensor::full({1}, kBetaFloor, beta_gate->value.dtype(), beta_gate->value.device());
     beta = carry.to_heads(ag::add(beta_gate, ag::constant(floor)));  // [B, T, H]
   }
-  ExpandedHeads heads =
-      expand_qkv(branch(x, "q", q_heads_, 0, carry), branch(x, "k", kv_heads_, 1, carry),
-                 branch(x, "v", kv_heads_, 2, carry), H, kL2Eps, k_expansion_ ? &*k_expansion_ : nullptr,
-                 v_expansion_ ? &*v_expansion_ : nullptr, true, beta && !precise ? &beta : nullptr);
-  if (precise) {
-    for (ag::Var* t : {&heads.q, &heads.k, &heads.v}) *t = ag::cast(*t, DType::F32);
-    if (beta) {
-      heads.k = ag::scale_heads(heads.k, beta, nullptr, H);
-      heads.v = ag::scale_heads(heads.v, beta, nullptr, H);
-    }
-  }
+  const ExpandedHeads heads = expand_qkv(
+      branch(x, "q", q_heads_, 0, carry), branch(x, "k", kv_heads_, 1, carry), branch(x, "v", kv_heads_, 2, carry), H,
+      kL2Eps, k_expansion_ ? &*k_expansion_ : nullptr, v_expansion_ ? &*v_expansion_ : nullptr, true,
+      beta ? &beta : nullptr, precise ? std::optional(DType::F32) : std::nullopt);
   const ag::Var &q = heads.q, &k = heads.k, &v = heads.v;
 
   // The decay in A_log's dtype (f32; f64 in references), as the solve and the readout take it.
@@ -146,18 +139,15 @@ ag::Var GkaMixer::forward(const ag::Var& input, const MixerContext& ctx, const M
   });
   const ag::Var s0 = carry.recurrent_in(1, [&] { return scalar_decay_summary(k, v, g); });
   const ag::Var xhat = ag::chebyshev_solve(q, k, gk, solve, h0, carry.recurrent_out(0));
-  // q̃ = (1 − α) q + α x̂: a convex mix of the query and the regression's answer.
-  ag::Var qt = xhat;
-  if (gka_.use_alpha_connection) {
-    const ag::Var alpha = carry.to_heads(head_gate(gate_input("alpha"), "alpha"));
-    const Tensor one = Tensor::full({1}, 1.0, alpha->value.dtype(), alpha->value.device());
-    qt = ag::scale_heads(xhat, alpha,
-                         ag::scale_heads(q, ag::add(ag::scale(alpha, -1.0), ag::constant(one)), nullptr, H), H);
-  }
+  // q̃ = q + α (x̂ − q): a convex mix of the query and the regression's answer, in one pass each way.
+  const ag::Var qt = gka_.use_alpha_connection
+                         ? ag::scale_heads(xhat, carry.to_heads(head_gate(gate_input("alpha"), "alpha")), q, H,
+                                           {.base = ops::HeadBase::Lerp})
+                         : xhat;
   const double scale = gka_.gla_rescale ? 1.0 / std::sqrt(double(D)) : 1.0;
-  ag::Var readout = ag::gla(qt, k, v, g, scale, s0, carry.recurrent_out(1));
-  if (precise) readout = ag::cast(readout, DType::BF16);
-  const ag::Var o = carry.from_heads(readout);
+  // The precise mode's readout leaves the kernel in bf16, rounded once from its f32 accumulators.
+  const ag::Var o = carry.from_heads(
+      ag::gla(qt, k, v, g, scale, s0, carry.recurrent_out(1), precise ? std::optional(DType::BF16) : std::nullopt));
 
   const ag::Var g_proj = gka_.use_gate ? weight("g_proj.weight") : nullptr;
   return carry.from_rows(norm_gate_project(o, x, weight("o_norm.weight"), g_proj ? &g_proj : nullptr,

@@ -39,13 +39,16 @@ ag::Var KvExpansion::forward(const ag::Var& x) {
 
 ExpandedHeads expand_qkv(const ag::Var& q, const ag::Var& k, const ag::Var& v, int64_t heads, double l2_eps,
                          KvExpansion* k_expansion, KvExpansion* v_expansion, bool normalize_keys,
-                         const ag::Var* kv_scale) {
+                         const ag::Var* kv_scale, std::optional<DType> out_dtype) {
+  const DType dtype = out_dtype.value_or(q->value.dtype());
+  auto cast = [&](const ag::Var& x) { return x->value.dtype() == dtype ? x : ag::cast(x, dtype); };
   ExpandedHeads out;
-  out.q = expand_heads(l2_normalize(q, l2_eps), heads / q->value.size(2));
+  out.q = cast(expand_heads(l2_normalize(q, l2_eps), heads / q->value.size(2)));
   auto key_norm = [&](const ag::Var& x) { return normalize_keys ? l2_normalize(x, l2_eps) : x; };
-  // x's heads (Hk, or already H after an expansion) repeated to H, and scaled in the same pass when asked.
+  // x's heads (Hk, or already H after an expansion) repeated to H, and scaled and cast in the same pass when asked.
   auto spread = [&](const ag::Var& x) {
-    return kv_scale ? ag::scale_heads(x, *kv_scale, nullptr, heads) : expand_heads(x, heads / x->value.size(2));
+    return kv_scale ? ag::scale_heads(x, *kv_scale, nullptr, heads, {.out_dtype = dtype})
+                    : cast(expand_heads(x, heads / x->value.size(2)));
   };
   out.k = spread(k_expansion ? key_norm(k_expansion->forward(k)) : key_norm(k));
   out.v = spread(v_expansion ? v_expansion->forward(v) : v);

@@ -4,6 +4,7 @@
 // the GQA replication I_Hk ⊗ 1_{G×1} (fixed, or learnable), so that at Stage 0 it is exactly plain GQA. Names as
 // the reference: <prefix>.proj_<k|v>.linearA.weight, .linearB.weight and <prefix>.<k|v>_rep.
 #pragma once
+#include <optional>
 #include <string>
 
 #include "core/parameters.h"
@@ -28,11 +29,12 @@ class KvExpansion {
 // inside the root). k and v are repeated (plain GQA, which commutes with the norm) or, when expansions are given,
 // go through Adaptive GQA before k's norm, as the reference does. normalize_keys false leaves k raw (KZLA). With
 // kv_scale ([B, T, H], f32: GKA's β) k and v leave scaled per row and head, in the pass that repeats their heads.
+// out_dtype (f32 from bf16: GKA's precise mode) casts the three; k and v in that same pass when scaled.
 struct ExpandedHeads {
   ag::Var q, k, v;
 };
 ExpandedHeads expand_qkv(const ag::Var& q, const ag::Var& k, const ag::Var& v, int64_t heads, double l2_eps,
                          KvExpansion* k_expansion, KvExpansion* v_expansion, bool normalize_keys = true,
-                         const ag::Var* kv_scale = nullptr);
+                         const ag::Var* kv_scale = nullptr, std::optional<DType> out_dtype = std::nullopt);
 
 }  // namespace primer::layers

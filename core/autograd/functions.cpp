@@ -79,17 +79,20 @@ Var repeat_interleave(const Var& x, int dim, int64_t repeats) {
   return y;
 }
 
-Var scale_heads(const Var& x, const Var& s, const Var& base, int64_t heads) {
-  Var y = output(ops::scale_heads(x->value, s->value, base ? base->value : Tensor(), heads));
+Var scale_heads(const Var& x, const Var& s, const Var& base, int64_t heads, const ops::ScaleHeadsOptions& options) {
+  Var y = output(ops::scale_heads(x->value, s->value, base ? base->value : Tensor(), heads, options));
+  const bool lerp = options.base == ops::HeadBase::Lerp;
   if (needs_grad({&x, &s, &base}))
-    record("scale_heads", {y}, [x, s, base, y] {
-      if (base) accumulate_grad(base, y->grad);
-      if (!x->requires_grad && !s->requires_grad) return;
+    record("scale_heads", {y}, [x, s, base, y, lerp] {
+      if (base && !lerp) accumulate_grad(base, y->grad);
+      if (!x->requires_grad && !s->requires_grad && !lerp) return;
       // A gradient x already holds (its other use: Mamba-2's value and skip) is summed in the same pass.
-      const Tensor addend = addend_for(x, y->grad.dtype());
-      const ops::ScaleHeadsGrads g = ops::scale_heads_backward(y->grad, x->value, s->value, addend);
+      const Tensor addend = addend_for(x, x->value.dtype());
+      const ops::ScaleHeadsGrads g =
+          ops::scale_heads_backward(y->grad, x->value, s->value, addend, lerp ? base->value : Tensor());
       take_gradient(x, g.dx, addend);
       accumulate_grad(s, g.ds);
+      if (lerp) accumulate_grad(base, g.dbase);
     });
   return y;
 }

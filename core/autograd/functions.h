@@ -6,6 +6,7 @@
 #include "core/ops/attention.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/rmsnorm.h"
+#include "core/ops/scale_heads.h"
 
 namespace primer::ag {
 
@@ -14,9 +15,10 @@ Var mul(const Var& a, const Var& b);  // broadcasting
 Var scale(const Var& a, double s);
 // Each slice of x along `dim` repeated `repeats` times in place (GQA's head expansion: heads h -> h·r ... h·r + r-1).
 Var repeat_interleave(const Var& x, int dim, int64_t repeats);
-// ops::scale_heads: base + s · (x's heads, each repeated for its group of heads); base may be null, s per row and
-// head [..., heads] or per head [heads] (Mamba-2's Δ·x and y + D·x under GQA).
-Var scale_heads(const Var& x, const Var& s, const Var& base, int64_t heads);
+// ops::scale_heads: base + s · (x's heads, each repeated for its group of heads), or base + s · (x's − base) with
+// HeadBase::Lerp; base may be null (Add), s per row and head [..., heads] or per head [heads] (Mamba-2's Δ·x and
+// y + D·x under GQA, GKA's β·k and its q̃), the output in x's dtype or options.out_dtype.
+Var scale_heads(const Var& x, const Var& s, const Var& base, int64_t heads, const ops::ScaleHeadsOptions& options = {});
 // ops::ssm_decay: g = −exp(A_log)·softplus(a + dt_bias) in A_log's dtype; *delta (if non-null) receives the step
 // softplus(a + dt_bias), whose gradient joins g's in the one backward.
 Var ssm_decay(const Var& a, const Var& A_log, const Var& dt_bias, Var* delta = nullptr);

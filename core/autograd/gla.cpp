@@ -4,10 +4,11 @@
 
 namespace primer::ag {
 
-Var gla(const Var& q, const Var& k, const Var& v, const Var& g, double scale, const Var& state_in, Var* state_out) {
+Var gla(const Var& q, const Var& k, const Var& v, const Var& g, double scale, const Var& state_in, Var* state_out,
+        std::optional<DType> out_dtype) {
   const Tensor s0 = state_in ? state_in->value : Tensor();
   Tensor st;
-  Var o = constant(ops::gla(q->value, k->value, v->value, g->value, scale, s0, state_out ? &st : nullptr));
+  Var o = constant(ops::gla(q->value, k->value, v->value, g->value, scale, s0, state_out ? &st : nullptr, out_dtype));
   Var so = state_out ? constant(st) : nullptr;
   if (state_out) *state_out = so;
   if (needs_grad({&q, &k, &v, &g, &state_in})) {

@@ -45,9 +45,17 @@ GlaDims check_gla_inputs(const char* op, const Tensor& q, const Tensor& k, const
   return d;
 }
 
+void check_gla_output_dtype(const char* op, const Tensor& v, DType out_dtype, const char* what) {
+  const bool rounded = v.is_cuda() && v.dtype() == DType::F32 && out_dtype == DType::BF16;
+  PRIMER_CHECK(out_dtype == v.dtype() || rounded, "{}: {} is {} for 'v' {}: expected v's dtype{}", op, what,
+               dtype_name(out_dtype), v.describe(), v.is_cuda() && v.dtype() == DType::F32 ? " or bf16" : "");
+}
+
 void check_gla_output_grads(const char* op, const GlaDims& d, const Tensor& v, const Tensor& dout,
                             const Tensor& dstate_out) {
-  expect(dout, op, "dout", v.device(), {v.dtype()});
+  PRIMER_CHECK(dout.defined(), "{}: argument 'dout' is undefined", op);
+  check_gla_output_dtype(op, v, dout.dtype(), "dout's dtype");
+  expect(dout, op, "dout", v.device(), {dout.dtype()});
   expect_shape(dout, op, "dout", v.shape());
   if (dstate_out.defined()) {
     expect(dstate_out, op, "dstate_out", v.device(), {gla_state_dtype(v)});
@@ -64,7 +72,7 @@ Shape state_shape(const GlaDims& d) { return {d.batch, d.heads, d.key_dim, d.val
 #ifdef PRIMER_WITH_CUDA
 Tensor cuda_workspace(size_t bytes, Device device) { return Tensor::empty({int64_t(bytes)}, DType::U8, device); }
 // The kernels' operand type: f32 keys, values and output gradients are rounded to bf16 once here (they would be
-// rounded for the tensor cores anyway); outputs keep the caller's dtype.
+// rounded for the tensor cores anyway; a bf16 output's gradient already is); outputs keep the caller's dtype.
 Tensor operand(const Tensor& t) { return t.to(DType::BF16); }
 
 // The query as the kernels take it: bf16 as it is, or an f32 query split into hi + lo bf16 (the precise query of
@@ -102,12 +110,13 @@ void backward_cuda(const GlaDims& d, const Tensor& dout, const Tensor& q, const 
 }  // namespace
 
 Tensor gla(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, const Tensor& g_in, double scale,
-           const Tensor& state_in, Tensor* state_out) {
+           const Tensor& state_in, Tensor* state_out, std::optional<DType> out_dtype) {
   constexpr const char* op = "gla";
   const GlaDims d = check_gla_inputs(op, q_in, k_in, v_in, g_in, scale, state_in);
+  check_gla_output_dtype(op, v_in, out_dtype.value_or(v_in.dtype()), "the output dtype");
   const Tensor q = q_in.contiguous(), k = k_in.contiguous(), v = v_in.contiguous(), g = g_in.contiguous();
   const Tensor s0 = contiguous_or_null(state_in);
-  Tensor o = Tensor::empty(v.shape(), v.dtype(), v.device());
+  Tensor o = Tensor::empty(v.shape(), out_dtype.value_or(v.dtype()), v.device());
   Tensor st = state_out ? Tensor::empty(state_shape(d), gla_state_dtype(q), q.device()) : Tensor();
   if (q.is_cpu()) {
     dispatch_cpu_float(q.dtype(), op, [&](auto tag) {

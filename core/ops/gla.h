@@ -5,6 +5,8 @@
 // chunked CPU path (f32/f64, chunk kGlaChunk = 64) and the chunked CUDA kernels (bf16/f32 I/O, bf16 tensor-core
 // operands, fp32 state and accumulation; a sequential pass over chunk boundaries, then the chunks in parallel).
 #pragma once
+#include <optional>
+
 #include "core/tensor.h"
 
 namespace primer::ops {
@@ -14,16 +16,17 @@ namespace primer::ops {
 // values are rounded to bf16 for the tensor cores, but q, the chunk states and their gradients enter the products as
 // hi + lo bf16 (~16 significant bits: the precise query, which Gated KalmaNet needs, core/ops/cuda/gla.h); g and
 // state_in f32; K and V of 64 or 128 (others are rejected).
-// Returns o [B, T, H, V] in v's dtype. If state_out is non-null it receives S_T [B, H, K, V] (f32; f64 for f64).
+// Returns o [B, T, H, V] in v's dtype, or in out_dtype: bf16 from f32 inputs on CUDA (a precise query's readout
+// rounded once, as the kernel writes it). If state_out is non-null it receives S_T [B, H, K, V] (f32; f64 for f64).
 Tensor gla(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, double scale, const Tensor& state_in,
-           Tensor* state_out);
+           Tensor* state_out, std::optional<DType> out_dtype = std::nullopt);
 
 struct GlaGrads {
   Tensor dq, dk, dv;  // like q, k, v
   Tensor dg;          // like g
   Tensor dstate_in;   // like state_in; defined iff state_in is
 };
-// Gradients of <dout, o> + <dstate_out, S_T> (dstate_out may be undefined: zero).
+// Gradients of <dout, o> + <dstate_out, S_T> (dstate_out may be undefined: zero); dout in o's dtype.
 GlaGrads gla_backward(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
                       double scale, const Tensor& state_in, const Tensor& dstate_out);
 

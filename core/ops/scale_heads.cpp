@@ -11,6 +11,13 @@ struct Layout : cuda_ops::ScaleHeadsDims {
   Shape out_shape;  // [..., H, D]
 };
 
+// The output's dtype: x's, or f32 from bf16 on CUDA.
+void check_out_dtype(const char* op, const Tensor& x, DType out, const char* what) {
+  PRIMER_CHECK(out == x.dtype() || (x.is_cuda() && x.dtype() == DType::BF16 && out == DType::F32),
+               "{}: {} is {} for x {}: expected x's dtype{}", op, what, dtype_name(out), x.describe(),
+               x.is_cuda() && x.dtype() == DType::BF16 ? " or f32" : "");
+}
+
 // x [..., Hx, D] in a float dtype; s [..., H] or [H] in accum_dtype(x); heads a multiple of Hx.
 Layout check_layout(const char* op, const Tensor& x, const Tensor& s, int64_t heads) {
   expect_float(x, op, "x", x.device());
@@ -42,12 +49,15 @@ template <class T> void forward_cpu(T* out, const T* x, const T* s, const T* bas
       const double scale = double(s[l.per_row ? r * H + h : h]);
       const T* xr = x + (r * l.x_heads + h / l.groups) * D;
       const int64_t o = (r * H + h) * D;
-      for (int64_t d = 0; d < D; ++d) out[o + d] = T((base ? double(base[o + d]) : 0.0) + scale * double(xr[d]));
+      for (int64_t d = 0; d < D; ++d) {
+        const double b = base ? double(base[o + d]) : 0.0;
+        out[o + d] = T(b + scale * (double(xr[d]) - (l.lerp ? b : 0.0)));
+      }
     }
 }
 
-template <class T>
-void backward_cpu(T* dx, T* ds_rows, const T* dout, const T* x, const T* s, const T* dx_addend, const Layout& l) {
+template <class T> void backward_cpu(T* dx, T* ds_rows, T* dbase, const T* dout, const T* x, const T* s, const T* base,
+                                     const T* dx_addend, const Layout& l) {
   const int64_t H = l.x_heads * l.groups, D = l.head_dim;
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < l.rows; ++r)
@@ -63,8 +73,13 @@ void backward_cpu(T* dx, T* ds_rows, const T* dout, const T* x, const T* s, cons
       }
       for (int64_t g = 0; g < l.groups; ++g) {
         const int64_t h = j * l.groups + g;
+        const int64_t o = (r * H + h) * D;
+        const double scale = double(s[l.per_row ? r * H + h : h]);
         double dot = 0;
-        for (int64_t d = 0; d < D; ++d) dot += double(dout[(r * H + h) * D + d]) * double(xr[d]);
+        for (int64_t d = 0; d < D; ++d) {
+          dot += double(dout[o + d]) * (double(xr[d]) - (base ? double(base[o + d]) : 0.0));
+          if (dbase) dbase[o + d] = T((1.0 - scale) * double(dout[o + d]));
+        }
         ds_rows[r * H + h] = T(dot);
       }
     }
@@ -72,15 +87,20 @@ void backward_cpu(T* dx, T* ds_rows, const T* dout, const T* x, const T* s, cons
 
 }  // namespace
 
-Tensor scale_heads(const Tensor& x, const Tensor& s, const Tensor& base, int64_t heads) {
+Tensor scale_heads(const Tensor& x, const Tensor& s, const Tensor& base, int64_t heads,
+                   const ScaleHeadsOptions& options) {
   constexpr const char* op = "scale_heads";
-  const Layout l = check_layout(op, x, s, heads);
+  Layout l = check_layout(op, x, s, heads);
+  const DType out_dtype = options.out_dtype.value_or(x.dtype());
+  check_out_dtype(op, x, out_dtype, "the output dtype");
+  l.lerp = options.base == HeadBase::Lerp;
+  PRIMER_CHECK(base.defined() || !l.lerp, "{}: a mix with the base (HeadBase::Lerp) needs a base", op);
   if (base.defined()) {
-    expect(base, op, "base", x.device(), {x.dtype()});
+    expect(base, op, "base", x.device(), {out_dtype});
     expect_shape(base, op, "base", l.out_shape);
   }
   const Tensor xc = x.contiguous(), sc = s.contiguous(), bc = base.defined() ? base.contiguous() : Tensor();
-  Tensor out = Tensor::empty(l.out_shape, x.dtype(), x.device());
+  Tensor out = Tensor::empty(l.out_shape, out_dtype, x.device());
   if (x.is_cpu()) {
     dispatch_cpu_float(x.dtype(), op, [&](auto tag) {
       using T = decltype(tag);
@@ -88,35 +108,46 @@ Tensor scale_heads(const Tensor& x, const Tensor& s, const Tensor& base, int64_t
     });
   } else {
     PRIMER_ON_CUDA(cuda_ops::scale_heads_forward(out.data_ptr(), xc.data_ptr(), sc.data<float>(),
-                                                 bc.defined() ? bc.data_ptr() : nullptr, l, x.dtype()));
+                                                 bc.defined() ? bc.data_ptr() : nullptr, l, x.dtype(), out_dtype));
   }
   return out;
 }
 
-ScaleHeadsGrads scale_heads_backward(const Tensor& dout, const Tensor& x, const Tensor& s, const Tensor& dx_addend) {
+ScaleHeadsGrads scale_heads_backward(const Tensor& dout, const Tensor& x, const Tensor& s, const Tensor& dx_addend,
+                                     const Tensor& lerp_base) {
   constexpr const char* op = "scale_heads_backward";
-  const Layout l = check_layout(op, x, s, s.size(-1));
-  expect(dout, op, "dout", x.device(), {x.dtype()});
+  Layout l = check_layout(op, x, s, s.size(-1));
+  PRIMER_CHECK(dout.defined(), "{}: dout is undefined", op);
+  check_out_dtype(op, x, dout.dtype(), "dout's dtype");
   expect_shape(dout, op, "dout", l.out_shape);
+  l.lerp = lerp_base.defined();
+  if (l.lerp) {
+    expect(lerp_base, op, "lerp_base", x.device(), {dout.dtype()});
+    expect_shape(lerp_base, op, "lerp_base", l.out_shape);
+  }
   if (dx_addend.defined()) {
     expect(dx_addend, op, "dx_addend", x.device(), {x.dtype()});
     expect_shape(dx_addend, op, "dx_addend", x.shape());
   }
   const Tensor xc = x.contiguous(), sc = s.contiguous(), dc = dout.contiguous();
   const Tensor ac = dx_addend.defined() ? dx_addend.contiguous() : Tensor();
+  const Tensor bc = l.lerp ? lerp_base.contiguous() : Tensor();
   const int64_t H = l.x_heads * l.groups;
-  ScaleHeadsGrads g{Tensor::empty(x.shape(), x.dtype(), x.device()), Tensor()};
+  ScaleHeadsGrads g{Tensor::empty(x.shape(), x.dtype(), x.device()), Tensor(),
+                    l.lerp ? Tensor::empty(l.out_shape, dout.dtype(), x.device()) : Tensor()};
   Tensor ds_rows = Tensor::empty({l.rows, H}, s.dtype(), x.device());
   if (x.is_cpu()) {
     dispatch_cpu_float(x.dtype(), op, [&](auto tag) {
       using T = decltype(tag);
-      backward_cpu<T>(g.dx.data<T>(), ds_rows.data<T>(), dc.data<T>(), xc.data<T>(), sc.data<T>(),
+      backward_cpu<T>(g.dx.data<T>(), ds_rows.data<T>(), l.lerp ? g.dbase.data<T>() : nullptr, dc.data<T>(),
+                      xc.data<T>(), sc.data<T>(), l.lerp ? bc.data<T>() : nullptr,
                       ac.defined() ? ac.data<T>() : nullptr, l);
     });
   } else {
-    PRIMER_ON_CUDA(cuda_ops::scale_heads_backward(g.dx.data_ptr(), ds_rows.data<float>(), dc.data_ptr(), xc.data_ptr(),
-                                                  sc.data<float>(), ac.defined() ? ac.data_ptr() : nullptr, l,
-                                                  x.dtype()));
+    PRIMER_ON_CUDA(cuda_ops::scale_heads_backward(g.dx.data_ptr(), ds_rows.data<float>(),
+                                                  l.lerp ? g.dbase.data_ptr() : nullptr, dc.data_ptr(), xc.data_ptr(),
+                                                  sc.data<float>(), l.lerp ? bc.data_ptr() : nullptr,
+                                                  ac.defined() ? ac.data_ptr() : nullptr, l, x.dtype(), dout.dtype()));
   }
   // A per-head s gathers every row's products (a fixed-order sum over rows).
   g.ds = l.per_row ? ds_rows.view(s.shape()) : sum(ds_rows, 0);

@@ -1,6 +1,6 @@
-// ops::scale_heads (Mamba-2's Δ·x and y + D·x with grouped heads): the forward against the unfused composition
-// (head repetition, broadcast product, sum) in f64, finite-difference gradients of x, s and base for a per-row and a
-// per-head s, and argument errors.
+// ops::scale_heads (Mamba-2's Δ·x and y + D·x with grouped heads, GKA's mix): the forward against the unfused
+// composition (head repetition, broadcast product, sum or mix) in f64, finite-difference gradients of x, s and base
+// for a per-row and a per-head s, and argument errors.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -89,6 +89,45 @@ TEST(ScaleHeads, ASecondUseAddsItsGradientInThePass) {
                      ops::add(first, ops::scale_heads_backward(dv, xv, s_row).dx), 1e-15, 1e-14, "dx with an addend");
 }
 
+// GKA's q̃ = (1 − α) q + α x̂: HeadBase::Lerp against (1 − s)·base + s·(x's heads), and its gradients (dbase from
+// the op) by finite differences, grouped heads included.
+TEST(ScaleHeads, LerpMixesTheBaseAndTheScaledHeads) {
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const ops::ScaleHeadsOptions lerp{.base = ops::HeadBase::Lerp};
+  const Tensor x = test::randn({kB, kT, kHx, kD}, seed), base = test::randn({kB, kT, kH, kD}, seed + 1);
+  for (const bool per_row : {true, false}) {
+    SCOPED_TRACE(per_row ? "s per row and head" : "s per head");
+    const Tensor s = scales(per_row, seed + 2);
+    const Tensor s_b = per_row ? s.view({kB, kT, kH, 1}) : s.view({kH, 1});
+    const Tensor repeated = ag::repeat_interleave(ag::constant(x), 2, kGroups)->value;
+    const Tensor one_minus_s =
+        ops::add(ops::mul(s_b, Tensor::full({1}, -1.0, DType::F64)), Tensor::full({1}, 1.0, DType::F64));
+    test::expect_close(ops::scale_heads(x, s, base, kH, lerp),
+                       ops::add(ops::mul(repeated, s_b), ops::mul(base, one_minus_s)), 1e-15, 1e-14, "lerp");
+
+    test::GradCheck check;
+    check.inputs = {x, s, base};
+    check.names = {"x", "s", "base"};
+    check.forward = [&](const std::vector<Tensor>& in) {
+      return std::vector<Tensor>{ops::scale_heads(in[0], in[1], in[2], kH, lerp)};
+    };
+    check.backward = [](const std::vector<Tensor>& in, const std::vector<Tensor>& gout) {
+      const ops::ScaleHeadsGrads g = ops::scale_heads_backward(gout[0], in[0], in[1], Tensor(), in[2]);
+      return std::vector<Tensor>{g.dx, g.ds, g.dbase};
+    };
+    test::run_gradcheck(check, seed + 3);
+  }
+  // The autograd node routes dbase from the op.
+  const ag::Var xv = ag::leaf(x, "x"), sv = ag::leaf(scales(true, seed + 2), "s"), bv = ag::leaf(base, "base");
+  const Tensor dy = test::randn({kB, kT, kH, kD}, seed + 4);
+  ag::backward(ag::scale_heads(xv, sv, bv, kH, lerp), dy);
+  const ops::ScaleHeadsGrads g = ops::scale_heads_backward(dy, x, sv->value, Tensor(), base);
+  test::expect_close(xv->grad, g.dx, 0, 0, "dx");
+  test::expect_close(sv->grad, g.ds, 0, 0, "ds");
+  test::expect_close(bv->grad, g.dbase, 0, 0, "dbase");
+}
+
 TEST(ScaleHeads, RefusesMismatchedArguments) {
   const Tensor x = test::randn({kB, kT, kHx, kD}, 1);
   expect_error([&] { ops::scale_heads(x, test::randn({5}, 2), Tensor(), 5); }, {"scale_heads", "multiple", "2 heads"});
@@ -108,6 +147,17 @@ TEST(ScaleHeads, RefusesMismatchedArguments) {
         ops::scale_heads_backward(test::randn({kB, kT, kH, kD - 1}, 3), x, test::randn({kH}, 2));
       },
       {"scale_heads_backward", "dout"});
+  expect_error([&] { ops::scale_heads(x, test::randn({kH}, 2), Tensor(), kH, {.base = ops::HeadBase::Lerp}); },
+               {"scale_heads", "Lerp", "needs a base"});
+  // Another output dtype only from bf16 to f32 on CUDA.
+  expect_error([&] { ops::scale_heads(x, test::randn({kH}, 2), Tensor(), kH, {.out_dtype = DType::F32}); },
+               {"scale_heads", "output dtype is f32", "expected x's dtype"});
+  expect_error(
+      [&] {
+        ops::scale_heads_backward(test::randn({kB, kT, kH, kD}, 3), x, test::randn({kH}, 2), Tensor(),
+                                  test::randn({kB, kT, kH, kD - 1}, 4));
+      },
+      {"scale_heads_backward", "lerp_base"});
 }
 
 }  // namespace

@@ -9,6 +9,8 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <string>
+#include <tuple>
 
 #include "core/ops/gla.h"
 #ifdef PRIMER_WITH_CUDA
@@ -194,6 +196,20 @@ TEST(GlaCuda, PreciseQueryKeepsThePartAlongTheKeys) {
     expect_match(d.dk, rd.dk, 1e-2, 2e-2, "dk, " + what);
     expect_match(d.dv, rd.dv, 1e-2, 2e-2, "dv, " + what);
     expect_dg_match(d.dg, rd.dg, rd.dk, k, 1e-2, 2e-2, "dg, " + what);
+
+    // The layer's form: the readout written in bf16 by the kernel (o's rounding, one bf16 step: 2^-8 relative), and
+    // its bf16 gradient, which the op passes on as the kernels' operand unchanged (the f32 one above is rounded to
+    // the very same values): identical gradients.
+    poison_next_allocation(v.shape(), DType::BF16);
+    const Tensor o_bf16 =
+        ops::gla(q, on_cuda(k, DType::F32), on_cuda(v, DType::F32), g, scale, Tensor(), nullptr, DType::BF16);
+    ASSERT_EQ(o_bf16.dtype(), DType::BF16);
+    test::expect_close(o_bf16, o.to(DType::BF16), std::ldexp(1.0, -8), 1e-30, "bf16 o against f32 o rounded, " + what);
+    const ops::GlaGrads d_bf16 = ops::gla_backward(on_cuda(dout, DType::BF16), q, on_cuda(k, DType::F32),
+                                                   on_cuda(v, DType::F32), g, scale, Tensor(), dsT);
+    for (auto [name, a, b] : {std::tuple{"dq", &d_bf16.dq, &d.dq}, std::tuple{"dk", &d_bf16.dk, &d.dk},
+                              std::tuple{"dv", &d_bf16.dv, &d.dv}, std::tuple{"dg", &d_bf16.dg, &d.dg}})
+      test::expect_close(*a, *b, 0, 0, std::string(name) + " from a bf16 dout, " + what);
 
     const Tensor coarse = ops::gla(on_cuda(q64, DType::BF16), on_cuda(k, DType::BF16), on_cuda(v, DType::BF16), g,
                                    scale, Tensor(), nullptr);

@@ -1,5 +1,6 @@
 // ops::scale_heads on CUDA against the f64 CPU reference on the very inputs the GPU saw, f32 and bf16, s per row and
-// head (Mamba-2's Δ) and per head (D), with and without the addend, with poisoned outputs.
+// head (Mamba-2's Δ) and per head (D), with and without the addend, GKA's lerp and bf16-to-f32 output, with poisoned
+// outputs.
 //
 // Tolerances (tests/cuda/parity_util.h): out and dx are one f32 product or a sum of G of them, rounded to the output
 // dtype (bf16 4e-3, f32 1e-5). ds per row is an f32 dot over head_dim ≤ 384 terms (f32, 1e-5); per head it is then
@@ -79,6 +80,57 @@ TEST(ScaleHeadsCuda, AddsTheGradientXAlreadyHolds) {
         ops::scale_heads_backward(test::cpu_f64(dout), test::cpu_f64(x), test::cpu_f64(s), test::cpu_f64(addend));
     test::expect_parity(g.dx, g_ref.dx, std::string("dx with an addend, ") + dtype_name(dt));
     test::expect_parity(g.ds, g_ref.ds, std::string("ds, ") + dtype_name(dt));
+  }
+}
+
+// GKA's uses: β·k and β·v from bf16 heads to an f32 output (grouped, in one pass), and q̃ = q + α (x̂ − q) as a lerp
+// (f32, and bf16 into f32 with grouped heads, and bf16 throughout), against the f64 reference on the GPU's inputs.
+TEST(ScaleHeadsCuda, LerpAndF32OutputsMatchTheF64Reference) {
+  PRIMER_REQUIRE_CUDA();
+  const uint64_t seed = test::fresh_seed();
+  struct Mixed {
+    DType x_dtype, out_dtype;
+    bool lerp, unaligned;
+    int64_t x_heads, groups, head_dim;
+  };
+  const std::vector<Mixed> cases = {
+      {DType::BF16, DType::F32, false, false, 8, 2, 128},  // GKA's k and v (Hk 8 → H 16)
+      {DType::BF16, DType::F32, false, true, 4, 2, 64},    // one element off alignment: the element-wise path
+      {DType::F32, DType::F32, true, false, 16, 1, 128},   // GKA's q̃ in the precise mode
+      {DType::BF16, DType::F32, true, false, 3, 2, 40},    // a lerp onto f32 from grouped bf16 heads
+      {DType::BF16, DType::BF16, true, false, 4, 1, 64},   // q̃ in the fast mode
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const Mixed& c = cases[i];
+    const uint64_t key = seed + 10 * i;
+    SCOPED_TRACE(std::string(dtype_name(c.x_dtype)) + " to " + dtype_name(c.out_dtype) + (c.lerp ? " lerp" : "") +
+                 (c.unaligned ? " unaligned" : "") + " Hx " + std::to_string(c.x_heads) + " G " +
+                 std::to_string(c.groups) + " D " + std::to_string(c.head_dim) + " seed " + std::to_string(key));
+    const int64_t B = 2, T = 19, H = c.x_heads * c.groups;
+    auto input = [&](const Shape& shape, uint64_t k, DType dt) {
+      if (!c.unaligned) return test::random_on_cuda(shape, k, dt);
+      const int64_t n = shape_numel(shape);
+      return test::random_on_cuda({n + 1}, k, dt).slice(0, 1, n + 1).view(shape);
+    };
+    const Tensor x = input({B, T, c.x_heads, c.head_dim}, key, c.x_dtype);
+    const Tensor base = c.lerp ? input({B, T, H, c.head_dim}, key + 1, c.out_dtype) : Tensor();
+    const Tensor s = test::random_on_cuda({B, T, H}, key + 2, DType::F32);
+    const Tensor dout = input({B, T, H, c.head_dim}, key + 3, c.out_dtype);
+    const ops::ScaleHeadsOptions options{c.lerp ? ops::HeadBase::Lerp : ops::HeadBase::Add, c.out_dtype};
+    const ops::ScaleHeadsOptions ref_options{options.base, std::nullopt};
+    auto ref = [](const Tensor& t) { return t.defined() ? test::cpu_f64(t) : Tensor(); };
+
+    test::poison_pool();
+    const Tensor out = ops::scale_heads(x, s, base, H, options);
+    EXPECT_EQ(out.dtype(), c.out_dtype);
+    test::expect_parity(out, ops::scale_heads(ref(x), ref(s), ref(base), H, ref_options), "out");
+    test::poison_pool();
+    const ops::ScaleHeadsGrads g = ops::scale_heads_backward(dout, x, s, Tensor(), base);
+    const ops::ScaleHeadsGrads g_ref = ops::scale_heads_backward(ref(dout), ref(x), ref(s), Tensor(), ref(base));
+    EXPECT_EQ(g.dx.dtype(), c.x_dtype);
+    test::expect_parity(g.dx, g_ref.dx, "dx");
+    test::expect_parity(g.ds, g_ref.ds, "ds");
+    if (c.lerp) test::expect_parity(g.dbase, g_ref.dbase, "dbase");
   }
 }
 

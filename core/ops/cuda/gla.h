@@ -2,7 +2,7 @@
 // v, dout [B, T, H, V] are bf16 (the tensor cores' operand type: the op rounds f32 keys, values and output gradients
 // to bf16 before calling, and splits an f32 query), dense; g [B, T, H] and states [B, H, K, V] are f32; K and V are
 // 64 or 128. Outputs o, dq, dk, dv are written in `out_dtype` from fp32 accumulators: bf16, or f32 with a precise
-// query (and only then); the running state and its gradient are fp32.
+// query (and only then; its o may also be bf16); the running state and its gradient are fp32.
 //
 // A precise query (GlaQuery::lo non-null) enters every product as hi + lo bf16 (~16 significant bits; the op splits
 // an f32 q), and dq is written in f32. Gated KalmaNet reads out q̃ = (1 − α) q + α x̂, whose components along the

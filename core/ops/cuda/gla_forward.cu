@@ -197,11 +197,13 @@ void gla_forward(const GlaDims& d, DType out_dtype, GlaQuery q, const void* k, c
                      int(d.time),
                      int(d.heads),
                      int(gla_chunks(d))};
-  PRIMER_CHECK(precise == (out_dtype == DType::F32), "gla_forward: f32 output goes with a precise query, and only it");
-  if (precise)
+  PRIMER_CHECK(precise || out_dtype == DType::BF16, "gla_forward: an f32 output goes with a precise query");
+  if (!precise)
+    dispatch_output<bf16, false>(a, d);
+  else if (out_dtype == DType::F32)
     dispatch_output<float, true>(a, d);
   else
-    dispatch_output<bf16, false>(a, d);
+    dispatch_output<bf16, true>(a, d);
 }
 
 }  // namespace primer::ops::cuda_ops

@@ -16,45 +16,65 @@ __device__ __forceinline__ float scale_of(const float* s, const ScaleHeadsDims& 
   return s[d.per_row ? row * d.x_heads * d.groups + h : h];
 }
 
-template <class T, int V> __global__ void __launch_bounds__(kThreads)
-    forward_kernel(T* __restrict__ out, const T* __restrict__ x, const float* __restrict__ s,
-                   const T* __restrict__ base, ScaleHeadsDims d) {
+// N elements of T at p (aligned to their 16-byte packs) as floats, and back: a bf16 x's pack is two f32 ones of out.
+template <class T, int N> __device__ __forceinline__ void load_packs(const T* p, float (&v)[N]) {
+  constexpr int kPiece = N < kPack<T> ? N : kPack<T>;
+#pragma unroll
+  for (int i = 0; i < N; i += kPiece) load_floats<T, kPiece>(p + i, reinterpret_cast<float(&)[kPiece]>(v[i]));
+}
+template <class T, int N> __device__ __forceinline__ void store_packs(T* p, const float (&v)[N]) {
+  constexpr int kPiece = N < kPack<T> ? N : kPack<T>;
+#pragma unroll
+  for (int i = 0; i < N; i += kPiece) store_floats<T, kPiece>(p + i, reinterpret_cast<const float(&)[kPiece]>(v[i]));
+}
+
+template <class TX, class TO, int V> __global__ void __launch_bounds__(kThreads)
+    forward_kernel(TO* __restrict__ out, const TX* __restrict__ x, const float* __restrict__ s,
+                   const TO* __restrict__ base, ScaleHeadsDims d) {
   const int64_t packs = d.head_dim / V, index = int64_t(blockIdx.x) * kThreads + threadIdx.x;
   if (index >= d.rows * d.x_heads * packs) return;
   const int64_t x_row = index / packs, p = index % packs, row = x_row / d.x_heads, j = x_row % d.x_heads;
   float xv[V];
-  load_floats<T, V>(x + x_row * d.head_dim + p * V, xv);
+  load_packs<TX, V>(x + x_row * d.head_dim + p * V, xv);
   for (int64_t g = 0; g < d.groups; ++g) {
     const int64_t h = j * d.groups + g, offset = (row * d.x_heads * d.groups + h) * d.head_dim + p * V;
     const float scale = scale_of(s, d, row, h);
     float o[V] = {};
-    if (base) load_floats<T, V>(base + offset, o);
+    if (base) load_packs<TO, V>(base + offset, o);
 #pragma unroll
-    for (int i = 0; i < V; ++i) o[i] += scale * xv[i];
-    store_floats<T, V>(out + offset, o);
+    for (int i = 0; i < V; ++i) o[i] += scale * (d.lerp ? xv[i] - o[i] : xv[i]);
+    store_packs<TO, V>(out + offset, o);
   }
 }
 
-template <class T, int V> __global__ void __launch_bounds__(kThreads)
-    backward_kernel(T* __restrict__ dx, float* __restrict__ ds_rows, const T* __restrict__ dout,
-                    const T* __restrict__ x, const float* __restrict__ s, const T* __restrict__ dx_addend,
-                    ScaleHeadsDims d, int group_threads) {
+template <class TX, class TO, int V> __global__ void __launch_bounds__(kThreads)
+    backward_kernel(TX* __restrict__ dx, float* __restrict__ ds_rows, TO* __restrict__ dbase,
+                    const TO* __restrict__ dout, const TX* __restrict__ x, const float* __restrict__ s,
+                    const TO* __restrict__ base, const TX* __restrict__ dx_addend, ScaleHeadsDims d,
+                    int group_threads) {
   const int64_t packs = d.head_dim / V, H = d.x_heads * d.groups;
   const int64_t thread = int64_t(blockIdx.x) * kThreads + threadIdx.x, x_row = thread / group_threads;
   const int lane = int(thread % group_threads);
   // Rows past the end take part in the shuffles with zeros (every lane of a warp reaches them).
   const bool active = x_row < d.rows * d.x_heads;
   const int64_t row = x_row / d.x_heads, j = x_row % d.x_heads;
-  const T* xr = x + x_row * d.head_dim;
+  const TX* xr = x + x_row * d.head_dim;
   for (int64_t g = 0; g < d.groups; ++g) {
-    const int64_t h = j * d.groups + g;
-    const T* dr = dout + (row * H + h) * d.head_dim;
+    const int64_t h = j * d.groups + g, offset = (row * H + h) * d.head_dim;
+    const float scale = active ? scale_of(s, d, row, h) : 0.f;
     float dot = 0;
     if (active)
       for (int64_t p = lane; p < packs; p += group_threads) {
         float xv[V], dv[V];
-        load_floats<T, V>(xr + p * V, xv);
-        load_floats<T, V>(dr + p * V, dv);
+        load_packs<TX, V>(xr + p * V, xv);
+        load_packs<TO, V>(dout + offset + p * V, dv);
+        if (d.lerp) {  // ds against x − base; dbase = (1 − s)·dout in the same pass
+          float bv[V], db[V];
+          load_packs<TO, V>(base + offset + p * V, bv);
+#pragma unroll
+          for (int i = 0; i < V; ++i) xv[i] -= bv[i], db[i] = (1.f - scale) * dv[i];
+          store_packs<TO, V>(dbase + offset + p * V, db);
+        }
 #pragma unroll
         for (int i = 0; i < V; ++i) dot += dv[i] * xv[i];
       }
@@ -64,26 +84,37 @@ template <class T, int V> __global__ void __launch_bounds__(kThreads)
   if (!active) return;
   for (int64_t p = lane; p < packs; p += group_threads) {
     float acc[V] = {};
-    if (dx_addend) load_floats<T, V>(dx_addend + x_row * d.head_dim + p * V, acc);
+    if (dx_addend) load_packs<TX, V>(dx_addend + x_row * d.head_dim + p * V, acc);
     for (int64_t g = 0; g < d.groups; ++g) {
       const int64_t h = j * d.groups + g;
       const float scale = scale_of(s, d, row, h);
       float dv[V];
-      load_floats<T, V>(dout + (row * H + h) * d.head_dim + p * V, dv);
+      load_packs<TO, V>(dout + (row * H + h) * d.head_dim + p * V, dv);
 #pragma unroll
       for (int i = 0; i < V; ++i) acc[i] += scale * dv[i];
     }
-    store_floats<T, V>(dx + x_row * d.head_dim + p * V, acc);
+    store_packs<TX, V>(dx + x_row * d.head_dim + p * V, acc);
   }
 }
 
-// Calls f(V) with the widest pack (16 bytes, else one element) that divides the head and every row's start.
-template <class T, class F>
+// Calls f(TX, TO): x's device type and the output's (x's, or f32 from bf16; the op checks the pair).
+template <class F> void visit_pair(DType x_dtype, DType out_dtype, F&& f) {
+  visit_float(x_dtype, [&](auto x_tag) {
+    if (out_dtype == x_dtype)
+      f(x_tag, x_tag);
+    else
+      f(x_tag, float{});
+  });
+}
+
+// Calls f(V) with x's widest pack (16 bytes, else one element) when it divides the head and every pointer is
+// 16-byte aligned (an f32 output's pack is then two of its own).
+template <class TX, class F>
 void with_pack(const ScaleHeadsDims& d, std::initializer_list<const void*> pointers, F&& f) {
-  bool aligned = d.head_dim % kPack<T> == 0;
+  bool aligned = d.head_dim % kPack<TX> == 0;
   for (const void* p : pointers) aligned = aligned && (p == nullptr || aligned16(p));
   if (aligned)
-    f(std::integral_constant<int, kPack<T>>{});
+    f(std::integral_constant<int, kPack<TX>>{});
   else
     f(std::integral_constant<int, 1>{});
 }
@@ -91,34 +122,38 @@ void with_pack(const ScaleHeadsDims& d, std::initializer_list<const void*> point
 }  // namespace
 
 void scale_heads_forward(void* out, const void* x, const float* s, const void* base, const ScaleHeadsDims& d,
-                         DType dtype) {
+                         DType x_dtype, DType out_dtype) {
   if (d.rows * d.x_heads * d.head_dim == 0) return;
-  visit_float(dtype, [&](auto tag) {
-    using T = decltype(tag);
-    with_pack<T>(d, {out, x, base}, [&](auto pack) {
+  visit_pair(x_dtype, out_dtype, [&](auto x_tag, auto out_tag) {
+    using TX = decltype(x_tag);
+    using TO = decltype(out_tag);
+    with_pack<TX>(d, {out, x, base}, [&](auto pack) {
       constexpr int V = decltype(pack)::value;
       const int64_t threads = d.rows * d.x_heads * (d.head_dim / V);
-      forward_kernel<T, V><<<unsigned((threads + kThreads - 1) / kThreads), kThreads, 0, cuda::stream()>>>(
-          static_cast<T*>(out), static_cast<const T*>(x), s, static_cast<const T*>(base), d);
+      forward_kernel<TX, TO, V><<<unsigned((threads + kThreads - 1) / kThreads), kThreads, 0, cuda::stream()>>>(
+          static_cast<TO*>(out), static_cast<const TX*>(x), s, static_cast<const TO*>(base), d);
       PRIMER_CUDA_CHECK_LAUNCH();
     });
   });
 }
 
-void scale_heads_backward(void* dx, float* ds_rows, const void* dout, const void* x, const float* s,
-                          const void* dx_addend, const ScaleHeadsDims& d, DType dtype) {
+void scale_heads_backward(void* dx, float* ds_rows, void* dbase, const void* dout, const void* x, const float* s,
+                          const void* base, const void* dx_addend, const ScaleHeadsDims& d, DType x_dtype,
+                          DType out_dtype) {
   if (d.rows * d.x_heads == 0) return;
-  visit_float(dtype, [&](auto tag) {
-    using T = decltype(tag);
-    with_pack<T>(d, {dx, dout, x, dx_addend}, [&](auto pack) {
+  visit_pair(x_dtype, out_dtype, [&](auto x_tag, auto out_tag) {
+    using TX = decltype(x_tag);
+    using TO = decltype(out_tag);
+    with_pack<TX>(d, {dx, dbase, dout, x, base, dx_addend}, [&](auto pack) {
       constexpr int V = decltype(pack)::value;
       const int64_t packs = d.head_dim / V;
       int group_threads = 1;  // the smallest power of two holding a row's packs, at most a warp
       while (group_threads < kWarp && group_threads < packs) group_threads *= 2;
       const int64_t threads = d.rows * d.x_heads * group_threads;
-      backward_kernel<T, V><<<unsigned((threads + kThreads - 1) / kThreads), kThreads, 0, cuda::stream()>>>(
-          static_cast<T*>(dx), ds_rows, static_cast<const T*>(dout), static_cast<const T*>(x), s,
-          static_cast<const T*>(dx_addend), d, group_threads);
+      backward_kernel<TX, TO, V><<<unsigned((threads + kThreads - 1) / kThreads), kThreads, 0, cuda::stream()>>>(
+          static_cast<TX*>(dx), ds_rows, static_cast<TO*>(dbase), static_cast<const TO*>(dout),
+          static_cast<const TX*>(x), s, static_cast<const TO*>(base), static_cast<const TX*>(dx_addend), d,
+          group_threads);
       PRIMER_CUDA_CHECK_LAUNCH();
     });
   });

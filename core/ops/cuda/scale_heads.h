@@ -1,6 +1,7 @@
-// CUDA launchers of ops::scale_heads (compute stream): contiguous x [rows, Hx, D] and out/dout [rows, Hx·G, D] of
-// `dtype` (f32/bf16), base nullable, s f32 [rows, H] (per_row) or [H]; ds_rows f32 [rows, H] (the per-row products,
-// which the op sums over rows for a per-head s). f32 math.
+// CUDA launchers of ops::scale_heads (compute stream): contiguous x [rows, Hx, D] of `x_dtype` (f32/bf16) and
+// out/dout/base/dbase [rows, Hx·G, D] of `out_dtype` (x's, or f32 from bf16), base nullable (needed by lerp), s f32
+// [rows, H] (per_row) or [H]; ds_rows f32 [rows, H] (the per-row products, which the op sums over rows for a
+// per-head s). f32 math.
 #pragma once
 #include <cstdint>
 
@@ -9,14 +10,17 @@
 namespace primer::ops::cuda_ops {
 
 struct ScaleHeadsDims {
-  int64_t rows, x_heads, groups, head_dim;
-  bool per_row;  // s is [rows, H]; else [H]
+  int64_t rows = 0, x_heads = 0, groups = 0, head_dim = 0;
+  bool per_row = false;  // s is [rows, H]; else [H]
+  bool lerp = false;     // out = base + s·(x − base)
 };
 
 void scale_heads_forward(void* out, const void* x, const float* s, const void* base, const ScaleHeadsDims& dims,
-                         DType dtype);
-// dx_addend (nullable, like dx) is added to dx.
-void scale_heads_backward(void* dx, float* ds_rows, const void* dout, const void* x, const float* s,
-                          const void* dx_addend, const ScaleHeadsDims& dims, DType dtype);
+                         DType x_dtype, DType out_dtype);
+// dx_addend (nullable, like dx) is added to dx; base and dbase (both non-null iff dims.lerp) are the lerp's base and
+// its gradient.
+void scale_heads_backward(void* dx, float* ds_rows, void* dbase, const void* dout, const void* x, const float* s,
+                          const void* base, const void* dx_addend, const ScaleHeadsDims& dims, DType x_dtype,
+                          DType out_dtype);
 
 }  // namespace primer::ops::cuda_ops
