@@ -126,7 +126,18 @@ ModelConfig from_hf_json(const json::Value& config, const std::string& source) {
   }
   const auto dtype = root.find("dtype") ? root.find("dtype") : root.find("torch_dtype");  // transformers 5 : 4
   if (dtype) c.torch_dtype = parse_dtype(*dtype);
-  if (!hybrid_base.empty()) parse_hybrid_fields(root, c);
+  if (!hybrid_base.empty()) {
+    parse_hybrid_fields(root, c);
+  } else {
+    // A hybrid's keys under a plain model_type would leave a Transformer without a word: refuse them.
+    std::vector<const char*> hybrid_keys = {"hybrid_override_pattern"};
+    for (const MixerSpec* spec : mixer_specs())
+      if (spec->json_block) hybrid_keys.push_back(spec->json_block);
+    for (const char* key : hybrid_keys)
+      if (const auto node = root.find(key))
+        node->fail(fmt::format("is a hybrid's key, but model_type is '{}' (a hybrid's is hybrid_{})", c.model_type,
+                               c.model_type));
+  }
   c.validate(source);
   return c;
 }

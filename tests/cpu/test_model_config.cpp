@@ -150,6 +150,16 @@ TEST(ModelConfig, ErrorsNameFileAndKey) {
                {"config.json: missing key \"vocab_size\""});
   expect_error([&] { parse(with(kQwen3V4, "\"model_type\": \"qwen3\"", "\"model_type\": \"gemma\"")); },
                {"key \"model_type\"", "unsupported model_type 'gemma'"});
+  // A hybrid's keys with a plain model_type would otherwise build a Transformer silently.
+  expect_error(
+      [&] {
+        parse(with(kQwen3V4, "\"model_type\": \"qwen3\"",
+                   "\"model_type\": \"qwen3\", \"hybrid_override_pattern\": \"GKA-*\""));
+      },
+      {"key \"hybrid_override_pattern\"", "model_type is 'qwen3'", "hybrid_qwen3"});
+  expect_error(
+      [&] { parse(with(kQwen3V4, "\"model_type\": \"qwen3\"", "\"model_type\": \"qwen3\", \"gka_config\": {}")); },
+      {"key \"gka_config\"", "a hybrid's key"});
   expect_error([&] { parse(with(kQwen3V4, "\"num_hidden_layers\": 28", "\"num_hidden_layers\": 2.5")); },
                {"key \"num_hidden_layers\": expected an integer, got 2.5"});
   expect_error([&] { parse(with(kQwen3V4, "\"use_sliding_window\": false", "\"use_sliding_window\": true")); },
