@@ -48,7 +48,9 @@ template <int kDh, bool kTwoSources> struct Traits {
   // Two consumer warpgroups (64 query rows each) and a producer warpgroup, one thread of which issues the copies:
   // a whole warpgroup so that registers can move from it to the consumers (setmaxnreg; the register file is split
   // among the four schedulers, so an odd extra warp would cap every thread at 168).
-  static constexpr int kBlockM = 128, kBlockN = 128, kConsumerWarps = 8, kThreads = 384;
+  // Key tiles of 192 at head_dim 64, whose steps' products are half as long as at 128: the per-step costs (the
+  // turn-taking, the waits, O's rescaling) then weigh on fewer steps.
+  static constexpr int kBlockM = 128, kBlockN = kDh == 64 ? 192 : 128, kConsumerWarps = 8, kThreads = 384;
   static constexpr int kProducerRegisters = 24, kConsumerRegisters = 240;
   static_assert(kThreads == 32 * kConsumerWarps + 128, "two consumer warpgroups and one producer warpgroup");
   static_assert((kProducerRegisters + 2 * kConsumerRegisters) * 32 <= 16384,
