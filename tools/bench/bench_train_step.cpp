@@ -4,6 +4,7 @@
 // The peer (PyTorch + transformers, same shape) is tools/bench/train_step_peer.py.
 // --profile runs one more step of each mode between cudaProfilerStart/Stop, for
 // `ncu --profile-from-start off --metrics gpu__time_duration.sum --csv --page raw` (tools/bench/step-kernels.sh).
+// --timeline records one more step of each mode with CUPTI and prints when the GPU sat idle, and around what.
 #include <cstdio>
 
 #include "core/cuda_runtime.h"
@@ -13,6 +14,7 @@
 #include "optim/adamw.h"
 #include "tools/bench/common/bench_args.h"
 #include "tools/bench/common/bench_util.h"
+#include "tools/bench/common/gpu_timeline.h"
 
 using namespace primer;
 
@@ -21,7 +23,7 @@ namespace {
 struct Options {
   std::string shape = "0.6b", pattern, recompute = "both";
   int64_t batch = 4, seq = 4096;
-  bool profile = false, phases = false;
+  bool profile = false, phases = false, timeline = false;
 };
 
 bench::Row measure(const Options& o, bool recompute) {
@@ -47,6 +49,11 @@ bench::Row measure(const Options& o, bool recompute) {
   reset_peak_memory(Device::cuda());
   const double ms = bench::median_ms(step, 2, 8);
   if (o.profile) bench::profiled_once_ms(step);
+  if (o.timeline) {
+    std::printf("\none step, %s, under CUPTI (step time above: %.1f ms):\n",
+                recompute ? "blocks recomputed" : "activations kept", ms);
+    bench::print_timeline(bench::gpu_timeline(step));
+  }
   if (o.phases) {
     ag::Var loss;
     const std::vector<bench::PhaseTime> t =
@@ -82,6 +89,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_flag("--profile", o.profile, "one more step of each mode between cudaProfilerStart/Stop (for ncu)");
   app.add_flag("--phases", o.phases, "GPU and host enqueue time of forward, backward and optimizer, per mode");
+  app.add_flag("--timeline", o.timeline,
+               "one more step of each mode under CUPTI: GPU busy and idle time, longest gaps");
   bench::parse_or_exit(app, argc, argv);
   if (!cuda::available()) {
     std::puts("bench_train_step: no CUDA device");
