@@ -1,5 +1,7 @@
 #include "tools/bench/common/gpu_timeline.h"
 
+#include <cxxabi.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -9,13 +11,16 @@
 
 #ifdef PRIMER_WITH_CUDA
 #include <cupti.h>
-#include <cxxabi.h>
 
 #include "core/cuda_runtime.h"
 #include "core/tensor.h"
 #endif
 
 namespace primer::bench {
+namespace {
+using Kind = TimelineActivity::Kind;
+}  // namespace
+
 #ifdef PRIMER_WITH_CUDA
 namespace {
 
@@ -29,15 +34,8 @@ namespace {
     }                                                                            \
   } while (0)
 
-enum class Kind { Kernel, Copy, Memset };
-struct Activity {
-  uint64_t start, end;  // ns, the device's clock as CUPTI reports it
-  Kind kind;
-  std::string name;  // a kernel's mangled name; empty for copies and memsets
-};
-
 // CUPTI's buffer callbacks carry no user pointer: the records of the one recording in progress go here.
-std::vector<Activity>* g_records = nullptr;
+std::vector<TimelineActivity>* g_records = nullptr;
 constexpr size_t kBufferBytes = size_t(8) << 20;
 
 void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
@@ -51,13 +49,13 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
   while (g_records && cuptiActivityGetNextRecord(buffer, valid, &record) == CUPTI_SUCCESS) {
     if (record->kind == CUPTI_ACTIVITY_KIND_KERNEL || record->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) {
       const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
-      g_records->push_back({k->start, k->end, Kind::Kernel, k->name ? k->name : "?"});
+      g_records->push_back({Kind::Kernel, k->start, k->end, k->name ? k->name : "?"});
     } else if (record->kind == CUPTI_ACTIVITY_KIND_MEMCPY) {
       const auto* c = reinterpret_cast<const CUpti_ActivityMemcpy6*>(record);
-      g_records->push_back({c->start, c->end, Kind::Copy, ""});
+      g_records->push_back({Kind::Copy, c->start, c->end, ""});
     } else if (record->kind == CUPTI_ACTIVITY_KIND_MEMSET) {
       const auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(record);
-      g_records->push_back({m->start, m->end, Kind::Memset, ""});
+      g_records->push_back({Kind::Memset, m->start, m->end, ""});
     }
   }
   std::free(buffer);
@@ -66,8 +64,42 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
 constexpr CUpti_ActivityKind kKinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
                                          CUPTI_ACTIVITY_KIND_MEMSET};
 
+}  // namespace
+
+Timeline gpu_timeline(const std::function<void()>& fn, size_t keep) {
+  static const bool registered = [] {
+    PRIMER_CUPTI_CHECK(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed));
+    return true;
+  }();
+  (void)registered;
+  const auto record = [](const std::function<void()>& f) {
+    std::vector<TimelineActivity> records;
+    cuda::synchronize();
+    g_records = &records;
+    for (const CUpti_ActivityKind kind : kKinds) PRIMER_CUPTI_CHECK(cuptiActivityEnable(kind));
+    f();
+    cuda::synchronize();
+    for (const CUpti_ActivityKind kind : kKinds) PRIMER_CUPTI_CHECK(cuptiActivityDisable(kind));
+    PRIMER_CUPTI_CHECK(cuptiActivityFlushAll(1));
+    g_records = nullptr;
+    return records;
+  };
+  static const bool warmed_up = [&] {
+    record([] { Tensor::empty({1}, DType::F32, Device::cuda()).zero_(); });
+    return true;
+  }();
+  (void)warmed_up;
+  return summarise_timeline(record(fn), keep);
+}
+
+#else
+Timeline gpu_timeline(const std::function<void()>&, size_t) { PRIMER_FAIL("gpu_timeline needs a CUDA build"); }
+#endif
+
+namespace {
+
 // A kernel's name as a reader wants it: demangled, without its parameter list, return type and primer's namespaces.
-std::string short_name(const Activity& a) {
+std::string short_name(const TimelineActivity& a) {
   if (a.kind == Kind::Copy) return "(copy)";
   if (a.kind == Kind::Memset) return "(memset)";
   int status = 0;
@@ -88,11 +120,14 @@ std::string short_name(const Activity& a) {
   return s.size() > 90 ? s.substr(0, 87) + "..." : s;
 }
 
-Timeline summarise(std::vector<Activity> records, size_t keep) {
+}  // namespace
+
+Timeline summarise_timeline(std::vector<TimelineActivity> records, size_t keep) {
   Timeline t;
   if (records.empty()) return t;
-  std::sort(records.begin(), records.end(), [](const Activity& a, const Activity& b) { return a.start < b.start; });
-  for (const Activity& a : records) {
+  std::sort(records.begin(), records.end(),
+            [](const TimelineActivity& a, const TimelineActivity& b) { return a.start < b.start; });
+  for (const TimelineActivity& a : records) {
     const double ms = double(a.end - a.start) * 1e-6;
     if (a.kind == Kind::Kernel) ++t.kernels, t.kernel_ms += ms;
     if (a.kind == Kind::Copy) ++t.copies, t.copy_ms += ms;
@@ -101,9 +136,8 @@ Timeline summarise(std::vector<Activity> records, size_t keep) {
   // The union of the intervals, walked in start order; a gap opens where the next start passes every end so far.
   uint64_t end = records[0].end, busy = 0, begin = records[0].start;
   size_t last = 0;  // the activity whose end is `end`
-  uint64_t last_end = end;
   for (size_t i = 1; i < records.size(); ++i) {
-    const Activity& a = records[i];
+    const TimelineActivity& a = records[i];
     if (a.start > end) {
       busy += end - begin;
       const double us = double(a.start - end) * 1e-3;
@@ -115,47 +149,14 @@ Timeline summarise(std::vector<Activity> records, size_t keep) {
       begin = a.start;
     }
     if (a.end > end || a.start > end) end = a.end, last = i;
-    last_end = std::max(last_end, a.end);
   }
   busy += end - begin;
-  t.span_ms = double(last_end - records[0].start) * 1e-6;
+  t.span_ms = double(end - records[0].start) * 1e-6;
   t.busy_ms = double(busy) * 1e-6;
   std::sort(t.largest.begin(), t.largest.end(), [](const TimelineGap& a, const TimelineGap& b) { return a.us > b.us; });
   if (t.largest.size() > keep) t.largest.resize(keep);
   return t;
 }
-
-}  // namespace
-
-Timeline gpu_timeline(const std::function<void()>& fn, size_t keep) {
-  static const bool registered = [] {
-    PRIMER_CUPTI_CHECK(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed));
-    return true;
-  }();
-  (void)registered;
-  const auto record = [](const std::function<void()>& f) {
-    std::vector<Activity> records;
-    cuda::synchronize();
-    g_records = &records;
-    for (const CUpti_ActivityKind kind : kKinds) PRIMER_CUPTI_CHECK(cuptiActivityEnable(kind));
-    f();
-    cuda::synchronize();
-    for (const CUpti_ActivityKind kind : kKinds) PRIMER_CUPTI_CHECK(cuptiActivityDisable(kind));
-    PRIMER_CUPTI_CHECK(cuptiActivityFlushAll(1));
-    g_records = nullptr;
-    return records;
-  };
-  static const bool warmed_up = [&] {
-    record([] { Tensor::empty({1}, DType::F32, Device::cuda()).zero_(); });
-    return true;
-  }();
-  (void)warmed_up;
-  return summarise(record(fn), keep);
-}
-
-#else
-Timeline gpu_timeline(const std::function<void()>&, size_t) { PRIMER_FAIL("gpu_timeline needs a CUDA build"); }
-#endif
 
 void print_timeline(const Timeline& t) {
   auto ms = [](double v) { return fixed(v, 2) + " ms"; };

@@ -3,6 +3,7 @@
 // and a step's wall time (docs/perf.md, "where the time goes"), without Nsight Systems.
 #pragma once
 #include <array>
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -26,6 +27,19 @@ struct Timeline {
   std::array<double, 4> gap_ms{};
   std::vector<TimelineGap> largest;  // the longest gaps, longest first
 };
+
+// One recorded activity: CUPTI's device timestamps (ns); a kernel's mangled name (empty for copies and memsets).
+struct TimelineActivity {
+  enum class Kind { Kernel, Copy, Memset };
+  Kind kind;
+  uint64_t start, end;
+  std::string name;
+};
+
+// The summary of a recording in any order (what gpu_timeline returns), kept apart for tests: counts and durations
+// by kind, the union of the intervals as the busy time, the gaps between them bucketed, the `keep` longest listed
+// with the activity the gap followed (the one whose end opened it) and the one that closed it.
+Timeline summarise_timeline(std::vector<TimelineActivity> activities, size_t keep);
 
 // Runs fn once (after a device synchronisation) with CUPTI recording, synchronises, and summarises the activity;
 // `largest` keeps the `keep` longest gaps. The first call records a memset beforehand and drops it: CUPTI sets itself
