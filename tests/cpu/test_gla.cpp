@@ -192,6 +192,12 @@ TEST(Gla, ErrorsNameTheArgument) {
   test::expect_error(
       [&] { ops::gla_backward(in.dout.slice(1, 0, 2), in.q, in.k, in.v, in.g, 1.0, Tensor(), Tensor()); },
       {"gla_backward", "'dout'"});
+  // Another output dtype only from f32 inputs to bf16 on CUDA (GKA's precise readout); on the CPU o is v's dtype.
+  test::expect_error([&] { ops::gla(in.q, in.k, in.v, in.g, 1.0, Tensor(), nullptr, DType::F32); },
+                     {"gla", "the output dtype is f32", "expected v's dtype"});
+  test::expect_error(
+      [&] { ops::gla_backward(in.dout.to(DType::F32), in.q, in.k, in.v, in.g, 1.0, Tensor(), Tensor()); },
+      {"gla_backward", "dout's dtype is f32", "expected v's dtype"});
 }
 
 }  // namespace
