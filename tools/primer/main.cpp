@@ -20,6 +20,7 @@
 #include "recipes/trainer.h"
 #include "recipes/unfuse.h"
 #include "tools/primer/build_info.h"
+#include "tools/primer/option_checks.h"
 #include "tools/primer/model_use_commands.h"
 
 int main(int argc, char** argv) {
@@ -44,14 +45,14 @@ int main(int argc, char** argv) {
                     "text file to train on (file or directory; default: the license texts every Debian ships)");
   train->add_option("--device", run.device, "auto, cpu or cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   train->add_option("--out", run.out_dir, "run directory (metrics.jsonl)");
-  train->add_option("--steps", run.steps, "optimizer steps")->check(CLI::PositiveNumber);
-  train->add_option("--batch", run.batch, "sequences per step")->check(CLI::PositiveNumber);
-  train->add_option("--seq", run.seq, "tokens per sequence")->check(CLI::PositiveNumber);
-  train->add_option("--hidden", run.hidden, "model width")->check(CLI::PositiveNumber);
-  train->add_option("--layers", run.layers, "blocks")->check(CLI::PositiveNumber);
-  train->add_option("--lr", run.lr, "peak learning rate")->check(CLI::PositiveNumber);
+  train->add_option("--steps", run.steps, "optimizer steps")->check(primer::tools::positive_number());
+  train->add_option("--batch", run.batch, "sequences per step")->check(primer::tools::positive_number());
+  train->add_option("--seq", run.seq, "tokens per sequence")->check(primer::tools::positive_number());
+  train->add_option("--hidden", run.hidden, "model width")->check(primer::tools::positive_number());
+  train->add_option("--layers", run.layers, "blocks")->check(primer::tools::positive_number());
+  train->add_option("--lr", run.lr, "peak learning rate")->check(primer::tools::positive_number());
   train->add_option("--seed", run.seed, "initialisation and data seed");
-  train->add_option("--log-every", run.log_every, "steps between log lines")->check(CLI::PositiveNumber);
+  train->add_option("--log-every", run.log_every, "steps between log lines")->check(primer::tools::positive_number());
   train->add_flag("--recompute", run.recompute, "recompute each block's activations in backward");
 
   std::string job;
@@ -90,9 +91,10 @@ int main(int argc, char** argv) {
   select_layers->add_option("recipe", select_recipe, "a train recipe naming the model and its held-out data")
       ->required();
   select_layers->add_option("--set", select_overrides, "override a recipe key (repeatable)");
-  select_layers->add_option("--window", select.window, "sliding window of the trial layer")->check(CLI::PositiveNumber);
+  select_layers->add_option("--window", select.window, "sliding window of the trial layer")
+      ->check(primer::tools::positive_number());
   select_layers->add_option("--ratio", select.ratio, "hybrid ratio of the printed patterns")
-      ->check(CLI::Range(0.0, 1.0));
+      ->check(primer::tools::number_in(0, 1));
   select_layers->add_option("--mixer", select.mixer,
                             "mixer token of the printed patterns (" +
                                 primer::mixer_tokens([](const primer::MixerSpec& m) { return m.is_ssm; }) + ")");
