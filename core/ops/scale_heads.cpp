@@ -119,6 +119,7 @@ ScaleHeadsGrads scale_heads_backward(const Tensor& dout, const Tensor& x, const 
   Layout l = check_layout(op, x, s, s.size(-1));
   PRIMER_CHECK(dout.defined(), "{}: dout is undefined", op);
   check_out_dtype(op, x, dout.dtype(), "dout's dtype");
+  expect(dout, op, "dout", x.device(), {dout.dtype()});  // on x's device
   expect_shape(dout, op, "dout", l.out_shape);
   l.lerp = lerp_base.defined();
   if (l.lerp) {
