@@ -98,6 +98,25 @@ struct TinyBase {
   ~TinyBase() { fs::remove_all(dir); }
 };
 
+// unfuse names what it was given instead: a Transformer (not fused), a training checkpoint, a directory without a
+// model.
+TEST(PrimeInit, UnfuseSaysWhatItWasGiven) {
+  const uint64_t seed = test::fresh_seed();
+  TinyBase base(seed);
+  test::expect_error([&] { recipes::run_unfuse(base.dir, base.dir + "-out"); },
+                     {"config.json is not a fused teacher-student checkpoint"});
+  const std::string checkpoint = base.dir + "-checkpoint";
+  fs::create_directories(checkpoint);
+  std::ofstream(checkpoint + "/manifest.json") << "{}";
+  test::expect_error([&] { recipes::run_unfuse(checkpoint, ""); },
+                     {"unfuse: '" + checkpoint + "' is a training checkpoint", "primer export"});
+  fs::remove(checkpoint + "/manifest.json");
+  test::expect_error([&] { recipes::run_unfuse(checkpoint + "/", ""); },
+                     {"unfuse: '" + checkpoint + "' has no config.json", "fused Hugging Face checkpoint"});
+  EXPECT_FALSE(fs::exists(checkpoint + "_unfused"));
+  fs::remove_all(checkpoint);
+}
+
 TEST(PrimeInit, EndToEndWithSlidingWindowStudentsThenUnfuse) {
   const uint64_t seed = test::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
