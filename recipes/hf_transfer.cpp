@@ -46,6 +46,7 @@ int run_export(const std::string& recipe, const std::vector<std::string>& overri
 }
 
 int run_import(const std::string& in_dir, const std::string& out_dir, DType dtype) {
+  check_model_dir(in_dir, "import");
   ModelConfig config = load_hf_config(in_dir + "/config.json");
   config.torch_dtype = dtype;
   ParameterRegistry params;

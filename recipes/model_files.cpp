@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "core/check.h"
+#include "recipes/checkpoint_layout.h"
 
 namespace primer::recipes {
 namespace {
@@ -39,6 +40,18 @@ int copy_model_files(const std::string& from, const std::string& to, bool all_au
   }
   PRIMER_CHECK(!ec, "cannot list '{}': {}", from, ec.message());
   return copied;
+}
+
+void check_model_dir(const std::string& dir, const std::string& what) {
+  if (fs::is_regular_file(fs::path(dir) / "config.json")) return;
+  PRIMER_CHECK(fs::exists(dir), "{}: '{}' does not exist; expected a Hugging Face model directory", what, dir);
+  PRIMER_CHECK(!fs::exists(fs::path(dir) / checkpoint_layout::kManifestName),
+               "{}: '{}' is a training checkpoint, not a Hugging Face model directory: pass its run directory (the "
+               "model is written there when training ends) or a directory written by `primer export <recipe> --out "
+               "DIR`",
+               what, dir);
+  PRIMER_FAIL("{}: '{}' has no config.json; expected a Hugging Face model directory (config.json + model.safetensors)",
+              what, dir);
 }
 
 }  // namespace primer::recipes

@@ -213,6 +213,7 @@ std::vector<std::string> transfer_attention_weights(const ModelConfig& c, Parame
 int run_prime_init(const std::string& recipe, const std::vector<std::string>& overrides) {
   const config::Config cfg = config::load_config(recipe, prime_init_schema(), overrides);
   const std::string base = cfg.get_string("base_model_name_or_path");
+  check_model_dir(base, cfg.where("base_model_name_or_path") + " (base_model_name_or_path)");
   ModelConfig c = load_hf_config(base + "/config.json");
   PRIMER_CHECK(c.layer_types.empty(), "{}/config.json is already a hybrid ('{}'); Stage 0 starts from a Transformer",
                base, format_hybrid_pattern(c.layer_types));

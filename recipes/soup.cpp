@@ -25,6 +25,7 @@ int run_soup(const std::vector<std::string>& inputs, std::vector<double> weights
                  "soup: --out '{}' is the input checkpoint '{}'; write the average to another directory", out_dir,
                  input);
 
+  for (const std::string& input : inputs) check_model_dir(input, "soup");
   const ModelConfig config = load_hf_config(inputs[0] + "/config.json");
   ParameterRegistry sum;
   layers::DecoderLM model(config, sum);

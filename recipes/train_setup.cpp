@@ -8,6 +8,7 @@
 #include "core/cuda_runtime.h"
 #include "core/io/json.h"
 #include "layers/hf_checkpoint.h"
+#include "recipes/model_files.h"
 #include "recipes/resume_check.h"
 #include "recipes/run_directory.h"
 
@@ -214,7 +215,9 @@ ModelConfig model_config_from(const config::Config& cfg) {
     doc = json::parse(cfg.get_map_json("model_config"), source);
     check_model_config_keys(doc, cfg.where("model_config"));
   } else {
-    source = cfg.get_string("model_name_or_path") + "/config.json";
+    const std::string dir = cfg.get_string("model_name_or_path");
+    check_model_dir(dir, cfg.where("model_name_or_path") + " (model_name_or_path)");
+    source = dir + "/config.json";
     doc = json::parse_file(source);
   }
   if (cfg.has("config_overrides_json")) {

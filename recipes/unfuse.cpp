@@ -1,11 +1,8 @@
 #include "recipes/unfuse.h"
 
-#include <filesystem>
-
 #include "core/check.h"
 #include "layers/decoder_lm.h"
 #include "layers/hf_checkpoint.h"
-#include "recipes/checkpoint_layout.h"
 #include "recipes/model_files.h"
 
 namespace primer::recipes {
@@ -13,15 +10,7 @@ namespace primer::recipes {
 int run_unfuse(std::string fused_dir, std::string out_dir) {
   while (fused_dir.size() > 1 && fused_dir.back() == '/') fused_dir.pop_back();
   if (out_dir.empty()) out_dir = fused_dir + "_unfused";
-  if (!std::filesystem::exists(fused_dir + "/config.json")) {
-    PRIMER_CHECK(!std::filesystem::exists(fused_dir + "/" + checkpoint_layout::kManifestName),
-                 "unfuse: '{}' is a training checkpoint; unfuse takes the Hugging Face model of a Stage 1 run: its run "
-                 "directory (the model is written there when training ends) or a directory written by `primer export "
-                 "<recipe> --out DIR`",
-                 fused_dir);
-    PRIMER_FAIL("unfuse: '{}' has no config.json: expected a fused Hugging Face checkpoint (a Stage 1 run directory)",
-                fused_dir);
-  }
+  check_model_dir(fused_dir, "unfuse");
   const ModelConfig fused = load_hf_config(fused_dir + "/config.json");
   PRIMER_CHECK(fused.fused, "{}/config.json is not a fused teacher-student checkpoint (pattern '{}')", fused_dir,
                format_hybrid_pattern(fused.layer_types));

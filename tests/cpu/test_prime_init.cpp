@@ -11,10 +11,12 @@
 #include "core/io/json.h"
 #include "layers/decoder_lm.h"
 #include "layers/hf_checkpoint.h"
+#include "recipes/hf_transfer.h"
 #include "recipes/hybrid_patterns.h"
 #include "recipes/layer_selection.h"
 #include "recipes/prime_init.h"
 #include "recipes/prime_init_schema.h"
+#include "recipes/soup.h"
 #include "recipes/unfuse.h"
 #include "tests/support/test_util.h"
 
@@ -98,9 +100,10 @@ struct TinyBase {
   ~TinyBase() { fs::remove_all(dir); }
 };
 
-// unfuse names what it was given instead: a Transformer (not fused), a training checkpoint, a directory without a
-// model.
-TEST(PrimeInit, UnfuseSaysWhatItWasGiven) {
+// The commands that take a Hugging Face model directory name what they were given instead: a Transformer where
+// unfuse needs a fused model, a training checkpoint (with what to pass in its place), a directory without a model,
+// nothing at all.
+TEST(PrimeInit, ModelDirectoryCommandsSayWhatTheyWereGiven) {
   const uint64_t seed = test::fresh_seed();
   TinyBase base(seed);
   test::expect_error([&] { recipes::run_unfuse(base.dir, base.dir + "-out"); },
@@ -110,11 +113,27 @@ TEST(PrimeInit, UnfuseSaysWhatItWasGiven) {
   std::ofstream(checkpoint + "/manifest.json") << "{}";
   test::expect_error([&] { recipes::run_unfuse(checkpoint, ""); },
                      {"unfuse: '" + checkpoint + "' is a training checkpoint", "primer export"});
+  test::expect_error([&] { recipes::run_import(checkpoint, checkpoint + "-out", DType::F32); },
+                     {"import: '" + checkpoint + "' is a training checkpoint"});
+  test::expect_error(
+      [&] {
+        recipes::run_soup({base.dir, checkpoint}, {}, checkpoint + "-out");
+      },
+      {"soup: '" + checkpoint + "' is a training checkpoint"});
+  const std::string yaml = base.dir + "-stage0.yaml";
+  std::ofstream(yaml) << "base_model_name_or_path: " << checkpoint << "\noutput_dir: " << checkpoint
+                      << "-stage0\nhybrid_ratio: 0.5\nssm_mixer: SWA\nswa:\n  window_size: 3\n";
+  test::expect_error([&] { recipes::run_prime_init(yaml, {}); },
+                     {"(base_model_name_or_path): '" + checkpoint + "' is a training checkpoint"});
   fs::remove(checkpoint + "/manifest.json");
   test::expect_error([&] { recipes::run_unfuse(checkpoint + "/", ""); },
-                     {"unfuse: '" + checkpoint + "' has no config.json", "fused Hugging Face checkpoint"});
-  EXPECT_FALSE(fs::exists(checkpoint + "_unfused"));
+                     {"unfuse: '" + checkpoint + "' has no config.json", "Hugging Face model directory"});
+  test::expect_error([&] { recipes::run_unfuse(checkpoint + "-missing", ""); },
+                     {"unfuse: '" + checkpoint + "-missing' does not exist"});
+  for (const std::string& written : {checkpoint + "_unfused", checkpoint + "-out", checkpoint + "-stage0"})
+    EXPECT_FALSE(fs::exists(written)) << written;
   fs::remove_all(checkpoint);
+  fs::remove(yaml);
 }
 
 TEST(PrimeInit, EndToEndWithSlidingWindowStudentsThenUnfuse) {
@@ -368,14 +387,6 @@ TEST(LayerSelection, ScoresEachLayerWindowedAloneAndRestoresIt) {
   for (size_t i = 0; i < 4; ++i) EXPECT_NEAR(importance[i], scores[i].importance, 1e-8);
   fs::remove(csv);
 }
-
-}  // namespace
-}  // namespace primer
-
-#include "recipes/soup.h"
-
-namespace primer {
-namespace {
 
 TEST(Soup, AveragesCheckpointsElementwise) {
   const uint64_t seed = test::fresh_seed();
