@@ -7,10 +7,11 @@
 //   P^T = exp2(S^T scale log2(e) - lse log2(e)),  dS^T = P^T (dP^T - delta) scale   (masked on edge tiles only)
 //   dV += P^T dO and dK += dS^T Q                            (P^T, dS^T as register A fragments)
 //   dQ  = dS K                                               (dS^T through shared memory)
-// With Dh = 128 the warpgroups split dQ's columns, each reducing over all 128 keys; with Dh = 64 (a column half
-// would not be a whole 64-column swizzle block) each computes a partial dQ over its own keys. dQ is staged in
-// shared memory and added to the fp32 buffer by bulk tensor reduce-adds (TMA): not bitwise deterministic, like
-// FlashAttention-2's atomics, but with far less load on the memory pipeline than per-thread atomics.
+// The warpgroups split dQ's columns, each reducing over all 128 keys, so that each query tile's dQ leaves a CTA once
+// (at head_dim 64 each warpgroup reduced over its own keys before, and the CTA added two partial dQs to the buffer).
+// dQ is staged in shared memory and added to the fp32 buffer by bulk tensor reduce-adds (TMA): not bitwise
+// deterministic, like FlashAttention-2's atomics, but with far less load on the memory pipeline than per-thread
+// atomics.
 //
 // Two sources (B'MOJO-F's in-context and fading windows): the grid covers both sources' key tiles, each CTA with
 // its source's keys, values, mask, queries and dQ buffer; dO, lse and delta are the merged softmax's, shared.
@@ -37,14 +38,13 @@ using wgmma::Sw128Tile;
 
 template <int kDh> struct WgmmaBackwardTraits {
   static constexpr int kBlockN = 128, kBlockM = 64, kThreads = 256, kStages = 3;
-  static constexpr bool kSplitN = kDh == 128;
-  static constexpr int kDqCols = kSplitN ? kDh / 2 : kDh;  // dQ columns one warpgroup computes
-  using KTile = Sw128Tile<kBlockN, kDh>;                   // K, V: [key][d]
-  using QTile = Sw128Tile<kBlockM, kDh>;                   // Q, dO: [query][d]
-  using STile = Sw128Tile<kBlockN, kBlockM>;               // dS^T: [key][query]
-  // dQ staging, per warpgroup two boxes of the dQ tensor map: [64 queries][32 fp32 columns] each.
-  static_assert(kDqCols == 2 * 32, "a warpgroup's dQ columns are the two 32-column boxes it stages");
-  static constexpr int kDqBox = kBlockM * 32, kDqStaging = 2 * 2 * kDqBox;
+  static constexpr int kDqCols = kDh / 2;     // dQ columns one warpgroup computes
+  using KTile = Sw128Tile<kBlockN, kDh>;      // K, V: [key][d]
+  using QTile = Sw128Tile<kBlockM, kDh>;      // Q, dO: [query][d]
+  using STile = Sw128Tile<kBlockN, kBlockM>;  // dS^T: [key][query]
+  // dQ staging, per warpgroup its columns as boxes of the dQ tensor map: [64 queries][32 fp32 columns] each.
+  static constexpr int kDqBoxes = kDqCols / 32, kDqBox = kBlockM * 32, kDqStaging = 2 * kDqBoxes * kDqBox;
+  static_assert(kDqCols % 32 == 0, "a warpgroup's dQ columns are whole 32-column boxes");
   // K, V; the stages of Q and dO; dS^T; dQ staging; the stages of lse and delta; the stages' barriers; slack to
   // align to 1024 bytes.
   static constexpr int kSmemBytes =
@@ -264,7 +264,7 @@ template <int kDh, bool kTwoSources> __global__ void __launch_bounds__(256, 1)
 
     // dS^T to shared memory (fragment kk, register i holds key row 8 (i % 2), queries 16kk + 8 (i / 2) + 2t), once
     // the other warpgroup's dQ product of the previous step has read it (barrier 1 + w: warpgroup w's dQ done).
-    if (Tr::kSplitN && step > 0) tile::barrier_sync(1 + (wg ^ 1), 256);
+    if (step > 0) tile::barrier_sync(1 + (wg ^ 1), 256);
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk)
 #pragma unroll
@@ -281,15 +281,14 @@ template <int kDh, bool kTwoSources> __global__ void __launch_bounds__(256, 1)
     __syncthreads();
     load_queries(step + 2);
 
-    // dQ (64 queries x kDqCols) = dS K, over all 128 keys (columns kDqCols w..) or this warpgroup's 64 keys.
+    // dQ (64 queries x kDqCols) = dS K over all 128 keys, this warpgroup's columns kDqCols w ...
     float dq[kDqCols / 2];
-    constexpr int kKeySteps = Tr::kSplitN ? kBlockN / 16 : 4;
-    const int dq_key0 = Tr::kSplitN ? 0 : 64 * wg, dq_col0 = Tr::kSplitN ? kDqCols * wg : 0;
-    const uint64_t ds_mn = wgmma::mn_major<kBlockN, kBlockM>(sdS, dq_key0, 0);
-    const uint64_t k_mn = wgmma::mn_major<kBlockN, kDh>(sK, dq_key0, dq_col0);
+    const int dq_col0 = kDqCols * wg;
+    const uint64_t ds_mn = wgmma::mn_major<kBlockN, kBlockM>(sdS, 0, 0);
+    const uint64_t k_mn = wgmma::mn_major<kBlockN, kDh>(sK, 0, dq_col0);
     wgmma::fence();
 #pragma unroll
-    for (int kk = 0; kk < kKeySteps; ++kk)
+    for (int kk = 0; kk < kBlockN / 16; ++kk)
       wgmma::wgmma_ss<1, 1>(dq, advance(ds_mn, mn_major_step(16 * kk)), advance(k_mn, mn_major_step(16 * kk)), kk > 0);
     wgmma::commit();
     // dK/dV done (their A fragments free) before the next step's S^T is issued behind dQ; its dP^T is issued at
@@ -305,11 +304,11 @@ template <int kDh, bool kTwoSources> __global__ void __launch_bounds__(256, 1)
     wgmma::wait<1>();
     wgmma::pin(dq);
 
-    if (Tr::kSplitN && step + 1 < steps) tile::barrier_arrive(1 + wg, 256);
+    if (step + 1 < steps) tile::barrier_arrive(1 + wg, 256);
 
     // dQ to this warpgroup's staging boxes (element 4j + e: query 16 warp + g + 8 (e / 2), column 8j + 2t + e % 2
     // of its columns), then one bulk tensor reduce-add per box into the fp32 buffer (rows past Tq are clipped).
-    float* staged = sDq + wg * 2 * Tr::kDqBox;
+    float* staged = sDq + wg * Tr::kDqBoxes * Tr::kDqBox;
 #pragma unroll
     for (int j = 0; j < kDqCols / 8; ++j)
 #pragma unroll
@@ -320,7 +319,7 @@ template <int kDh, bool kTwoSources> __global__ void __launch_bounds__(256, 1)
     tile::barrier_sync(3 + wg, 128);
     if (tid % 128 == 0) {
 #pragma unroll
-      for (int box = 0; box < 2; ++box)
+      for (int box = 0; box < Tr::kDqBoxes; ++box)
         tma::reduce_add_4d(dq_map, staged + box * Tr::kDqBox, dq_col0 + 32 * box, h, m0, b);
       tma::commit_bulk_group();
     }

@@ -66,10 +66,12 @@ template <int kRows, int kCols> __device__ __forceinline__ uint64_t k_major(cons
 }
 
 // Operand [16 reduction rows from k0][output columns from col0] of an MN-major tile: 8-row groups 1024 bytes
-// apart along the reduction, 64-column blocks one block apart along the output; col0 a multiple of 64.
+// apart along the reduction, 64-column blocks one block apart along the output; col0 a multiple of 64, or of 8 for an
+// operand of at most the rest of its block (the swizzle applies to the address, so a start inside a 128-byte row
+// stays on the tile's layout, as K-major operands' k-steps of 32 bytes do).
 template <int kRows, int kCols> __device__ __forceinline__ uint64_t mn_major(const bf16* tile, int k0, int col0) {
   using T = Sw128Tile<kRows, kCols>;
-  return descriptor(tile + (col0 >> 6) * T::kBlockElems + k0 * 64, T::kBlockElems * 2, 1024);
+  return descriptor(tile + (col0 >> 6) * T::kBlockElems + k0 * 64 + (col0 & 63), T::kBlockElems * 2, 1024);
 }
 
 #ifdef PRIMER_WGMMA
