@@ -182,15 +182,25 @@ template <int kDh, bool kTwoSources> __global__ void __launch_bounds__(256, 1)
     tile::cp_async_commit();
   };
 
+  // At head_dim 64 the registers have room for this warpgroup's keys and values as the A operands of S^T and dP^T
+  // (16 registers each), which then leave shared memory's bandwidth to the other operands at every step.
+  constexpr bool kKvInRegisters = kDh == 64;
+  uint32_t k_frag[kDh / 16][4] = {}, v_frag[kDh / 16][4] = {};
+
   // S^T = K_w Q^T or dP^T = V_w dO^T from a stage: one commit group.
-  auto issue_scores = [&](float(&acc)[32], const bf16* keys, const bf16* queries, int stage) {
+  auto issue_scores = [&](float(&acc)[32], const bf16* keys, const uint32_t(&frag)[kDh / 16][4], const bf16* queries,
+                          int stage) {
     const uint64_t key_desc = wgmma::k_major<kBlockN, kDh>(keys, 64 * wg, 0);
     const uint64_t query_desc = wgmma::k_major<kBlockM, kDh>(queries + stage * QTile::kElems, 0, 0);
     wgmma::fence();
 #pragma unroll
-    for (int kk = 0; kk < kDh / 16; ++kk)
-      wgmma::wgmma_ss<0, 0>(acc, advance(key_desc, k_major_step<KTile>(16 * kk)),
-                            advance(query_desc, k_major_step<QTile>(16 * kk)), kk > 0);
+    for (int kk = 0; kk < kDh / 16; ++kk) {
+      const uint64_t query_k = advance(query_desc, k_major_step<QTile>(16 * kk));
+      if constexpr (kKvInRegisters)
+        wgmma::wgmma_rs<0>(acc, frag[kk], query_k, kk > 0);
+      else
+        wgmma::wgmma_ss<0, 0>(acc, advance(key_desc, k_major_step<KTile>(16 * kk)), query_k, kk > 0);
+    }
     wgmma::commit();
   };
 
@@ -214,7 +224,17 @@ template <int kDh, bool kTwoSources> __global__ void __launch_bounds__(256, 1)
     wait_queries(0);
     wgmma::fence_shared_for_async();
     __syncthreads();
-    issue_scores(s, sK, sQ, 0);
+    if constexpr (kKvInRegisters) {  // fragment kk, register i: key row 8 (i % 2), columns 16kk + 8 (i / 2) + 2t
+#pragma unroll
+      for (int kk = 0; kk < kDh / 16; ++kk)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const int offset = KTile::offset(64 * wg + 16 * warp + g + 8 * (i & 1), 16 * kk + 8 * (i >> 1) + 2 * t);
+          k_frag[kk][i] = *reinterpret_cast<const uint32_t*>(sK + offset);
+          v_frag[kk][i] = *reinterpret_cast<const uint32_t*>(sV + offset);
+        }
+    }
+    issue_scores(s, sK, k_frag, sQ, 0);
   }
 
   Cursor cur{0, kvh * a.group, m0_begin};
@@ -228,7 +248,7 @@ template <int kDh, bool kTwoSources> __global__ void __launch_bounds__(256, 1)
     // Accumulator element 4j + e: key my_key + 8 (e / 2), query m0 + 8j + 2t + e % 2.
     const int my_key = key0 + 16 * warp + g;
     wgmma::wait<0>();
-    issue_scores(dp, sV, sdO, stage);
+    issue_scores(dp, sV, v_frag, sdO, stage);
     wgmma::pin(s);
     if (!mask.tile_fully_visible(m0, kBlockM, key0, 64)) hide_masked(s, mask, m0 + 2 * t, my_key);
 #pragma unroll
@@ -300,7 +320,7 @@ template <int kDh, bool kTwoSources> __global__ void __launch_bounds__(256, 1)
     wgmma::pin(dq);
     // Issued unconditionally (past the last step it reads a stale stage and is discarded): accumulators that are
     // defined on only some paths would make the compiler serialize the wgmmas.
-    issue_scores(s, sK, sQ, next(cur).stage);
+    issue_scores(s, sK, k_frag, sQ, next(cur).stage);
     wgmma::wait<1>();
     wgmma::pin(dq);
 
