@@ -3,7 +3,7 @@
 // 64-query tiles of every query head of the GQA group stream through shared memory (three stages: Q and dO by
 // bulk tensor copies that one thread issues, completing on a barrier per stage; lse and delta by cp.async), so
 // dK/dV are summed over the group without atomics and written once. Per query tile and warpgroup:
-//   S^T = K_w Q^T and dP^T = V_w dO^T                        (both operands from shared memory)
+//   S^T = K_w Q^T and dP^T = V_w dO^T                        (from shared memory; K_w, V_w from registers at Dh 64)
 //   P^T = exp2(S^T scale log2(e) - lse log2(e)),  dS^T = P^T (dP^T - delta) scale   (masked on edge tiles only)
 //   dV += P^T dO and dK += dS^T Q                            (P^T, dS^T as register A fragments)
 //   dQ  = dS K                                               (dS^T through shared memory)
