@@ -4,9 +4,12 @@
 // devices (via double, round-to-nearest-even for 16-bit floats, truncation for integers), so results must be equal.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <functional>
 
 #include "core/ops/cast.h"
+#include "core/ops/cuda/copy.h"
+#include "core/ops/elementwise.h"
 #include "tests/support/test_util.h"
 
 namespace primer {
@@ -117,6 +120,51 @@ TEST(CopyCuda, PackedRowsMatchTheElementwiseCopy) {
         v.make(buffer).copy_from(dv);
         expect_equal(v.make(buffer.to(Device::cpu())), expected,
                      fmt::format("{} -> {} into {}", dtype_name(src_dt), dtype_name(dst_dt), v.name));
+      }
+    }
+  }
+}
+
+// Dense casts among f32, bf16 and f16 take a flat kernel (packs of a 16-byte store, the rest one by one; a view that
+// starts off 16 bytes the strided one): every pair, lengths that leave every tail from 0 to 7, unrounded normal
+// values over a wide range, and the hi + lo split of f32 values (hi = bf16(x), lo = bf16(x − hi)) on the same paths.
+TEST(CopyCuda, DenseCastsAndSplitsMatchTheCpu) {
+  PRIMER_REQUIRE_CUDA();
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const DType floats[] = {DType::F32, DType::BF16, DType::F16};
+  for (const int64_t n : {int64_t(1), int64_t(7), int64_t(8), int64_t(4099), int64_t(1 << 20) + 5}) {
+    // x·2^e with e in [-20, 12): within f16's range (a non-finite element would read as unwritten), down into its
+    // subnormals below 2^-14.
+    Tensor values = test::randn({n}, seed + uint64_t(n), DType::F64);
+    const Tensor expo = test::rand_ints({n}, seed + uint64_t(n) + 1, -20, 12, DType::I64);
+    for (int64_t i = 0; i < n; ++i)
+      values.data<double>()[i] = std::ldexp(values.data<double>()[i], int(expo.data<int64_t>()[i]));
+    for (DType src_dt : floats) {
+      const Tensor host = values.to(src_dt);
+      const Tensor dev = host.to(Device::cuda());
+      for (const int64_t start : {int64_t(0), int64_t(1)}) {  // a view one element in: off 16 bytes
+        if (start >= n) continue;
+        const Tensor hv = host.slice(0, start, n), dv = dev.slice(0, start, n);
+        for (DType dst_dt : floats) {
+          if (dst_dt == src_dt) continue;
+          const std::string what =
+              fmt::format("{} -> {}, n {}, from {}", dtype_name(src_dt), dtype_name(dst_dt), n - start, start);
+          Tensor out = Tensor::empty(dv.shape(), dst_dt, Device::cuda());
+          test::poison(out);
+          out.copy_from(dv);
+          expect_equal(out.to(Device::cpu()), hv.to(dst_dt), what);
+        }
+        if (src_dt != DType::F32) continue;
+        Tensor hi = Tensor::empty(dv.shape(), DType::BF16, Device::cuda()), lo = hi.clone();
+        test::poison(hi);
+        test::poison(lo);
+        const Tensor x = dv.contiguous();
+        ops::cuda_ops::split_bf16(x.data<float>(), hi.data_ptr(), lo.data_ptr(), x.numel());
+        const Tensor expected_hi = hv.to(DType::BF16);
+        expect_equal(hi.to(Device::cpu()), expected_hi, fmt::format("split hi, n {}, from {}", n - start, start));
+        expect_equal(lo.to(Device::cpu()), ops::sub(hv, expected_hi.to(DType::F32)).to(DType::BF16),
+                     fmt::format("split lo, n {}, from {}", n - start, start));
       }
     }
   }

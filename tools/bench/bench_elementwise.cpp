@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <functional>
 
+#include "core/ops/cuda/copy.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/reduce.h"
 #include "core/ops/softmax.h"
@@ -49,6 +50,12 @@ int main() {
   }
   const Tensor acc = random_cuda(act, DType::F32), g = random_cuda(act, DType::BF16);
   run("add_ f32 += bf16", DType::BF16, act, 4 + 4 + 2, [&] { ops::add_(acc, g); });
+  // The casts and the hi + lo split around mixed-precision kernels (GKA's precise mode: f32 heads as bf16 operands).
+  run("cast f32 -> bf16", DType::F32, act, 4 + 2, [&] { acc.to(DType::BF16); });
+  run("cast bf16 -> f32", DType::BF16, act, 2 + 4, [&] { g.to(DType::F32); });
+  Tensor hi = Tensor::empty(act, DType::BF16, Device::cuda()), lo = Tensor::empty(act, DType::BF16, Device::cuda());
+  run("split f32 -> bf16 hi + lo", DType::F32, act, 4 + 2 + 2,
+      [&] { ops::cuda_ops::split_bf16(acc.data<float>(), hi.data_ptr(), lo.data_ptr(), acc.numel()); });
 
   const Shape vocab{2048, 151936}, attn{65536, 256};
   for (const Shape& s : {vocab, attn}) {

@@ -57,6 +57,11 @@ act = N * D * 2
 bw("rmsnorm fwd", f"[{N}, {D}]", lambda: F.rms_norm(x, (D,), w, 1e-6), 2 * act)
 bw("rmsnorm bwd (dx+dw)", f"[{N}, {D}]", backward_of(lambda: F.rms_norm(x, (D,), w, 1e-6), x, w), 3 * act)
 
+xf = torch.randn(8192, 4096, device=dev, dtype=torch.float32)
+xb = xf.to(bf16)
+bw("cast f32 -> bf16", "[8192, 4096]", lambda: xf.to(bf16), 6 * xf.numel())
+bw("cast bf16 -> f32", "[8192, 4096]", lambda: xb.to(torch.float32), 6 * xf.numel())
+
 Fh = 11008
 g = torch.randn(N, Fh, device=dev, dtype=bf16, requires_grad=True)
 u = torch.randn(N, Fh, device=dev, dtype=bf16, requires_grad=True)
