@@ -53,9 +53,11 @@ int main() {
   // The casts and the hi + lo split around mixed-precision kernels (GKA's precise mode: f32 heads as bf16 operands).
   run("cast f32 -> bf16", DType::F32, act, 4 + 2, [&] { acc.to(DType::BF16); });
   run("cast bf16 -> f32", DType::BF16, act, 2 + 4, [&] { g.to(DType::F32); });
+#ifdef PRIMER_WITH_CUDA
   Tensor hi = Tensor::empty(act, DType::BF16, Device::cuda()), lo = Tensor::empty(act, DType::BF16, Device::cuda());
   run("split f32 -> bf16 hi + lo", DType::F32, act, 4 + 2 + 2,
       [&] { ops::cuda_ops::split_bf16(acc.data<float>(), hi.data_ptr(), lo.data_ptr(), acc.numel()); });
+#endif
 
   const Shape vocab{2048, 151936}, attn{65536, 256};
   for (const Shape& s : {vocab, attn}) {
