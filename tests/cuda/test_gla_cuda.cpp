@@ -219,6 +219,42 @@ TEST(GlaCuda, PreciseQueryKeepsThePartAlongTheKeys) {
   }
 }
 
+// The precise path's products within a chunk, on inputs that are bf16 values (what a bf16 layer makes, passed as
+// f32): one chunk (60 tokens) from a zero state, so dq = Σ_j dA_rj k_j, dk = e^{G_L−G_j} dE v_j + Σ_r dA_rj q_r and
+// dg come from q, k, v and dout entering the tensor cores exactly and dA and dE = dstate_out as hi + lo pairs
+// (2^-17): f32 sums, ~1e-6 off f64. dA as one bf16 (2^-9 per score, the kernel before 2026-11-29) puts them ~1e-3
+// off (2^-9/√3 per term, independent across the sum), and dg's terms q·dq − k·dk cancel: Gated KalmaNet's gate
+// gradients, sums of dg over tokens, were up to 5.5e-2 off f64 in GkaMixerCuda.Bf16LayerAtTheDefaultRidge. (Across
+// chunks the states enter through the decayed keys as one bf16 each: 2e-4 on dq over 200 tokens, measured.) dv keeps
+// A as one bf16 (it meets no such cancellation): the bf16 bound of ForwardAndBackwardMatchTheF64Reference.
+TEST(GlaCuda, PreciseGradientsOfBf16Values) {
+  PRIMER_REQUIRE_CUDA();
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  constexpr int64_t B = 1, T = 60, H = 2, V = 128;
+  for (const int64_t K : {int64_t(64), int64_t(128)}) {
+    SCOPED_TRACE("K " + std::to_string(K));
+    const std::string what = "bf16 values as f32, K " + std::to_string(K);
+    const double scale = 1.0 / std::sqrt(double(K));
+    auto bf16_values = [](const Tensor& t) { return t.to(DType::BF16).to(DType::F32).to(Device::cuda()); };
+    const Tensor q = bf16_values(test::randn({B, T, H, K}, seed + 1));
+    const Tensor k = bf16_values(test::randn({B, T, H, K}, seed + 2, DType::F64, Device::cpu(), scale));
+    const Tensor v = bf16_values(test::randn({B, T, H, V}, seed + 3));
+    const Tensor g = test::rand_uniform({B, T, H}, seed + 4, -0.5, 0.0, DType::F32).to(Device::cuda());
+    const Tensor dout = bf16_values(test::randn({B, T, H, V}, seed + 5));
+    const Tensor dsT = test::random_on_cuda({B, H, K, V}, seed + 6, DType::F32);
+    auto ref = [](const Tensor& t) { return test::cpu_f64(t); };
+    poison_next_allocation(q.shape(), DType::F32);
+    const ops::GlaGrads d = ops::gla_backward(dout, q, k, v, g, scale, Tensor(), dsT);
+    const ops::GlaGrads rd =
+        ops::reference::gla_backward(ref(dout), ref(q), ref(k), ref(v), ref(g), scale, Tensor(), ref(dsT));
+    expect_match(d.dq, rd.dq, 1e-4, 2e-4, "dq, " + what);
+    expect_match(d.dk, rd.dk, 1e-4, 2e-4, "dk, " + what);
+    expect_dg_match(d.dg, rd.dg, rd.dk, k, 1e-4, 2e-4, "dg, " + what);
+    expect_match(d.dv, rd.dv, 1e-2, 2e-2, "dv, " + what);
+  }
+}
+
 TEST(GlaCuda, TwoCallsCarryingTheStateEqualOneCall) {
   PRIMER_REQUIRE_CUDA();
   const uint64_t seed = test::fresh_seed();

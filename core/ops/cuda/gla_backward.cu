@@ -9,7 +9,8 @@
 // rows 16·(w % 4) … +15 and half w / 4 of the columns of dq, then dk, then dv. The per-row sums for dg are kept
 // per warp in shared memory and combined in a fixed order, so dg is deterministic. With a precise query (gla.h) Q,
 // the states S_c and the state gradients dE_c arrive as hi + lo tiles, and every product with one of them runs once
-// with each half (dO S_cᵀ, V dE_cᵀ, K dE_c, dAᵀ Q, Q Kᵀ; <dE_c, S_c> on the sums).
+// with each half (dO S_cᵀ, V dE_cᵀ, K dE_c, dAᵀ Q, Q Kᵀ; <dE_c, S_c> on the sums); dA is a hi + lo pair as well
+// (dA K, dAᵀ Q), formed by all eight warps in phase 1, its residual where A goes, and A formed after phase 3.
 #include "core/check.h"
 #include "core/cuda_runtime.h"
 #include "core/ops/cuda/dynamic_smem.h"
@@ -126,20 +127,20 @@ template <class T, bool kPrecise, int kK, int kV> __global__ void __launch_bound
   const float G_last = sG[kChunk - 1];
   auto to_end = [&](int r) { return __expf(G_last - sG[r]); };
 
-  // Phase 1: A (warps 0–3, from Q Kᵀ) and dA (warps 4–7, from dO Vᵀ), masked and decayed, to shared memory.
-  {
+  // Phase 1: A (from Q Kᵀ) and dA (from dO Vᵀ), masked and decayed, to shared memory: rows 16·strip … +15 of the
+  // column tiles [np_begin, np_end) (those at or left of the diagonal), Q as hi + lo where it is precise.
+  auto masked_product = [&](const bf16* X, const bf16* X_lo, const bf16* Y, auto cols_tag, int np_begin, int np_end,
+                            bf16* dst, bf16* dst_lo) {
+    constexpr int kCols = decltype(cols_tag)::value;
     float acc[kChunk / 8][4] = {};
-    const bf16* X = half == 0 ? sQ : sDO;
-    const bf16* Y = half == 0 ? sK : sV;
-    auto product = [&](auto cols_tag, const bf16* X) {
-      constexpr int kCols = decltype(cols_tag)::value;
+    auto accumulate = [&](const bf16* operand) {
 #pragma unroll
       for (int kk = 0; kk < kCols / 16; ++kk) {
         uint32_t af[4];
-        tile::load_a<kCols>(af, X, m0, kk * 16, lane);
+        tile::load_a<kCols>(af, operand, m0, kk * 16, lane);
 #pragma unroll
         for (int np = 0; np < kChunk / 16; ++np) {
-          if (np > strip) continue;
+          if (np < np_begin || np >= np_end || np > strip) continue;
           uint32_t bf[4];
           tile::load_b_pair_nk<kCols>(bf, Y, np * 16, kk * 16, lane);
           tile::mma_bf16(acc[2 * np], af, bf[0], bf[1]);
@@ -147,23 +148,38 @@ template <class T, bool kPrecise, int kK, int kV> __global__ void __launch_bound
         }
       }
     };
-    if (half == 0) {
-      product(std::integral_constant<int, kK>{}, X);
-      if constexpr (kPrecise) product(std::integral_constant<int, kK>{}, sQlo);
-    } else {
-      product(std::integral_constant<int, kV>{}, X);
-    }
-    bf16* dst = half == 0 ? sA : sDA;
+    accumulate(X);
+    if (X_lo != nullptr) accumulate(X_lo);
 #pragma unroll
-    for (int j = 0; j < kChunk / 8; ++j)
+    for (int j = 0; j < kChunk / 8; ++j) {
+      if (j < 2 * np_begin || j >= 2 * np_end) continue;
 #pragma unroll
       for (int rr = 0; rr < 2; ++rr) {
         const int r = m0 + gla::frag_row(2 * rr), col = gla::frag_col(j, 0);
-        const float w0 = col <= r ? a.scale * __expf(sG[r] - sG[col]) : 0.f;
-        const float w1 = col + 1 <= r ? a.scale * __expf(sG[r] - sG[col + 1]) : 0.f;
-        gla::store_pair(dst + tile::swizzle<kChunk>(r, col), w0 * acc[j][2 * rr], w1 * acc[j][2 * rr + 1]);
+        const float w0 = col <= r ? a.scale * __expf(sG[r] - sG[col]) * acc[j][2 * rr] : 0.f;
+        const float w1 = col + 1 <= r ? a.scale * __expf(sG[r] - sG[col + 1]) * acc[j][2 * rr + 1] : 0.f;
+        const int at = tile::swizzle<kChunk>(r, col);
+        gla::store_pair(dst + at, w0, w1);
+        if (dst_lo != nullptr) {  // the rounding residual
+          const float2 hi = gla::load_pair(dst + at);
+          gla::store_pair(dst_lo + at, w0 - hi.x, w1 - hi.y);
+        }
       }
-  }
+    }
+  };
+  constexpr auto kKeyCols = std::integral_constant<int, kK>{};
+  constexpr auto kValueCols = std::integral_constant<int, kV>{};
+  // With a precise query, dA is a hi + lo pair too (its residual in sA until phase 4 needs A): dq's and dk's parts
+  // within the chunk are sums of dA times k and q, and dg's terms q·dq and k·dk cancel, so one bf16 of dA (2^-9)
+  // left the GKA layer's gate gradients up to 5e-2 off f64 (GkaMixerCuda.Bf16LayerAtTheDefaultRidge). Each warp
+  // forms half of its strip's column tiles; A follows after phase 3.
+  bf16* const sDAlo = sA;
+  if constexpr (kPrecise)
+    masked_product(sDO, nullptr, sV, kValueCols, 2 * half, 2 * half + 2, sDA, sDAlo);
+  else if (half == 0)
+    masked_product(sQ, nullptr, sK, kKeyCols, 0, kChunk / 16, sA, nullptr);
+  else
+    masked_product(sDO, nullptr, sV, kValueCols, 0, kChunk / 16, sDA, nullptr);
   tile::cp_async_wait<0>();  // S_c and dE_c
   __syncthreads();
 
@@ -177,6 +193,7 @@ template <class T, bool kPrecise, int kK, int kV> __global__ void __launch_bound
     const float scale = a.scale;
     tile::scale_rows(acc, m0, lane, [&](int r) { return scale * __expf(sG[r]); });
     tile::mma_AB<kChunk, kChunk, kK>(acc, sDA, sK, m0, n0, lane, 0, strip + 1);
+    if constexpr (kPrecise) tile::mma_AB<kChunk, kChunk, kK>(acc, sDAlo, sK, m0, n0, lane, 0, strip + 1);
     float dots[2];
     row_dots<kK>(acc, sQ, m0, n0, dots);
     if constexpr (kPrecise) {
@@ -206,7 +223,10 @@ template <class T, bool kPrecise, int kK, int kV> __global__ void __launch_bound
     const float state_term = warp_sum(lane % 4 == 0 ? state_dots[0] + state_dots[1] : 0.f);
     if (lane == 0) sLast[0][warp] = state_term;
     tile::mma_AtB<kChunk, kChunk, kK>(acc, sDA, sQ, m0, n0, lane, strip);  // dA_rj = 0 for r < j
-    if constexpr (kPrecise) tile::mma_AtB<kChunk, kChunk, kK>(acc, sDA, sQlo, m0, n0, lane, strip);
+    if constexpr (kPrecise) {
+      tile::mma_AtB<kChunk, kChunk, kK>(acc, sDA, sQlo, m0, n0, lane, strip);
+      tile::mma_AtB<kChunk, kChunk, kK>(acc, sDAlo, sQ, m0, n0, lane, strip);
+    }
     float dots[2];
     row_dots<kK>(acc, sK, m0, n0, dots);
     if (lane % 4 == 0) {
@@ -214,6 +234,12 @@ template <class T, bool kPrecise, int kK, int kV> __global__ void __launch_bound
       sKdk[half][m0 + gla::frag_row(2)] = dots[1];
     }
     store_rows(static_cast<T*>(a.dk) + off_k, stride_k, m0, n0, valid, acc);
+  }
+
+  if constexpr (kPrecise) {  // A, in place of dA's residual once phases 2 and 3 are done with it
+    __syncthreads();
+    masked_product(sQ, sQlo, sK, kKeyCols, 2 * half, 2 * half + 2, sA, nullptr);
+    __syncthreads();
   }
 
   // Phase 4: dv = e^{G_L−G_j} (K dE_c) + Aᵀ dO over columns [n0, n0 + kV/2) of V.
