@@ -130,6 +130,7 @@ ag::Var GkaMixer::forward(const ag::Var& input, const MixerContext& ctx, const M
   solve.num_iter = gka_.num_iter;
   solve.bp_lambda = gka_.bp_lambda;
   solve.precise_iterate = gka_.precise_iterate;
+  solve.f16_operands = precise && gka_.iterate_fp16;  // f32 training keeps the bf16 pairs
   // Under P2P both states enter from the earlier chunks: H and S are scalar-decay recurrences (H of k kᵀ under gk,
   // S of k vᵀ under g), summarised through the GLA kernels; the solve, nonlinear in H, then runs once from the true
   // H (where the reference recomputes the whole chunk after a zero-state pass).

@@ -30,6 +30,10 @@ const MixerSpec& gka_spec() {
                     "CUDA, bf16: the precise mode, the Chebyshev iterate as hi + lo bf16 tensor-core operands and the "
                     "solve's vectors kept in f32 (else one bf16 each: faster, but its rounding is amplified by up to "
                     "the condition number)"),
+              field(gka, "iterate_fp16", &C::iterate_fp16,
+                    "CUDA (Hopper), bf16, precise mode: the Chebyshev iteration's operands in fp16, one each (H_0 as a "
+                    "pair), instead of bf16 hi + lo pairs: fewer products, 2^-12 roundings amplified by up to the "
+                    "condition number"),
               field(gka, "use_gate", &C::use_gate, "Output gate silu(g_proj x) after the per-head output RMSNorm"),
               field(gka, "conv_size", &C::conv_size, "Short convolution taps"),
               field(gka, "norm_eps", &C::norm_eps, "Epsilon of the output RMSNorm"),

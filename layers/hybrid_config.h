@@ -53,6 +53,7 @@ struct GkaConfig {
   int64_t num_iter = 30;    // Chebyshev iterations (the test-time compute knob; may change at run time)
   double ridge_strength = 0.02;
   bool precise_iterate = true;  // CUDA bf16: the precise mode (hi + lo iterate, f32 vectors; GkaMixer::forward)
+  bool iterate_fp16 = false;    // CUDA (Hopper) bf16 precise mode: the iteration's operands in fp16 (ChebyshevOptions)
   bool use_gate = true;         // output gate silu(g_proj x) after the output RMSNorm
   int64_t conv_size = 4;
   double norm_eps = 1e-6;

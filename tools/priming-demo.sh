@@ -60,7 +60,8 @@ case "$size" in
     # gka-bf16-iterate: GKA without its precise mode, one bf16 per tensor-core operand (docs/perf.md, GKA in bf16).
     variants=("gka-selective GKA selective" "gka-uniform GKA uniform" "gdn-selective GDN selective"
               "m2-selective M2 selective" "bmf-selective BMF selective bmojo.ssm_mixer=gka bmojo.window_size=64"
-              "gka-bf16-iterate GKA selective gka.precise_iterate=false")
+              "gka-bf16-iterate GKA selective gka.precise_iterate=false"
+              "gka-fp16-iterate GKA selective gka.iterate_fp16=true")
     ;;
   *) echo "priming-demo: unknown size '$size' (expected small or full)" >&2; exit 2 ;;
 esac

@@ -80,6 +80,7 @@ ChebyshevDims chebyshev_check_inputs(const char* op, const Tensor& q, const Tens
   d.num_iter = options.num_iter;
   d.bp_lambda = options.bp_lambda;
   d.precise_iterate = options.precise_iterate;
+  d.f16_operands = options.f16_operands;
   d.has_gk = gk.defined();
   d.has_state_in = state_in.defined();
   return d;

@@ -23,6 +23,11 @@ struct ChebyshevOptions {
   // operands; false: one bf16 each, faster, but their 2^-9 rounding is amplified by up to κ = (1 + ridge)/ridge.
   // The CPU paths compute in their own precision and ignore it.
   bool precise_iterate = true;
+  // CUDA on Hopper, f32 q and k with precise_iterate (bf16 training's precise mode): the iteration's operands as
+  // fp16, X, P = (X Kᵀ) ⊙ M and K one each (the keys as the bf16 values the other kernels take), H_0 and the
+  // backward's one product H x as fp16 hi + lo pairs, each scaled into fp16's range per row; the one-bf16 iterate's
+  // product count at 2^-12 roundings. Other GPUs keep the bf16 pairs.
+  bool f16_operands = false;
 };
 
 // q, k [B, T, H, K]; gk [B, T, H] log decay or undefined. CPU: all f32 or all f64. CUDA: q, k bf16 or f32 (f32 keys

@@ -10,6 +10,7 @@ struct ChebyshevDims {
   int64_t num_iter = 0;
   bool bp_lambda = true;
   bool precise_iterate = true;  // CUDA: the iterate as hi + lo bf16 operands (ChebyshevOptions)
+  bool f16_operands = false;    // CUDA, Hopper, f32 with precise_iterate: fp16 operands instead (ChebyshevOptions)
   bool has_gk = false, has_state_in = false;
 
   // Tokens per chunk of the chunked algorithms (the reference implementation's chunk size).

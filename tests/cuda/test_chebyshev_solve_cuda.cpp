@@ -112,17 +112,18 @@ void expect_matches_reference(const test::ChebyshevInputs& in, DType dtype, DTyp
 }
 
 void expect_matches_reference(int64_t D, DType dtype, DType key_values, const Tolerances& tol, const Case& c,
-                              uint64_t seed) {
+                              uint64_t seed, bool fp16_operands) {
   const std::string name = std::string(dtype_name(dtype)) + " (keys' values " + dtype_name(key_values) + ") D " +
                            std::to_string(D) + " T " + std::to_string(c.T) + " num_iter " + std::to_string(c.num_iter) +
                            " ridge " + std::to_string(c.ridge) + (c.gk ? " gk" : "") + (c.state ? " state_in" : "") +
-                           (c.bp_lambda ? " bp_lambda" : "");
+                           (c.bp_lambda ? " bp_lambda" : "") + (fp16_operands ? ", fp16 operands" : "");
   SCOPED_TRACE(name);
   std::printf("%s\n", name.c_str());
   ChebyshevOptions o;
   o.ridge = c.ridge;
   o.num_iter = c.num_iter;
   o.bp_lambda = c.bp_lambda;
+  o.f16_operands = fp16_operands;
   expect_matches_reference(test::chebyshev_inputs(c.B, c.T, c.H, D, seed, c.gk, c.state), dtype, key_values, o, tol,
                            seed);
 }
@@ -137,11 +138,12 @@ const Case kCases[] = {
 };
 
 // Every case of kCases at both head dims, with a fresh seed, within tol(case).
-void expect_every_case_matches(DType dtype, DType key_values, const std::function<Tolerances(const Case&)>& tol) {
+void expect_every_case_matches(DType dtype, DType key_values, const std::function<Tolerances(const Case&)>& tol,
+                               bool fp16_operands = false) {
   const uint64_t seed = test::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   for (int64_t D : {64, 128})
-    for (const Case& c : kCases) expect_matches_reference(D, dtype, key_values, tol(c), c, seed);
+    for (const Case& c : kCases) expect_matches_reference(D, dtype, key_values, tol(c), c, seed, fp16_operands);
 }
 
 TEST(ChebyshevSolveCuda, Bf16MatchesTheF64Reference) {
@@ -165,6 +167,17 @@ constexpr Tolerances kPreciseTolerances{1e-2, 1e-4, 1e-2, 1.5e-2, 3e-2, 3e-2};
 TEST(ChebyshevSolveCuda, F32WithBf16KeysMatchesTheF64Reference) {
   PRIMER_REQUIRE_CUDA();
   expect_every_case_matches(DType::F32, DType::BF16, [](const Case&) { return kPreciseTolerances; });
+}
+
+// The fp16 operand mode (ChebyshevOptions::f16_operands, bf16 training's precise mode on Hopper; other GPUs keep the
+// pairs): f32 I/O with keys that are bf16 values, the iteration's X, P and K one fp16 operand each (2^-12 roundings)
+// and H_0 an fp16 pair, each scaled into fp16's range. Emulated (tools/numerics/gka_iterate_operands.py), x is within
+// 1e-4 of the f64 iteration, 7x closer than with one bf16, and the backward's dots then keep ~κ times that: held to
+// the bounds the hi + lo pairs meet.
+TEST(ChebyshevSolveCuda, F32WithFp16OperandsMatchesTheF64Reference) {
+  PRIMER_REQUIRE_CUDA();
+  expect_every_case_matches(
+      DType::F32, DType::BF16, [](const Case&) { return kPreciseTolerances; }, true);
 }
 
 // Issue 16's bound for GKA in bf16: every output within 5e-2 of the f64 reference at the default ridge 0.02 and
@@ -193,6 +206,10 @@ TEST(ChebyshevSolveCuda, CorrelatedKeysAtTheDefaultRidge) {
     std::printf("f32, keys' values bf16, D %lld T 300, correlated keys, ridge 0.02, num_iter 30, hi + lo iterate\n",
                 static_cast<long long>(D));
     expect_matches_reference(in, DType::F32, DType::BF16, ChebyshevOptions{}, kPreciseTolerances, seed);
+    std::printf("the same with fp16 operands\n");
+    ChebyshevOptions fp16;
+    fp16.f16_operands = true;
+    expect_matches_reference(in, DType::F32, DType::BF16, fp16, kPreciseTolerances, seed);
   }
 }
 

@@ -76,42 +76,63 @@ Tensor anisotropic_hidden(int64_t B, int64_t T, int64_t d, uint64_t seed) {
   return x;
 }
 
-// The layer at the default ridge 0.02 on anisotropic inputs, the hard case of issue 16, in both modes.
+// The layer at the default ridge 0.02 on anisotropic inputs, the hard case of issue 16, in every mode.
 // The precise mode (the default) is held to the issue's bound, 5e-2, on the output, the input gradient and every
 // weight gradient: x̂ and q̃ (and their gradients) stay f32 between the ops, k and v from their β scaling on, and the
-// kernels take them, the chunk states and the state gradients as hi + lo operands, so what is left is the bf16 floor
-// of the rest of the layer (projections, convolutions, norms: 2^-9 per rounding, a few in series). On an H200 over
-// 8 seeds: y within 7.3e-3, dx 1.7e-2, the weight matrices 3.1e-2 (k's path; 6–9e-3 elsewhere), every gradient
-// together 1.7e-2. Over 48 seeds (2026-11-29): y within 7.8e-3, dx 1.5e-2, and the gates' projections, whose
-// gradients are cancelling sums too, up to 5.46e-2: seed 16 (PRIMER_TEST_SEED=16) exceeds the bound on a_proj, about
-// one draw in fifty (issue 16, items 5 and 6: open). The gates' per-head vectors (A_log, dt_bias, the β and α biases:
-// two values each here, each a sum over every token of dots that cancel) are a statistic of a handful of draws, held
-// within the whole gradient (test::expect_gradients_track): up to 8.3e-2 (A_log, one seed of 8), most within 2e-2. With
-// bf16 vectors the gate weights were 0.1–0.4 off (docs/perf.md, "GKA in bf16"). The one-bf16 iterate (`precise_iterate:
-// false`, bf16 vectors too) is held to 3e-1 on y and dx only: its 2^-9 operand rounding, amplified by up to κ = 51,
-// reached 0.24. The states do not pass through the solve: 5e-2.
+// kernels take them, the chunk states, the state gradients and the GLA's in-chunk dA as hi + lo operands, so what is
+// left is the bf16 floor of the rest of the layer (projections, convolutions, norms: 2^-9 per rounding, a few in
+// series). The gates' projections are the tight ones: in f64, a 2^-9 perturbation of x̂ or q̃, or of their gradients,
+// moves a_proj's gradient by up to 4.9e-2 (every other site of the layer by at most 4.4e-3; docs/perf.md, "The gates'
+// gradients"), so every product that forms them or dq̃ must be better than one bf16. Over 58 seeds on an H200
+// (2026-11-29, with dA as a pair): y within 7.5e-3, dx 1.7e-2, every weight gradient 3.6e-2 (seed 16, 5.46e-2 on a_proj
+// with one bf16 of dA, now 2.0e-2). The gates' per-head vectors (A_log, dt_bias, the β and α biases: two values each
+// here, each a sum over every token of dots that cancel) are a statistic of a handful of draws, held within the whole
+// gradient (test::expect_gradients_track). With fp16 iteration operands (`iterate_fp16: true`: X, P and K one fp16
+// each, 2^-12) x̂ is ~1e-3 off where the pairs leave ~1e-5, which those gradients amplify: over the same seeds y within
+// 2.6e-2 and dx 2.6e-2, held to 5e-2, but the gates' projections up to 7.8e-2 (seed 16: 7.2e-2), held to 1.5e-1
+// (1e-1 on every gradient together): the speed option misses the issue's bound there, and the precise mode is the
+// default. The one-bf16 iterate (`precise_iterate: false`, bf16 vectors too) is held to 3e-1 on y and dx only: its
+// 2^-9 operand rounding, amplified by up to κ = 51, reached 0.24. The states do not pass through the solve: 5e-2.
 TEST(GkaMixerCuda, Bf16LayerAtTheDefaultRidge) {
   PRIMER_REQUIRE_CUDA();
   const uint64_t seed = test::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
-  for (const bool precise : {true, false}) {
+  struct Mode {
+    bool precise, fp16;
+    const char* name;
+  };
+  for (const Mode m : {Mode{true, false, "precise, bf16 hi + lo pairs (the default)"},
+                       Mode{true, true, "precise, fp16 iteration operands (iterate_fp16: true)"},
+                       Mode{false, false, "bf16 iterate"}}) {
+    const bool precise = m.precise;
     ModelConfig c = test::one_layer_config(2, 2, 128);
     c.gka.precise_iterate = precise;
+    c.gka.iterate_fp16 = m.fp16;
     const int64_t B = 1, T = 300;
     const Tensor x = anisotropic_hidden(B, T, c.hidden_size, seed + 1).to(DType::BF16);
     const Tensor dy = test::randn({B, T, c.hidden_size}, seed + 2).to(DType::BF16);
-    std::printf("ridge 0.02, num_iter 30, %s\n", precise ? "precise (hi + lo iterate, f32 vectors)" : "bf16 iterate");
+    std::printf("ridge 0.02, num_iter 30, %s\n", m.name);
     const test::LayerRun ref = run_layer(c, Device::cpu(), DType::F64, x, dy, seed);
     const test::LayerRun gpu = run_layer(c, Device::cuda(), DType::BF16, x, dy, seed);
     const double out_bound = precise ? 5e-2 : 3e-1;
+    std::printf("  y %.2e, dx %.2e\n", test::compare(gpu.y, ref.y).rel_l2, test::compare(gpu.dx, ref.dx).rel_l2);
     test::expect_rel_l2(gpu.y, ref.y, out_bound, "y");
     test::expect_rel_l2(gpu.states[0], ref.states[0], 5e-2, "H state");
     test::expect_rel_l2(gpu.states[1], ref.states[1], 5e-2, "S state");
     test::expect_rel_l2(gpu.dx, ref.dx, out_bound, "dx");
     if (!precise) continue;
     const std::vector<std::string> names = test::parameter_names<layers::GkaMixer>(c, kPrefix);
+    double worst_matrix = 0;  // printed beside the bounds: the modes' margins
+    std::string worst_name;
+    for (size_t i = 0; i < names.size(); ++i)
+      if (ref.grads[i].numel() >= test::kFewElements) {
+        const double e = test::compare(gpu.grads[i], ref.grads[i]).rel_l2;
+        if (e > worst_matrix) worst_matrix = e, worst_name = names[i];
+      }
+    std::printf("  worst weight gradient %.2e (%s)\n", worst_matrix, worst_name.c_str());
+    const double weight_bound = m.fp16 ? 1.5e-1 : 5e-2;
     test::expect_gradients_track(
-        gpu.grads, ref.grads, names, [](const std::string&) { return 5e-2; }, 5e-2);
+        gpu.grads, ref.grads, names, [&](const std::string&) { return weight_bound; }, m.fp16 ? 1e-1 : 5e-2);
   }
 }
 
@@ -131,8 +152,15 @@ TEST(GkaMixerCuda, HybridLogitsAtTheDefaultRidge) {
   c.layer_types = parse_hybrid_pattern("GKA-*-GKA-*", "test");
   c.validate("test");
   const Tensor ids = test::rand_ints({2, 300}, seed + 1, 0, c.vocab_size);
-  for (const bool precise : {true, false}) {
+  struct Mode {
+    bool precise, fp16;
+    const char* name;
+  };
+  for (const Mode m : {Mode{true, false, "precise mode (the default)"}, Mode{true, true, "iterate_fp16: true"},
+                       Mode{false, false, "precise_iterate: false"}}) {
+    const bool precise = m.precise;
     c.gka.precise_iterate = precise;
+    c.gka.iterate_fp16 = m.fp16;
     ParameterRegistry gpu_params, cpu_params;
     layers::DecoderLM gpu(c, gpu_params), cpu(c, cpu_params);
     gpu_params.materialize(Device::cuda(), DType::BF16, seed);
@@ -141,7 +169,7 @@ TEST(GkaMixerCuda, HybridLogitsAtTheDefaultRidge) {
       p->var->value = gpu_params.get(p->name).var->value.to(Device::cpu()).to(DType::F64);
     const Tensor logits = gpu.logits(ids.to(Device::cuda())), ref = cpu.logits(ids);
     const test::Diff d = test::compare(logits, ref);
-    std::printf("  %-28s logits rel L2 %.2e\n", precise ? "precise mode" : "precise_iterate: false", d.rel_l2);
+    std::printf("  %-28s logits rel L2 %.2e\n", m.name, d.rel_l2);
     EXPECT_EQ(d.nonfinite, 0);
     if (precise) {
       EXPECT_LE(d.rel_l2, 5e-2);

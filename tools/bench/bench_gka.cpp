@@ -1,8 +1,9 @@
 // Gated KalmaNet on the GPU, bf16, by default at B = 4, T = 4096, H = 16, D = 128 (the shape): the Chebyshev
 // solve forward and forward + backward at num_iter r = 30, 10, 5; the core (solve, α-mix, GLA readout) forward +
 // backward; the whole GKA layer forward + backward, by default at hidden 2048 (Hq = 16, Hk = 8). Each in the precise
-// mode (precise_iterate, the default: the iterate as hi + lo operands, and q, k, v, x̂, q̃ and their gradients in f32,
-// as the layer runs them) and with one bf16 iterate and bf16 tensors ("bf16 iterate" rows).
+// mode, the default (precise_iterate: the iterate as hi + lo operands, and q, k, v, x̂, q̃ and their gradients in f32,
+// as the layer runs them; unlabelled rows), with the iteration's operands in fp16 instead ("fp16 operands" rows,
+// iterate_fp16), and with one bf16 iterate and bf16 tensors ("bf16 iterate" rows).
 // FLOPs count the useful matrix products at 2 per multiply-add, per head and token, with chunk C = 64:
 //   solve forward   (2r + 4)D² + (4r + 2)CD       chunk-start states 2D², ‖H_c‖_F 2D² + 2CD, r matvecs 2D² + 4CD
 //   solve backward  (2r + 16)D² + (4r + 24)CD     states and norms again, the adjoint solve, one matvec for the gate
@@ -28,6 +29,11 @@
 #include "tools/bench/common/bench_util.h"
 
 using namespace primer;
+
+namespace {
+// The row label of a mode (the default, the precise mode with bf16 pairs, unlabelled).
+std::string mode_label(bool precise, bool fp16) { return !precise ? ", bf16 iterate" : fp16 ? ", fp16 operands" : ""; }
+}  // namespace
 
 namespace {
 
@@ -68,7 +74,7 @@ double gla_forward_flops(double D) { return 4.0 * D * D + 4.0 * kC * D; }
 #ifdef PRIMER_WITH_CUDA
 // Where the solve's forward + backward spends its time, kernel by kernel (core/ops/cuda/chebyshev_solve.cu).
 void kernel_breakdown(const bench::LayerShape& shape, const Tensor& q, const Tensor& k, const Tensor& gk,
-                      const Tensor& dx, int64_t r, bool precise, std::vector<bench::Row>& rows) {
+                      const Tensor& dx, int64_t r, bool precise, bool fp16, std::vector<bench::Row>& rows) {
   const int64_t Dh = shape.head_dim;
   ops::ChebyshevDims d;
   d.batch = shape.batch;
@@ -78,6 +84,7 @@ void kernel_breakdown(const bench::LayerShape& shape, const Tensor& q, const Ten
   d.ridge = 0.02;
   d.num_iter = r;
   d.precise_iterate = precise;
+  d.f16_operands = fp16;
   d.has_gk = true;
   const int64_t BH = shape.batch * shape.heads, N = d.chunks(), tiles = ops::cuda_ops::cheb::state_tiles(d);
   const Tensor states = Tensor::empty({BH * (N + 1) * Dh * Dh}, DType::F32, Device::cuda());
@@ -93,18 +100,18 @@ void kernel_breakdown(const bench::LayerShape& shape, const Tensor& q, const Ten
   const Tensor dk = Tensor::empty(k.shape(), io_dtype, Device::cuda()),
                dgk = Tensor::empty(gk.shape(), DType::F32, Device::cuda());
   namespace cheb = ops::cuda_ops::cheb;
-  const std::pair<const char*, std::function<void()>> kernels[] = {
+  const std::pair<std::string, std::function<void()>> kernels[] = {
       {"  kernel: chunk-start states",
        [&] {
          cheb::launch_chunk_states(d, io_dtype, kv.data_ptr(), gk.data<float>(), nullptr, states.data<float>(),
                                    nullptr);
        }},
-      {precise ? "  kernel: iteration (forward)" : "  kernel: iteration (forward), bf16 iterate",
+      {"  kernel: iteration (forward)" + mode_label(precise, fp16),
        [&] {
          cheb::launch_iterate(d, io_dtype, qv.data_ptr(), kv.data_ptr(), gk.data<float>(), states.data<float>(),
                               x.data_ptr(), nullptr, nullptr, nullptr);
        }},
-      {precise ? "  kernel: adjoint iteration + W, u" : "  kernel: adjoint iteration + W, u, bf16 iterate",
+      {"  kernel: adjoint iteration + W, u" + mode_label(precise, fp16),
        [&] {
          cheb::launch_iterate(d, io_dtype, dxv.data_ptr(), kv.data_ptr(), gk.data<float>(), states.data<float>(),
                               dq.data_ptr(), x.data_ptr(), W.data<float>(), u.data<float>());
@@ -154,14 +161,17 @@ int main(int argc, char** argv) {
   };
   struct Mode {
     int64_t r;
-    bool precise;
+    bool precise, fp16;
   };
-  for (const Mode m : {Mode{30, true}, Mode{30, false}, Mode{10, true}, Mode{10, false}, Mode{5, true}}) {
+  const Mode modes[] = {{30, true, false}, {30, true, true},   {30, false, false}, {10, true, false},
+                        {10, true, true},  {10, false, false}, {5, true, false},   {5, true, true}};
+  for (const Mode m : modes) {
     const int64_t r = m.r;
-    const std::string mode = m.precise ? "" : ", bf16 iterate";
+    const std::string mode = mode_label(m.precise, m.fp16);
     ops::ChebyshevOptions o;
     o.num_iter = r;
     o.precise_iterate = m.precise;
+    o.f16_operands = m.fp16;
     const DType io = m.precise ? DType::F32 : DType::BF16;
     const Tensor qv = q.to(io), kv = k.to(io), vv = v.to(io), dxv = dx.to(io), doutv = dout.to(io);
     const double fwd = bench::median_ms([&] { ops::chebyshev_solve(qv, kv, gk, o, Tensor(), nullptr); });
@@ -184,8 +194,8 @@ int main(int argc, char** argv) {
         solve_forward_flops(double(r), D) + solve_backward_flops(double(r), D) + 3 * gla_flops);
   }
 #ifdef PRIMER_WITH_CUDA
-  for (const bool precise : {true, false}) kernel_breakdown(shape, q, k, gk, dx, 30, precise, rows);
-  kernel_breakdown(shape, q, k, gk, dx, 5, true, rows);
+  for (const Mode m : modes)
+    if (m.r != 10) kernel_breakdown(shape, q, k, gk, dx, m.r, m.precise, m.fp16, rows);
 #endif
   const double gla = bench::median_ms([&] {
     ops::gla(q, k, v, gk, 1.0 / std::sqrt(double(Dh)), Tensor(), nullptr);
@@ -196,9 +206,10 @@ int main(int argc, char** argv) {
   // The whole layer with Qwen3-style GQA (by default hidden 2048, Hq = 16, Hk = 8), default flags.
   const Tensor x = random_gpu({B, T, shape.hidden}, 8);
   const Tensor dy = random_gpu({B, T, shape.hidden}, 9);
-  for (const Mode m : {Mode{30, true}, Mode{30, false}, Mode{10, true}, Mode{5, true}}) {
+  for (const Mode m : modes) {
     ModelConfig c = shape.layer_config();
     c.gka.precise_iterate = m.precise;
+    c.gka.iterate_fp16 = m.fp16;
     ParameterRegistry params;
     layers::GkaMixer mixer(c, "model.layers.0.gka", params);
     params.materialize(Device::cuda(), DType::BF16, 7);
@@ -210,10 +221,9 @@ int main(int argc, char** argv) {
           ag::backward(y, dy);
         },
         2, 10);
-    rows.push_back(
-        {{"GKA layer fwd+bwd (hidden " + std::to_string(c.hidden_size) + ")" + (m.precise ? "" : ", bf16 iterate"),
-          std::to_string(r), bench::fixed(ms, 3),
-          bench::fixed(3 * mixer.flops_per_token(T) * double(B * T) / (ms * 1e-3) / 1e12, 1)}});
+    rows.push_back({{"GKA layer fwd+bwd (hidden " + std::to_string(c.hidden_size) + ")" + mode_label(m.precise, m.fp16),
+                     std::to_string(r), bench::fixed(ms, 3),
+                     bench::fixed(3 * mixer.flops_per_token(T) * double(B * T) / (ms * 1e-3) / 1e12, 1)}});
   }
   bench::print_table({"part", "num_iter", "ms", "TFLOP/s"}, rows);
   return 0;

@@ -3,6 +3,7 @@
 // (bf16 operands, fp32 accumulation; the fragment layouts are those of tile/mma.cuh).
 #pragma once
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include <cstdint>
 #include <type_traits>
@@ -96,19 +97,40 @@ __device__ __forceinline__ void warp_affine_scan(float a0, float b0, float a1, f
   y1 = B;
 }
 
-__device__ __forceinline__ uint32_t pack_pair(float a, float b) { return tile::pack_bf16(a, b); }
+// A parameter type that takes no part in deduction (std::type_identity_t, which the kernels' C++17 lacks): lo = nullptr
+// then takes hi's type.
+template <class T> struct NotDeducedOf { using type = T; };
+template <class T> using NotDeduced = typename NotDeducedOf<T>::type;
 
-// Eight floats as bf16 at `offset` of tile hi and, if lo is non-null, their rounding residuals v − bf16(v) at the
-// same offset of lo: hi + lo carries ~16 significant bits.
-__device__ __forceinline__ void store_split(bf16* hi, bf16* lo, int offset, const float (&v)[8]) {
+// Two floats rounded to a pair of 16-bit tensor-core operands (Op: bf16, or fp16 for the iteration's fp16 mode) in
+// one word, the first in the low half; and back to floats.
+template <class Op> __device__ __forceinline__ uint32_t pack_pair(float a, float b) {
+  if constexpr (std::is_same_v<Op, __half>) {
+    const __half2 p = __floats2half2_rn(a, b);
+    return reinterpret_cast<const uint32_t&>(p);
+  } else {
+    return tile::pack_bf16(a, b);
+  }
+}
+template <class Op> __device__ __forceinline__ float2 unpack_pair(uint32_t w) {
+  if constexpr (std::is_same_v<Op, __half>)
+    return __half22float2(reinterpret_cast<const __half2&>(w));
+  else
+    return __bfloat1622float2(reinterpret_cast<const __nv_bfloat162&>(w));
+}
+
+// Eight floats as Op at `offset` of tile hi and, if lo is non-null, their rounding residuals v − Op(v) at the same
+// offset of lo: a bf16 hi + lo carries ~16 significant bits.
+template <class Op>
+__device__ __forceinline__ void store_split(Op* hi, NotDeduced<Op>* lo, int offset, const float (&v)[8]) {
   uint4 h, l;
   uint32_t* hw = reinterpret_cast<uint32_t*>(&h);
   uint32_t* lw = reinterpret_cast<uint32_t*>(&l);
 #pragma unroll
   for (int e = 0; e < 4; ++e) {
-    const __nv_bfloat162 p = __floats2bfloat162_rn(v[2 * e], v[2 * e + 1]);
-    hw[e] = reinterpret_cast<const uint32_t&>(p);
-    lw[e] = pack_pair(v[2 * e] - __low2float(p), v[2 * e + 1] - __high2float(p));
+    hw[e] = pack_pair<Op>(v[2 * e], v[2 * e + 1]);
+    const float2 r = unpack_pair<Op>(hw[e]);
+    lw[e] = pack_pair<Op>(v[2 * e] - r.x, v[2 * e + 1] - r.y);
   }
   *reinterpret_cast<uint4*>(hi + offset) = h;
   if (lo) *reinterpret_cast<uint4*>(lo + offset) = l;
@@ -145,42 +167,78 @@ template <class T, int kCols, int kThreads> struct RowPieces {
       }
     }
   }
-  template <class Layout = RowSwizzle<kCols>>
-  __device__ __forceinline__ void store(bf16* hi, bf16* lo, const float* scale) const {
+  template <class Layout = RowSwizzle<kCols>, class Op>
+  __device__ __forceinline__ void store(Op* hi, NotDeduced<Op>* lo, const float* scale) const {
+    float s[kIters];
+#pragma unroll
+    for (int it = 0; it < kIters; ++it) s[it] = scale ? scale[row(it)] : 1.f;
+    store<Layout>(hi, lo, s);
+  }
+  // The same with piece it's row scaled by s[it].
+  template <class Layout = RowSwizzle<kCols>, class Op>
+  __device__ __forceinline__ void store(Op* hi, NotDeduced<Op>* lo, const float (&s)[kIters]) const {
 #pragma unroll
     for (int it = 0; it < kIters; ++it) {
-      const float s = scale ? scale[row(it)] : 1.f;
       float f[8];
 #pragma unroll
-      for (int e = 0; e < 8; ++e) f[e] = to_float(v[it].v[e]) * s;
+      for (int e = 0; e < 8; ++e) f[e] = to_float(v[it].v[e]) * s[it];
       store_split(hi, lo, Layout::offset(row(it), col(it)), f);
+    }
+  }
+  // For each piece, the power of two that brings its row's norm into [0.5, 1) (1 for a zero row); the kPerRow lanes
+  // that hold a row's pieces sit side by side in one warp.
+  __device__ __forceinline__ void pow2_row_scales(float (&s)[kIters]) const {
+#pragma unroll
+    for (int it = 0; it < kIters; ++it) {
+      float sq = 0.f;
+#pragma unroll
+      for (int e = 0; e < 8; ++e) sq += to_float(v[it].v[e]) * to_float(v[it].v[e]);
+#pragma unroll
+      for (int offset = kPerRow / 2; offset > 0; offset >>= 1) sq += __shfl_xor_sync(0xffffffffu, sq, offset);
+      int exponent;
+      frexpf(sqrtf(sq), &exponent);
+      s[it] = sq > 0.f ? ldexpf(1.f, -exponent) : 1.f;
     }
   }
 };
 
-template <class T, int kCols, int kThreads, class Layout = RowSwizzle<kCols>>
-__device__ __forceinline__ void stage_rows(bf16* hi, bf16* lo, const T* src, int64_t row_stride, int col0, int valid,
-                                           const float* scale) {
+template <class T, int kCols, int kThreads, class Layout = RowSwizzle<kCols>, class Op>
+__device__ __forceinline__ void stage_rows(Op* hi, NotDeduced<Op>* lo, const T* src, int64_t row_stride, int col0,
+                                           int valid, const float* scale) {
   RowPieces<T, kCols, kThreads> pieces;
   pieces.load(src, row_stride, col0, valid);
   pieces.template store<Layout>(hi, lo, scale);
 }
 
-// An f32 [D][D] matrix (row-major) into swizzled bf16 tiles hi (and lo, if non-null: the rounding residual), loads
-// first as above. Returns this thread's part of Σ m².
-template <int D, int kThreads, class Layout = RowSwizzle<D>>
-__device__ __forceinline__ float stage_matrix(bf16* hi, bf16* lo, const float* m) {
+// The scale stage_matrix applies by default: none.
+struct Unscaled {
+  __device__ __forceinline__ float operator()(float) const { return 1.f; }
+};
+
+// An f32 [D][D] matrix (row-major) into swizzled 16-bit tiles hi (and lo, if non-null: the rounding residual), loads
+// first as above, each value times scale_of(this thread's max |m|) (a functor every thread calls: fp16 tiles need the
+// block's range). Returns this thread's part of Σ m² of the unscaled values.
+template <int D, int kThreads, class Layout = RowSwizzle<D>, class Op, class ScaleOf = Unscaled>
+__device__ __forceinline__ float stage_matrix(Op* hi, NotDeduced<Op>* lo, const float* m, ScaleOf scale_of = {}) {
   constexpr int kIters = D * D / 8 / kThreads;
   static_assert(D * D / 8 % kThreads == 0, "whole 8-column pieces per thread");
   float v[kIters][8];
 #pragma unroll
   for (int it = 0; it < kIters; ++it) load_floats<float, 8>(m + (int(threadIdx.x) + it * kThreads) * 8, v[it]);
-  float squares = 0.f;
+  float squares = 0.f, max_abs = 0.f;
+#pragma unroll
+  for (int it = 0; it < kIters; ++it)
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      squares += v[it][e] * v[it][e];
+      max_abs = fmaxf(max_abs, fabsf(v[it][e]));
+    }
+  const float scale = scale_of(max_abs);
 #pragma unroll
   for (int it = 0; it < kIters; ++it) {
     const int i = int(threadIdx.x) + it * kThreads, row = i / (D / 8), col = (i % (D / 8)) * 8;
 #pragma unroll
-    for (int e = 0; e < 8; ++e) squares += v[it][e] * v[it][e];
+    for (int e = 0; e < 8; ++e) v[it][e] *= scale;
     store_split(hi, lo, Layout::offset(row, col), v[it]);
   }
   return squares;

@@ -23,14 +23,18 @@ struct IterateArgs {
 
 // A chunk's per-row scalars in shared memory (kFloats from `at`).
 struct RowScalars {
-  static constexpr int kFloats = 6 * kC + 8;
-  float* g;      // the log-decays G_c
-  float* norm;   // ‖H_c‖_F
-  float* quad;   // k_jᵀ H_0 k_j
-  float* fresh;  // (k_c·k_c)² + 2 Σ_{j<c} e^{G_c−G_j} (k_c·k_j)²
-  float* dot1;   // backward: x·s, then
-  float* dot2;   //           s·(H x)
-  float* warp;   // one float per warp (‖H_0‖² partial sums)
+  static constexpr int kFloats = 9 * kC + 16;
+  float* g;       // the log-decays G_c
+  float* norm;    // ‖H_c‖_F
+  float* quad;    // k_jᵀ H_0 k_j
+  float* fresh;   // (k_c·k_c)² + 2 Σ_{j<c} e^{G_c−G_j} (k_c·k_j)²
+  float* dot1;    // backward: x·s, then
+  float* dot2;    //           s·(H x)
+  float* warp;    // one float per warp (‖H_0‖² partial sums)
+  float* range;   // one float per warp (fp16 operands: partial maxima of |H_0|)
+  float* rhs_sq;  // fp16 operands: ‖R_c‖², then (backward) ‖x_c‖², the rows' scales
+  float* x_sq;
+  float* key_unscale;  // fp16 operands: the inverse of the power of two each staged key row was scaled by
   __device__ __forceinline__ explicit RowScalars(float* at)
       : g(at),
         norm(at + kC),
@@ -38,7 +42,11 @@ struct RowScalars {
         fresh(at + 3 * kC),
         dot1(at + 4 * kC),
         dot2(at + 5 * kC),
-        warp(at + 6 * kC) {}
+        warp(at + 6 * kC),
+        range(at + 6 * kC + 8),
+        rhs_sq(at + 6 * kC + 16),
+        x_sq(at + 7 * kC + 16),
+        key_unscale(at + 8 * kC + 16) {}
 };
 
 // The iteration on warpgroup MMA (chebyshev_solve_iterate_wgmma.cu); call only where wgmma_available().

@@ -71,9 +71,10 @@ struct GroupTile {
   __device__ int row(int half) const { return m0 + (lane >> 2) + 8 * half; }  // of accumulator element 2·half
 };
 
-template <int D> struct Tiles : GroupTile {
-  const bf16 *h_hi, *h_lo, *k;
-  bf16 *x[2], *x_lo[2];
+// Op: the 16-bit operand type of the tiles (bf16, or fp16 in the fp16 mode).
+template <int D, class Op> struct Tiles : GroupTile {
+  const Op *h_hi, *h_lo, *k;
+  Op *x[2], *x_lo[2];
   int buffer;  // the iterate buffer the next matvec stages into
 };
 
@@ -95,43 +96,72 @@ template <int kRows> __device__ __forceinline__ constexpr int k_block(int k0) {
 // Issues P = A Kᵀ (the whole 64 x 64) and then Y = A H_0ᵀ (this group's 64 columns, H_0 as hi + lo) as two commit
 // groups, for a staged [64][D] tile A, and A_lo with it when kLo (the lo x H_0-lo product, 2^-18 of the result, is
 // left out).
-template <int D, bool kLo>
-__device__ __forceinline__ void issue_products(Acc& p, Acc& y, const bf16* A, const bf16* A_lo, const Tiles<D>& s) {
+template <int D, bool kLo, class Op>
+__device__ __forceinline__ void issue_products(Acc& p, Acc& y, const Op* A, const Op* A_lo, const Tiles<D, Op>& s) {
   using wgmma::k_major;
   const Operand a(k_major<kC, D>(A, 0, 0)), k(k_major<kC, D>(s.k, 0, 0));
   const Operand a_lo(kLo ? k_major<kC, D>(A_lo, 0, 0) : 0);
   wgmma::fence();
 #pragma unroll
   for (int kk = 0; kk < D / 16; ++kk) {
-    wgmma::wgmma_ss<0, 0>(flat(p), a.at(k_block<kC>(16 * kk)), k.at(k_block<kC>(16 * kk)), kk > 0);
-    if constexpr (kLo) wgmma::wgmma_ss<0, 0>(flat(p), a_lo.at(k_block<kC>(16 * kk)), k.at(k_block<kC>(16 * kk)), 1);
+    wgmma::wgmma_ss<0, 0, Op>(flat(p), a.at(k_block<kC>(16 * kk)), k.at(k_block<kC>(16 * kk)), kk > 0);
+    if constexpr (kLo) wgmma::wgmma_ss<0, 0, Op>(flat(p), a_lo.at(k_block<kC>(16 * kk)), k.at(k_block<kC>(16 * kk)), 1);
   }
   wgmma::commit();
   const Operand h_hi(k_major<D, D>(s.h_hi, s.ncol0, 0)), h_lo(k_major<D, D>(s.h_lo, s.ncol0, 0));
 #pragma unroll
   for (int kk = 0; kk < D / 16; ++kk) {
     const int at = k_block<kC>(16 * kk), h_at = k_block<D>(16 * kk);
-    wgmma::wgmma_ss<0, 0>(flat(y), a.at(at), h_hi.at(h_at), kk > 0);
-    wgmma::wgmma_ss<0, 0>(flat(y), a.at(at), h_lo.at(h_at), 1);
-    if constexpr (kLo) wgmma::wgmma_ss<0, 0>(flat(y), a_lo.at(at), h_hi.at(h_at), 1);
+    wgmma::wgmma_ss<0, 0, Op>(flat(y), a.at(at), h_hi.at(h_at), kk > 0);
+    wgmma::wgmma_ss<0, 0, Op>(flat(y), a.at(at), h_lo.at(h_at), 1);
+    if constexpr (kLo) wgmma::wgmma_ss<0, 0, Op>(flat(y), a_lo.at(at), h_hi.at(h_at), 1);
   }
   wgmma::commit();
 }
 
+__device__ __forceinline__ float square(float v) { return v * v; }
+// The token (column of P = X Kᵀ) of this thread's accumulator element (nt, e).
+__device__ __forceinline__ int key_column(int nt, int e, const GroupTile& s) {
+  return 8 * nt + 2 * (s.lane & 3) + (e & 1);
+}
+
+// The fp16 mode's per-row scale of a staged matvec operand, and its inverse. Each token's system is its own, so each
+// row scales alone: the iterate by λ_c/‖R_c‖ (λ_c = ridge·‖H_c‖_F is the smallest eigenvalue of H_c + λ_c I, so
+// ‖λ_c X_c‖ ≤ ‖R_c‖: staged rows of norm ≤ 1 whatever ‖H_c‖_F, the ridge and the right-hand side's scale; x_c ≈
+// R_c/λ_c off the keys' span, and λ_c spans orders of magnitude across a chunk), the backward's x by 1/‖x_c‖. inv
+// also undoes P's row gain (the mask's). 0 (and 0 back) where the row is 0.
+struct RowScale {
+  float f[2], inv[2];
+  template <class Tile> __device__ __forceinline__ void set(const float* sq, const float (&numerator)[2],
+                                                            const float (&p_gain)[2], const Tile& s) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const float norm = sqrtf(sq[s.row(half)]);
+      const bool live = norm > 0.f && numerator[half] > 0.f;
+      f[half] = live ? numerator[half] / norm : 0.f;
+      inv[half] = live ? norm / (numerator[half] * p_gain[half]) : 0.f;
+    }
+  }
+};
+
 // Y = H_c X_c for this group's columns of the chunk's 64 rows; X in this thread's registers. One barrier; every
-// thread must call it.
-template <int D, bool kSplit> __device__ __forceinline__ void chunk_matvec(Acc& Y, const Acc& X, const Acc& mask,
-                                                                           const float (&zeta)[2], Tiles<D>& s) {
+// thread must call it. X H_0ᵀ is multiplied by h_scale (ζ_c, over the fp16 mode's scale of H_0). kScaled (the fp16
+// mode): the rows are staged times rows.f and the products' sum is multiplied back by rows.inv.
+template <int D, bool kSplit, bool kScaled, class Op>
+__device__ __forceinline__ void chunk_matvec(Acc& Y, const Acc& X, const Acc& mask, const float (&h_scale)[2],
+                                             const RowScale& rows, Tiles<D, Op>& s) {
   using Rows = typename Layout<D>::Rows;
-  bf16* x = s.buffer ? s.x[1] : s.x[0];  // (a select: indexing by a variable would put the array in local memory)
-  bf16* x_lo = s.buffer ? s.x_lo[1] : s.x_lo[0];
+  Op* x = s.buffer ? s.x[1] : s.x[0];  // (a select: indexing by a variable would put the array in local memory)
+  Op* x_lo = s.buffer ? s.x_lo[1] : s.x_lo[0];
   s.buffer ^= 1;
   tile::for_each_pair(X, s.m0, s.ncol0, s.lane, [&](int r, int c, float v0, float v1) {
-    const __nv_bfloat162 h = __floats2bfloat162_rn(v0, v1);
-    *reinterpret_cast<__nv_bfloat162*>(x + Rows::offset(r, c)) = h;
-    if constexpr (kSplit)
-      *reinterpret_cast<uint32_t*>(x_lo + Rows::offset(r, c)) =
-          tile::pack_bf16(v0 - __low2float(h), v1 - __high2float(h));
+    const float f = !kScaled ? 1.f : (r - s.m0) >> 3 ? rows.f[1] : rows.f[0];
+    const uint32_t h = pack_pair<Op>(v0 * f, v1 * f);
+    *reinterpret_cast<uint32_t*>(x + Rows::offset(r, c)) = h;
+    if constexpr (kSplit) {
+      const float2 hv = unpack_pair<Op>(h);
+      *reinterpret_cast<uint32_t*>(x_lo + Rows::offset(r, c)) = pack_pair<Op>(v0 * f - hv.x, v1 * f - hv.y);
+    }
   });
   wgmma::fence_shared_for_async();
   __syncthreads();
@@ -148,42 +178,75 @@ template <int D, bool kSplit> __device__ __forceinline__ void chunk_matvec(Acc& 
     for (int i = 0; i < 4; ++i) {
       const int nt = 2 * kk + (i >> 1), e = 2 * (i & 1);
       const float v0 = p[nt][e] * mask[nt][e], v1 = p[nt][e + 1] * mask[nt][e + 1];
-      const __nv_bfloat162 h = __floats2bfloat162_rn(v0, v1);
-      a[kk][i] = reinterpret_cast<const uint32_t&>(h);
-      a_lo[kk][i] = kSplit ? tile::pack_bf16(v0 - __low2float(h), v1 - __high2float(h)) : 0u;
+      a[kk][i] = pack_pair<Op>(v0, v1);
+      const float2 hv = unpack_pair<Op>(a[kk][i]);
+      a_lo[kk][i] = kSplit ? pack_pair<Op>(v0 - hv.x, v1 - hv.y) : 0u;
     }
   wgmma::wait<0>();
   wgmma::pin(flat(Y));
 #pragma unroll
   for (int nt = 0; nt < kNT; ++nt)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) Y[nt][e] *= zeta[e >> 1];
+    for (int e = 0; e < 4; ++e) Y[nt][e] *= h_scale[e >> 1];
   const Operand k(wgmma::mn_major<kC, D>(s.k, 0, s.ncol0));
   wgmma::fence();
 #pragma unroll
   for (int kk = 0; kk < kC / 16; ++kk) {  // + ((X Kᵀ) ⊙ Mᵀ) K, K as the [token][column] (MN-major) operand
-    wgmma::wgmma_rs<1>(flat(Y), a[kk], k.at(16 * kk * 64), 1);
-    if constexpr (kSplit) wgmma::wgmma_rs<1>(flat(Y), a_lo[kk], k.at(16 * kk * 64), 1);
+    wgmma::wgmma_rs<1, Op>(flat(Y), a[kk], k.at(16 * kk * 64), 1);
+    if constexpr (kSplit) wgmma::wgmma_rs<1, Op>(flat(Y), a_lo[kk], k.at(16 * kk * 64), 1);
   }
   wgmma::commit();
   wgmma::wait<0>();
   wgmma::pin(flat(Y));
   wgmma::pin(a);
   wgmma::pin(a_lo);
+  if constexpr (kScaled)
+#pragma unroll
+    for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) Y[nt][e] *= rows.inv[e >> 1];
+}
+
+// The fp16 mode's range: the power of two 2^-e that brings the CTA's largest |value| (each thread's max in `local`)
+// into [2^(top-1), 2^top), or 1 when every value is 0. Exact as a scale; every thread must call it (two barriers).
+template <int kThreads> __device__ __forceinline__ float block_pow2_scale(float local, float* scratch, int top) {
+  local = warp_max(local);
+  if ((threadIdx.x & 31) == 0) scratch[threadIdx.x >> 5] = local;
+  __syncthreads();
+  float all = 0.f;
+#pragma unroll
+  for (int w = 0; w < kThreads / 32; ++w) all = fmaxf(all, scratch[w]);
+  __syncthreads();  // the scratch is free again
+  if (all == 0.f) return 1.f;
+  int e;
+  frexpf(all, &e);  // all = m·2^e, m in [0.5, 1)
+  return ldexpf(1.f, top - e);
 }
 #endif  // PRIMER_WGMMA
 
-template <int D, class T, bool kBackward, bool kSplit> __global__ void __launch_bounds__(Layout<D>::kThreads, 1)
-    iterate_wgmma_kernel(IterateArgs a) {
+// Op = __half: the fp16 mode (ChebyshevOptions::f16_operands; kSplit = kBackward): X, P and K one fp16 operand each,
+// H_0 an fp16 pair; the backward's one product H x as pairs (the gates' gradients were 0.05–0.36 off without). fp16
+// rounds at 2^-12 where bf16 rounds at 2^-9, at the same tensor-core rate, so one operand each costs what the one-bf16
+// iterate costs and its error, amplified by up to κ = (1 + ridge)/ridge as that one's is, stays within a few times the
+// precise mode's (tools/numerics/gka_iterate_operands.py, and GkaMixerCuda.Bf16LayerAtTheDefaultRidge). The keys are
+// the bf16 values the chunk-state, state-gradient and dk kernels take, each row scaled by a power of two: an iteration
+// on other keys (f32 ones rounded to fp16) solves another system than the one those kernels differentiate, which left
+// the gates' gradients 0.07–0.86 off in that layer test. fp16's range is kept by powers of two and per-row factors,
+// undone in f32: H_0 by its largest entry, the keys' rows to a norm in [0.5, 1), the staged X rows (RowScale), and P's
+// rows through the mask.
+template <int D, class T, bool kBackward, bool kSplit, class Op>
+__global__ void __launch_bounds__(Layout<D>::kThreads, 1) iterate_wgmma_kernel(IterateArgs a) {
 #ifdef PRIMER_WGMMA
+  constexpr bool kF16 = std::is_same_v<Op, __half>;
+  static_assert(!kF16 || kSplit == kBackward, "the fp16 mode's backward keeps the pair buffers for H x");
   using L = Layout<D>;
   extern __shared__ unsigned char smem_raw[];
-  bf16* base = reinterpret_cast<bf16*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
-  Tiles<D> s;
+  Op* base = reinterpret_cast<Op*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  Tiles<D, Op> s;
   static_cast<GroupTile&>(s) = GroupTile::of_thread();
-  bf16* h_hi = base;
-  bf16* h_lo = h_hi + D * D;
-  bf16* k_tile = h_lo + D * D;
+  Op* h_hi = base;
+  Op* h_lo = h_hi + D * D;
+  Op* k_tile = h_lo + D * D;
   s.h_hi = h_hi;
   s.h_lo = h_lo;
   s.k = k_tile;
@@ -200,15 +263,42 @@ template <int D, class T, bool kBackward, bool kSplit> __global__ void __launch_
   const int64_t bh = blockIdx.y;
   const ChunkRef c = a.geo.chunk(bh, blockIdx.x, D);
 
-  // Stage K and H_0 for the tensor cores; ‖H_0‖² and the chunk's log-decays on the way.
-  stage_rows<T, D, L::kThreads, typename L::Rows>(k_tile, nullptr, static_cast<const T*>(a.k) + c.row0, c.row_stride, 0,
-                                                  c.len, nullptr);
-  const float h0_sq =
-      warp_sum(stage_matrix<D, L::kThreads, typename L::States>(h_hi, h_lo, a.states + a.geo.state(bh, blockIdx.x, D)));
+  // Stage K and H_0 for the tensor cores; ‖H_0‖² and the chunk's log-decays on the way. The fp16 mode brings H_0's
+  // largest entry into [2^12, 2^13) by a power of two, h_pow2.
+  if constexpr (kF16) {  // each key row scaled by a power of two to a norm in [0.5, 1): fp16's range at any β
+    using Keys = RowPieces<T, D, L::kThreads>;
+    Keys keys;
+    keys.load(static_cast<const T*>(a.k) + c.row0, c.row_stride, 0, c.len);
+    if constexpr (!std::is_same_v<T, bf16>)  // the keys as the other kernels take them (see above)
+#pragma unroll
+      for (int it = 0; it < Keys::kIters; ++it)
+#pragma unroll
+        for (int e = 0; e < 8; ++e) keys.v[it].v[e] = __bfloat162float(__float2bfloat16(to_float(keys.v[it].v[e])));
+    float key_scale[Keys::kIters];
+    keys.pow2_row_scales(key_scale);
+    keys.template store<typename L::Rows>(k_tile, nullptr, key_scale);
+#pragma unroll
+    for (int it = 0; it < Keys::kIters; ++it)
+      if (Keys::col(it) == 0) sc.key_unscale[Keys::row(it)] = 1.f / key_scale[it];  // exact: powers of two
+  } else {
+    stage_rows<T, D, L::kThreads, typename L::Rows>(k_tile, nullptr, static_cast<const T*>(a.k) + c.row0, c.row_stride,
+                                                    0, c.len, nullptr);
+  }
+  float h_pow2 = 1.f;
+  const float* h0 = a.states + a.geo.state(bh, blockIdx.x, D);
+  float h0_part;
+  if constexpr (kF16)
+    h0_part = stage_matrix<D, L::kThreads, typename L::States>(
+        h_hi, h_lo, h0, [&](float local) { return h_pow2 = block_pow2_scale<L::kThreads>(local, sc.range, 13); });
+  else
+    h0_part = stage_matrix<D, L::kThreads, typename L::States>(h_hi, h_lo, h0);
+  const float h_unscale = 1.f / h_pow2;
+  const float h0_sq = warp_sum(h0_part);
   if (lane == 0) sc.warp[warp] = h0_sq;
   chunk_log_decays(sc.g, a.gk, c);
   if (threadIdx.x < kC)
-    sc.quad[threadIdx.x] = sc.fresh[threadIdx.x] = sc.dot1[threadIdx.x] = sc.dot2[threadIdx.x] = 0.f;
+    sc.quad[threadIdx.x] = sc.fresh[threadIdx.x] = sc.dot1[threadIdx.x] = sc.dot2[threadIdx.x] =
+        sc.rhs_sq[threadIdx.x] = sc.x_sq[threadIdx.x] = 0.f;
   wgmma::fence_shared_for_async();
   __syncthreads();
 
@@ -217,7 +307,7 @@ template <int D, class T, bool kBackward, bool kSplit> __global__ void __launch_
   chunk_mask(mask, sc.g, c.len, 0, s);
   {
     Acc p, z, kk;
-    issue_products<D, false>(p, z, s.k, nullptr, s);
+    issue_products<D, false>(p, z, s.k, static_cast<const Op*>(nullptr), s);
     wgmma::wait<0>();
     wgmma::pin(flat(p));
     wgmma::pin(flat(z));
@@ -225,29 +315,69 @@ template <int D, class T, bool kBackward, bool kSplit> __global__ void __launch_
     for (int nt = 0; nt < kNT; ++nt)
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
-        const __nv_bfloat162 pair = *reinterpret_cast<const __nv_bfloat162*>(
-            s.k + L::Rows::offset(s.row(half), s.ncol0 + 8 * nt + 2 * (lane & 3)));
-        kk[nt][2 * half] = __low2float(pair);
-        kk[nt][2 * half + 1] = __high2float(pair);
+        const float2 pair = unpack_pair<Op>(
+            *reinterpret_cast<const uint32_t*>(s.k + L::Rows::offset(s.row(half), s.ncol0 + 8 * nt + 2 * (lane & 3))));
+        // (z is K times H_0 as staged; in the fp16 mode K's row c is s_c k_c)
+        const float f = kF16 ? h_unscale * square(sc.key_unscale[s.row(half)]) : h_unscale;
+        kk[nt][2 * half] = pair.x * f;
+        kk[nt][2 * half + 1] = pair.y * f;
       }
     add_row_dots(sc.quad, z, kk, s);
+    if constexpr (kF16)  // P[c][j] = s_c s_j k_c·k_j
+#pragma unroll
+      for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) p[nt][e] *= sc.key_unscale[s.row(e >> 1)] * sc.key_unscale[key_column(nt, e, s)];
     if (s.ncol0 == 0) add_fresh_terms(sc.fresh, mask, p, 0, s);  // every group holds all of P: the first adds it
+  }
+  // The fp16 mode: from here the mask also undoes the keys' scales ((X K'ᵀ) ⊙ Mᵀ / s_j², times K' = S K, is
+  // ((X Kᵀ) ⊙ Mᵀ) K), and brings each row of the staged P into fp16's range: a staged X row has norm ≤ 1 (RowScale)
+  // and a staged key too, so |P[c][j]| ≤ Mᵀ[c][j] / s_j², whose row maximum a power of two, p_gain, brings into
+  // [2^13, 2^14) (room for the iterate's overshoot). Y's rows are unscaled by it with the X scale (RowScale::set).
+  float p_gain[2] = {1.f, 1.f};
+  if constexpr (kF16) {
+    float largest[2] = {0.f, 0.f};
+#pragma unroll
+    for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        mask[nt][e] *= square(sc.key_unscale[key_column(nt, e, s)]);
+        largest[e >> 1] = fmaxf(largest[e >> 1], mask[nt][e]);
+      }
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const float m = tile::row_max(largest[half]);
+      int exponent;
+      frexpf(m, &exponent);
+      p_gain[half] = m > 0.f ? ldexpf(1.f, 14 - exponent) : 1.f;
+    }
+#pragma unroll
+    for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) mask[nt][e] *= p_gain[e >> 1];
   }
   __syncthreads();
   if (warp == 0) {
-    float h0 = 0.f;
+    float h0_total = 0.f;
 #pragma unroll
-    for (int w = 0; w < L::kThreads / 32; ++w) h0 += sc.warp[w];
-    chunk_row_norms(sc.norm, sc.g, sc.quad, sc.fresh, h0, c.len);
+    for (int w = 0; w < L::kThreads / 32; ++w) h0_total += sc.warp[w];
+    chunk_row_norms(sc.norm, sc.g, sc.quad, sc.fresh, h0_total, c.len);
   }
   __syncthreads();
 
   const RowConstants rc(sc.g, sc.norm, a.ridge, s);
+  const float h_scale[2] = {rc.zeta[0] * h_unscale * p_gain[0], rc.zeta[1] * h_unscale * p_gain[1]};
+  RowScale rows{{1.f, 1.f}, {1.f, 1.f}};
   const Rhs<L::kThreads> rhs{rhs_smem};
   Acc X, Xp;
   {
     Acc R;
     load_rows<T>(R, static_cast<const T*>(a.rhs), c, s);
+    if constexpr (kF16) {
+      add_row_dots(sc.rhs_sq, R, R, s);
+      __syncthreads();
+      rows.set(sc.rhs_sq, rc.lambda, p_gain, s);
+    }
     rhs.set(R);
     chebyshev_start(X, Xp, R, rc);
   }
@@ -255,7 +385,7 @@ template <int D, class T, bool kBackward, bool kSplit> __global__ void __launch_
   for (int it = 0; it < a.num_iter; ++it) {
     const float omega = weights.next();
     Acc Y, R;
-    chunk_matvec<D, kSplit>(Y, X, mask, rc.zeta, s);
+    chunk_matvec<D, kSplit && !kF16, kF16>(Y, X, mask, h_scale, rows, s);
     rhs.get(R);
     chebyshev_update(X, Xp, Y, R, rc, omega);
   }
@@ -266,7 +396,14 @@ template <int D, class T, bool kBackward, bool kSplit> __global__ void __launch_
     Acc xf, Y;
     load_rows<T>(xf, static_cast<const T*>(a.x), c, s);
     add_row_dots(sc.dot1, xf, X, s);
-    chunk_matvec<D, kSplit>(Y, xf, mask, rc.zeta, s);  // its barrier also publishes sc.dot1
+    if constexpr (kF16) {
+      add_row_dots(sc.x_sq, xf, xf, s);
+      __syncthreads();
+      rows.set(sc.x_sq, {1.f, 1.f}, p_gain, s);
+    }
+    // (its barrier also publishes sc.dot1; the fp16 mode's backward forms this one product of x, whose part off the
+    // keys' span is up to κ times the rest, as pairs: s·(H x) enters the gates' gradients through u)
+    chunk_matvec<D, kSplit, kF16>(Y, xf, mask, h_scale, rows, s);
     add_row_dots(sc.dot2, X, Y, s);
     __syncthreads();
     if (warp == 0) adjoint_row_weights(a, bh, blockIdx.x, sc.g, sc.norm, sc.dot1, sc.dot2, c.len);
@@ -276,8 +413,9 @@ template <int D, class T, bool kBackward, bool kSplit> __global__ void __launch_
 #endif
 }
 
-template <int D, class T, bool kBackward, bool kSplit> void launch(const IterateArgs& a, const ChebyshevDims& d) {
-  constexpr auto kernel = iterate_wgmma_kernel<D, T, kBackward, kSplit>;
+template <int D, class T, bool kBackward, bool kSplit, class Op = bf16>
+void launch(const IterateArgs& a, const ChebyshevDims& d) {
+  constexpr auto kernel = iterate_wgmma_kernel<D, T, kBackward, kSplit, Op>;
   constexpr int kBytes = IterateSmem<D, kSplit>::kBytes;
   allow_dynamic_smem<kernel>(kBytes);
   const dim3 grid(unsigned(d.chunks()), unsigned(d.heads_total()));
@@ -288,6 +426,15 @@ template <int D, class T, bool kBackward, bool kSplit> void launch(const Iterate
 }  // namespace
 
 void launch_iterate_wgmma(const IterateArgs& a, const ChebyshevDims& d, DType dtype) {
+  if (d.f16_operands && d.precise_iterate && dtype == DType::F32) {
+    with_dim(d.dim, [&](auto dim) {
+      if (a.x != nullptr)
+        launch<decltype(dim)::value, float, true, true, __half>(a, d);
+      else
+        launch<decltype(dim)::value, float, false, false, __half>(a, d);
+    });
+    return;
+  }
   with_iterate_variant(d, dtype, a.x != nullptr, [&](auto dim, auto tag, auto backward, auto split) {
     launch<decltype(dim)::value, decltype(tag), decltype(backward)::value, decltype(split)::value>(a, d);
   });

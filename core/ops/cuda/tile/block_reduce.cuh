@@ -1,4 +1,5 @@
-// Deterministic warp and block sums (fixed shuffle/tree order) for kernels that reduce one row per block.
+// Deterministic warp and block sums (fixed shuffle/tree order) and warp maxima for kernels that reduce one row per
+// block.
 #pragma once
 
 namespace primer::ops::cuda_ops {
@@ -6,6 +7,12 @@ namespace primer::ops::cuda_ops {
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
   for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
   return v;
 }
 

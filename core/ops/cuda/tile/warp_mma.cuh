@@ -157,6 +157,11 @@ __device__ __forceinline__ float row_sum(float v) {
   v += __shfl_xor_sync(0xffffffffu, v, 1);
   return v + __shfl_xor_sync(0xffffffffu, v, 2);
 }
+// Max over the 4 lanes that share an accumulator row (same g, every t).
+__device__ __forceinline__ float row_max(float v) {
+  v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+  return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}
 // Sum over the 8 lanes that share an accumulator column (same t, every g).
 __device__ __forceinline__ float column_sum(float v) {
   v += __shfl_xor_sync(0xffffffffu, v, 4);

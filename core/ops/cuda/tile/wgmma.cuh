@@ -15,8 +15,10 @@
 // the asynchronous tile loader compile everywhere.
 #pragma once
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "core/ops/cuda/tile/mma.cuh"
 
@@ -54,14 +56,16 @@ __device__ __forceinline__ void load_tile_async(bf16* smem, const bf16* global, 
 }
 
 // Matrix descriptor: start address, leading and stride byte offsets (16-byte units), 128-byte swizzle (mode 1).
-__device__ __forceinline__ uint64_t descriptor(const bf16* start, uint32_t leading_bytes, uint32_t stride_bytes) {
+__device__ __forceinline__ uint64_t descriptor(const void* start, uint32_t leading_bytes, uint32_t stride_bytes) {
   const uint32_t address = tile::smem_address(start);
   return uint64_t((address & 0x3FFFF) >> 4) | uint64_t((leading_bytes >> 4) & 0x3FFF) << 16 |
          uint64_t((stride_bytes >> 4) & 0x3FFF) << 32 | uint64_t(1) << 62;
 }
 
 // Operand [rows starting at row0][16 reduction columns from k0] of a K-major tile: 8-row groups 1024 bytes apart.
-template <int kRows, int kCols> __device__ __forceinline__ uint64_t k_major(const bf16* tile, int row0, int k0) {
+// (The tiles hold bf16, or fp16 for the products that take it: any 16-bit element E.)
+template <int kRows, int kCols, class E> __device__ __forceinline__ uint64_t k_major(const E* tile, int row0, int k0) {
+  static_assert(sizeof(E) == 2, "16-bit operands");
   return descriptor(tile + (k0 >> 6) * Sw128Tile<kRows, kCols>::kBlockElems + row0 * 64 + (k0 & 63), 16, 1024);
 }
 
@@ -69,7 +73,8 @@ template <int kRows, int kCols> __device__ __forceinline__ uint64_t k_major(cons
 // apart along the reduction, 64-column blocks one block apart along the output; col0 a multiple of 64, or of 8 for an
 // operand of at most the rest of its block (the swizzle applies to the address, so a start inside a 128-byte row
 // stays on the tile's layout, as K-major operands' k-steps of 32 bytes do).
-template <int kRows, int kCols> __device__ __forceinline__ uint64_t mn_major(const bf16* tile, int k0, int col0) {
+template <int kRows, int kCols, class E> __device__ __forceinline__ uint64_t mn_major(const E* tile, int k0, int col0) {
+  static_assert(sizeof(E) == 2, "16-bit operands");
   using T = Sw128Tile<kRows, kCols>;
   return descriptor(tile + (col0 >> 6) * T::kBlockElems + k0 * 64 + (col0 & 63), T::kBlockElems * 2, 1024);
 }
@@ -155,41 +160,49 @@ template <int kRegisters, bool kIncrease> __device__ __forceinline__ void set_ma
       ", 0;\n"                                                         \
       "wgmma.mma_async.sync.aligned." PRIMER_WGMMA_SHAPE_##C           \
       ".f32." TYPES " {" PRIMER_WGMMA_REGS_##C PRIMER_WGMMA_TAIL_##SOURCE##_##C
-#define PRIMER_WGMMA_SS(C)                           \
-  asm volatile(PRIMER_WGMMA_BODY(C, SS, "bf16.bf16") \
-               : PRIMER_WGMMA_ACC_##C                \
+#define PRIMER_WGMMA_SS(C, TYPES)              \
+  asm volatile(PRIMER_WGMMA_BODY(C, SS, TYPES) \
+               : PRIMER_WGMMA_ACC_##C          \
                : "l"(desc_a), "l"(desc_b), "r"(accumulate), "n"(kTransA), "n"(kTransB))
-#define PRIMER_WGMMA_RS(C)                           \
-  asm volatile(PRIMER_WGMMA_BODY(C, RS, "bf16.bf16") \
-               : PRIMER_WGMMA_ACC_##C                \
+#define PRIMER_WGMMA_RS(C, TYPES)              \
+  asm volatile(PRIMER_WGMMA_BODY(C, RS, TYPES) \
+               : PRIMER_WGMMA_ACC_##C          \
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate), "n"(kTransB))
 template <int kTransA, int kTransB>
 __device__ __forceinline__ void wgmma_ss(float (&d)[16], uint64_t desc_a, uint64_t desc_b, int accumulate) {
-  PRIMER_WGMMA_SS(16);
+  PRIMER_WGMMA_SS(16, "bf16.bf16");
 }
 template <int kTransB>
 __device__ __forceinline__ void wgmma_rs(float (&d)[16], const uint32_t (&a)[4], uint64_t desc_b, int accumulate) {
-  PRIMER_WGMMA_RS(16);
+  PRIMER_WGMMA_RS(16, "bf16.bf16");
 }
-template <int kTransA, int kTransB>
+// The m64n64 products take fp16 operands as well (Op = __half: the same rate, 2^-11 rounding where bf16 has 2^-8,
+// within ±65504).
+template <int kTransA, int kTransB, class Op = bf16>
 __device__ __forceinline__ void wgmma_ss(float (&d)[32], uint64_t desc_a, uint64_t desc_b, int accumulate) {
-  PRIMER_WGMMA_SS(32);
+  if constexpr (std::is_same_v<Op, __half>)
+    PRIMER_WGMMA_SS(32, "f16.f16");
+  else
+    PRIMER_WGMMA_SS(32, "bf16.bf16");
 }
-template <int kTransB>
+template <int kTransB, class Op = bf16>
 __device__ __forceinline__ void wgmma_rs(float (&d)[32], const uint32_t (&a)[4], uint64_t desc_b, int accumulate) {
-  PRIMER_WGMMA_RS(32);
+  if constexpr (std::is_same_v<Op, __half>)
+    PRIMER_WGMMA_RS(32, "f16.f16");
+  else
+    PRIMER_WGMMA_RS(32, "bf16.bf16");
 }
 template <int kTransA, int kTransB>
 __device__ __forceinline__ void wgmma_ss(float (&d)[64], uint64_t desc_a, uint64_t desc_b, int accumulate) {
-  PRIMER_WGMMA_SS(64);
+  PRIMER_WGMMA_SS(64, "bf16.bf16");
 }
 template <int kTransB>
 __device__ __forceinline__ void wgmma_rs(float (&d)[64], const uint32_t (&a)[4], uint64_t desc_b, int accumulate) {
-  PRIMER_WGMMA_RS(64);
+  PRIMER_WGMMA_RS(64, "bf16.bf16");
 }
 template <int kTransA, int kTransB>
 __device__ __forceinline__ void wgmma_ss(float (&d)[96], uint64_t desc_a, uint64_t desc_b, int accumulate) {
-  PRIMER_WGMMA_SS(96);
+  PRIMER_WGMMA_SS(96, "bf16.bf16");
 }
 #endif  // PRIMER_WGMMA
 
