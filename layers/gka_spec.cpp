@@ -32,8 +32,8 @@ const MixerSpec& gka_spec() {
                     "the condition number)"),
               field(gka, "iterate_fp16", &C::iterate_fp16,
                     "CUDA (Hopper), bf16, precise mode: the Chebyshev iteration's operands in fp16, one each (H_0 as a "
-                    "pair), instead of bf16 hi + lo pairs: fewer products, 2^-12 roundings amplified by up to the "
-                    "condition number"),
+                    "pair), instead of bf16 hi + lo pairs: the layer ~12% faster, but its 2^-12 roundings, amplified "
+                    "by up to the condition number, leave the gates' gradients up to 8e-2 off f64 (3.6e-2 without)"),
               field(gka, "use_gate", &C::use_gate, "Output gate silu(g_proj x) after the per-head output RMSNorm"),
               field(gka, "conv_size", &C::conv_size, "Short convolution taps"),
               field(gka, "norm_eps", &C::norm_eps, "Epsilon of the output RMSNorm"),
