@@ -91,8 +91,10 @@ Tensor anisotropic_hidden(int64_t B, int64_t T, int64_t d, uint64_t seed) {
 // each, 2^-12) x̂ is ~1e-3 off where the pairs leave ~1e-5, which those gradients amplify: over the same seeds y within
 // 2.6e-2 and dx 2.6e-2, held to 5e-2, but the gates' projections up to 7.8e-2 (seed 16: 7.2e-2), held to 1.5e-1
 // (1e-1 on every gradient together): the speed option misses the bound there, and the precise mode is the
-// default. The one-bf16 iterate (`precise_iterate: false`, bf16 vectors too) is held to 3e-1 on y and dx only: its
-// 2^-9 operand rounding, amplified by up to κ = 51, reached 0.24. The states do not pass through the solve: 5e-2.
+// default. The one-bf16 iterate (`precise_iterate: false`, bf16 vectors too) is held on y and dx only: its 2^-9
+// operand rounding, amplified by up to κ = 51, put y 0.04–0.25 off over ~90 seeds (2026-11-29; dx up to 0.19), a tail
+// too close to the 3e-1 it had for a test that must pass under any seed: 5e-1, which a wiring error (~1) still fails.
+// The states do not pass through the solve: 5e-2.
 TEST(GkaMixerCuda, Bf16LayerAtTheDefaultRidge) {
   PRIMER_REQUIRE_CUDA();
   const uint64_t seed = test::fresh_seed();
@@ -114,7 +116,7 @@ TEST(GkaMixerCuda, Bf16LayerAtTheDefaultRidge) {
     std::printf("ridge 0.02, num_iter 30, %s\n", m.name);
     const test::LayerRun ref = run_layer(c, Device::cpu(), DType::F64, x, dy, seed);
     const test::LayerRun gpu = run_layer(c, Device::cuda(), DType::BF16, x, dy, seed);
-    const double out_bound = precise ? 5e-2 : 3e-1;
+    const double out_bound = precise ? 5e-2 : 5e-1;
     std::printf("  y %.2e, dx %.2e\n", test::compare(gpu.y, ref.y).rel_l2, test::compare(gpu.dx, ref.dx).rel_l2);
     test::expect_rel_l2(gpu.y, ref.y, out_bound, "y");
     test::expect_rel_l2(gpu.states[0], ref.states[0], 5e-2, "H state");
