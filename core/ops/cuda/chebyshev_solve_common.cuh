@@ -97,6 +97,15 @@ __device__ __forceinline__ void warp_affine_scan(float a0, float b0, float a1, f
   y1 = B;
 }
 
+// The power of two 2^(top − e) that brings m = f·2^e (f in [0.5, 1), m ≥ 0) into [2^(top−1), 2^top); 1 for m = 0. An
+// exact scale, for keeping fp16 operands in range.
+__device__ __forceinline__ float pow2_scale_into(float m, int top) {
+  if (m == 0.f) return 1.f;
+  int e;
+  frexpf(m, &e);
+  return ldexpf(1.f, top - e);
+}
+
 // A parameter type that takes no part in deduction (std::type_identity_t, which the kernels' C++17 lacks): lo = nullptr
 // then takes hi's type.
 template <class T> struct NotDeducedOf { using type = T; };
@@ -195,9 +204,7 @@ template <class T, int kCols, int kThreads> struct RowPieces {
       for (int e = 0; e < 8; ++e) sq += to_float(v[it].v[e]) * to_float(v[it].v[e]);
 #pragma unroll
       for (int offset = kPerRow / 2; offset > 0; offset >>= 1) sq += __shfl_xor_sync(0xffffffffu, sq, offset);
-      int exponent;
-      frexpf(sqrtf(sq), &exponent);
-      s[it] = sq > 0.f ? ldexpf(1.f, -exponent) : 1.f;
+      s[it] = pow2_scale_into(sqrtf(sq), 0);
     }
   }
 };

@@ -217,10 +217,7 @@ template <int kThreads> __device__ __forceinline__ float block_pow2_scale(float 
 #pragma unroll
   for (int w = 0; w < kThreads / 32; ++w) all = fmaxf(all, scratch[w]);
   __syncthreads();  // the scratch is free again
-  if (all == 0.f) return 1.f;
-  int e;
-  frexpf(all, &e);  // all = m·2^e, m in [0.5, 1)
-  return ldexpf(1.f, top - e);
+  return pow2_scale_into(all, top);
 }
 #endif  // PRIMER_WGMMA
 
@@ -345,12 +342,7 @@ __global__ void __launch_bounds__(Layout<D>::kThreads, 1) iterate_wgmma_kernel(I
         largest[e >> 1] = fmaxf(largest[e >> 1], mask[nt][e]);
       }
 #pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const float m = tile::row_max(largest[half]);
-      int exponent;
-      frexpf(m, &exponent);
-      p_gain[half] = m > 0.f ? ldexpf(1.f, 14 - exponent) : 1.f;
-    }
+    for (int half = 0; half < 2; ++half) p_gain[half] = pow2_scale_into(tile::row_max(largest[half]), 14);
 #pragma unroll
     for (int nt = 0; nt < kNT; ++nt)
 #pragma unroll

@@ -11,6 +11,8 @@
 // the states S_c and the state gradients dE_c arrive as hi + lo tiles, and every product with one of them runs once
 // with each half (dO S_cᵀ, V dE_cᵀ, K dE_c, dAᵀ Q, Q Kᵀ; <dE_c, S_c> on the sums); dA is a hi + lo pair as well
 // (dA K, dAᵀ Q), formed by all eight warps in phase 1, its residual where A goes, and A formed after phase 3.
+#include <type_traits>
+
 #include "core/check.h"
 #include "core/cuda_runtime.h"
 #include "core/ops/cuda/dynamic_smem.h"
@@ -128,9 +130,10 @@ template <class T, bool kPrecise, int kK, int kV> __global__ void __launch_bound
   auto to_end = [&](int r) { return __expf(G_last - sG[r]); };
 
   // Phase 1: A (from Q Kᵀ) and dA (from dO Vᵀ), masked and decayed, to shared memory: rows 16·strip … +15 of the
-  // column tiles [np_begin, np_end) (those at or left of the diagonal), Q as hi + lo where it is precise.
+  // column tiles [np_begin, np_end) (those at or left of the diagonal), Q as hi + lo where it is precise; with split
+  // (std::true_type) the rounding residuals to dst_lo.
   auto masked_product = [&](const bf16* X, const bf16* X_lo, const bf16* Y, auto cols_tag, int np_begin, int np_end,
-                            bf16* dst, bf16* dst_lo) {
+                            bf16* dst, bf16* dst_lo, auto split) {
     constexpr int kCols = decltype(cols_tag)::value;
     float acc[kChunk / 8][4] = {};
     auto accumulate = [&](const bf16* operand) {
@@ -159,11 +162,10 @@ template <class T, bool kPrecise, int kK, int kV> __global__ void __launch_bound
         const float w0 = col <= r ? a.scale * __expf(sG[r] - sG[col]) * acc[j][2 * rr] : 0.f;
         const float w1 = col + 1 <= r ? a.scale * __expf(sG[r] - sG[col + 1]) * acc[j][2 * rr + 1] : 0.f;
         const int at = tile::swizzle<kChunk>(r, col);
-        gla::store_pair(dst + at, w0, w1);
-        if (dst_lo != nullptr) {  // the rounding residual
-          const float2 hi = gla::load_pair(dst + at);
-          gla::store_pair(dst_lo + at, w0 - hi.x, w1 - hi.y);
-        }
+        if constexpr (decltype(split)::value)
+          tile::store_pair_split(dst + at, dst_lo + at, w0, w1);
+        else
+          gla::store_pair(dst + at, w0, w1);
       }
     }
   };
@@ -175,11 +177,11 @@ template <class T, bool kPrecise, int kK, int kV> __global__ void __launch_bound
   // forms half of its strip's column tiles; A follows after phase 3.
   bf16* const sDAlo = sA;
   if constexpr (kPrecise)
-    masked_product(sDO, nullptr, sV, kValueCols, 2 * half, 2 * half + 2, sDA, sDAlo);
+    masked_product(sDO, nullptr, sV, kValueCols, 2 * half, 2 * half + 2, sDA, sDAlo, std::true_type{});
   else if (half == 0)
-    masked_product(sQ, nullptr, sK, kKeyCols, 0, kChunk / 16, sA, nullptr);
+    masked_product(sQ, nullptr, sK, kKeyCols, 0, kChunk / 16, sA, nullptr, std::false_type{});
   else
-    masked_product(sDO, nullptr, sV, kValueCols, 0, kChunk / 16, sDA, nullptr);
+    masked_product(sDO, nullptr, sV, kValueCols, 0, kChunk / 16, sDA, nullptr, std::false_type{});
   tile::cp_async_wait<0>();  // S_c and dE_c
   __syncthreads();
 
@@ -238,7 +240,7 @@ template <class T, bool kPrecise, int kK, int kV> __global__ void __launch_bound
 
   if constexpr (kPrecise) {  // A, in place of dA's residual once phases 2 and 3 are done with it
     __syncthreads();
-    masked_product(sQ, sQlo, sK, kKeyCols, 2 * half, 2 * half + 2, sA, nullptr);
+    masked_product(sQ, sQlo, sK, kKeyCols, 2 * half, 2 * half + 2, sA, nullptr, std::false_type{});
     __syncthreads();
   }
 

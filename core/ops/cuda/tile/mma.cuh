@@ -101,6 +101,14 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   return *reinterpret_cast<const uint32_t*>(&v);
 }
 
+// v0, v1 as a bf16 pair at hi and their rounding residuals v − bf16(v) at lo: hi + lo carries ~16 significant bits,
+// for products whose operand rounding would otherwise be amplified.
+__device__ __forceinline__ void store_pair_split(bf16* hi, bf16* lo, float v0, float v1) {
+  const __nv_bfloat162 h = __floats2bfloat162_rn(v0, v1);
+  *reinterpret_cast<__nv_bfloat162*>(hi) = h;
+  *reinterpret_cast<uint32_t*>(lo) = pack_bf16(v0 - __low2float(h), v1 - __high2float(h));
+}
+
 // The A fragment of k-step `kk` (columns 16kk..16kk+15) of a row of 8-column accumulator tiles c[].
 template <int kTiles>
 __device__ __forceinline__ void accumulators_to_a(uint32_t (&a)[4], const float (&c)[kTiles][4], int kk) {

@@ -146,9 +146,7 @@ template <int kCols, int kTiles> __device__ __forceinline__ void store_tile_spli
                                                                                   const float (&acc)[kTiles][4], int m0,
                                                                                   int n0, int lane) {
   for_each_pair(acc, m0, n0, lane, [&](int r, int c, float v0, float v1) {
-    const __nv_bfloat162 h = __floats2bfloat162_rn(v0, v1);
-    *reinterpret_cast<__nv_bfloat162*>(hi + swizzle<kCols>(r, c)) = h;
-    *reinterpret_cast<uint32_t*>(lo + swizzle<kCols>(r, c)) = pack_bf16(v0 - __low2float(h), v1 - __high2float(h));
+    store_pair_split(hi + swizzle<kCols>(r, c), lo + swizzle<kCols>(r, c), v0, v1);
   });
 }
 
