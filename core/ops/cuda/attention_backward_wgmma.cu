@@ -109,7 +109,7 @@ template <int kDh, bool kTwoSources> __global__ void __launch_bounds__(256, 1)
   constexpr int kBlockN = Tr::kBlockN, kBlockM = Tr::kBlockM, kThreads = Tr::kThreads, kStages = Tr::kStages;
   constexpr int kDqCols = Tr::kDqCols;
   extern __shared__ unsigned char smem_raw[];
-  unsigned char* smem = smem_raw + ((1024 - (tile::smem_address(smem_raw) & 1023)) & 1023);  // swizzle atoms: 1024 B
+  unsigned char* smem = wgmma::aligned_tiles(smem_raw);
   bf16* sK = reinterpret_cast<bf16*>(smem);
   bf16* sV = sK + KTile::kElems;
   bf16* sQ = sV + KTile::kElems;             // [kStages]

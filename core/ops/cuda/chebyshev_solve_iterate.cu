@@ -171,13 +171,15 @@ template <int D, class T, bool kBackward, bool kSplit> __global__ void __launch_
   float R[kNT][4], X[kNT][4], Xp[kNT][4];
   load_rows<T>(R, static_cast<const T*>(a.rhs), c, s);
   chebyshev_start(X, Xp, R, rc);
-  ChebyshevWeights weights(a.ridge);
-  for (int it = 0; it < a.num_iter; ++it) {
-    const float omega = weights.next();
-    float Y[kNT][4];
-    chunk_matvec<D, kSplit>(Y, X, mask, rc.zeta, s);
-    chebyshev_update(X, Xp, Y, R, rc, omega);
-  }
+  chebyshev_iterate<false>(
+      X, Xp, a.num_iter, a.ridge, rc,
+      [&](float(&Y)[kNT][4], const float(&x)[kNT][4]) { chunk_matvec<D, kSplit>(Y, x, mask, rc.zeta, s); },
+      [&](float(&r)[kNT][4]) {
+#pragma unroll
+        for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) r[nt][e] = R[nt][e];
+      });
   store_rows<T>(static_cast<T*>(a.out), X, c, s);
 
   if constexpr (kBackward) {

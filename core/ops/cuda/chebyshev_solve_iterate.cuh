@@ -105,8 +105,8 @@ template <int kNT> __device__ __forceinline__ void chebyshev_start(float (&X)[kN
     }
 }
 
-// X ← X − step·ω·(H X + λX − R) + (ω − 1)(X − X_prev), X_prev ← X, given Y = H X.
-template <int kNT> __device__ __forceinline__ void chebyshev_update(float (&X)[kNT][4], float (&Xp)[kNT][4],
+// The next iterate X − step·ω·(H X + λX − R) + (ω − 1)(X − X_prev), given Y = H X, written over X_prev.
+template <int kNT> __device__ __forceinline__ void chebyshev_update(float (&Xp)[kNT][4], const float (&X)[kNT][4],
                                                                     const float (&Y)[kNT][4], const float (&R)[kNT][4],
                                                                     const RowConstants& rc, float omega) {
 #pragma unroll
@@ -115,10 +115,51 @@ template <int kNT> __device__ __forceinline__ void chebyshev_update(float (&X)[k
     for (int e = 0; e < 4; ++e) {
       const int half = e >> 1;
       const float residual = Y[nt][e] + rc.lambda[half] * X[nt][e] - R[nt][e];
-      const float next = X[nt][e] - rc.step[half] * omega * residual + (omega - 1.f) * (X[nt][e] - Xp[nt][e]);
-      Xp[nt][e] = X[nt][e];
-      X[nt][e] = next;
+      Xp[nt][e] = X[nt][e] - rc.step[half] * omega * residual + (omega - 1.f) * (X[nt][e] - Xp[nt][e]);
     }
+}
+
+// The iteration's num_iter steps after chebyshev_start, the last iterate left in X. matvec(Y, X) forms Y = H X and
+// rhs(R) gives the right-hand side. Each step writes the next iterate over the previous one. kTwoSteps: a loop of two
+// steps in which X and X_prev trade roles, so no register copies (which a one-step loop spends on X_prev ← X); the
+// doubled loop body costs registers, which the wgmma kernel has to spare and the mma.sync kernel has not (it spills).
+template <bool kTwoSteps, int kNT, class Matvec, class RightHandSide>
+__device__ __forceinline__ void chebyshev_iterate(float (&X)[kNT][4], float (&Xp)[kNT][4], int num_iter, float ridge,
+                                                  const RowConstants& rc, Matvec&& matvec, RightHandSide&& rhs) {
+  ChebyshevWeights weights(ridge);
+  const auto step = [&](float(&cur)[kNT][4], float(&prev)[kNT][4]) {
+    const float omega = weights.next();
+    float Y[kNT][4], R[kNT][4];
+    matvec(Y, cur);
+    rhs(R);
+    chebyshev_update(prev, cur, Y, R, rc, omega);
+  };
+  const auto swap = [&] {
+#pragma unroll
+    for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float t = X[nt][e];
+        X[nt][e] = Xp[nt][e];
+        Xp[nt][e] = t;
+      }
+  };
+  if constexpr (kTwoSteps) {
+    int it = 0;
+    for (; it + 1 < num_iter; it += 2) {
+      step(X, Xp);
+      step(Xp, X);
+    }
+    if (it < num_iter) {
+      step(X, Xp);
+      swap();
+    }
+  } else {
+    for (int it = 0; it < num_iter; ++it) {
+      step(X, Xp);
+      swap();
+    }
+  }
 }
 
 // Warp 0, the backward (X the adjoint s): per row w = [bp_lambda] 2·ridge·(x·s)/F and u = −s·(H x) − ½ w F², from

@@ -72,9 +72,15 @@ struct GroupTile {
 };
 
 // Op: the 16-bit operand type of the tiles (bf16, or fp16 in the fp16 mode).
+// The staged iterate: two buffers x[0], x[1] (Layout::Rows) and, when split, their lo halves two tiles further on.
+// This thread's accumulator pair (nt, half) lies at byte (pairs ^ (nt << 4)) + 1024·half of buffer 0, pairs being the
+// address of pair (0, 0): a row's 16-byte chunks are XOR-swizzled by row % 8, which is lane / 4 for every row of the
+// thread, so one XOR per n-tile addresses them, and the rest are the stores' immediate offsets.
 template <int D, class Op> struct Tiles : GroupTile {
+  static constexpr uint32_t kTileBytes = kC * D * sizeof(Op);
   const Op *h_hi, *h_lo, *k;
   Op *x[2], *x_lo[2];
+  uint32_t pairs;
   int buffer;  // the iterate buffer the next matvec stages into
 };
 
@@ -151,18 +157,24 @@ template <int D, bool kSplit, bool kScaled, class Op>
 __device__ __forceinline__ void chunk_matvec(Acc& Y, const Acc& X, const Acc& mask, const float (&h_scale)[2],
                                              const RowScale& rows, Tiles<D, Op>& s) {
   using Rows = typename Layout<D>::Rows;
+  constexpr uint32_t kTileBytes = Tiles<D, Op>::kTileBytes;
   Op* x = s.buffer ? s.x[1] : s.x[0];  // (a select: indexing by a variable would put the array in local memory)
   Op* x_lo = s.buffer ? s.x_lo[1] : s.x_lo[0];
+  const uint32_t pairs = s.pairs + (s.buffer ? kTileBytes : 0u);
   s.buffer ^= 1;
-  tile::for_each_pair(X, s.m0, s.ncol0, s.lane, [&](int r, int c, float v0, float v1) {
-    const float f = !kScaled ? 1.f : (r - s.m0) >> 3 ? rows.f[1] : rows.f[0];
-    const uint32_t h = pack_pair<Op>(v0 * f, v1 * f);
-    *reinterpret_cast<uint32_t*>(x + Rows::offset(r, c)) = h;
-    if constexpr (kSplit) {
-      const float2 hv = unpack_pair<Op>(h);
-      *reinterpret_cast<uint32_t*>(x_lo + Rows::offset(r, c)) = pack_pair<Op>(v0 * f - hv.x, v1 * f - hv.y);
+#pragma unroll
+  for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const float f = kScaled ? rows.f[half] : 1.f;
+      const float v0 = X[nt][2 * half] * f, v1 = X[nt][2 * half + 1] * f;
+      const uint32_t h = pack_pair<Op>(v0, v1), at = (pairs ^ (nt << 4)) + 1024 * half;
+      tile::st_shared_u32(at, h);
+      if constexpr (kSplit) {
+        const float2 hv = unpack_pair<Op>(h);
+        tile::st_shared_u32(at + 2 * kTileBytes, pack_pair<Op>(v0 - hv.x, v1 - hv.y));
+      }
     }
-  });
   wgmma::fence_shared_for_async();
   __syncthreads();
 
@@ -238,7 +250,7 @@ __global__ void __launch_bounds__(Layout<D>::kThreads, 1) iterate_wgmma_kernel(I
   static_assert(!kF16 || kSplit == kBackward, "the fp16 mode's backward keeps the pair buffers for H x");
   using L = Layout<D>;
   extern __shared__ unsigned char smem_raw[];
-  Op* base = reinterpret_cast<Op*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  Op* base = wgmma::aligned_tiles<Op>(smem_raw);
   Tiles<D, Op> s;
   static_cast<GroupTile&>(s) = GroupTile::of_thread();
   Op* h_hi = base;
@@ -251,6 +263,7 @@ __global__ void __launch_bounds__(Layout<D>::kThreads, 1) iterate_wgmma_kernel(I
   s.x[1] = s.x[0] + kC * D;
   s.x_lo[0] = kSplit ? s.x[1] + kC * D : nullptr;
   s.x_lo[1] = kSplit ? s.x_lo[0] + kC * D : nullptr;
+  s.pairs = tile::smem_address(s.x[0]) + sizeof(Op) * L::Rows::offset(s.m0 + (s.lane >> 2), s.ncol0 + 2 * (s.lane & 3));
   s.buffer = 0;
   using Smem = IterateSmem<D, kSplit>;
   float4* rhs_smem = reinterpret_cast<float4*>(base + Smem::kTileElems);
@@ -373,14 +386,10 @@ __global__ void __launch_bounds__(Layout<D>::kThreads, 1) iterate_wgmma_kernel(I
     rhs.set(R);
     chebyshev_start(X, Xp, R, rc);
   }
-  ChebyshevWeights weights(a.ridge);
-  for (int it = 0; it < a.num_iter; ++it) {
-    const float omega = weights.next();
-    Acc Y, R;
-    chunk_matvec<D, kSplit && !kF16, kF16>(Y, X, mask, h_scale, rows, s);
-    rhs.get(R);
-    chebyshev_update(X, Xp, Y, R, rc, omega);
-  }
+  chebyshev_iterate<true>(
+      X, Xp, a.num_iter, a.ridge, rc,
+      [&](Acc& Y, const Acc& x) { chunk_matvec<D, kSplit && !kF16, kF16>(Y, x, mask, h_scale, rows, s); },
+      [&](Acc& R) { rhs.get(R); });
   store_rows<T>(static_cast<T*>(a.out), X, c, s);
 
   if constexpr (kBackward) {

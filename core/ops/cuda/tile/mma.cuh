@@ -30,6 +30,11 @@ template <int kCols> __device__ __forceinline__ int swizzle(int row, int col) {
 __device__ __forceinline__ uint32_t smem_address(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
+// A 32-bit store at a shared-memory address (smem_address), for kernels that compute addresses themselves (e.g. a
+// swizzle as one XOR per 16-byte column); a constant added to the address becomes the store's immediate offset.
+__device__ __forceinline__ void st_shared_u32(uint32_t address, uint32_t v) {
+  asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(address), "r"(v) : "memory");
+}
 
 // 16-byte asynchronous copy; when !valid the destination is zero-filled and nothing is read.
 __device__ __forceinline__ void cp_async_16(void* smem, const void* global, bool valid) {

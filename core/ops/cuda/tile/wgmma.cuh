@@ -40,6 +40,14 @@ template <int kRows, int kCols> struct Sw128Tile {
   }
 };
 
+// The first 1024-byte boundary (a swizzle atom's alignment) at or after the start of dynamic shared memory, as a
+// pointer derived from the __shared__ array itself: the compiler then knows every access through it is to shared
+// memory (32-bit addresses, st.shared / ld.shared), which a pointer rounded through an integer hides (64-bit generic
+// accesses, and the registers their addresses hold).
+template <class E = unsigned char> __device__ __forceinline__ E* aligned_tiles(unsigned char* smem_raw) {
+  return reinterpret_cast<E*>(smem_raw + ((1024 - (tile::smem_address(smem_raw) & 1023)) & 1023));
+}
+
 // Copies rows [0, kRows) of a bf16 matrix whose rows are `row_stride` elements apart into an Sw128Tile with
 // cp.async; rows at or beyond `valid_rows` are zero-filled (padded keys and values never inject NaN).
 template <int kRows, int kCols, int kThreads>
