@@ -23,7 +23,7 @@ struct IterateArgs {
 
 // A chunk's per-row scalars in shared memory (kFloats from `at`).
 struct RowScalars {
-  static constexpr int kFloats = 9 * kC + 16;
+  static constexpr int kFloats = 10 * kC + 16;
   float* g;       // the log-decays G_c
   float* norm;    // ‖H_c‖_F
   float* quad;    // k_jᵀ H_0 k_j
@@ -35,6 +35,7 @@ struct RowScalars {
   float* rhs_sq;  // fp16 operands: ‖R_c‖², then (backward) ‖x_c‖², the rows' scales
   float* x_sq;
   float* key_unscale;  // fp16 operands: the inverse of the power of two each staged key row was scaled by
+  float* p_max;        // fp16 operands: the largest entry of each row of the scaled mask (zeroed; an atomic maximum)
   __device__ __forceinline__ explicit RowScalars(float* at)
       : g(at),
         norm(at + kC),
@@ -46,7 +47,8 @@ struct RowScalars {
         range(at + 6 * kC + 8),
         rhs_sq(at + 6 * kC + 16),
         x_sq(at + 7 * kC + 16),
-        key_unscale(at + 8 * kC + 16) {}
+        key_unscale(at + 8 * kC + 16),
+        p_max(at + 9 * kC + 16) {}
 };
 
 // The iteration on warpgroup MMA (chebyshev_solve_iterate_wgmma.cu); call only where wgmma_available().

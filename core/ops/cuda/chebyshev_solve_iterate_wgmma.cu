@@ -3,13 +3,15 @@
 // matvec), not the tensor work, bounded the kernel; here the tensor cores read the operands from shared memory
 // themselves. D/64 warpgroups share a chunk: group g keeps the iterate's columns [64g, 64g + 64) of the chunk's 64
 // rows in registers (warp w of the group rows 16w .. 16w + 15, in the accumulator layout of tile/mma.cuh, so the
-// per-row steps are chebyshev_solve_iterate.cuh's) and forms the whole masked product P = (X Kᵀ) ⊙ Mᵀ itself,
-// which then enters P K as the register operand: no shared-memory round trip and no second barrier, for repeating
-// that 64 x 64 x D product in the second group of D = 128 (a sixth of a precise matvec's products). The staged
-// iterate alternates between two buffers, so the one barrier of an iteration also orders each write after the
-// other group's last read of that buffer (two iterations back). Registers are what the design runs short of (the
-// iterate, its predecessor, the decay mask, the products' accumulators and P's operand fragments): the right-hand
-// side waits in shared memory.
+// per-row steps are chebyshev_solve_iterate.cuh's). Each group forms its share of the tokens' columns of the masked
+// product P = (X Kᵀ) ⊙ Mᵀ, which enters P K as the register operand; with two groups (D = 128) each passes its half to
+// the other through shared memory behind a second barrier, which X H_0ᵀ runs through. (Each group forming all of P
+// instead, as this kernel did until 2026-11-29, repeats a sixth of a precise matvec's products.) The staged iterate
+// alternates between two buffers, so the first barrier of an iteration also orders each write after the other
+// group's last read of that buffer (two iterations back); the P tiles' writes come after that barrier, so after the
+// other group's P K of the iteration before. Registers are what the design runs short of (the iterate, its
+// predecessor, the decay mask, the products' accumulators and P's operand fragments): the right-hand side waits in
+// shared memory.
 #include <cstdint>
 
 #include "core/cuda_runtime.h"
@@ -25,19 +27,27 @@ namespace {
 
 constexpr int kNT = 8;  // a warp's 64 columns as n-tiles of 8
 using Acc = float[kNT][4];
-using FlatAcc = float[4 * kNT];  // the same registers as wgmma's m64n64 accumulator
-__device__ __forceinline__ FlatAcc& flat(Acc& v) { return reinterpret_cast<FlatAcc&>(v); }
+// The same registers as wgmma's m64nN accumulator (N = 8·kTiles).
+template <int kTiles> __device__ __forceinline__ float (&flat(float (&v)[kTiles][4]))[4 * kTiles] {
+  return reinterpret_cast<float(&)[4 * kTiles]>(v);
+}
 
+// Group g of kGroups owns the iterate's columns [64g, 64g + 64) and forms the columns [kTokens·g, kTokens·(g + 1)) of
+// P = X Kᵀ (the chunk's tokens), kPNT n-tiles; P K needs all of P, so with two groups each passes its half to the
+// other through shared memory (the P tiles).
 template <int D> struct Layout {
   static constexpr int kGroups = D / 64, kThreads = 128 * kGroups;
+  static constexpr int kTokens = kC / kGroups, kPNT = kTokens / 8;
   using States = wgmma::Sw128Tile<D, D>;
   using Rows = wgmma::Sw128Tile<kC, D>;  // K and the staged iterate
+  using PTile = wgmma::Sw128Tile<kC, kC>;
 };
 
-// Shared memory: H_0 hi + lo, K, two iterate buffers (hi, and lo when split), the 1024-byte aligned tiles; then the
-// right-hand side (Rhs) and the per-row scalars.
+// Shared memory: H_0 hi + lo, K, two iterate buffers (hi, and lo when split), with two groups the P tile (hi, and lo
+// when split), the 1024-byte aligned tiles; then the right-hand side (Rhs) and the per-row scalars.
 template <int D, bool kSplit> struct IterateSmem {
-  static constexpr int kTileElems = 2 * D * D + kC * D + (kSplit ? 4 : 2) * kC * D;
+  static constexpr int kPTiles = Layout<D>::kGroups > 1 ? (kSplit ? 2 : 1) : 0;
+  static constexpr int kTileElems = 2 * D * D + kC * D + (kSplit ? 4 : 2) * kC * D + kPTiles * kC * kC;
   static constexpr int kRhsFloats = 4 * kNT * Layout<D>::kThreads;
   static constexpr int kBytes =
       1024 + kTileElems * int(sizeof(bf16)) + (kRhsFloats + RowScalars::kFloats) * int(sizeof(float));
@@ -76,11 +86,14 @@ struct GroupTile {
 // This thread's accumulator pair (nt, half) lies at byte (pairs ^ (nt << 4)) + 1024·half of buffer 0, pairs being the
 // address of pair (0, 0): a row's 16-byte chunks are XOR-swizzled by row % 8, which is lane / 4 for every row of the
 // thread, so one XOR per n-tile addresses them, and the rest are the stores' immediate offsets.
+// The P tiles (two groups) take this group's pairs of P ⊙ Mᵀ the same way: pair (nt, half) at byte
+// (p_pairs ^ (nt << 4)) + 1024·half of the hi tile, the lo tile one tile further on.
 template <int D, class Op> struct Tiles : GroupTile {
   static constexpr uint32_t kTileBytes = kC * D * sizeof(Op);
-  const Op *h_hi, *h_lo, *k;
+  const Op *h_hi, *h_lo, *k, *p_hi, *p_lo;
   Op *x[2], *x_lo[2];
-  uint32_t pairs;
+  uint32_t pairs, p_pairs;
+  int tok0;    // this group's first token of P
   int buffer;  // the iterate buffer the next matvec stages into
 };
 
@@ -99,13 +112,14 @@ template <int kRows> __device__ __forceinline__ constexpr int k_block(int k0) {
   return (k0 >> 6) * kRows * 64 + (k0 & 63);
 }
 
-// Issues P = A Kᵀ (the whole 64 x 64) and then Y = A H_0ᵀ (this group's 64 columns, H_0 as hi + lo) as two commit
-// groups, for a staged [64][D] tile A, and A_lo with it when kLo (the lo x H_0-lo product, 2^-18 of the result, is
-// left out).
-template <int D, bool kLo, class Op>
-__device__ __forceinline__ void issue_products(Acc& p, Acc& y, const Op* A, const Op* A_lo, const Tiles<D, Op>& s) {
+// Issues P = A Kᵀ (this group's kTokens columns of the 64 x 64) and then Y = A H_0ᵀ (this group's 64 columns, H_0 as
+// hi + lo) as two commit groups, for a staged [64][D] tile A, and A_lo with it when kLo (the lo x H_0-lo product, 2^-18
+// of the result, is left out).
+template <int D, bool kLo, class Op> __device__ __forceinline__ void issue_products(float (&p)[Layout<D>::kPNT][4],
+                                                                                    Acc& y, const Op* A, const Op* A_lo,
+                                                                                    const Tiles<D, Op>& s) {
   using wgmma::k_major;
-  const Operand a(k_major<kC, D>(A, 0, 0)), k(k_major<kC, D>(s.k, 0, 0));
+  const Operand a(k_major<kC, D>(A, 0, 0)), k(k_major<kC, D>(s.k, s.tok0, 0));
   const Operand a_lo(kLo ? k_major<kC, D>(A_lo, 0, 0) : 0);
   wgmma::fence();
 #pragma unroll
@@ -126,9 +140,9 @@ __device__ __forceinline__ void issue_products(Acc& p, Acc& y, const Op* A, cons
 }
 
 __device__ __forceinline__ float square(float v) { return v * v; }
-// The token (column of P = X Kᵀ) of this thread's accumulator element (nt, e).
-__device__ __forceinline__ int key_column(int nt, int e, const GroupTile& s) {
-  return 8 * nt + 2 * (s.lane & 3) + (e & 1);
+// The token (column of P = X Kᵀ) of this thread's element (nt, e) of its group's part of P.
+template <class Tile> __device__ __forceinline__ int key_column(int nt, int e, const Tile& s) {
+  return s.tok0 + 8 * nt + 2 * (s.lane & 3) + (e & 1);
 }
 
 // The fp16 mode's per-row scale of a staged matvec operand, and its inverse. Each token's system is its own, so each
@@ -154,9 +168,10 @@ struct RowScale {
 // thread must call it. X H_0ᵀ is multiplied by h_scale (ζ_c, over the fp16 mode's scale of H_0). kScaled (the fp16
 // mode): the rows are staged times rows.f and the products' sum is multiplied back by rows.inv.
 template <int D, bool kSplit, bool kScaled, class Op>
-__device__ __forceinline__ void chunk_matvec(Acc& Y, const Acc& X, const Acc& mask, const float (&h_scale)[2],
-                                             const RowScale& rows, Tiles<D, Op>& s) {
-  using Rows = typename Layout<D>::Rows;
+__device__ __forceinline__ void chunk_matvec(Acc& Y, const Acc& X, const float (&mask)[Layout<D>::kPNT][4],
+                                             const float (&h_scale)[2], const RowScale& rows, Tiles<D, Op>& s) {
+  using L = Layout<D>;
+  constexpr int kOwn = L::kTokens / 16;  // the k-blocks of P K whose P this group formed
   constexpr uint32_t kTileBytes = Tiles<D, Op>::kTileBytes;
   Op* x = s.buffer ? s.x[1] : s.x[0];  // (a select: indexing by a variable would put the array in local memory)
   Op* x_lo = s.buffer ? s.x_lo[1] : s.x_lo[0];
@@ -178,14 +193,15 @@ __device__ __forceinline__ void chunk_matvec(Acc& Y, const Acc& X, const Acc& ma
   wgmma::fence_shared_for_async();
   __syncthreads();
 
-  Acc p;
+  float p[L::kPNT][4];
   issue_products<D, kSplit>(p, Y, x, x_lo, s);
   wgmma::wait<1>();  // P is ready; X H_0ᵀ may still run
   wgmma::pin(flat(p));
-  // P ⊙ Mᵀ as the A operand of P K (k-block kk: tokens 16kk .. +16), hi and, when split, lo.
-  uint32_t a[kC / 16][4], a_lo[kC / 16][4];
+  // P ⊙ Mᵀ as the A operand of P K (this group's k-blocks kk: tokens tok0 + 16kk .. +16), hi and, when split, lo; with
+  // two groups also into the P tiles, for the other.
+  uint32_t a[kOwn][4], a_lo[kOwn][4];
 #pragma unroll
-  for (int kk = 0; kk < kC / 16; ++kk)
+  for (int kk = 0; kk < kOwn; ++kk)
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const int nt = 2 * kk + (i >> 1), e = 2 * (i & 1);
@@ -193,19 +209,41 @@ __device__ __forceinline__ void chunk_matvec(Acc& Y, const Acc& X, const Acc& ma
       a[kk][i] = pack_pair<Op>(v0, v1);
       const float2 hv = unpack_pair<Op>(a[kk][i]);
       a_lo[kk][i] = kSplit ? pack_pair<Op>(v0 - hv.x, v1 - hv.y) : 0u;
+      if constexpr (L::kGroups > 1) {
+        const uint32_t at = (s.p_pairs ^ (nt << 4)) + 1024 * (i & 1);
+        tile::st_shared_u32(at, a[kk][i]);
+        if constexpr (kSplit) tile::st_shared_u32(at + kC * kC * sizeof(Op), a_lo[kk][i]);
+      }
     }
+  if constexpr (L::kGroups > 1) {  // (X H_0ᵀ runs on through the barrier)
+    wgmma::fence_shared_for_async();
+    __syncthreads();
+  }
   wgmma::wait<0>();
   wgmma::pin(flat(Y));
 #pragma unroll
   for (int nt = 0; nt < kNT; ++nt)
 #pragma unroll
     for (int e = 0; e < 4; ++e) Y[nt][e] *= h_scale[e >> 1];
+  // + ((X Kᵀ) ⊙ Mᵀ) K, K as the [token][column] (MN-major) operand: the other group's k-blocks from the P tiles, this
+  // group's from registers.
   const Operand k(wgmma::mn_major<kC, D>(s.k, 0, s.ncol0));
+  const int own0 = s.tok0 / 16;
   wgmma::fence();
+  if constexpr (L::kGroups > 1) {
+    const int other0 = kOwn - own0;  // (two groups: the other half's first k-block)
+    const Operand ph(wgmma::k_major<kC, kC>(s.p_hi, 0, 0)), pl(kSplit ? wgmma::k_major<kC, kC>(s.p_lo, 0, 0) : 0);
 #pragma unroll
-  for (int kk = 0; kk < kC / 16; ++kk) {  // + ((X Kᵀ) ⊙ Mᵀ) K, K as the [token][column] (MN-major) operand
-    wgmma::wgmma_rs<1, Op>(flat(Y), a[kk], k.at(16 * kk * 64), 1);
-    if constexpr (kSplit) wgmma::wgmma_rs<1, Op>(flat(Y), a_lo[kk], k.at(16 * kk * 64), 1);
+    for (int o = 0; o < kOwn; ++o) {
+      const int kk = other0 + o;
+      wgmma::wgmma_ss<0, 1, Op>(flat(Y), ph.at(16 * kk), k.at(16 * kk * 64), 1);
+      if constexpr (kSplit) wgmma::wgmma_ss<0, 1, Op>(flat(Y), pl.at(16 * kk), k.at(16 * kk * 64), 1);
+    }
+  }
+#pragma unroll
+  for (int kk = 0; kk < kOwn; ++kk) {
+    wgmma::wgmma_rs<1, Op>(flat(Y), a[kk], k.at(16 * (own0 + kk) * 64), 1);
+    if constexpr (kSplit) wgmma::wgmma_rs<1, Op>(flat(Y), a_lo[kk], k.at(16 * (own0 + kk) * 64), 1);
   }
   wgmma::commit();
   wgmma::wait<0>();
@@ -264,6 +302,11 @@ __global__ void __launch_bounds__(Layout<D>::kThreads, 1) iterate_wgmma_kernel(I
   s.x_lo[0] = kSplit ? s.x[1] + kC * D : nullptr;
   s.x_lo[1] = kSplit ? s.x_lo[0] + kC * D : nullptr;
   s.pairs = tile::smem_address(s.x[0]) + sizeof(Op) * L::Rows::offset(s.m0 + (s.lane >> 2), s.ncol0 + 2 * (s.lane & 3));
+  s.tok0 = (s.ncol0 / 64) * L::kTokens;
+  s.p_hi = (kSplit ? s.x_lo[1] : s.x[1]) + kC * D;
+  s.p_lo = kSplit ? s.p_hi + kC * kC : nullptr;
+  s.p_pairs =
+      tile::smem_address(s.p_hi) + sizeof(Op) * L::PTile::offset(s.m0 + (s.lane >> 2), s.tok0 + 2 * (s.lane & 3));
   s.buffer = 0;
   using Smem = IterateSmem<D, kSplit>;
   float4* rhs_smem = reinterpret_cast<float4*>(base + Smem::kTileElems);
@@ -308,15 +351,16 @@ __global__ void __launch_bounds__(Layout<D>::kThreads, 1) iterate_wgmma_kernel(I
   chunk_log_decays(sc.g, a.gk, c);
   if (threadIdx.x < kC)
     sc.quad[threadIdx.x] = sc.fresh[threadIdx.x] = sc.dot1[threadIdx.x] = sc.dot2[threadIdx.x] =
-        sc.rhs_sq[threadIdx.x] = sc.x_sq[threadIdx.x] = 0.f;
+        sc.rhs_sq[threadIdx.x] = sc.x_sq[threadIdx.x] = sc.p_max[threadIdx.x] = 0.f;
   wgmma::fence_shared_for_async();
   __syncthreads();
 
   // Eq. (5)'s per-row ingredients: k_jᵀH_0k_j from K H_0ᵀ, and the Gram terms of the in-chunk part from K Kᵀ.
-  Acc mask;
-  chunk_mask(mask, sc.g, c.len, 0, s);
+  float mask[L::kPNT][4];
+  chunk_mask(mask, sc.g, c.len, s.tok0, s);
   {
-    Acc p, z, kk;
+    float p[L::kPNT][4];
+    Acc z, kk;
     issue_products<D, false>(p, z, s.k, static_cast<const Op*>(nullptr), s);
     wgmma::wait<0>();
     wgmma::pin(flat(p));
@@ -335,33 +379,42 @@ __global__ void __launch_bounds__(Layout<D>::kThreads, 1) iterate_wgmma_kernel(I
     add_row_dots(sc.quad, z, kk, s);
     if constexpr (kF16)  // P[c][j] = s_c s_j k_c·k_j
 #pragma unroll
-      for (int nt = 0; nt < kNT; ++nt)
+      for (int nt = 0; nt < L::kPNT; ++nt)
 #pragma unroll
         for (int e = 0; e < 4; ++e) p[nt][e] *= sc.key_unscale[s.row(e >> 1)] * sc.key_unscale[key_column(nt, e, s)];
-    if (s.ncol0 == 0) add_fresh_terms(sc.fresh, mask, p, 0, s);  // every group holds all of P: the first adds it
+    add_fresh_terms(sc.fresh, mask, p, s.tok0, s);
   }
   // The fp16 mode: from here the mask also undoes the keys' scales ((X K'ᵀ) ⊙ Mᵀ / s_j², times K' = S K, is
   // ((X Kᵀ) ⊙ Mᵀ) K), and brings each row of the staged P into fp16's range: a staged X row has norm ≤ 1 (RowScale)
   // and a staged key too, so |P[c][j]| ≤ Mᵀ[c][j] / s_j², whose row maximum a power of two, p_gain, brings into
   // [2^13, 2^14) (room for the iterate's overshoot). Y's rows are unscaled by it with the X scale (RowScale::set).
+  // (Each group holds its tokens' part of a row: the groups' row maxima meet in sc.p_max, non-negative floats, whose
+  // order their bit patterns keep as integers.)
   float p_gain[2] = {1.f, 1.f};
   if constexpr (kF16) {
     float largest[2] = {0.f, 0.f};
 #pragma unroll
-    for (int nt = 0; nt < kNT; ++nt)
+    for (int nt = 0; nt < L::kPNT; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         mask[nt][e] *= square(sc.key_unscale[key_column(nt, e, s)]);
         largest[e >> 1] = fmaxf(largest[e >> 1], mask[nt][e]);
       }
 #pragma unroll
-    for (int half = 0; half < 2; ++half) p_gain[half] = pow2_scale_into(tile::row_max(largest[half]), 14);
+    for (int half = 0; half < 2; ++half) {
+      const float row_largest = tile::row_max(largest[half]);
+      if ((lane & 3) == 0) atomicMax(reinterpret_cast<int*>(sc.p_max + s.row(half)), __float_as_int(row_largest));
+    }
+  }
+  __syncthreads();
+  if constexpr (kF16) {
 #pragma unroll
-    for (int nt = 0; nt < kNT; ++nt)
+    for (int half = 0; half < 2; ++half) p_gain[half] = pow2_scale_into(sc.p_max[s.row(half)], 14);
+#pragma unroll
+    for (int nt = 0; nt < L::kPNT; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) mask[nt][e] *= p_gain[e >> 1];
   }
-  __syncthreads();
   if (warp == 0) {
     float h0_total = 0.f;
 #pragma unroll

@@ -176,16 +176,19 @@ template <int kRegisters, bool kIncrease> __device__ __forceinline__ void set_ma
   asm volatile(PRIMER_WGMMA_BODY(C, RS, TYPES) \
                : PRIMER_WGMMA_ACC_##C          \
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate), "n"(kTransB))
-template <int kTransA, int kTransB>
+template <int kTransA, int kTransB, class Op = bf16>
 __device__ __forceinline__ void wgmma_ss(float (&d)[16], uint64_t desc_a, uint64_t desc_b, int accumulate) {
-  PRIMER_WGMMA_SS(16, "bf16.bf16");
+  if constexpr (std::is_same_v<Op, __half>)
+    PRIMER_WGMMA_SS(16, "f16.f16");
+  else
+    PRIMER_WGMMA_SS(16, "bf16.bf16");
 }
 template <int kTransB>
 __device__ __forceinline__ void wgmma_rs(float (&d)[16], const uint32_t (&a)[4], uint64_t desc_b, int accumulate) {
   PRIMER_WGMMA_RS(16, "bf16.bf16");
 }
-// The m64n64 products take fp16 operands as well (Op = __half: the same rate, 2^-11 rounding where bf16 has 2^-8,
-// within ±65504).
+// The m64n32 and m64n64 products take fp16 operands as well (Op = __half: the same rate, 2^-11 rounding where bf16 has
+// 2^-8, within ±65504).
 template <int kTransA, int kTransB, class Op = bf16>
 __device__ __forceinline__ void wgmma_ss(float (&d)[32], uint64_t desc_a, uint64_t desc_b, int accumulate) {
   if constexpr (std::is_same_v<Op, __half>)
