@@ -176,6 +176,24 @@ template <class T, int kCols, int kThreads> struct RowPieces {
       }
     }
   }
+  // The same rows copied by cp.async into a shared [64][kCols] array of T (zeros at rows >= valid; the caller commits
+  // and waits), and read back from there: a prefetch that holds no registers while it is in flight.
+  __device__ __forceinline__ static void load_async(T* staged, const T* src, int64_t row_stride, int col0, int valid) {
+    constexpr int kCopies = int(sizeof(Pack<T, 8>)) / 16;
+#pragma unroll
+    for (int it = 0; it < kIters; ++it)
+#pragma unroll
+      for (int i = 0; i < kCopies; ++i) {
+        const int c = col(it) + i * 16 / int(sizeof(T));
+        const bool live = row(it) < valid;
+        tile::cp_async_16(staged + row(it) * kCols + c, live ? src + row(it) * row_stride + col0 + c : src, live);
+      }
+  }
+  __device__ __forceinline__ void load_staged(const T* staged) {
+#pragma unroll
+    for (int it = 0; it < kIters; ++it)
+      v[it] = *reinterpret_cast<const Pack<T, 8>*>(staged + row(it) * kCols + col(it));
+  }
   template <class Layout = RowSwizzle<kCols>, class Op>
   __device__ __forceinline__ void store(Op* hi, NotDeduced<Op>* lo, const float* scale) const {
     float s[kIters];

@@ -107,9 +107,10 @@ struct StateGradArgs {
   Geom geo;
 };
 
-// Dynamic shared memory: A and B below, over 2·64 tokens (4·64 when precise).
-template <bool kPrecise> constexpr int state_gradients_smem_bytes() {
-  return 2 * (kPrecise ? 4 : 2) * kC * 64 * int(sizeof(bf16));
+// Dynamic shared memory: A and B below, over 2·64 tokens (4·64 when precise); then the next chunk's keys at the tile's
+// rows and at its columns as loaded (T), on their way in.
+template <class T> constexpr int state_gradients_smem_bytes() {
+  return 2 * (std::is_same_v<T, float> ? 4 : 2) * kC * 64 * int(sizeof(bf16)) + 2 * kC * 64 * int(sizeof(T));
 }
 
 template <int D, class T> __global__ void __launch_bounds__(kThreads) state_gradients_kernel(StateGradArgs a) {
@@ -119,6 +120,8 @@ template <int D, class T> __global__ void __launch_bounds__(kThreads) state_grad
   extern __shared__ __align__(128) unsigned char smem[];
   bf16* s_a = reinterpret_cast<bf16*>(smem);
   bf16* s_b = s_a + kTokens * 64;
+  T* k_rows_in = reinterpret_cast<T*>(s_b + kTokens * 64);
+  T* k_cols_in = k_rows_in + kC * 64;
   __shared__ float s_g[kC], s_w[kC], s_scale_s[kC], s_scale_k[kC];
   constexpr int kTilesPerSide = D / 64;
   const TileLane tl{int(blockIdx.x / kTilesPerSide) * 64, int(blockIdx.x % kTilesPerSide) * 64, int(threadIdx.x >> 5),
@@ -132,23 +135,31 @@ template <int D, class T> __global__ void __launch_bounds__(kThreads) state_grad
   // and each load waited for would add its latency to every step): the chunk's s and k at the tile's rows, x and k
   // at its columns (A = [−ζ∘S | −½ζW∘K], B = [X ; K]; precise: A = [−ζ∘S | −½ζW∘K | −ζ∘S_lo | −ζ∘S] and
   // B = [X ; K ; X ; X_lo], the lo × lo product left out), its gates, its rows' W and its start state. Its end state is
-  // the previous step's start state.
-  RowPieces<T, 64, kThreads> s_rows, k_rows, x_cols, k_cols;
+  // the previous step's start state. s and x wait in registers, the keys in shared memory (cp.async): with all four in
+  // f32 registers the precise kernel spilled them as they arrived, which waited for each load at once (Nsight Compute,
+  // 2026-11-29: the spill stores were 23% of the stall samples).
+  using Pieces = RowPieces<T, 64, kThreads>;
+  Pieces s_rows, x_cols;
   ChunkGates gates;
   float w_row = 0.f;  // W of row threadIdx.x (threads < 64)
   auto load_chunk = [&](int n) {
     const ChunkRef c = a.geo.chunk(bh, n, D);
     s_rows.load(s ? s + c.row0 : nullptr, c.row_stride, tl.row0, c.len);
-    k_rows.load(k + c.row0, c.row_stride, tl.row0, c.len);
     x_cols.load(x + c.row0, c.row_stride, tl.col0, c.len);
-    k_cols.load(k + c.row0, c.row_stride, tl.col0, c.len);
     gates.load(a.gk, c);
     if (threadIdx.x < kC) w_row = a.W[a.geo.rows(bh, n) + threadIdx.x];
+  };
+  auto load_chunk_keys = [&](int n) {  // once every thread has read the staged keys of the chunk before
+    const ChunkRef c = a.geo.chunk(bh, n, D);
+    Pieces::load_async(k_rows_in, k + c.row0, c.row_stride, tl.row0, c.len);
+    Pieces::load_async(k_cols_in, k + c.row0, c.row_stride, tl.col0, c.len);
+    tile::cp_async_commit();
   };
   float h0[8][4], h_end[8][4];  // the states before and after the chunk
   load_tile<D>(h_end, a.states + a.geo.state(bh, a.geo.N, D), tl);
   load_tile<D>(h0, a.states + a.geo.state(bh, a.geo.N - 1, D), tl);
   load_chunk(a.geo.N - 1);
+  load_chunk_keys(a.geo.N - 1);
   for (int n = a.geo.N - 1; n >= 0; --n) {
     const ChunkRef c = a.geo.chunk(bh, n, D);
     store_tile_f32<D>(a.dstates + (bh * a.geo.N + n) * D * D, acc, tl);
@@ -164,6 +175,7 @@ template <int D, class T> __global__ void __launch_bounds__(kThreads) state_grad
 
     gates.scan(s_g);
     if (threadIdx.x < kC) s_w[threadIdx.x] = w_row;
+    tile::cp_async_wait<0>();  // this chunk's keys (published by the barrier)
     __syncthreads();
     if (threadIdx.x < kC) {
       const int i = threadIdx.x;
@@ -175,9 +187,14 @@ template <int D, class T> __global__ void __launch_bounds__(kThreads) state_grad
     const float half_w0 = 0.5f * zeta0 * zeta0 * s_w[0];
     __syncthreads();
     s_rows.store(s_a, kPrecise ? s_a + 2 * kC * 64 : nullptr, s_scale_s);
-    k_rows.store(s_a + kC * 64, nullptr, s_scale_k);
     x_cols.store(s_b, kPrecise ? s_b + 3 * kC * 64 : nullptr, nullptr);
-    k_cols.store(s_b + kC * 64, nullptr, nullptr);
+    {
+      Pieces keys;
+      keys.load_staged(k_rows_in);
+      keys.store(s_a + kC * 64, nullptr, s_scale_k);
+      keys.load_staged(k_cols_in);
+      keys.store(s_b + kC * 64, nullptr, nullptr);
+    }
     if constexpr (kPrecise) {
       s_rows.store(s_a + 3 * kC * 64, nullptr, s_scale_s);
       x_cols.store(s_b + 2 * kC * 64, nullptr, nullptr);
@@ -193,6 +210,7 @@ template <int D, class T> __global__ void __launch_bounds__(kThreads) state_grad
         h0[nt][e] = next_h0;
       }
     __syncthreads();
+    if (n > 0) load_chunk_keys(n - 1);
     tile::mma_AtB<kTokens, 64, 64>(acc, s_a, s_b, 16 * tl.warp, 0, tl.lane);
     __syncthreads();  // the next chunk restages the tiles
   }
@@ -223,7 +241,7 @@ void launch_state_gradients(const ChebyshevDims& d, DType dtype, const void* s, 
     using T = decltype(tag);
     with_dim(d.dim, [&](auto dim) {
       constexpr auto kernel = state_gradients_kernel<decltype(dim)::value, T>;
-      constexpr int kBytes = state_gradients_smem_bytes<std::is_same_v<T, float>>();
+      constexpr int kBytes = state_gradients_smem_bytes<T>();
       allow_dynamic_smem<kernel>(kBytes);
       kernel<<<grid, kThreads, kBytes, cuda::stream()>>>(a);
       PRIMER_CUDA_CHECK_LAUNCH();
