@@ -114,6 +114,29 @@ __device__ __forceinline__ void store_pair_split(bf16* hi, bf16* lo, float v0, f
   *reinterpret_cast<uint32_t*>(lo) = pack_bf16(v0 - __low2float(h), v1 - __high2float(h));
 }
 
+// Transposes 4 x 4 words across the four lanes of a quad (lanes 4g..4g+3): afterwards lane t holds in v[k] what lane
+// k held in v[t]. Word j of an accumulator row packed as bf16 pairs is columns 8j + 2t, 8j + 2t + 1 on lane t, so
+// after the transpose lane t holds 8 consecutive columns 8t..8t+7: one 16-byte store instead of four 4-byte ones.
+// Two exchanges, one per bit of the lane index (each swaps that bit of the lane with the same bit of the word).
+__device__ __forceinline__ void quad_transpose(uint32_t (&v)[4]) {
+  const int t = threadIdx.x & 3;
+#pragma unroll
+  for (int bit = 1; bit <= 2; bit <<= 1) {
+    const bool set = t & bit;
+#pragma unroll
+    for (int other = 0; other < 4; ++other) {
+      if (other & bit) continue;  // the pair (other, other | bit): send the word whose bit differs from the lane's
+      uint32_t& keep_low = v[other];
+      uint32_t& keep_high = v[other | bit];
+      const uint32_t sent = __shfl_xor_sync(0xffffffffu, set ? keep_low : keep_high, bit);
+      if (set)
+        keep_low = sent;
+      else
+        keep_high = sent;
+    }
+  }
+}
+
 // The A fragment of k-step `kk` (columns 16kk..16kk+15) of a row of 8-column accumulator tiles c[].
 template <int kTiles>
 __device__ __forceinline__ void accumulators_to_a(uint32_t (&a)[4], const float (&c)[kTiles][4], int kk) {
