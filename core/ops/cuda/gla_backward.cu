@@ -71,10 +71,7 @@ template <class T, int kTiles> __device__ __forceinline__ void store_rows(T* bas
 #pragma unroll
   for (int rr = 0; rr < 2; ++rr) {
     const int r = m0 + gla::frag_row(2 * rr);
-    if (r >= valid) continue;
-#pragma unroll
-    for (int j = 0; j < kTiles; ++j)
-      gla::store_pair(base + r * row_stride + n0 + gla::frag_col(j, 0), acc[j][2 * rr], acc[j][2 * rr + 1]);
+    gla::store_row(base + r * row_stride + n0, acc, rr, r < valid);
   }
 }
 

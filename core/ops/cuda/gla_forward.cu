@@ -141,10 +141,7 @@ template <class T, bool kPrecise, int kK, int kV> __global__ void __launch_bound
 #pragma unroll
   for (int rr = 0; rr < 2; ++rr) {
     const int r = m0 + gla::frag_row(2 * rr);
-    if (r >= valid) continue;
-#pragma unroll
-    for (int j = 0; j < Tr::kTiles; ++j)
-      gla::store_pair(out + int64_t(r) * H * kV + n0 + gla::frag_col(j, 0), o[j][2 * rr], o[j][2 * rr + 1]);
+    gla::store_row(out + int64_t(r) * H * kV + n0, o, rr, r < valid);
   }
 }
 

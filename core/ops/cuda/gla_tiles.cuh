@@ -54,6 +54,21 @@ __device__ __forceinline__ void store_pair(float* p, float a, float b) {
   *reinterpret_cast<float2*>(p) = make_float2(a, b);
 }
 
+// Stores fragment row rr (0: row g, 1: row g + 8) of this warp's kTiles accumulator tiles at row[0, 8 kTiles) as T,
+// where `store` (rows past the sequence's end are not): bf16 through tile::store_row_pairs (16 bytes a lane; every
+// lane of the warp calls it), f32 as each lane's pairs (already whole sectors).
+template <int kTiles>
+__device__ __forceinline__ void store_row(bf16* row, const float (&acc)[kTiles][4], int rr, bool store) {
+  tile::store_row_pairs<kTiles>(
+      row, [&](int j) { return tile::pack_bf16(acc[j][2 * rr], acc[j][2 * rr + 1]); }, store);
+}
+template <int kTiles>
+__device__ __forceinline__ void store_row(float* row, const float (&acc)[kTiles][4], int rr, bool store) {
+  if (!store) return;
+#pragma unroll
+  for (int j = 0; j < kTiles; ++j) store_pair(row + frag_col(j, 0), acc[j][2 * rr], acc[j][2 * rr + 1]);
+}
+
 // Both bf16 values of an aligned pair in shared memory, as floats.
 __device__ __forceinline__ float2 load_pair(const bf16* p) {
   return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(p));

@@ -137,6 +137,29 @@ __device__ __forceinline__ void quad_transpose(uint32_t (&v)[4]) {
   }
 }
 
+// Stores one row of kTiles 8-column accumulator tiles as bf16 at row[0, 8 kTiles): pair(j) is this lane's packed pair
+// of tile j (columns 8j + 2t, 8j + 2t + 1). Groups of four tiles are transposed across the quad first, so that a
+// warp's store writes 64 contiguous bytes of each of its 8 rows, not 16 (a fourth of the store instructions, whole
+// 32-byte sectors); kTiles not a multiple of 4 keeps the pairs' own 4-byte stores. Every lane of the warp must call
+// it (the transpose shuffles across the warp); a lane whose row is not to be written passes store = false.
+template <int kTiles, class PairFn>
+__device__ __forceinline__ void store_row_pairs(bf16* row, PairFn pair, bool store = true) {
+  const int t = threadIdx.x & 3;
+  if constexpr (kTiles % 4 == 0) {
+#pragma unroll
+    for (int j0 = 0; j0 < kTiles; j0 += 4) {
+      uint32_t w[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) w[j] = pair(j0 + j);
+      quad_transpose(w);
+      if (store) *reinterpret_cast<uint4*>(row + 8 * (j0 + t)) = make_uint4(w[0], w[1], w[2], w[3]);
+    }
+  } else if (store) {
+#pragma unroll
+    for (int j = 0; j < kTiles; ++j) *reinterpret_cast<uint32_t*>(row + 8 * j + 2 * t) = pair(j);
+  }
+}
+
 // The A fragment of k-step `kk` (columns 16kk..16kk+15) of a row of 8-column accumulator tiles c[].
 template <int kTiles>
 __device__ __forceinline__ void accumulators_to_a(uint32_t (&a)[4], const float (&c)[kTiles][4], int kk) {
