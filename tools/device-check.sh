@@ -24,9 +24,11 @@ fi
 echo "build: ok"
 
 # Four tests at once, each with its share of the cores for its f64 CPU references (OpenMP's default, every core per
-# test, oversubscribes them four times over).
+# test, oversubscribes them four times over). A test that hangs (a kernel's barrier or shuffle that some lanes skip)
+# fails after 5 minutes with its name, instead of taking the rest of the device call.
+cuda_test_timeout=300
 (cd build-device && OMP_NUM_THREADS=$(( $(nproc) / 4 > 0 ? $(nproc) / 4 : 1 )) ctest -L cuda -R "$filter" \
-  --output-on-failure -j 4) >"$out/ctest-cuda.log" 2>&1
+  --timeout "$cuda_test_timeout" --output-on-failure -j 4) >"$out/ctest-cuda.log" 2>&1
 test_rc=$?
 grep -E "tests passed|tests failed|Failed|\*\*\*|Not Run" "$out/ctest-cuda.log" | head -40
 # Attention and the Chebyshev iteration (GKA) have Hopper (wgmma) kernels and mma.sync ones: where the first ran,
@@ -36,7 +38,8 @@ hopper_tests=$(cd build-device && ctest -N -L cuda -R "$filter" | awk '/Test +#/
 if [ -n "$hopper_tests" ]; then
   echo "attention and GKA tests again with the mma.sync kernels (PRIMER_NO_WGMMA=1):"
   (cd build-device && PRIMER_NO_WGMMA=1 OMP_NUM_THREADS=$(( $(nproc) / 4 > 0 ? $(nproc) / 4 : 1 )) \
-    ctest -L cuda -R "^($hopper_tests)\$" --output-on-failure -j 4) >"$out/ctest-cuda-no-wgmma.log" 2>&1 ||
+    ctest -L cuda -R "^($hopper_tests)\$" --timeout "$cuda_test_timeout" --output-on-failure -j 4) \
+    >"$out/ctest-cuda-no-wgmma.log" 2>&1 ||
     test_rc=1
   grep -E "tests passed|tests failed|Failed|\*\*\*" "$out/ctest-cuda-no-wgmma.log" | head -10
 fi
