@@ -8,7 +8,7 @@
 #                                     (ab-base-1.log, ab-tree-1.log, ...) and prints each run's table rows ($AB_ROWS,
 #                                     an extended regex; default every markdown table row).
 # AB_CMAKE_ARGS replaces the CUDA configuration (e.g. -DPRIMER_CUDA=OFF for a CPU benchmark); AB_TREE_BUILD names the
-# tree's build directory (default build-device, tools/device-check.sh's).
+# tree's build directory (default build-device, tools/device-check.sh's); AB_TIMEOUT bounds each run (default 300 s).
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 base_src=build-ab/base-src
@@ -43,7 +43,9 @@ case "${1:-}" in
       for side in base tree; do
         dir="$tree_build"
         [ "$side" = base ] && dir=build-ab/base
-        "$dir/$bench" "$@" >"$out/ab-$side-$run.log" 2>&1 || { echo "ab.sh: $side run $run failed"; rc=1; }
+        # (a hanging kernel fails its run after AB_TIMEOUT seconds instead of taking the device call)
+        timeout "${AB_TIMEOUT:-300}" "$dir/$bench" "$@" >"$out/ab-$side-$run.log" 2>&1 ||
+          { echo "ab.sh: $side run $run failed (exit $?)"; rc=1; }
       done
     done
     for run in 1 2; do
