@@ -3,6 +3,7 @@
 # pass, durations only, clocks left alone), then tools/bench/common/kernel_table.py. After tools/device-check.sh's
 # build (build-device/, or $BUILD_DIR). Writes $OUT/kernels-<MIXER>.csv, .md (grouped) and -order.md (every launch).
 # Usage: tools/bench/layer-kernels.sh [MIXER ...] [-- bench_layer_kernels options]   (default: GDN M2 GKA)
+# PROFILE_BYTES=1 adds each kernel's DRAM bytes, TB/s and tensor Tops/s (tools/bench/common/profile_kernels.sh).
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit
 . tools/bench/common/profile_kernels.sh
