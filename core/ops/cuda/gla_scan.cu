@@ -49,11 +49,8 @@ template <int kTiles> __device__ __forceinline__ void store_state(bf16* out, bf1
     const int64_t row_at = int64_t(m0 + gla::frag_row(2 * r)) * V + n0;
     gla::store_row(out + row_at, s, r, true);
     if (out_lo)
-      tile::store_row_pairs<kTiles>(out_lo + row_at, [&](int j) {
-        const float a = s[j][2 * r], b = s[j][2 * r + 1];
-        const __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
-        return tile::pack_bf16(a - __low2float(h), b - __high2float(h));
-      });
+      tile::store_row_pairs<kTiles>(out_lo + row_at,
+                                    [&](int j) { return tile::residual_bf16(s[j][2 * r], s[j][2 * r + 1]); });
   }
 }
 

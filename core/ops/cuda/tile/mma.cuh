@@ -106,12 +106,17 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   return *reinterpret_cast<const uint32_t*>(&v);
 }
 
-// v0, v1 as a bf16 pair at hi and their rounding residuals v − bf16(v) at lo: hi + lo carries ~16 significant bits,
-// for products whose operand rounding would otherwise be amplified.
-__device__ __forceinline__ void store_pair_split(bf16* hi, bf16* lo, float v0, float v1) {
+// The rounding residuals v − bf16(v) of v0, v1, packed as a bf16 pair: with pack_bf16(v0, v1) the pair's hi + lo,
+// ~16 significant bits, for products whose operand rounding would otherwise be amplified.
+__device__ __forceinline__ uint32_t residual_bf16(float v0, float v1) {
   const __nv_bfloat162 h = __floats2bfloat162_rn(v0, v1);
-  *reinterpret_cast<__nv_bfloat162*>(hi) = h;
-  *reinterpret_cast<uint32_t*>(lo) = pack_bf16(v0 - __low2float(h), v1 - __high2float(h));
+  return pack_bf16(v0 - __low2float(h), v1 - __high2float(h));
+}
+
+// v0, v1 as a bf16 pair at hi and their rounding residuals at lo (residual_bf16).
+__device__ __forceinline__ void store_pair_split(bf16* hi, bf16* lo, float v0, float v1) {
+  *reinterpret_cast<uint32_t*>(hi) = pack_bf16(v0, v1);
+  *reinterpret_cast<uint32_t*>(lo) = residual_bf16(v0, v1);
 }
 
 // Transposes 4 x 4 words across the four lanes of a quad (lanes 4g..4g+3): afterwards lane t holds in v[k] what lane
