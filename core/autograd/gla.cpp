@@ -7,16 +7,19 @@ namespace primer::ag {
 Var gla(const Var& q, const Var& k, const Var& v, const Var& g, double scale, const Var& state_in, Var* state_out,
         std::optional<DType> out_dtype) {
   const Tensor s0 = state_in ? state_in->value : Tensor();
+  const bool grad = needs_grad({&q, &k, &v, &g, &state_in});
   Tensor st;
-  Var o = constant(ops::gla(q->value, k->value, v->value, g->value, scale, s0, state_out ? &st : nullptr, out_dtype));
+  ops::GlaOperands operands;  // kept for the backward (CUDA), which would otherwise form them again
+  Var o = constant(ops::gla(q->value, k->value, v->value, g->value, scale, s0, state_out ? &st : nullptr, out_dtype,
+                            grad ? &operands : nullptr));
   Var so = state_out ? constant(st) : nullptr;
   if (state_out) *state_out = so;
-  if (needs_grad({&q, &k, &v, &g, &state_in})) {
+  if (grad) {
     std::vector<Var> outs{o};
     if (so) outs.push_back(so);
-    record("gla", outs, [q, k, v, g, scale, state_in, s0, o, so] {
+    record("gla", outs, [q, k, v, g, scale, state_in, s0, o, so, operands] {
       const ops::GlaGrads d = ops::gla_backward(grad_or_zeros(o), q->value, k->value, v->value, g->value, scale, s0,
-                                                so ? so->grad : Tensor());
+                                                so ? so->grad : Tensor(), &operands);
       accumulate_grad(q, d.dq);
       accumulate_grad(k, d.dk);
       accumulate_grad(v, d.dv);

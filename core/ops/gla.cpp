@@ -71,46 +71,62 @@ Shape state_shape(const GlaDims& d) { return {d.batch, d.heads, d.key_dim, d.val
 
 #ifdef PRIMER_WITH_CUDA
 Tensor cuda_workspace(size_t bytes, Device device) { return Tensor::empty({int64_t(bytes)}, DType::U8, device); }
-// The kernels' operand type: f32 keys, values and output gradients are rounded to bf16 once here (they would be
-// rounded for the tensor cores anyway; a bf16 output's gradient already is); outputs keep the caller's dtype.
+// The kernels' operands: f32 keys, values and output gradients are rounded to bf16 once (they would be rounded for
+// the tensor cores anyway; a bf16 output's gradient already is), an f32 query split into hi + lo bf16 (the precise
+// query of core/ops/cuda/gla.h); outputs keep the caller's dtype.
 Tensor operand(const Tensor& t) { return t.to(DType::BF16); }
 
-// The query as the kernels take it: bf16 as it is, or an f32 query split into hi + lo bf16 (the precise query of
-// core/ops/cuda/gla.h).
-struct QueryOperand {
-  Tensor hi, lo;
-  cuda_ops::GlaQuery pointers() const { return {hi.data_ptr(), lo.defined() ? lo.data_ptr() : nullptr}; }
-};
-QueryOperand query_operand(const Tensor& q) {
-  if (q.dtype() == DType::BF16) return {q, Tensor()};
-  QueryOperand r{Tensor::empty(q.shape(), DType::BF16, q.device()), Tensor::empty(q.shape(), DType::BF16, q.device())};
-  cuda_ops::split_bf16(q.data<float>(), r.hi.data_ptr(), r.lo.data_ptr(), q.numel());
+GlaOperands make_operands(const Tensor& q, const Tensor& k, const Tensor& v) {
+  GlaOperands r{q, Tensor(), operand(k), operand(v)};
+  if (q.dtype() == DType::F32) {
+    r.q_hi = Tensor::empty(q.shape(), DType::BF16, q.device());
+    r.q_lo = Tensor::empty(q.shape(), DType::BF16, q.device());
+    cuda_ops::split_bf16(q.data<float>(), r.q_hi.data_ptr(), r.q_lo.data_ptr(), q.numel());
+  }
   return r;
 }
+cuda_ops::GlaQuery query_pointers(const GlaOperands& o) {
+  return {o.q_hi.data_ptr(), o.q_lo.defined() ? o.q_lo.data_ptr() : nullptr};
+}
 
-void forward_cuda(const GlaDims& d, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, double scale,
-                  const Tensor& s0, const Tensor& o, const Tensor& st) {
-  const QueryOperand qo = query_operand(q);
-  const Tensor ws = cuda_workspace(cuda_ops::gla_forward_workspace_bytes(d, qo.lo.defined()), q.device());
-  cuda_ops::gla_forward(d, o.dtype(), qo.pointers(), operand(k).data_ptr(), operand(v).data_ptr(), g.data<float>(),
+void forward_cuda(const GlaDims& d, const GlaOperands& in, const Tensor& g, double scale, const Tensor& s0,
+                  const Tensor& o, const Tensor& st) {
+  const Tensor ws = cuda_workspace(cuda_ops::gla_forward_workspace_bytes(d, in.q_lo.defined()), g.device());
+  cuda_ops::gla_forward(d, o.dtype(), query_pointers(in), in.k.data_ptr(), in.v.data_ptr(), g.data<float>(),
                         float(scale), ptr<float>(s0), o.data_ptr(), ptr<float>(st), ws.data_ptr());
 }
 
-void backward_cuda(const GlaDims& d, const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
-                   const Tensor& g, double scale, const Tensor& s0, const Tensor& dsT, const GlaGrads& r) {
-  const QueryOperand qo = query_operand(q);
-  const Tensor ws = cuda_workspace(cuda_ops::gla_backward_workspace_bytes(d, qo.lo.defined()), q.device());
-  cuda_ops::gla_backward(d, r.dk.dtype(), operand(dout).data_ptr(), qo.pointers(), operand(k).data_ptr(),
-                         operand(v).data_ptr(), g.data<float>(), float(scale), ptr<float>(s0), ptr<float>(dsT),
+void backward_cuda(const GlaDims& d, const Tensor& dout, const GlaOperands& in, const Tensor& g, double scale,
+                   const Tensor& s0, const Tensor& dsT, const GlaGrads& r) {
+  const Tensor ws = cuda_workspace(cuda_ops::gla_backward_workspace_bytes(d, in.q_lo.defined()), g.device());
+  cuda_ops::gla_backward(d, r.dk.dtype(), operand(dout).data_ptr(), query_pointers(in), in.k.data_ptr(),
+                         in.v.data_ptr(), g.data<float>(), float(scale), ptr<float>(s0), ptr<float>(dsT),
                          r.dq.data_ptr(), r.dk.data_ptr(), r.dv.data_ptr(), r.dg.data<float>(), ptr<float>(r.dstate_in),
                          ws.data_ptr());
+}
+
+// Operands handed over by the forward must be those of these inputs: the same shapes, in the kernels' dtypes.
+void check_operands(const char* op, const GlaOperands& in, const Tensor& q, const Tensor& k, const Tensor& v) {
+  const bool precise = q.dtype() == DType::F32;
+  for (auto [name, t, like] : {std::tuple{"q_hi", &in.q_hi, &q}, std::tuple{"k", &in.k, &k}, std::tuple{"v", &in.v, &v},
+                               std::tuple{"q_lo", &in.q_lo, precise ? &q : nullptr}}) {
+    if (!like) {
+      PRIMER_CHECK(!t->defined(), "{}: operands.{} is defined for a {} query, expected it undefined", op, name,
+                   dtype_name(q.dtype()));
+      continue;
+    }
+    PRIMER_CHECK(t->defined() && t->dtype() == DType::BF16 && t->shape() == like->shape() && t->is_contiguous(),
+                 "{}: operands.{} is {}, expected contiguous bf16 of shape {} (the forward's operands of these inputs)",
+                 op, name, t->defined() ? t->describe() : "undefined", shape_str(like->shape()));
+  }
 }
 #endif
 
 }  // namespace
 
 Tensor gla(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, const Tensor& g_in, double scale,
-           const Tensor& state_in, Tensor* state_out, std::optional<DType> out_dtype) {
+           const Tensor& state_in, Tensor* state_out, std::optional<DType> out_dtype,
+           [[maybe_unused]] GlaOperands* operands_out) {
   constexpr const char* op = "gla";
   const GlaDims d = check_gla_inputs(op, q_in, k_in, v_in, g_in, scale, state_in);
   check_gla_output_dtype(op, v_in, out_dtype.value_or(v_in.dtype()), "the output dtype");
@@ -125,14 +141,19 @@ Tensor gla(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, const Ten
                           ptr<T>(st));
     });
   } else {
-    PRIMER_ON_CUDA(forward_cuda(d, q, k, v, g, scale, s0, o, st));
+    PRIMER_ON_CUDA({
+      GlaOperands in = make_operands(q, k, v);
+      forward_cuda(d, in, g, scale, s0, o, st);
+      if (operands_out) *operands_out = std::move(in);
+    });
   }
   if (state_out) *state_out = st;
   return o;
 }
 
 GlaGrads gla_backward(const Tensor& dout_in, const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
-                      const Tensor& g_in, double scale, const Tensor& state_in, const Tensor& dstate_out) {
+                      const Tensor& g_in, double scale, const Tensor& state_in, const Tensor& dstate_out,
+                      [[maybe_unused]] const GlaOperands* operands) {
   constexpr const char* op = "gla_backward";
   const GlaDims d = check_gla_inputs(op, q_in, k_in, v_in, g_in, scale, state_in);
   check_gla_output_grads(op, d, v_in, dout_in, dstate_out);
@@ -152,7 +173,11 @@ GlaGrads gla_backward(const Tensor& dout_in, const Tensor& q_in, const Tensor& k
                            ptr<T>(r.dstate_in));
     });
   } else {
-    PRIMER_ON_CUDA(backward_cuda(d, dout, q, k, v, g, scale, s0, dsT, r));
+    PRIMER_ON_CUDA({
+      if (operands && operands->defined()) check_operands(op, *operands, q, k, v);
+      backward_cuda(d, dout, operands && operands->defined() ? *operands : make_operands(q, k, v), g, scale, s0, dsT,
+                    r);
+    });
   }
   return r;
 }

@@ -2,8 +2,8 @@
 // every gradient (dq, dk, dv, dg, dstate_in) with a gradient flowing into the final state; bf16 and f32 I/O,
 // K, V ∈ {64, 128}, T ∈ {1, 5, 64, 100, 200, 1000} (partial last chunks included), with and without an initial
 // state, scale 1 (Mamba-2) and K^-1/2 (GKA); outputs poisoned. Also the precise (f32, hi + lo) query on a query
-// much larger off the keys' span than along it, two calls carrying the state against one call, and the head-dim
-// error.
+// much larger off the keys' span than along it (and the forward's operands reused by the backward), two calls
+// carrying the state against one call, and the errors for head dims and for operands of other inputs.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -211,6 +211,17 @@ TEST(GlaCuda, PreciseQueryKeepsThePartAlongTheKeys) {
                               std::tuple{"dv", &d_bf16.dv, &d.dv}, std::tuple{"dg", &d_bf16.dg, &d.dg}})
       test::expect_close(*a, *b, 0, 0, std::string(name) + " from a bf16 dout, " + what);
 
+    // The forward's operands (k and v rounded, q split into hi + lo) handed to the backward, as ag::gla does: the
+    // kernels read the very same values, so the same gradients, bit for bit.
+    ops::GlaOperands operands;
+    ops::gla(q, on_cuda(k, DType::F32), on_cuda(v, DType::F32), g, scale, Tensor(), nullptr, DType::BF16, &operands);
+    ASSERT_TRUE(operands.defined() && operands.q_lo.defined()) << "an f32 query's operands are hi + lo";
+    const ops::GlaGrads d_kept = ops::gla_backward(on_cuda(dout, DType::BF16), q, on_cuda(k, DType::F32),
+                                                   on_cuda(v, DType::F32), g, scale, Tensor(), dsT, &operands);
+    for (auto [name, a, b] : {std::tuple{"dq", &d_kept.dq, &d_bf16.dq}, std::tuple{"dk", &d_kept.dk, &d_bf16.dk},
+                              std::tuple{"dv", &d_kept.dv, &d_bf16.dv}, std::tuple{"dg", &d_kept.dg, &d_bf16.dg}})
+      test::expect_close(*a, *b, 0, 0, std::string(name) + " from the forward's operands, " + what);
+
     const Tensor coarse = ops::gla(on_cuda(q64, DType::BF16), on_cuda(k, DType::BF16), on_cuda(v, DType::BF16), g,
                                    scale, Tensor(), nullptr);
     const double coarse_error = test::compare(coarse, ro).rel_l2;
@@ -319,6 +330,26 @@ TEST(GlaCuda, RejectsUnsupportedHeadDims) {
   const Tensor q = test::random_on_cuda({1, 4, 2, 32}, test::fresh_seed(), DType::BF16);
   const Tensor g = Tensor::zeros({1, 4, 2}, DType::F32, Device::cuda());
   test::expect_error([&] { ops::gla(q, q, q, g, 1.0, Tensor(), nullptr); }, {"gla", "K and V of 64 or 128"});
+}
+
+// Operands handed to the backward must be the forward's of the same inputs: others (here of a shorter sequence, and
+// a bf16 query's without the lo half for an f32 query) are refused with the operand named.
+TEST(GlaCuda, RejectsOperandsOfOtherInputs) {
+  PRIMER_REQUIRE_CUDA();
+  const uint64_t seed = test::fresh_seed();
+  auto input = [&](int64_t T, uint64_t s, DType dtype) { return test::random_on_cuda({1, T, 2, 64}, s, dtype); };
+  const Tensor q = input(70, seed + 1, DType::F32), k = input(70, seed + 2, DType::F32);
+  const Tensor g = Tensor::zeros({1, 70, 2}, DType::F32, Device::cuda());
+  const Tensor dout = input(70, seed + 3, DType::F32);
+  ops::GlaOperands shorter, of_bf16;
+  const Tensor q_short = input(64, seed + 4, DType::F32);
+  ops::gla(q_short, q_short, q_short, g.slice(1, 0, 64).contiguous(), 1.0, Tensor(), nullptr, std::nullopt, &shorter);
+  const Tensor qb = q.to(DType::BF16), kb = k.to(DType::BF16);
+  ops::gla(qb, kb, kb, g, 1.0, Tensor(), nullptr, std::nullopt, &of_bf16);
+  test::expect_error([&] { ops::gla_backward(dout, q, k, k, g, 1.0, Tensor(), Tensor(), &shorter); },
+                     {"gla_backward", "operands.q_hi", "[1, 70, 2, 64]"});
+  test::expect_error([&] { ops::gla_backward(dout, q, k, k, g, 1.0, Tensor(), Tensor(), &of_bf16); },
+                     {"gla_backward", "operands.q_lo", "undefined"});
 }
 
 }  // namespace
