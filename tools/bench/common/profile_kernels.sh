@@ -5,9 +5,8 @@
 # Prints the grouped table's head and its total; returns nonzero when ncu or the table fails.
 # PROFILE_BYTES=1 also counts each kernel's DRAM bytes and tensor-core ops (each kernel then replays a few times), and
 # the tables add what it achieved: TB/s, tensor Tops/s, and their fractions of PROFILE_COPY_TBPS (the copy bandwidth
-# measured on the device) and PROFILE_TENSOR_TOPS (the dense peak) where those are set. (Added on 2026-11-29 without a
-# GPU to run it: the op counters' names are Nsight Compute's for bf16 and fp16 sources; check the Tops/s of a GEMM
-# of known FLOPs on first use.)
+# measured on the device) and PROFILE_TENSOR_TOPS (the dense peak) where those are set. The op counters (bf16 and fp16
+# sources) count two per multiply-add, like FLOPs: checked on an H200 against the lm_head GEMM of a training step.
 out="${OUT:-$PWD/device-logs}"
 build="${BUILD_DIR:-build-device}"
 mkdir -p "$out"
