@@ -50,16 +50,17 @@ int main() {
   const double e = 2;  // bytes per bf16 element
   const DType bf = DType::BF16;
 
-  {  // RMSNorm over the hidden size.
-    Tensor x = random_gpu({kTokens, kHidden}, bf, 1), w = random_gpu({kHidden}, bf, 2);
-    Tensor dy = random_gpu({kTokens, kHidden}, bf, 3), dw = Tensor::zeros({kHidden}, DType::F32, Device::cuda());
+  // RMSNorm over the hidden size: a 7B model's, and Qwen3-0.6B's (rows of 2 KB, where a row's latency weighs more).
+  for (const int64_t hidden : {kHidden, int64_t(1024)}) {
+    Tensor x = random_gpu({kTokens, hidden}, bf, 1), w = random_gpu({hidden}, bf, 2);
+    Tensor dy = random_gpu({kTokens, hidden}, bf, 3), dw = Tensor::zeros({hidden}, DType::F32, Device::cuda());
     Tensor rstd;
     ops::rmsnorm(x, w, 1e-6, &rstd);
-    const double act = double(kTokens * kHidden) * e, par = double(kHidden) * e, stat = double(kTokens) * 4;
-    const std::string shape = "[" + std::to_string(kTokens) + ", " + std::to_string(kHidden) + "]";
+    const double act = double(kTokens * hidden) * e, par = double(hidden) * e, stat = double(kTokens) * 4;
+    const std::string shape = "[" + std::to_string(kTokens) + ", " + std::to_string(hidden) + "]";
     b.add("rmsnorm fwd", shape, 2 * act + par + stat, [&] { ops::rmsnorm(x, w, 1e-6, &rstd); });
     // dy, x, w, rstd in; dx out; dw read and written (f32).
-    b.add("rmsnorm bwd (dx+dw)", shape, 3 * act + par + stat + 2.0 * kHidden * 4,
+    b.add("rmsnorm bwd (dx+dw)", shape, 3 * act + par + stat + 2.0 * hidden * 4,
           [&] { ops::rmsnorm_backward(dy, x, w, rstd, dw); });
   }
   {  // SwiGLU on the MLP's intermediate size.
