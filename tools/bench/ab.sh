@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Before and after in one device call: GPU leases differ by up to ~9% for the same code (docs/perf.md), so a change is
-# measured against its base built beside it on the same machine, the two runs alternated.
+# measured against its base built beside it on the same machine, the runs alternated.
 #   tools/bench/ab.sh prepare REV     here, with git: the source of REV into build-ab/base-src (carry that path)
 #   tools/bench/ab.sh run BENCH [ARGS...]
 #                                     on the device: builds BENCH for this tree (build-device/) and for the base
-#                                     (build-ab/base/), runs base, tree, base, tree with ARGS, logs to $OUT
-#                                     (ab-base-1.log, ab-tree-1.log, ...) and prints each run's table rows ($AB_ROWS,
-#                                     an extended regex; default every markdown table row).
+#                                     (build-ab/base/), runs base, tree, base, tree, ... with ARGS ($AB_RUNS pairs,
+#                                     default 2), logs to $OUT (ab-base-1.log, ab-tree-1.log, ...) and prints each
+#                                     run's table rows ($AB_ROWS, an extended regex; default every markdown table row).
 # AB_CMAKE_ARGS replaces the CUDA configuration (e.g. -DPRIMER_CUDA=OFF for a CPU benchmark); AB_TREE_BUILD names the
 # tree's build directory (default build-device, tools/device-check.sh's); AB_TIMEOUT bounds each run (default 300 s).
 set -uo pipefail
@@ -25,6 +25,8 @@ case "${1:-}" in
   run)
     bench="${2:?usage: tools/bench/ab.sh run BENCH [ARGS...]}"
     shift 2
+    runs="${AB_RUNS:-2}"
+    [[ "$runs" =~ ^[1-9][0-9]*$ ]] || { echo "ab.sh: AB_RUNS is '$runs', expected a count of at least 1" >&2; exit 1; }
     [ -f "$base_src/CMakeLists.txt" ] || { echo "ab.sh: no base in $base_src (tools/bench/ab.sh prepare REV, then carry $base_src)" >&2; exit 1; }
     out="${OUT:-$PWD/device-logs}"
     mkdir -p "$out"
@@ -39,7 +41,7 @@ case "${1:-}" in
     build "$base_src" build-ab/base || exit 1
     echo "base $(cat "$base_src/REVISION" 2>/dev/null || echo '(unknown revision)') against this tree: $bench $*"
     rc=0
-    for run in 1 2; do
+    for run in $(seq 1 "$runs"); do
       for side in base tree; do
         dir="$tree_build"
         [ "$side" = base ] && dir=build-ab/base
@@ -48,7 +50,7 @@ case "${1:-}" in
           { echo "ab.sh: $side run $run failed (exit $?)"; rc=1; }
       done
     done
-    for run in 1 2; do
+    for run in $(seq 1 "$runs"); do
       for side in base tree; do
         echo "## $side, run $run"
         grep -E "${AB_ROWS:-^\|}" "$out/ab-$side-$run.log"
