@@ -110,11 +110,14 @@ ag::Var GkaMixer::forward(const ag::Var& input, const MixerContext& ctx, const M
     const Tensor floor = Tensor::full({1}, kBetaFloor, beta_gate->value.dtype(), beta_gate->value.device());
     beta = carry.to_heads(ag::add(beta_gate, ag::constant(floor)));  // [B, T, H]
   }
-  const ExpandedHeads heads = expand_qkv(
-      branch(x, "q", q_heads_, 0, carry), branch(x, "k", kv_heads_, 1, carry), branch(x, "v", kv_heads_, 2, carry), H,
-      kL2Eps, k_expansion_ ? &*k_expansion_ : nullptr, v_expansion_ ? &*v_expansion_ : nullptr, true,
-      beta ? &beta : nullptr, precise ? std::optional(DType::F32) : std::nullopt);
+  const ExpandedHeads heads =
+      expand_qkv(branch(x, "q", q_heads_, 0, carry), branch(x, "k", kv_heads_, 1, carry),
+                 branch(x, "v", kv_heads_, 2, carry), H, kL2Eps, k_expansion_ ? &*k_expansion_ : nullptr,
+                 v_expansion_ ? &*v_expansion_ : nullptr, true, beta ? &beta : nullptr,
+                 precise ? std::optional(DType::F32) : std::nullopt, precise && beta && x->value.is_cuda());
   const ag::Var &q = heads.q, &k = heads.k, &v = heads.v;
+  // The readout's bf16 operands, formed in the passes that write its f32 inputs (ops::GlaOperands).
+  ops::GlaOperands readout_operands{.k = heads.k_bf16, .v = heads.v_bf16};
 
   // The decay in A_log's dtype (f32; f64 in references), as the solve and the readout take it.
   const DType gate_dtype = weight("A_log")->value.dtype();
@@ -141,14 +144,17 @@ ag::Var GkaMixer::forward(const ag::Var& input, const MixerContext& ctx, const M
   const ag::Var s0 = carry.recurrent_in(1, [&] { return scalar_decay_summary(k, v, g); });
   const ag::Var xhat = ag::chebyshev_solve(q, k, gk, solve, h0, carry.recurrent_out(0));
   // q̃ = q + α (x̂ − q): a convex mix of the query and the regression's answer, in one pass each way.
+  const bool split_qt = precise && xhat->value.is_cuda();
   const ag::Var qt = gka_.use_alpha_connection
                          ? ag::scale_heads(xhat, carry.to_heads(head_gate(gate_input("alpha"), "alpha")), q, H,
-                                           {.base = ops::HeadBase::Lerp})
+                                           {.base = ops::HeadBase::Lerp,
+                                            .bf16_hi_out = split_qt ? &readout_operands.q_hi : nullptr,
+                                            .bf16_lo_out = split_qt ? &readout_operands.q_lo : nullptr})
                          : xhat;
   const double scale = gka_.gla_rescale ? 1.0 / std::sqrt(double(D)) : 1.0;
   // The precise mode's readout leaves the kernel in bf16, rounded once from its f32 accumulators.
-  const ag::Var o = carry.from_heads(
-      ag::gla(qt, k, v, g, scale, s0, carry.recurrent_out(1), precise ? std::optional(DType::BF16) : std::nullopt));
+  const ag::Var o = carry.from_heads(ag::gla(qt, k, v, g, scale, s0, carry.recurrent_out(1),
+                                             precise ? std::optional(DType::BF16) : std::nullopt, readout_operands));
 
   const ag::Var g_proj = gka_.use_gate ? weight("g_proj.weight") : nullptr;
   return carry.from_rows(norm_gate_project(o, x, weight("o_norm.weight"), g_proj ? &g_proj : nullptr,

@@ -39,19 +39,24 @@ ag::Var KvExpansion::forward(const ag::Var& x) {
 
 ExpandedHeads expand_qkv(const ag::Var& q, const ag::Var& k, const ag::Var& v, int64_t heads, double l2_eps,
                          KvExpansion* k_expansion, KvExpansion* v_expansion, bool normalize_keys,
-                         const ag::Var* kv_scale, std::optional<DType> out_dtype) {
+                         const ag::Var* kv_scale, std::optional<DType> out_dtype, bool kv_bf16) {
   const DType dtype = out_dtype.value_or(q->value.dtype());
+  PRIMER_CHECK(!kv_bf16 || (kv_scale && dtype == DType::F32 && q->value.is_cuda()),
+               "expand_qkv: k and v rounded to bf16 in their scaling pass need a kv_scale, an f32 out_dtype and CUDA "
+               "inputs; got {}, {} and {}",
+               kv_scale ? "a scale" : "no scale", dtype_name(dtype), q->value.describe());
   auto cast = [&](const ag::Var& x) { return x->value.dtype() == dtype ? x : ag::cast(x, dtype); };
   ExpandedHeads out;
   out.q = cast(expand_heads(l2_normalize(q, l2_eps), heads / q->value.size(2)));
   auto key_norm = [&](const ag::Var& x) { return normalize_keys ? l2_normalize(x, l2_eps) : x; };
   // x's heads (Hk, or already H after an expansion) repeated to H, and scaled and cast in the same pass when asked.
-  auto spread = [&](const ag::Var& x) {
-    return kv_scale ? ag::scale_heads(x, *kv_scale, nullptr, heads, {.out_dtype = dtype})
+  auto spread = [&](const ag::Var& x, Tensor& rounded) {
+    return kv_scale ? ag::scale_heads(x, *kv_scale, nullptr, heads,
+                                      {.out_dtype = dtype, .bf16_hi_out = kv_bf16 ? &rounded : nullptr})
                     : cast(expand_heads(x, heads / x->value.size(2)));
   };
-  out.k = spread(k_expansion ? key_norm(k_expansion->forward(k)) : key_norm(k));
-  out.v = spread(v_expansion ? v_expansion->forward(v) : v);
+  out.k = spread(k_expansion ? key_norm(k_expansion->forward(k)) : key_norm(k), out.k_bf16);
+  out.v = spread(v_expansion ? v_expansion->forward(v) : v, out.v_bf16);
   return out;
 }
 

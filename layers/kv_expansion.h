@@ -29,12 +29,15 @@ class KvExpansion {
 // inside the root). k and v are repeated (plain GQA, which commutes with the norm) or, when expansions are given,
 // go through Adaptive GQA before k's norm, as the reference does. normalize_keys false leaves k raw (KZLA). With
 // kv_scale ([B, T, H], f32: GKA's β) k and v leave scaled per row and head, in the pass that repeats their heads.
-// out_dtype (f32 from bf16: GKA's precise mode) casts the three; k and v in that same pass when scaled.
+// out_dtype (f32 from bf16: GKA's precise mode) casts the three; k and v in that same pass when scaled, which with
+// kv_bf16 (CUDA) also writes them rounded to bf16: the GLA's operands (ops::GlaOperands), formed where k and v are.
 struct ExpandedHeads {
   ag::Var q, k, v;
+  Tensor k_bf16, v_bf16;  // defined iff kv_bf16 was asked
 };
 ExpandedHeads expand_qkv(const ag::Var& q, const ag::Var& k, const ag::Var& v, int64_t heads, double l2_eps,
                          KvExpansion* k_expansion, KvExpansion* v_expansion, bool normalize_keys = true,
-                         const ag::Var* kv_scale = nullptr, std::optional<DType> out_dtype = std::nullopt);
+                         const ag::Var* kv_scale = nullptr, std::optional<DType> out_dtype = std::nullopt,
+                         bool kv_bf16 = false);
 
 }  // namespace primer::layers

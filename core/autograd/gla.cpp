@@ -5,13 +5,14 @@
 namespace primer::ag {
 
 Var gla(const Var& q, const Var& k, const Var& v, const Var& g, double scale, const Var& state_in, Var* state_out,
-        std::optional<DType> out_dtype) {
+        std::optional<DType> out_dtype, ops::GlaOperands operands) {
   const Tensor s0 = state_in ? state_in->value : Tensor();
   const bool grad = needs_grad({&q, &k, &v, &g, &state_in});
   Tensor st;
-  ops::GlaOperands operands;  // kept for the backward (CUDA), which would otherwise form them again
-  Var o = constant(ops::gla(q->value, k->value, v->value, g->value, scale, s0, state_out ? &st : nullptr, out_dtype,
-                            grad ? &operands : nullptr));
+  // All of them kept for the backward (CUDA), which would otherwise form them again.
+  Var o = constant(
+      ops::gla(q->value, k->value, v->value, g->value, scale, s0, state_out ? &st : nullptr, out_dtype, &operands));
+  if (!grad) operands = {};
   Var so = state_out ? constant(st) : nullptr;
   if (state_out) *state_out = so;
   if (grad) {

@@ -5,12 +5,15 @@
 #include <optional>
 
 #include "core/autograd/variable.h"
+#include "core/ops/gla.h"
 
 namespace primer::ag {
 
 // q, k [B, T, H, K]; v [B, T, H, V]; g [B, T, H] log decay; state_in [B, H, K, V] (null Var: zeros). Returns
 // o [B, T, H, V] (in v's dtype, or out_dtype as ops::gla allows); if state_out is non-null it receives S_T.
+// operands: the kernels' operands that q's, k's and v's producers formed (ops::gla's; CUDA), kept for the backward with
+// those the forward forms.
 Var gla(const Var& q, const Var& k, const Var& v, const Var& g, double scale, const Var& state_in, Var* state_out,
-        std::optional<DType> out_dtype = std::nullopt);
+        std::optional<DType> out_dtype = std::nullopt, ops::GlaOperands operands = {});
 
 }  // namespace primer::ag

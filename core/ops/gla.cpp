@@ -76,15 +76,6 @@ Tensor cuda_workspace(size_t bytes, Device device) { return Tensor::empty({int64
 // query of core/ops/cuda/gla.h); outputs keep the caller's dtype.
 Tensor operand(const Tensor& t) { return t.to(DType::BF16); }
 
-GlaOperands make_operands(const Tensor& q, const Tensor& k, const Tensor& v) {
-  GlaOperands r{q, Tensor(), operand(k), operand(v)};
-  if (q.dtype() == DType::F32) {
-    r.q_hi = Tensor::empty(q.shape(), DType::BF16, q.device());
-    r.q_lo = Tensor::empty(q.shape(), DType::BF16, q.device());
-    cuda_ops::split_bf16(q.data<float>(), r.q_hi.data_ptr(), r.q_lo.data_ptr(), q.numel());
-  }
-  return r;
-}
 cuda_ops::GlaQuery query_pointers(const GlaOperands& o) {
   return {o.q_hi.data_ptr(), o.q_lo.defined() ? o.q_lo.data_ptr() : nullptr};
 }
@@ -105,20 +96,39 @@ void backward_cuda(const GlaDims& d, const Tensor& dout, const GlaOperands& in, 
                          ws.data_ptr());
 }
 
-// Operands handed over by the forward must be those of these inputs: the same shapes, in the kernels' dtypes.
-void check_operands(const char* op, const GlaOperands& in, const Tensor& q, const Tensor& k, const Tensor& v) {
+// The kernels' operands of q, k and v: those `given` defines (formed by the inputs' producers, or by the forward for
+// the backward) checked to be of these inputs (shape, bf16, contiguous; a mismatch names the member), the rest formed
+// here. An f32 query's hi and lo are handed together or not at all.
+GlaOperands complete_operands(const char* op, const Tensor& q, const Tensor& k, const Tensor& v,
+                              const GlaOperands* given) {
+  GlaOperands r = given ? *given : GlaOperands{};
   const bool precise = q.dtype() == DType::F32;
-  for (auto [name, t, like] : {std::tuple{"q_hi", &in.q_hi, &q}, std::tuple{"k", &in.k, &k}, std::tuple{"v", &in.v, &v},
-                               std::tuple{"q_lo", &in.q_lo, precise ? &q : nullptr}}) {
+  for (auto [name, t, like] : {std::tuple{"q_hi", &r.q_hi, &q}, std::tuple{"k", &r.k, &k}, std::tuple{"v", &r.v, &v},
+                               std::tuple{"q_lo", &r.q_lo, precise ? &q : nullptr}}) {
     if (!like) {
       PRIMER_CHECK(!t->defined(), "{}: operands.{} is defined for a {} query, expected it undefined", op, name,
                    dtype_name(q.dtype()));
       continue;
     }
-    PRIMER_CHECK(t->defined() && t->dtype() == DType::BF16 && t->shape() == like->shape() && t->is_contiguous(),
-                 "{}: operands.{} is {}, expected contiguous bf16 of shape {} (the forward's operands of these inputs)",
-                 op, name, t->defined() ? t->describe() : "undefined", shape_str(like->shape()));
+    if (!t->defined()) continue;
+    PRIMER_CHECK(t->dtype() == DType::BF16 && t->shape() == like->shape() && t->is_contiguous(),
+                 "{}: operands.{} is {}, expected contiguous bf16 of shape {} (the operands of these inputs)", op, name,
+                 t->describe(), shape_str(like->shape()));
   }
+  if (precise)
+    PRIMER_CHECK(r.q_hi.defined() == r.q_lo.defined(),
+                 "{}: operands.q_lo is {} beside operands.q_hi {}: expected both halves of the f32 query's split or "
+                 "neither",
+                 op, r.q_lo.defined() ? "defined" : "undefined", r.q_hi.defined() ? "defined" : "undefined");
+  if (!r.k.defined()) r.k = operand(k);
+  if (!r.v.defined()) r.v = operand(v);
+  if (!r.q_hi.defined() && !precise) r.q_hi = q;
+  if (!r.q_hi.defined()) {
+    r.q_hi = Tensor::empty(q.shape(), DType::BF16, q.device());
+    r.q_lo = Tensor::empty(q.shape(), DType::BF16, q.device());
+    cuda_ops::split_bf16(q.data<float>(), r.q_hi.data_ptr(), r.q_lo.data_ptr(), q.numel());
+  }
+  return r;
 }
 #endif
 
@@ -126,7 +136,7 @@ void check_operands(const char* op, const GlaOperands& in, const Tensor& q, cons
 
 Tensor gla(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, const Tensor& g_in, double scale,
            const Tensor& state_in, Tensor* state_out, std::optional<DType> out_dtype,
-           [[maybe_unused]] GlaOperands* operands_out) {
+           [[maybe_unused]] GlaOperands* operands) {
   constexpr const char* op = "gla";
   const GlaDims d = check_gla_inputs(op, q_in, k_in, v_in, g_in, scale, state_in);
   check_gla_output_dtype(op, v_in, out_dtype.value_or(v_in.dtype()), "the output dtype");
@@ -135,6 +145,8 @@ Tensor gla(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, const Ten
   Tensor o = Tensor::empty(v.shape(), out_dtype.value_or(v.dtype()), v.device());
   Tensor st = state_out ? Tensor::empty(state_shape(d), gla_state_dtype(q), q.device()) : Tensor();
   if (q.is_cpu()) {
+    PRIMER_CHECK(!operands || operands->empty(),
+                 "{}: operands are given for CPU inputs: expected none (they are the CUDA kernels')", op);
     dispatch_cpu_float(q.dtype(), op, [&](auto tag) {
       using T = decltype(tag);
       cpu::gla_forward<T>(d, q.data<T>(), k.data<T>(), v.data<T>(), g.data<T>(), T(scale), ptr<T>(s0), o.data<T>(),
@@ -142,9 +154,9 @@ Tensor gla(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, const Ten
     });
   } else {
     PRIMER_ON_CUDA({
-      GlaOperands in = make_operands(q, k, v);
+      GlaOperands in = complete_operands(op, q, k, v, operands);
       forward_cuda(d, in, g, scale, s0, o, st);
-      if (operands_out) *operands_out = std::move(in);
+      if (operands) *operands = std::move(in);
     });
   }
   if (state_out) *state_out = st;
@@ -173,11 +185,7 @@ GlaGrads gla_backward(const Tensor& dout_in, const Tensor& q_in, const Tensor& k
                            ptr<T>(r.dstate_in));
     });
   } else {
-    PRIMER_ON_CUDA({
-      if (operands && operands->defined()) check_operands(op, *operands, q, k, v);
-      backward_cuda(d, dout, operands && operands->defined() ? *operands : make_operands(q, k, v), g, scale, s0, dsT,
-                    r);
-    });
+    PRIMER_ON_CUDA({ backward_cuda(d, dout, complete_operands(op, q, k, v, operands), g, scale, s0, dsT, r); });
   }
   return r;
 }

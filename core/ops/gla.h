@@ -18,18 +18,22 @@ namespace primer::ops {
 // state_in f32; K and V of 64 or 128 (others are rejected).
 // Returns o [B, T, H, V] in v's dtype, or in out_dtype: bf16 from f32 inputs on CUDA (a precise query's readout
 // rounded once, as the kernel writes it). If state_out is non-null it receives S_T [B, H, K, V] (f32; f64 for f64).
-// If operands_out is non-null it receives the kernels' operands (GlaOperands; undefined on the CPU).
+// operands (CUDA, nullable): the members it defines are taken as the kernels' operands of these inputs (formed by
+// their producers in their own passes: checked, a mismatch named), the rest are formed; on return it holds them all,
+// for the backward. On the CPU it must be empty, and stays so.
 struct GlaOperands;
 Tensor gla(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, double scale, const Tensor& state_in,
-           Tensor* state_out, std::optional<DType> out_dtype = std::nullopt, GlaOperands* operands_out = nullptr);
+           Tensor* state_out, std::optional<DType> out_dtype = std::nullopt, GlaOperands* operands = nullptr);
 
 // What the CUDA kernels read: bf16 inputs as they are; of f32 inputs, k and v rounded to bf16 and q split into
 // hi + lo bf16. Each is a pass over its input, so the forward hands them to the backward (ag::gla keeps them
-// between the two) rather than forming them twice: in the precise GKA layer (B 4, T 4096, 16 heads of 128, H200)
-// the backward's three passes took 0.15 ms.
+// between the two) rather than forming them twice (in the precise GKA layer at B 4, T 4096, 16 heads of 128 on an
+// H200 the backward's three passes took 0.15 ms), and the producers of f32 inputs may form them in the pass that
+// writes the inputs (ops::ScaleHeadsOptions' bf16 split: GKA's β·k, β·v and q̃).
 struct GlaOperands {
-  Tensor q_hi, q_lo, k, v;  // q_lo defined for an f32 query only
-  bool defined() const { return k.defined(); }
+  Tensor q_hi, q_lo, k, v;                                                       // q_lo defined for an f32 query only
+  bool defined() const { return q_hi.defined() && k.defined() && v.defined(); }  // a whole set
+  bool empty() const { return !q_hi.defined() && !q_lo.defined() && !k.defined() && !v.defined(); }
 };
 
 struct GlaGrads {
@@ -37,8 +41,8 @@ struct GlaGrads {
   Tensor dg;          // like g
   Tensor dstate_in;   // like state_in; defined iff state_in is
 };
-// Gradients of <dout, o> + <dstate_out, S_T> (dstate_out may be undefined: zero); dout in o's dtype. `operands`, if
-// defined, are those gla() formed from these q, k and v, used instead of forming them again.
+// Gradients of <dout, o> + <dstate_out, S_T> (dstate_out may be undefined: zero); dout in o's dtype. `operands`
+// (nullable) as gla()'s: those it defines are used (checked) instead of forming them again.
 GlaGrads gla_backward(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
                       double scale, const Tensor& state_in, const Tensor& dstate_out,
                       const GlaOperands* operands = nullptr);

@@ -99,8 +99,16 @@ Tensor scale_heads(const Tensor& x, const Tensor& s, const Tensor& base, int64_t
     expect(base, op, "base", x.device(), {out_dtype});
     expect_shape(base, op, "base", l.out_shape);
   }
+  Tensor* hi = options.bf16_hi_out;
+  Tensor* lo = options.bf16_lo_out;
+  PRIMER_CHECK(!lo || hi, "{}: bf16_lo_out is given without bf16_hi_out: expected the split's halves together", op);
+  PRIMER_CHECK(!hi || (x.is_cuda() && out_dtype == DType::F32),
+               "{}: a bf16 split of the output is asked of a {} output on {}: expected an f32 output on CUDA", op,
+               dtype_name(out_dtype), x.is_cuda() ? "CUDA" : "the CPU");
   const Tensor xc = x.contiguous(), sc = s.contiguous(), bc = base.defined() ? base.contiguous() : Tensor();
   Tensor out = Tensor::empty(l.out_shape, out_dtype, x.device());
+  if (hi) *hi = Tensor::empty(l.out_shape, DType::BF16, x.device());
+  if (lo) *lo = Tensor::empty(l.out_shape, DType::BF16, x.device());
   if (x.is_cpu()) {
     dispatch_cpu_float(x.dtype(), op, [&](auto tag) {
       using T = decltype(tag);
@@ -108,7 +116,8 @@ Tensor scale_heads(const Tensor& x, const Tensor& s, const Tensor& base, int64_t
     });
   } else {
     PRIMER_ON_CUDA(cuda_ops::scale_heads_forward(out.data_ptr(), xc.data_ptr(), sc.data<float>(),
-                                                 bc.defined() ? bc.data_ptr() : nullptr, l, x.dtype(), out_dtype));
+                                                 bc.defined() ? bc.data_ptr() : nullptr, hi ? hi->data_ptr() : nullptr,
+                                                 lo ? lo->data_ptr() : nullptr, l, x.dtype(), out_dtype));
   }
   return out;
 }

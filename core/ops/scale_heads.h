@@ -23,6 +23,11 @@ enum class HeadBase { Add, Lerp };
 struct ScaleHeadsOptions {
   HeadBase base = HeadBase::Add;
   std::optional<DType> out_dtype;  // x's when unset
+  // An f32 output on CUDA, split into bf16 halves in the same pass, for a consumer that would otherwise make that pass
+  // itself (the GLA's operands, ops::GlaOperands): *bf16_hi_out receives the output rounded to bf16, *bf16_lo_out
+  // (only beside bf16_hi_out) what that rounding left, rounded; hi + lo carries ~16 significant bits.
+  Tensor* bf16_hi_out = nullptr;
+  Tensor* bf16_lo_out = nullptr;
 };
 
 // x [..., Hx, D]; s [..., H] or [H]; base undefined (Add only) or [..., H, D]; heads = H, a multiple of Hx.

@@ -222,6 +222,16 @@ TEST(GlaCuda, PreciseQueryKeepsThePartAlongTheKeys) {
                               std::tuple{"dv", &d_kept.dv, &d_bf16.dv}, std::tuple{"dg", &d_kept.dg, &d_bf16.dg}})
       test::expect_close(*a, *b, 0, 0, std::string(name) + " from the forward's operands, " + what);
 
+    // Operands handed to the forward by the inputs' producers are what the kernels read: the keys' operand of other
+    // keys (a bf16-valued k2 in f32: its rounding is itself) gives k2's readout, bit for bit, from these f32 keys.
+    const Tensor k2 = on_cuda(in_basis(basis, {B, T, H, K}, kSpan, 0.0, seed + 8).to(DType::BF16), DType::F32);
+    ops::GlaOperands given{.k = k2.to(DType::BF16)};
+    const Tensor o_given =
+        ops::gla(q, on_cuda(k, DType::F32), on_cuda(v, DType::F32), g, scale, Tensor(), nullptr, DType::BF16, &given);
+    test::expect_close(o_given, ops::gla(q, k2, on_cuda(v, DType::F32), g, scale, Tensor(), nullptr, DType::BF16), 0, 0,
+                       "o from a handed key operand, " + what);
+    ASSERT_TRUE(given.defined() && given.q_lo.defined()) << "the forward completes the handed operands";
+
     const Tensor coarse = ops::gla(on_cuda(q64, DType::BF16), on_cuda(k, DType::BF16), on_cuda(v, DType::BF16), g,
                                    scale, Tensor(), nullptr);
     const double coarse_error = test::compare(coarse, ro).rel_l2;
@@ -332,8 +342,9 @@ TEST(GlaCuda, RejectsUnsupportedHeadDims) {
   test::expect_error([&] { ops::gla(q, q, q, g, 1.0, Tensor(), nullptr); }, {"gla", "K and V of 64 or 128"});
 }
 
-// Operands handed to the backward must be the forward's of the same inputs: others (here of a shorter sequence, and
-// a bf16 query's without the lo half for an f32 query) are refused with the operand named.
+// Operands handed to the forward or the backward must be of the same inputs: others (here of a shorter sequence, and
+// a bf16 query's without the lo half for an f32 query) are refused with the operand named, and so are any for CPU
+// inputs (they are the CUDA kernels').
 TEST(GlaCuda, RejectsOperandsOfOtherInputs) {
   PRIMER_REQUIRE_CUDA();
   const uint64_t seed = test::fresh_seed();
@@ -350,6 +361,13 @@ TEST(GlaCuda, RejectsOperandsOfOtherInputs) {
                      {"gla_backward", "operands.q_hi", "[1, 70, 2, 64]"});
   test::expect_error([&] { ops::gla_backward(dout, q, k, k, g, 1.0, Tensor(), Tensor(), &of_bf16); },
                      {"gla_backward", "operands.q_lo", "undefined"});
+  ops::GlaOperands given_short = shorter;
+  test::expect_error([&] { ops::gla(q, k, k, g, 1.0, Tensor(), nullptr, std::nullopt, &given_short); },
+                     {"gla", "operands.q_hi", "[1, 70, 2, 64]"});
+  ops::GlaOperands keys_only{.k = kb};
+  const Tensor qc = q.to(Device::cpu()), kc = k.to(Device::cpu()), gc = g.to(Device::cpu());
+  test::expect_error([&] { ops::gla(qc, kc, kc, gc, 1.0, Tensor(), nullptr, std::nullopt, &keys_only); },
+                     {"gla", "operands are given for CPU inputs"});
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 // ops::scale_heads on CUDA against the f64 CPU reference on the very inputs the GPU saw, f32 and bf16, s per row and
 // head (Mamba-2's Δ) and per head (D), with and without the addend, GKA's lerp and bf16-to-f32 output, with poisoned
-// outputs.
+// outputs; and the bf16 split of an f32 output that GKA's readout reads.
 //
 // Tolerances (tests/cuda/parity_util.h): out and dx are one f32 product or a sum of G of them, rounded to the output
 // dtype (bf16 4e-3, f32 1e-5). ds per row is an f32 dot over head_dim ≤ 384 terms (f32, 1e-5); per head it is then
@@ -132,6 +132,62 @@ TEST(ScaleHeadsCuda, LerpAndF32OutputsMatchTheF64Reference) {
     test::expect_parity(g.ds, g_ref.ds, "ds");
     if (c.lerp) test::expect_parity(g.dbase, g_ref.dbase, "dbase");
   }
+}
+
+// GKA's readout operands written beside the f32 output (ops::ScaleHeadsOptions' bf16 split): the output unchanged,
+// hi its rounding to bf16 and lo the rest rounded, bit for bit as a separate rounding (Tensor::to) and split would
+// form them: β·k (hi only), q̃'s lerp (hi + lo), and an element-wise one off alignment. Outputs are poisoned.
+TEST(ScaleHeadsCuda, SplitsAnF32OutputIntoBf16Halves) {
+  PRIMER_REQUIRE_CUDA();
+  const uint64_t seed = test::fresh_seed();
+  struct Split {
+    DType x_dtype;
+    bool lerp, lo, unaligned;
+    int64_t x_heads, groups, head_dim;
+  };
+  const std::vector<Split> cases = {
+      {DType::BF16, false, false, false, 8, 2, 128},  // β·k, β·v: the rounding only
+      {DType::F32, true, true, false, 16, 1, 128},    // q̃ = q + α (x̂ − q): hi + lo
+      {DType::BF16, true, true, true, 3, 2, 40},      // one element off alignment: element by element
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const Split& c = cases[i];
+    const uint64_t key = seed + 10 * i;
+    SCOPED_TRACE(std::string(dtype_name(c.x_dtype)) + (c.lerp ? " lerp" : "") + (c.unaligned ? " unaligned" : "") +
+                 " D " + std::to_string(c.head_dim) + " seed " + std::to_string(key));
+    const int64_t B = 2, T = 23, H = c.x_heads * c.groups;
+    auto input = [&](const Shape& shape, uint64_t k, DType dt) {
+      if (!c.unaligned) return test::random_on_cuda(shape, k, dt);
+      const int64_t n = shape_numel(shape);
+      return test::random_on_cuda({n + 1}, k, dt).slice(0, 1, n + 1).view(shape);
+    };
+    const Tensor x = input({B, T, c.x_heads, c.head_dim}, key, c.x_dtype);
+    const Tensor base = c.lerp ? input({B, T, H, c.head_dim}, key + 1, DType::F32) : Tensor();
+    const Tensor s = test::random_on_cuda({B, T, H}, key + 2, DType::F32);
+    ops::ScaleHeadsOptions options{c.lerp ? ops::HeadBase::Lerp : ops::HeadBase::Add, DType::F32};
+    const Tensor plain = ops::scale_heads(x, s, base, H, options);
+    Tensor hi, lo;
+    options.bf16_hi_out = &hi;
+    options.bf16_lo_out = c.lo ? &lo : nullptr;
+    test::poison_pool();
+    const Tensor out = ops::scale_heads(x, s, base, H, options);
+    test::expect_close(out, plain, 0, 0, "the f32 output beside its split");
+    ASSERT_EQ(hi.dtype(), DType::BF16);
+    test::expect_close(hi, plain.to(DType::BF16), 0, 0, "hi: the output rounded to bf16");
+    if (!c.lo) continue;
+    const Tensor o = plain.to(Device::cpu()), h = hi.to(Device::cpu()).to(DType::F32);
+    Tensor rest = Tensor::empty(o.shape(), DType::F32, Device::cpu());
+    for (int64_t e = 0; e < o.numel(); ++e) rest.data<float>()[e] = o.data<float>()[e] - h.data<float>()[e];
+    test::expect_close(lo, rest.to(DType::BF16), 0, 0, "lo: what hi left, rounded");
+  }
+  // The split is of an f32 output, and its lo half comes with its hi half.
+  const Tensor x = test::random_on_cuda({1, 3, 2, 64}, seed, DType::BF16);
+  const Tensor s = test::random_on_cuda({1, 3, 4}, seed + 1, DType::F32);
+  Tensor hi, lo;
+  test::expect_error([&] { ops::scale_heads(x, s, Tensor(), 4, {.bf16_hi_out = &hi}); },
+                     {"scale_heads", "bf16 output", "expected an f32 output on CUDA"});
+  test::expect_error([&] { ops::scale_heads(x, s, Tensor(), 4, {.out_dtype = DType::F32, .bf16_lo_out = &lo}); },
+                     {"scale_heads", "bf16_lo_out", "without bf16_hi_out"});
 }
 
 TEST(ScaleHeadsCuda, EmptyRowsWriteNothing) {

@@ -28,9 +28,12 @@ template <class T, int N> __device__ __forceinline__ void store_packs(T* p, cons
   for (int i = 0; i < N; i += kPiece) store_floats<T, kPiece>(p + i, reinterpret_cast<const float(&)[kPiece]>(v[i]));
 }
 
+// hi and lo (nullable; an f32 output's only): the output split into bf16 halves as it is written, hi rounded to
+// nearest and lo the rest rounded, as ops::split_bf16's kernel forms them.
 template <class TX, class TO, int V> __global__ void __launch_bounds__(kThreads)
     forward_kernel(TO* __restrict__ out, const TX* __restrict__ x, const float* __restrict__ s,
-                   const TO* __restrict__ base, ScaleHeadsDims d) {
+                   const TO* __restrict__ base, __nv_bfloat16* __restrict__ hi, __nv_bfloat16* __restrict__ lo,
+                   ScaleHeadsDims d) {
   const int64_t packs = d.head_dim / V, index = int64_t(blockIdx.x) * kThreads + threadIdx.x;
   if (index >= d.rows * d.x_heads * packs) return;
   const int64_t x_row = index / packs, p = index % packs, row = x_row / d.x_heads, j = x_row % d.x_heads;
@@ -44,6 +47,13 @@ template <class TX, class TO, int V> __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int i = 0; i < V; ++i) o[i] += scale * (d.lerp ? xv[i] - o[i] : xv[i]);
     store_packs<TO, V>(out + offset, o);
+    if (hi) {
+      float h[V], l[V];
+#pragma unroll
+      for (int i = 0; i < V; ++i) h[i] = __bfloat162float(__float2bfloat16_rn(o[i])), l[i] = o[i] - h[i];
+      store_floats<__nv_bfloat16, V>(hi + offset, h);  // h is exact in bf16: the store's rounding keeps it
+      if (lo) store_floats<__nv_bfloat16, V>(lo + offset, l);
+    }
   }
 }
 
@@ -121,17 +131,18 @@ void with_pack(const ScaleHeadsDims& d, std::initializer_list<const void*> point
 
 }  // namespace
 
-void scale_heads_forward(void* out, const void* x, const float* s, const void* base, const ScaleHeadsDims& d,
-                         DType x_dtype, DType out_dtype) {
+void scale_heads_forward(void* out, const void* x, const float* s, const void* base, void* hi, void* lo,
+                         const ScaleHeadsDims& d, DType x_dtype, DType out_dtype) {
   if (d.rows * d.x_heads * d.head_dim == 0) return;
   visit_pair(x_dtype, out_dtype, [&](auto x_tag, auto out_tag) {
     using TX = decltype(x_tag);
     using TO = decltype(out_tag);
-    with_pack<TX>(d, {out, x, base}, [&](auto pack) {
+    with_pack<TX>(d, {out, x, base, hi, lo}, [&](auto pack) {
       constexpr int V = decltype(pack)::value;
       const int64_t threads = d.rows * d.x_heads * (d.head_dim / V);
       forward_kernel<TX, TO, V><<<unsigned((threads + kThreads - 1) / kThreads), kThreads, 0, cuda::stream()>>>(
-          static_cast<TO*>(out), static_cast<const TX*>(x), s, static_cast<const TO*>(base), d);
+          static_cast<TO*>(out), static_cast<const TX*>(x), s, static_cast<const TO*>(base),
+          static_cast<__nv_bfloat16*>(hi), static_cast<__nv_bfloat16*>(lo), d);
       PRIMER_CUDA_CHECK_LAUNCH();
     });
   });

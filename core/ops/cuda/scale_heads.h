@@ -15,8 +15,10 @@ struct ScaleHeadsDims {
   bool lerp = false;     // out = base + s·(x − base)
 };
 
-void scale_heads_forward(void* out, const void* x, const float* s, const void* base, const ScaleHeadsDims& dims,
-                         DType x_dtype, DType out_dtype);
+// hi and lo (nullable; lo only beside hi, both only for an f32 output): bf16 like out, receiving the output split as
+// hi + lo (hi rounded to nearest, lo the rest rounded).
+void scale_heads_forward(void* out, const void* x, const float* s, const void* base, void* hi, void* lo,
+                         const ScaleHeadsDims& dims, DType x_dtype, DType out_dtype);
 // dx_addend (nullable, like dx) is added to dx; base and dbase (both non-null iff dims.lerp) are the lerp's base and
 // its gradient.
 void scale_heads_backward(void* dx, float* ds_rows, void* dbase, const void* dout, const void* x, const float* s,
