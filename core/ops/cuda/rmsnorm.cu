@@ -29,12 +29,19 @@ struct Layout {
 
 // The fewest packs per thread that keep a row within kMaxRowThreads threads. Rows of at most a warp's packs get the
 // smallest power-of-two group that holds them (a head-wide bf16 row of 128: 16 threads, two rows a warp), so no lane
-// idles.
-Layout layout_for(int64_t packs) {
+// idles. With warp_rows, rows of up to kMaxPacksPerThread packs a lane take one warp each: the row's sum is then
+// shuffles only (no block barrier), and a thread has several loads in flight (the forward at hidden 1024, 128 packs:
+// 4 a lane instead of 1 on each of 128 threads and two barriers).
+Layout layout_for(int64_t packs, bool warp_rows) {
   if (packs <= kWarp) {
     int row_threads = 1;
     while (row_threads < packs) row_threads *= 2;
     return {1, row_threads, kMaxRowThreads / row_threads};
+  }
+  if (warp_rows && packs <= kWarp * kMaxPacksPerThread) {
+    int P = 2;
+    while (P * kWarp < packs) P *= 2;
+    return {P, kWarp, kMaxRowThreads / kWarp};
   }
   int P = 1;
   while (P < kMaxPacksPerThread && (packs + P - 1) / P > kMaxRowThreads) P *= 2;
@@ -350,11 +357,11 @@ template <auto V> using Const = std::integral_constant<decltype(V), V>;
 
 // Calls fn(Const<N>, Const<kWide>, Const<P>, layout) for the pack kind and packs per thread that fit a row of D:
 // wide 16-byte packs when D is a multiple of one and the data is aligned, narrow packs of the same width when only
-// the alignment is missing, single elements otherwise.
-template <class T, class F> void with_layout(int64_t D, bool aligned, F&& fn) {
+// the alignment is missing, single elements otherwise. warp_rows as layout_for's.
+template <class T, class F> void with_layout(int64_t D, bool aligned, bool warp_rows, F&& fn) {
   constexpr int V = kVec16<T>;
   auto by_packs_per_thread = [&](auto n, auto wide) {
-    const Layout l = layout_for(D / decltype(n)::value);
+    const Layout l = layout_for(D / decltype(n)::value, warp_rows);
     switch (l.packs_per_thread) {
       case 1: return fn(n, wide, Const<1>{}, l);
       case 2: return fn(n, wide, Const<2>{}, l);
@@ -395,7 +402,9 @@ void rmsnorm_forward(void* y, float* rstd, const void* x, const void* w, const v
     a.z = static_cast<const T*>(z);
     with_gate(s.gate, [&](auto gate) {
       constexpr int kGate = decltype(gate)::value;
-      with_layout<T>(s.D, aligned16({y, x, w, z}), [&](auto n, auto wide, auto P, const Layout& l) {
+      // Warp rows for the plain norm only: the gated kernels exist for up to 2 packs a thread. (The backward keeps
+      // wider groups: its dw partials are one row of D floats per group.)
+      with_layout<T>(s.D, aligned16({y, x, w, z}), kGate == 0, [&](auto n, auto wide, auto P, const Layout& l) {
         if constexpr (instantiated(kGate, decltype(n)::value, decltype(P)::value))
           forward_with<T, decltype(n)::value, decltype(wide)::value, decltype(P)::value, kGate>(l, a, s, eps);
       });
@@ -412,7 +421,7 @@ void rmsnorm_backward(void* dx, void* dz, float* dw_accum, const void* dy, const
     a.x = static_cast<const T*>(x), a.w = static_cast<const T*>(w), a.z = static_cast<const T*>(z), a.rstd_in = rstd;
     with_gate(s.gate, [&](auto gate) {
       constexpr int kGate = decltype(gate)::value;
-      with_layout<T>(s.D, aligned16({dx, dz, dy, x, w, z}), [&](auto n, auto wide, auto P, const Layout& l) {
+      with_layout<T>(s.D, aligned16({dx, dz, dy, x, w, z}), false, [&](auto n, auto wide, auto P, const Layout& l) {
         if constexpr (instantiated(kGate, decltype(n)::value, decltype(P)::value))
           backward_with<T, decltype(n)::value, decltype(wide)::value, decltype(P)::value, kGate>(l, a, s);
       });
