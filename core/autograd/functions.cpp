@@ -83,13 +83,15 @@ Var scale_heads(const Var& x, const Var& s, const Var& base, int64_t heads, cons
   Var y = output(ops::scale_heads(x->value, s->value, base ? base->value : Tensor(), heads, options));
   const bool lerp = options.base == ops::HeadBase::Lerp;
   if (needs_grad({&x, &s, &base}))
-    record("scale_heads", {y}, [x, s, base, y, lerp] {
-      if (base && !lerp) accumulate_grad(base, y->grad);
+    // What reaches y by a second path (GKA's k: the solve's and the readout's gradients) is added as dout is read.
+    record_summing("scale_heads", {y}, [x, s, base, y, lerp] {
+      const Tensor part = take_grad_part(y);
+      if (base && !lerp) accumulate_grad(base, y->grad), accumulate_grad(base, part);
       if (!x->requires_grad && !s->requires_grad && !lerp) return;
       // A gradient x already holds (its other use: Mamba-2's value and skip) is summed in the same pass.
       const Tensor addend = addend_for(x, x->value.dtype());
       const ops::ScaleHeadsGrads g =
-          ops::scale_heads_backward(y->grad, x->value, s->value, addend, lerp ? base->value : Tensor());
+          ops::scale_heads_backward(y->grad, x->value, s->value, addend, lerp ? base->value : Tensor(), part);
       take_gradient(x, g.dx, addend);
       accumulate_grad(s, g.ds);
       if (lerp) accumulate_grad(base, g.dbase);
@@ -168,7 +170,14 @@ Var sum(const Var& x, int dim) {
 
 Var cast(const Var& x, DType dtype) {
   Var y = output(x->value.to(dtype));
-  if (needs_grad({&x})) record("cast", {y}, [x, y] { accumulate_grad(x, y->grad.to(x->value.dtype())); });
+  // Where y's gradient arrives by two paths (GKA's f32 query: the solve's and the readout mix's), their sum is formed
+  // in the cast's pass, rounded once as before.
+  if (needs_grad({&x}))
+    record_summing("cast", {y}, [x, y] {
+      const Tensor part = take_grad_part(y);
+      const DType to = x->value.dtype();
+      accumulate_grad(x, part.defined() ? ops::add(y->grad, part, to) : y->grad.to(to));
+    });
   return y;
 }
 

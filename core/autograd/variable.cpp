@@ -31,6 +31,8 @@ void accumulate_grad(const Var& v, const Tensor& g) {
     ops::add_(grad_accumulator(v), g);
   } else if (!v->grad.defined()) {
     v->grad = g;  // first contributor assigns
+  } else if (v->sums_grad_parts) {
+    v->grad_parts.push_back(g.to(v->grad.dtype()));  // the producer's backward adds it
   } else {
     // Paths merge: a new sum (never mutate a tensor another node may hold), in the gradient's dtype, which
     // follows the activation's as in every mixed-precision framework.
@@ -56,10 +58,21 @@ Tensor grad_or_zeros(const Var& v) {
   return v->grad.defined() ? v->grad : Tensor::zeros(v->value.shape(), v->value.dtype(), v->value.device());
 }
 
+Tensor take_grad_part(const Var& v) {
+  if (v->grad_parts.empty()) return Tensor();
+  Tensor part = v->grad_parts[0];
+  for (size_t i = 1; i < v->grad_parts.size(); ++i) part = ops::add(part, v->grad_parts[i]);
+  v->grad_parts.clear();
+  return part;
+}
+
 void Tape::backward() {
   for (auto it = nodes_.rbegin(); it != nodes_.rend(); ++it) {
     bool any = false;
-    for (const Var& o : it->outputs) any |= o->grad.defined();
+    for (const Var& o : it->outputs) {
+      any |= o->grad.defined();
+      if (!it->takes_grad_parts && !o->grad_parts.empty()) o->grad = ops::add(o->grad, take_grad_part(o));
+    }
     if (any || it->always_run) it->backward();
   }
   nodes_.clear();
@@ -84,6 +97,13 @@ bool needs_grad(std::initializer_list<const Var*> inputs) {
 void record(const std::string& name, std::vector<Var> outputs, std::function<void()> fn) {
   for (const Var& o : outputs) o->requires_grad = true;
   current_tape().record(Node{name, std::move(outputs), std::move(fn)});
+}
+
+void record_summing(const std::string& name, std::vector<Var> outputs, std::function<void()> fn) {
+  for (const Var& o : outputs) o->requires_grad = o->sums_grad_parts = true;
+  Node node{name, std::move(outputs), std::move(fn)};
+  node.takes_grad_parts = true;
+  current_tape().record(std::move(node));
 }
 
 void record_collective(const std::string& name, std::vector<Var> outputs, std::function<void()> fn) {

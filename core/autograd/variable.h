@@ -18,6 +18,10 @@ struct VarNode {
   bool requires_grad = false;
   bool accumulates = false;  // parameters: `grad` is a persistent f32 buffer that only ever grows by +=
   std::string name;          // for error messages and NaN reports
+  // Where paths merge, the contributions after the first are kept here, unsummed, when the Var's producer adds them in
+  // its own backward pass (record_summing): the sum then costs no pass over memory of its own. Else always empty.
+  bool sums_grad_parts = false;
+  std::vector<Tensor> grad_parts;
 };
 using Var = std::shared_ptr<VarNode>;
 
@@ -31,6 +35,9 @@ Tensor grad_accumulator(const Var& v);
 // Where a backward kernel that always accumulates a weight gradient writes it: v's accumulator, or a scratch
 // buffer of the accumulator's dtype when v wants no gradient.
 Tensor grad_accumulator_or_scratch(const Var& v);
+// The contributions to v's gradient kept apart from v->grad (VarNode::grad_parts), summed into one when several, or
+// undefined when none; v keeps none after. For a record_summing backward, which adds it in its own pass.
+Tensor take_grad_part(const Var& v);
 // v's gradient, or zeros like its value when none arrived (a node with several outputs runs its backward when
 // any one of them has a gradient).
 Tensor grad_or_zeros(const Var& v);
@@ -40,6 +47,7 @@ struct Node {
   std::vector<Var> outputs;
   std::function<void()> backward;  // reads the outputs' grads, accumulates into inputs
   bool always_run = false;         // run in backward even when no output has a gradient (unit hooks)
+  bool takes_grad_parts = false;   // backward adds its outputs' grad_parts itself (else the tape sums them first)
 };
 
 class Tape {
@@ -85,6 +93,9 @@ class TapeScope {
 bool needs_grad(std::initializer_list<const Var*> inputs);
 // Records a node producing `outputs` whose backward is `fn`; marks the outputs as requiring grad.
 void record(const std::string& name, std::vector<Var> outputs, std::function<void()> fn);
+// The same for a backward that adds what reaches its outputs by further paths (take_grad_part) in its own pass,
+// instead of a sum over memory where the paths merge.
+void record_summing(const std::string& name, std::vector<Var> outputs, std::function<void()> fn);
 
 // Records a node producing `outputs` whose backward runs at its place whatever gradients arrived (fn reads missing
 // ones as zeros): a collective's backward, which every rank must take part in. No-op when grad mode is off.

@@ -96,6 +96,21 @@ Tensor add(const Tensor& a, const Tensor& b) { return binary_op(Binary::Add, "ad
 Tensor sub(const Tensor& a, const Tensor& b) { return binary_op(Binary::Sub, "sub", a, b); }
 Tensor mul(const Tensor& a, const Tensor& b) { return binary_op(Binary::Mul, "mul", a, b); }
 
+Tensor add(const Tensor& a, const Tensor& b, DType out_dtype) {
+  if (out_dtype == a.dtype()) return add(a, b);
+  expect_float(a, "add", "a", a.device());
+  expect(b, "add", "b", a.device(), {a.dtype()});
+  expect_shape(b, "add", "b", a.shape());
+  if (a.is_cpu()) return add(a, b).to(out_dtype);
+  PRIMER_CHECK(out_dtype == DType::F32 || out_dtype == DType::BF16 || out_dtype == DType::F16,
+               "add: the output dtype {} on CUDA: expected f32, bf16 or f16", dtype_name(out_dtype));
+  const Tensor ac = a.contiguous(), bc = b.contiguous();
+  Tensor out = Tensor::empty(a.shape(), out_dtype, a.device());
+  if (out.numel() > 0)
+    PRIMER_ON_CUDA(cuda_ops::add_dense(out.data_ptr(), out_dtype, ac.data_ptr(), bc.data_ptr(), a.dtype(), a.numel()));
+  return out;
+}
+
 Tensor scale(const Tensor& a, double s) {
   expect_float(a, "scale", "a", a.device());
   const Tensor x = a.contiguous();

@@ -11,6 +11,9 @@ Tensor add(const Tensor& a, const Tensor& b);
 Tensor sub(const Tensor& a, const Tensor& b);
 Tensor mul(const Tensor& a, const Tensor& b);
 Tensor scale(const Tensor& a, double s);  // a * s
+// a + b rounded once to out_dtype: a and b of one shape, dtype and device (no broadcasting). One pass on CUDA (f32 and
+// bf16 either way: two paths' f32 gradients summed into an activation's bf16 one); on the CPU the sum, then the cast.
+Tensor add(const Tensor& a, const Tensor& b, DType out_dtype);
 
 // dst += alpha * src in place, same shape; dst contiguous. CUDA: dst f32/bf16, src f32/bf16 (e.g. an f32 gradient
 // accumulator fed bf16 gradients); CPU: both f32 or both f64.

@@ -56,9 +56,10 @@ template <class T> void forward_cpu(T* out, const T* x, const T* s, const T* bas
     }
 }
 
-template <class T> void backward_cpu(T* dx, T* ds_rows, T* dbase, const T* dout, const T* x, const T* s, const T* base,
-                                     const T* dx_addend, const Layout& l) {
+template <class T> void backward_cpu(T* dx, T* ds_rows, T* dbase, const T* dout_first, const T* dout_part, const T* x,
+                                     const T* s, const T* base, const T* dx_addend, const Layout& l) {
   const int64_t H = l.x_heads * l.groups, D = l.head_dim;
+  const auto dout = [&](int64_t i) { return double(dout_first[i]) + (dout_part ? double(dout_part[i]) : 0.0); };
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < l.rows; ++r)
     for (int64_t j = 0; j < l.x_heads; ++j) {
@@ -67,7 +68,7 @@ template <class T> void backward_cpu(T* dx, T* ds_rows, T* dbase, const T* dout,
         double acc = dx_addend ? double(dx_addend[(r * l.x_heads + j) * D + d]) : 0.0;
         for (int64_t g = 0; g < l.groups; ++g) {
           const int64_t h = j * l.groups + g;
-          acc += double(s[l.per_row ? r * H + h : h]) * double(dout[(r * H + h) * D + d]);
+          acc += double(s[l.per_row ? r * H + h : h]) * dout((r * H + h) * D + d);
         }
         dx[(r * l.x_heads + j) * D + d] = T(acc);
       }
@@ -77,8 +78,8 @@ template <class T> void backward_cpu(T* dx, T* ds_rows, T* dbase, const T* dout,
         const double scale = double(s[l.per_row ? r * H + h : h]);
         double dot = 0;
         for (int64_t d = 0; d < D; ++d) {
-          dot += double(dout[o + d]) * (double(xr[d]) - (base ? double(base[o + d]) : 0.0));
-          if (dbase) dbase[o + d] = T((1.0 - scale) * double(dout[o + d]));
+          dot += dout(o + d) * (double(xr[d]) - (base ? double(base[o + d]) : 0.0));
+          if (dbase) dbase[o + d] = T((1.0 - scale) * dout(o + d));
         }
         ds_rows[r * H + h] = T(dot);
       }
@@ -123,7 +124,7 @@ Tensor scale_heads(const Tensor& x, const Tensor& s, const Tensor& base, int64_t
 }
 
 ScaleHeadsGrads scale_heads_backward(const Tensor& dout, const Tensor& x, const Tensor& s, const Tensor& dx_addend,
-                                     const Tensor& lerp_base) {
+                                     const Tensor& lerp_base, const Tensor& dout_part) {
   constexpr const char* op = "scale_heads_backward";
   Layout l = check_layout(op, x, s, s.size(-1));
   PRIMER_CHECK(dout.defined(), "{}: dout is undefined", op);
@@ -139,7 +140,12 @@ ScaleHeadsGrads scale_heads_backward(const Tensor& dout, const Tensor& x, const 
     expect(dx_addend, op, "dx_addend", x.device(), {x.dtype()});
     expect_shape(dx_addend, op, "dx_addend", x.shape());
   }
+  if (dout_part.defined()) {
+    expect(dout_part, op, "dout_part", x.device(), {dout.dtype()});
+    expect_shape(dout_part, op, "dout_part", l.out_shape);
+  }
   const Tensor xc = x.contiguous(), sc = s.contiguous(), dc = dout.contiguous();
+  const Tensor pc = dout_part.defined() ? dout_part.contiguous() : Tensor();
   const Tensor ac = dx_addend.defined() ? dx_addend.contiguous() : Tensor();
   const Tensor bc = l.lerp ? lerp_base.contiguous() : Tensor();
   const int64_t H = l.x_heads * l.groups;
@@ -150,14 +156,14 @@ ScaleHeadsGrads scale_heads_backward(const Tensor& dout, const Tensor& x, const 
     dispatch_cpu_float(x.dtype(), op, [&](auto tag) {
       using T = decltype(tag);
       backward_cpu<T>(g.dx.data<T>(), ds_rows.data<T>(), l.lerp ? g.dbase.data<T>() : nullptr, dc.data<T>(),
-                      xc.data<T>(), sc.data<T>(), l.lerp ? bc.data<T>() : nullptr,
-                      ac.defined() ? ac.data<T>() : nullptr, l);
+                      pc.defined() ? pc.data<T>() : nullptr, xc.data<T>(), sc.data<T>(),
+                      l.lerp ? bc.data<T>() : nullptr, ac.defined() ? ac.data<T>() : nullptr, l);
     });
   } else {
-    PRIMER_ON_CUDA(cuda_ops::scale_heads_backward(g.dx.data_ptr(), ds_rows.data<float>(),
-                                                  l.lerp ? g.dbase.data_ptr() : nullptr, dc.data_ptr(), xc.data_ptr(),
-                                                  sc.data<float>(), l.lerp ? bc.data_ptr() : nullptr,
-                                                  ac.defined() ? ac.data_ptr() : nullptr, l, x.dtype(), dout.dtype()));
+    PRIMER_ON_CUDA(cuda_ops::scale_heads_backward(
+        g.dx.data_ptr(), ds_rows.data<float>(), l.lerp ? g.dbase.data_ptr() : nullptr, dc.data_ptr(),
+        pc.defined() ? pc.data_ptr() : nullptr, xc.data_ptr(), sc.data<float>(), l.lerp ? bc.data_ptr() : nullptr,
+        ac.defined() ? ac.data_ptr() : nullptr, l, x.dtype(), dout.dtype()));
   }
   // A per-head s gathers every row's products (a fixed-order sum over rows).
   g.ds = l.per_row ? ds_rows.view(s.shape()) : sum(ds_rows, 0);

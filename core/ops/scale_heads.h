@@ -41,8 +41,10 @@ struct ScaleHeadsGrads {
 };
 // dout [..., H, D] in the output's dtype; x and s as given to the forward; lerp_base the base of a HeadBase::Lerp
 // forward (undefined for Add). dx_addend (like x, or undefined) is added to dx in the same pass: a gradient x already
-// holds from another use.
+// holds from another use. dout_part (like dout, or undefined) is added to dout as it is read: the gradient the
+// output received by a second path (GKA's k from the solve and the readout).
 ScaleHeadsGrads scale_heads_backward(const Tensor& dout, const Tensor& x, const Tensor& s,
-                                     const Tensor& dx_addend = Tensor(), const Tensor& lerp_base = Tensor());
+                                     const Tensor& dx_addend = Tensor(), const Tensor& lerp_base = Tensor(),
+                                     const Tensor& dout_part = Tensor());
 
 }  // namespace primer::ops

@@ -120,6 +120,19 @@ TEST(Autograd, CastPassesTheGradientBackInTheInputDtype) {
   EXPECT_EQ(x->grad.to_vector<double>(), g.to(DType::F64).to_vector<double>());
 }
 
+// A cast whose output two paths use (GKA's f32 query, read by the solve and the readout's mix): the node sums them as
+// it casts back, one rounding of the sum.
+TEST(Autograd, CastSumsTheGradientsOfTwoUses) {
+  const uint64_t seed = test::fresh_seed();
+  ag::Var x = ag::leaf(test::randn({2, 9}, seed), "x");
+  const ag::Var y = ag::cast(x, DType::F32);
+  const Tensor half = Tensor::full({1}, 0.5, DType::F32);
+  const Tensor g = test::randn({2, 9}, seed + 1, DType::F32);
+  ag::backward(ag::add(y, ag::mul(y, ag::constant(half))), g);
+  ASSERT_EQ(x->grad.dtype(), DType::F64);
+  EXPECT_EQ(x->grad.to_vector<double>(), ops::add(g, ops::mul(g, half)).to(DType::F64).to_vector<double>());
+}
+
 }  // namespace
 }  // namespace primer
 

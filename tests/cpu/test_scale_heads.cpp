@@ -89,6 +89,37 @@ TEST(ScaleHeads, ASecondUseAddsItsGradientInThePass) {
                      ops::add(first, ops::scale_heads_backward(dv, xv, s_row).dx), 1e-15, 1e-14, "dx with an addend");
 }
 
+// The output used by two or three consumers (GKA's β·k by the solve and the readout): the node adds the later paths'
+// gradients as it reads dout (ops::scale_heads_backward's dout_part), which equals the backward of their sum.
+TEST(ScaleHeads, AnOutputUsedTwiceSumsItsGradientsInThePass) {
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const Tensor xv = test::randn({kB, kT, kHx, kD}, seed), sv = scales(true, seed + 1);
+  const Tensor basev = test::randn({kB, kT, kH, kD}, seed + 2), dy = test::randn({kB, kT, kH, kD}, seed + 3);
+  for (const bool lerp : {false, true})
+    for (const int uses : {2, 3}) {
+      SCOPED_TRACE(std::string(lerp ? "lerp, " : "") + std::to_string(uses) + " uses");
+      const ag::Var x = ag::leaf(xv, "x"), s = ag::leaf(sv, "s"), base = ag::leaf(basev, "base");
+      const ag::Var y = ag::scale_heads(x, s, base, kH, {.base = lerp ? ops::HeadBase::Lerp : ops::HeadBase::Add});
+      ag::Var sum = ag::add(y, y);
+      if (uses == 3) sum = ag::add(sum, ag::mul(y, ag::constant(Tensor::full({1}, 0.5, DType::F64))));
+      ag::backward(sum, dy);
+      // Each use's gradient: dy per add operand, 0.5·dy through the product.
+      const Tensor total = ops::scale(dy, uses == 3 ? 2.5 : 2.0);
+      const ops::ScaleHeadsGrads g = ops::scale_heads_backward(total, xv, sv, Tensor(), lerp ? basev : Tensor());
+      test::expect_close(x->grad, g.dx, 1e-15, 1e-14, "dx");
+      test::expect_close(s->grad, g.ds, 1e-15, 1e-14, "ds");
+      test::expect_close(base->grad, lerp ? g.dbase : total, 1e-15, 1e-14, "dbase");
+    }
+  // The op's second gradient, against the backward of the sum.
+  const Tensor part = test::randn({kB, kT, kH, kD}, seed + 4);
+  const ops::ScaleHeadsGrads with_part = ops::scale_heads_backward(dy, xv, sv, Tensor(), basev, part);
+  const ops::ScaleHeadsGrads of_sum = ops::scale_heads_backward(ops::add(dy, part), xv, sv, Tensor(), basev);
+  test::expect_close(with_part.dx, of_sum.dx, 1e-15, 1e-14, "dx with dout_part");
+  test::expect_close(with_part.ds, of_sum.ds, 1e-15, 1e-14, "ds with dout_part");
+  test::expect_close(with_part.dbase, of_sum.dbase, 1e-15, 1e-14, "dbase with dout_part");
+}
+
 // GKA's q̃ = (1 − α) q + α x̂: HeadBase::Lerp against (1 − s)·base + s·(x's heads), and its gradients (dbase from
 // the op) by finite differences, grouped heads included.
 TEST(ScaleHeads, LerpMixesTheBaseAndTheScaledHeads) {

@@ -106,6 +106,29 @@ TEST(ElementwiseCuda, AddInPlaceAccumulatesAcrossDtypes) {
   test::expect_parity(dst, ref, "add_ of a transposed bf16 source");
 }
 
+// a + b rounded once into another dtype (two paths' f32 gradients into an activation's bf16 one): bit for bit the f32
+// sum, then its rounding; and f32 from bf16 inputs; poisoned outputs, odd lengths (the element-wise tail).
+TEST(ElementwiseCuda, AddIntoAnotherDtypeRoundsTheSumOnce) {
+  PRIMER_REQUIRE_CUDA();
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  for (const auto& [in, out] : {std::pair{DType::F32, DType::BF16}, std::pair{DType::BF16, DType::F32}})
+    for (const Shape& s : kShapes) {
+      const Tensor a = test::random_on_cuda(s, seed, in), b = test::random_on_cuda(s, seed + 1, in);
+      test::poison_pool();
+      const Tensor sum = ops::add(a, b, out);
+      ASSERT_EQ(sum.dtype(), out);
+      test::expect_close(
+          sum, ops::add(a.to(DType::F32), b.to(DType::F32)).to(out), 0, 0,
+          fmt::format("{} + {} into {} {}", dtype_name(in), dtype_name(in), dtype_name(out), shape_str(s)));
+    }
+  test::expect_error(
+      [&] {
+        ops::add(test::random_on_cuda({4}, seed, DType::F32), test::random_on_cuda({5}, seed, DType::F32), DType::BF16);
+      },
+      {"add", "'b'"});
+}
+
 TEST(ElementwiseCuda, SumToShapeMatchesCpu) {
   PRIMER_REQUIRE_CUDA();
   const uint64_t seed = test::fresh_seed();

@@ -208,6 +208,16 @@ void scale(void* out, const void* x, int64_t n, DType dtype, double s) {
   });
 }
 
+void add_dense(void* out, DType out_dtype, const void* a, const void* b, DType in_dtype, int64_t n) {
+  visit_float(out_dtype, [&](auto o) {
+    using O = decltype(o);
+    visit_float(in_dtype, [&](auto i) {
+      using I = decltype(i);
+      map_dense(n, BinaryFn<Binary::Add>{}, static_cast<O*>(out), static_cast<const I*>(a), static_cast<const I*>(b));
+    });
+  });
+}
+
 void add_inplace(void* dst, DType dst_dtype, const void* src, DType src_dtype, int64_t n, double alpha) {
   visit_float(dst_dtype, [&](auto d) {
     using D = decltype(d);

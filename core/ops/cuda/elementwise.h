@@ -11,6 +11,8 @@ namespace primer::ops::cuda_ops {
 // out (contiguous) = a op b; a and b are laid out over out's shape with stride 0 on broadcast dims; one dtype.
 void binary(Binary op, const StridedDesc& out, const StridedDesc& a, const StridedDesc& b);
 void scale(void* out, const void* x, int64_t n, DType dtype, double s);
+// out = a + b over n dense elements, a and b of in_dtype, out of out_dtype (the f32 sum rounded once).
+void add_dense(void* out, DType out_dtype, const void* a, const void* b, DType in_dtype, int64_t n);
 // dst += alpha * src.
 void add_inplace(void* dst, DType dst_dtype, const void* src, DType src_dtype, int64_t n, double alpha);
 void unary(Unary op, void* y, const void* x, int64_t n, DType dtype);

@@ -57,11 +57,22 @@ template <class TX, class TO, int V> __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// dout's pack at `offset`, plus dout_part's when a second path's gradient is given.
+template <class TO, int V>
+__device__ __forceinline__ void load_dout(const TO* dout, const TO* dout_part, int64_t offset, float (&v)[V]) {
+  load_packs<TO, V>(dout + offset, v);
+  if (!dout_part) return;
+  float w[V];
+  load_packs<TO, V>(dout_part + offset, w);
+#pragma unroll
+  for (int i = 0; i < V; ++i) v[i] += w[i];
+}
+
 template <class TX, class TO, int V> __global__ void __launch_bounds__(kThreads)
     backward_kernel(TX* __restrict__ dx, float* __restrict__ ds_rows, TO* __restrict__ dbase,
-                    const TO* __restrict__ dout, const TX* __restrict__ x, const float* __restrict__ s,
-                    const TO* __restrict__ base, const TX* __restrict__ dx_addend, ScaleHeadsDims d,
-                    int group_threads) {
+                    const TO* __restrict__ dout, const TO* __restrict__ dout_part, const TX* __restrict__ x,
+                    const float* __restrict__ s, const TO* __restrict__ base, const TX* __restrict__ dx_addend,
+                    ScaleHeadsDims d, int group_threads) {
   const int64_t packs = d.head_dim / V, H = d.x_heads * d.groups;
   const int64_t thread = int64_t(blockIdx.x) * kThreads + threadIdx.x, x_row = thread / group_threads;
   const int lane = int(thread % group_threads);
@@ -77,7 +88,7 @@ template <class TX, class TO, int V> __global__ void __launch_bounds__(kThreads)
       for (int64_t p = lane; p < packs; p += group_threads) {
         float xv[V], dv[V];
         load_packs<TX, V>(xr + p * V, xv);
-        load_packs<TO, V>(dout + offset + p * V, dv);
+        load_dout<TO, V>(dout, dout_part, offset + p * V, dv);
         if (d.lerp) {  // ds against x − base; dbase = (1 − s)·dout in the same pass
           float bv[V], db[V];
           load_packs<TO, V>(base + offset + p * V, bv);
@@ -99,7 +110,7 @@ template <class TX, class TO, int V> __global__ void __launch_bounds__(kThreads)
       const int64_t h = j * d.groups + g;
       const float scale = scale_of(s, d, row, h);
       float dv[V];
-      load_packs<TO, V>(dout + (row * H + h) * d.head_dim + p * V, dv);
+      load_dout<TO, V>(dout, dout_part, (row * H + h) * d.head_dim + p * V, dv);
 #pragma unroll
       for (int i = 0; i < V; ++i) acc[i] += scale * dv[i];
     }
@@ -148,14 +159,14 @@ void scale_heads_forward(void* out, const void* x, const float* s, const void* b
   });
 }
 
-void scale_heads_backward(void* dx, float* ds_rows, void* dbase, const void* dout, const void* x, const float* s,
-                          const void* base, const void* dx_addend, const ScaleHeadsDims& d, DType x_dtype,
-                          DType out_dtype) {
+void scale_heads_backward(void* dx, float* ds_rows, void* dbase, const void* dout, const void* dout_part, const void* x,
+                          const float* s, const void* base, const void* dx_addend, const ScaleHeadsDims& d,
+                          DType x_dtype, DType out_dtype) {
   if (d.rows * d.x_heads == 0) return;
   visit_pair(x_dtype, out_dtype, [&](auto x_tag, auto out_tag) {
     using TX = decltype(x_tag);
     using TO = decltype(out_tag);
-    with_pack<TX>(d, {dx, dbase, dout, x, base, dx_addend}, [&](auto pack) {
+    with_pack<TX>(d, {dx, dbase, dout, dout_part, x, base, dx_addend}, [&](auto pack) {
       constexpr int V = decltype(pack)::value;
       const int64_t packs = d.head_dim / V;
       int group_threads = 1;  // the smallest power of two holding a row's packs, at most a warp
@@ -163,8 +174,8 @@ void scale_heads_backward(void* dx, float* ds_rows, void* dbase, const void* dou
       const int64_t threads = d.rows * d.x_heads * group_threads;
       backward_kernel<TX, TO, V><<<unsigned((threads + kThreads - 1) / kThreads), kThreads, 0, cuda::stream()>>>(
           static_cast<TX*>(dx), ds_rows, static_cast<TO*>(dbase), static_cast<const TO*>(dout),
-          static_cast<const TX*>(x), s, static_cast<const TO*>(base), static_cast<const TX*>(dx_addend), d,
-          group_threads);
+          static_cast<const TO*>(dout_part), static_cast<const TX*>(x), s, static_cast<const TO*>(base),
+          static_cast<const TX*>(dx_addend), d, group_threads);
       PRIMER_CUDA_CHECK_LAUNCH();
     });
   });

@@ -19,10 +19,10 @@ struct ScaleHeadsDims {
 // hi + lo (hi rounded to nearest, lo the rest rounded).
 void scale_heads_forward(void* out, const void* x, const float* s, const void* base, void* hi, void* lo,
                          const ScaleHeadsDims& dims, DType x_dtype, DType out_dtype);
-// dx_addend (nullable, like dx) is added to dx; base and dbase (both non-null iff dims.lerp) are the lerp's base and
-// its gradient.
-void scale_heads_backward(void* dx, float* ds_rows, void* dbase, const void* dout, const void* x, const float* s,
-                          const void* base, const void* dx_addend, const ScaleHeadsDims& dims, DType x_dtype,
-                          DType out_dtype);
+// dx_addend (nullable, like dx) is added to dx; dout_part (nullable, like dout) to dout as it is read; base and dbase
+// (both non-null iff dims.lerp) are the lerp's base and its gradient.
+void scale_heads_backward(void* dx, float* ds_rows, void* dbase, const void* dout, const void* dout_part, const void* x,
+                          const float* s, const void* base, const void* dx_addend, const ScaleHeadsDims& dims,
+                          DType x_dtype, DType out_dtype);
 
 }  // namespace primer::ops::cuda_ops
