@@ -86,7 +86,10 @@ Var scale_heads(const Var& x, const Var& s, const Var& base, int64_t heads, cons
     // What reaches y by a second path (GKA's k: the solve's and the readout's gradients) is added as dout is read.
     record_summing("scale_heads", {y}, [x, s, base, y, lerp] {
       const Tensor part = take_grad_part(y);
-      if (base && !lerp) accumulate_grad(base, y->grad), accumulate_grad(base, part);
+      if (base && !lerp) {
+        accumulate_grad(base, y->grad);
+        accumulate_grad(base, part);  // (a no-op when undefined)
+      }
       if (!x->requires_grad && !s->requires_grad && !lerp) return;
       // A gradient x already holds (its other use: Mamba-2's value and skip) is summed in the same pass.
       const Tensor addend = addend_for(x, x->value.dtype());
