@@ -19,6 +19,13 @@ struct Case {
   int64_t B, T, x_heads, groups, head_dim;
 };
 
+// Random values on the GPU; when unaligned, a view one element past an allocation's start (the element-wise paths).
+Tensor input_on_cuda(const Shape& shape, uint64_t key, DType dtype, bool unaligned) {
+  if (!unaligned) return test::random_on_cuda(shape, key, dtype);
+  const int64_t n = shape_numel(shape);
+  return test::random_on_cuda({n + 1}, key, dtype).slice(0, 1, n + 1).view(shape);
+}
+
 void check_case(const Case& c, DType dt, bool per_row, bool with_base, bool unaligned, uint64_t seed) {
   SCOPED_TRACE(std::string(dtype_name(dt)) + " B " + std::to_string(c.B) + " T " + std::to_string(c.T) + " Hx " +
                std::to_string(c.x_heads) + " G " + std::to_string(c.groups) + " D " + std::to_string(c.head_dim) +
@@ -26,11 +33,7 @@ void check_case(const Case& c, DType dt, bool per_row, bool with_base, bool unal
                (unaligned ? " unaligned" : "") + " seed " + std::to_string(seed));
   const int64_t H = c.x_heads * c.groups;
   const Shape x_shape = {c.B, c.T, c.x_heads, c.head_dim}, out_shape = {c.B, c.T, H, c.head_dim};
-  auto input = [&](const Shape& shape, uint64_t key) {
-    if (!unaligned) return test::random_on_cuda(shape, key, dt);
-    const int64_t n = shape_numel(shape);
-    return test::random_on_cuda({n + 1}, key, dt).slice(0, 1, n + 1).view(shape);  // one element in
-  };
+  auto input = [&](const Shape& shape, uint64_t key) { return input_on_cuda(shape, key, dt, unaligned); };
   const Tensor x = input(x_shape, seed), base = with_base ? input(out_shape, seed + 1) : Tensor();
   const Tensor s = per_row ? test::random_on_cuda({c.B, c.T, H}, seed + 2, DType::F32)
                            : test::random_on_cuda({H}, seed + 2, DType::F32);
@@ -107,11 +110,7 @@ TEST(ScaleHeadsCuda, LerpAndF32OutputsMatchTheF64Reference) {
                  (c.unaligned ? " unaligned" : "") + " Hx " + std::to_string(c.x_heads) + " G " +
                  std::to_string(c.groups) + " D " + std::to_string(c.head_dim) + " seed " + std::to_string(key));
     const int64_t B = 2, T = 19, H = c.x_heads * c.groups;
-    auto input = [&](const Shape& shape, uint64_t k, DType dt) {
-      if (!c.unaligned) return test::random_on_cuda(shape, k, dt);
-      const int64_t n = shape_numel(shape);
-      return test::random_on_cuda({n + 1}, k, dt).slice(0, 1, n + 1).view(shape);
-    };
+    auto input = [&](const Shape& shape, uint64_t k, DType dt) { return input_on_cuda(shape, k, dt, c.unaligned); };
     const Tensor x = input({B, T, c.x_heads, c.head_dim}, key, c.x_dtype);
     const Tensor base = c.lerp ? input({B, T, H, c.head_dim}, key + 1, c.out_dtype) : Tensor();
     const Tensor s = test::random_on_cuda({B, T, H}, key + 2, DType::F32);
@@ -156,11 +155,7 @@ TEST(ScaleHeadsCuda, SplitsAnF32OutputIntoBf16Halves) {
     SCOPED_TRACE(std::string(dtype_name(c.x_dtype)) + (c.lerp ? " lerp" : "") + (c.unaligned ? " unaligned" : "") +
                  " D " + std::to_string(c.head_dim) + " seed " + std::to_string(key));
     const int64_t B = 2, T = 23, H = c.x_heads * c.groups;
-    auto input = [&](const Shape& shape, uint64_t k, DType dt) {
-      if (!c.unaligned) return test::random_on_cuda(shape, k, dt);
-      const int64_t n = shape_numel(shape);
-      return test::random_on_cuda({n + 1}, k, dt).slice(0, 1, n + 1).view(shape);
-    };
+    auto input = [&](const Shape& shape, uint64_t k, DType dt) { return input_on_cuda(shape, k, dt, c.unaligned); };
     const Tensor x = input({B, T, c.x_heads, c.head_dim}, key, c.x_dtype);
     const Tensor base = c.lerp ? input({B, T, H, c.head_dim}, key + 1, DType::F32) : Tensor();
     const Tensor s = test::random_on_cuda({B, T, H}, key + 2, DType::F32);
