@@ -185,7 +185,7 @@ GlaGrads gla_backward(const Tensor& dout_in, const Tensor& q_in, const Tensor& k
                            ptr<T>(r.dstate_in));
     });
   } else {
-    PRIMER_ON_CUDA({ backward_cuda(d, dout, complete_operands(op, q, k, v, operands), g, scale, s0, dsT, r); });
+    PRIMER_ON_CUDA(backward_cuda(d, dout, complete_operands(op, q, k, v, operands), g, scale, s0, dsT, r));
   }
   return r;
 }

@@ -168,27 +168,23 @@ void fill(const StridedDesc& dst, double value) {
 namespace {
 
 // Packs of 8 where x, hi and lo are 16-byte aligned: two 16-byte loads, two 16-byte stores; the rest one by one.
-__device__ __forceinline__ void split_one(float v, __nv_bfloat16& hi, __nv_bfloat16& lo) {
-  hi = __float2bfloat16_rn(v);
-  lo = __float2bfloat16_rn(v - __bfloat162float(hi));
-}
 __global__ void split_bf16_kernel(bool aligned, const float* x, __nv_bfloat16* hi, __nv_bfloat16* lo, int64_t n) {
   constexpr int V = 8;
   const int64_t packs = aligned ? n / V : 0;
   for (int64_t p = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; p < packs; p += int64_t(gridDim.x) * blockDim.x) {
     float v[V], h[V], l[V];
     load_floats<float, V>(x + p * V, v);
-#pragma unroll
-    for (int k = 0; k < V; ++k) {
-      h[k] = __bfloat162float(__float2bfloat16_rn(v[k]));
-      l[k] = v[k] - h[k];
-    }
-    store_floats<__nv_bfloat16, V>(hi + p * V, h);  // h is exact in bf16: the store's rounding keeps it
+    split_floats_bf16<V>(v, h, l);
+    store_floats<__nv_bfloat16, V>(hi + p * V, h);
     store_floats<__nv_bfloat16, V>(lo + p * V, l);
   }
   for (int64_t i = packs * V + blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x)
-    split_one(x[i], hi[i], lo[i]);
+       i += int64_t(gridDim.x) * blockDim.x) {
+    float h[1], l[1];
+    split_floats_bf16<1>({x[i]}, h, l);
+    store_floats<__nv_bfloat16, 1>(hi + i, h);
+    store_floats<__nv_bfloat16, 1>(lo + i, l);
+  }
 }
 
 }  // namespace

@@ -28,8 +28,8 @@ template <class T, int N> __device__ __forceinline__ void store_packs(T* p, cons
   for (int i = 0; i < N; i += kPiece) store_floats<T, kPiece>(p + i, reinterpret_cast<const float(&)[kPiece]>(v[i]));
 }
 
-// hi and lo (nullable; an f32 output's only): the output split into bf16 halves as it is written, hi rounded to
-// nearest and lo the rest rounded, as ops::split_bf16's kernel forms them.
+// hi and lo (nullable; an f32 output's only): the output split into bf16 halves as it is written (split_floats_bf16, as
+// cuda_ops::split_bf16 forms them).
 template <class TX, class TO, int V> __global__ void __launch_bounds__(kThreads)
     forward_kernel(TO* __restrict__ out, const TX* __restrict__ x, const float* __restrict__ s,
                    const TO* __restrict__ base, __nv_bfloat16* __restrict__ hi, __nv_bfloat16* __restrict__ lo,
@@ -49,9 +49,8 @@ template <class TX, class TO, int V> __global__ void __launch_bounds__(kThreads)
     store_packs<TO, V>(out + offset, o);
     if (hi) {
       float h[V], l[V];
-#pragma unroll
-      for (int i = 0; i < V; ++i) h[i] = __bfloat162float(__float2bfloat16_rn(o[i])), l[i] = o[i] - h[i];
-      store_floats<__nv_bfloat16, V>(hi + offset, h);  // h is exact in bf16: the store's rounding keeps it
+      split_floats_bf16<V>(o, h, l);
+      store_floats<__nv_bfloat16, V>(hi + offset, h);
       if (lo) store_floats<__nv_bfloat16, V>(lo + offset, l);
     }
   }

@@ -75,6 +75,18 @@ template <class T, int N> __device__ __forceinline__ void store_floats(T* p, con
   }
 }
 
+// v as hi + lo bf16 values (held as floats, stored exactly by store_floats<bf16>): hi rounded to nearest, lo the rest
+// (rounded when stored); hi + lo carries ~16 significant bits (the precise operands of the GLA and the Chebyshev
+// solve).
+template <int N>
+__device__ __forceinline__ void split_floats_bf16(const float (&v)[N], float (&hi)[N], float (&lo)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    hi[i] = __bfloat162float(__float2bfloat16_rn(v[i]));
+    lo[i] = v[i] - hi[i];
+  }
+}
+
 // Loads V elements starting at p, `stride` apart: one vector load when stride is 1 (V > 1 needs p pack-aligned).
 template <int V, class T> __device__ __forceinline__ Pack<T, V> load_run(const T* p, int64_t stride) {
   if (V > 1 && stride == 1) return load_pack<V>(p, 0);
