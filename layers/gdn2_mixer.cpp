@@ -85,16 +85,14 @@ ag::Var Gdn2Mixer::forward(const ag::Var& input, const MixerContext& ctx, const 
   ag::Var b, w;
   if (gdn2_.kda_gates) {
     // KDA: one β per head for both gates (doubled with allow_neg_eigval, as KDA does), repeated over the channels.
-    ag::Var beta =
-        ag::unary(ops::Unary::Sigmoid, ag::cast(ag::reshape(ag::linear(x, weight("b_proj.weight")), {B, T, H, 1}), dt));
+    ag::Var beta = ag::sigmoid_gate(ag::reshape(ag::linear(x, weight("b_proj.weight")), {B, T, H, 1}), nullptr);
     if (gdn2_.allow_neg_eigval) beta = ag::scale(beta, 2.0);
     b = w = carry.to_heads(ag::repeat_interleave(beta, 3, D));
   } else {
-    b = ag::unary(ops::Unary::Sigmoid, ag::cast(per_channel(ag::linear(x, weight("b_proj.weight"))), dt));
+    b = ag::sigmoid_gate(per_channel(ag::linear(x, weight("b_proj.weight"))), nullptr);
     if (gdn2_.allow_neg_eigval) b = ag::scale(b, 2.0);  // only the erase gate: the spectrum of I − k(b⊙k)ᵀ
     b = carry.to_heads(b);
-    w = carry.to_heads(
-        ag::unary(ops::Unary::Sigmoid, ag::cast(per_channel(ag::linear(x, weight("w_proj.weight"))), dt)));
+    w = carry.to_heads(ag::sigmoid_gate(per_channel(ag::linear(x, weight("w_proj.weight"))), nullptr));
   }
 
   // q, k, v in the chunked CUDA kernels' bf16 where they apply, else in the gates' dtype.

@@ -73,14 +73,13 @@ ag::Var GdnMixer::forward(const ag::Var& input, const MixerContext& ctx, const M
                  v_expansion_ ? &*v_expansion_ : nullptr, step_ == DeltaStep::Gated);
   const ag::Var &q = heads.q, &k = heads.k, &v = heads.v;
 
-  // The gates in A_log's dtype (f32; f64 in references), as the op takes them.
-  const DType gate_dtype = weight("A_log")->value.dtype();
+  // The gates in f32 (f64 in references), A_log's dtype, as the op takes them.
   // The gates are token-local: formed on this rank's tokens, then moved with their heads under A2A.
   // The decay's and β's projections (a value per head each) as one GEMM.
   const std::vector<ag::Var> narrow = ag::linear_joined(x, {weight("gk_proj.weight"), weight("b_proj.weight")});
   const ag::Var g = carry.to_heads(ag::ssm_decay(narrow[0], weight("A_log"), weight("dt_bias")));
   // GDN's β, or KZLA's η (its β = η/(‖k‖² + ε) is formed inside the core).
-  ag::Var beta = ag::unary(ops::Unary::Sigmoid, ag::cast(narrow[1], gate_dtype));
+  ag::Var beta = ag::sigmoid_gate(narrow[1], nullptr);
   if (gdn_.allow_neg_eigval) beta = ag::scale(beta, 2.0);
   beta = carry.to_heads(beta);
 

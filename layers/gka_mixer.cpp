@@ -72,10 +72,8 @@ ag::Var GkaMixer::branch(const ag::Var& x, const char* name, int64_t heads, size
   return conv_heads(y, w, nullptr, false, heads, head_dim_, slot, carry);
 }
 
-ag::Var GkaMixer::head_gate(const ag::Var& projected, const char* name) {
-  const ag::Var pre = ag::add(projected, weight(std::string(name) + "_proj.bias"));
-  const DType scale_dtype = pre->value.dtype() == DType::F64 ? DType::F64 : DType::F32;
-  return ag::unary(ops::Unary::Sigmoid, pre->value.dtype() == scale_dtype ? pre : ag::cast(pre, scale_dtype));
+ag::Var GkaMixer::head_gate(const ag::Var& projected, const char* name, double offset) {
+  return ag::sigmoid_gate(projected, weight(std::string(name) + "_proj.bias"), offset);
 }
 
 ag::Var GkaMixer::forward(const ag::Var& input, const MixerContext& ctx, const MixerState* state_in,
@@ -84,6 +82,9 @@ ag::Var GkaMixer::forward(const ag::Var& input, const MixerContext& ctx, const M
                          {q_heads_, kv_heads_, k_expansion_.has_value()});
   const ag::Var x = carry.to_rows(input);
   const int64_t H = carry.local_heads(heads_), D = head_dim_;  // the heads the core runs
+  // The projections first: their GEMMs keep the GPU busy while the host issues the gates' small ops.
+  const ag::Var q_branch = branch(x, "q", q_heads_, 0, carry), k_branch = branch(x, "k", kv_heads_, 1, carry),
+                v_branch = branch(x, "v", kv_heads_, 2, carry);
 
   // The per-head projections in use (decay a, β, α) as one GEMM.
   std::vector<std::string> gates;
@@ -106,13 +107,10 @@ ag::Var GkaMixer::forward(const ag::Var& input, const MixerContext& ctx, const M
   // repeats k's and v's heads (and casts them to f32 in the precise mode).
   ag::Var beta;
   if (gka_.use_beta_gate) {
-    const ag::Var beta_gate = head_gate(gate_input("b"), "b");
-    const Tensor floor = Tensor::full({1}, kBetaFloor, beta_gate->value.dtype(), beta_gate->value.device());
-    beta = carry.to_heads(ag::add(beta_gate, ag::constant(floor)));  // [B, T, H]
+    beta = carry.to_heads(head_gate(gate_input("b"), "b", kBetaFloor));  // [B, T, H]
   }
   const ExpandedHeads heads =
-      expand_qkv(branch(x, "q", q_heads_, 0, carry), branch(x, "k", kv_heads_, 1, carry),
-                 branch(x, "v", kv_heads_, 2, carry), H, kL2Eps, k_expansion_ ? &*k_expansion_ : nullptr,
+      expand_qkv(q_branch, k_branch, v_branch, H, kL2Eps, k_expansion_ ? &*k_expansion_ : nullptr,
                  v_expansion_ ? &*v_expansion_ : nullptr, true, beta ? &beta : nullptr,
                  precise ? std::optional(DType::F32) : std::nullopt, precise && beta && x->value.is_cuda());
   const ag::Var &q = heads.q, &k = heads.k, &v = heads.v;

@@ -57,8 +57,8 @@ class GkaMixer : public SequenceMixer {
  private:
   // short_conv(W x) with SiLU as [B, T, heads, D]; `slot` indexes the conv states.
   ag::Var branch(const ag::Var& x, const char* name, int64_t heads, size_t slot, const StateCarry& carry);
-  // σ(W x + b) per head [B, T, H] in f32 (f64 beside f64), from `projected` = W x (name_proj's weight).
-  ag::Var head_gate(const ag::Var& projected, const char* name);
+  // σ(W x + b) + offset per head [B, T, H] in f32 (f64 beside f64), from `projected` = W x (name_proj's weight).
+  ag::Var head_gate(const ag::Var& projected, const char* name, double offset = 0.0);
   ag::Var weight(const std::string& name) { return params_.get(prefix_ + "." + name).var; }
 
   ModelConfig config_;

@@ -10,6 +10,7 @@
 #include "core/ops/rmsnorm_rope.h"
 #include "core/ops/rope.h"
 #include "core/ops/scale_heads.h"
+#include "core/ops/sigmoid_gate.h"
 #include "core/ops/ssm_decay.h"
 #include "core/ops/softmax.h"
 #include "core/ops/swiglu.h"
@@ -124,6 +125,17 @@ Var ssm_decay(const Var& a, const Var& A_log, const Var& dt_bias, Var* delta) {
 Var scale(const Var& a, double s) {
   Var y = output(ops::scale(a->value, s));
   if (needs_grad({&a})) record("scale", {y}, [a, y, s] { accumulate_grad(a, ops::scale(y->grad, s)); });
+  return y;
+}
+
+Var sigmoid_gate(const Var& a, const Var& bias, double offset) {
+  Var y = output(ops::sigmoid_gate(a->value, bias ? bias->value : Tensor(), offset));
+  if (needs_grad({&a, &bias}))
+    record("sigmoid_gate", {y}, [a, bias, y] {
+      ops::SigmoidGateGrads grads = ops::sigmoid_gate_backward(y->grad, a->value, bias ? bias->value : Tensor());
+      accumulate_grad(a, grads.da);
+      if (bias) accumulate_grad(bias, grads.dbias);
+    });
   return y;
 }
 

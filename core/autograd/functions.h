@@ -22,6 +22,8 @@ Var scale_heads(const Var& x, const Var& s, const Var& base, int64_t heads, cons
 // ops::ssm_decay: g = −exp(A_log)·softplus(a + dt_bias) in A_log's dtype; *delta (if non-null) receives the step
 // softplus(a + dt_bias), whose gradient joins g's in the one backward.
 Var ssm_decay(const Var& a, const Var& A_log, const Var& dt_bias, Var* delta = nullptr);
+// ops::sigmoid_gate: sigmoid(a + bias) + offset in f32 (f64 beside f64); bias may be null.
+Var sigmoid_gate(const Var& a, const Var& bias, double offset = 0.0);
 Var unary(ops::Unary op, const Var& x);
 Var reshape(const Var& x, const Shape& shape);
 Var transpose(const Var& x, int d0, int d1);  // materialised (contiguous) result
