@@ -2,7 +2,9 @@
 // beside its peer's.
 #pragma once
 #include <functional>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "core/autograd/functions.h"
 #include "core/parameters.h"
@@ -23,6 +25,19 @@ inline std::function<void()> mixer_train_pass(layers::SequenceMixer& mixer, cons
     y->grad = dy;
     ag::current_tape().backward();
   };
+}
+
+// The same pass as two phases, forward then backward, for bench::phase_times.
+inline std::vector<std::function<void()>> mixer_train_phases(layers::SequenceMixer& mixer, const LayerShape& shape) {
+  const int64_t hidden = shape.layer_config().hidden_size;
+  const Tensor x = normal_gpu({shape.batch, shape.seq, hidden}, 8, DType::BF16);
+  const Tensor dy = normal_gpu({shape.batch, shape.seq, hidden}, 9, DType::BF16);
+  auto y = std::make_shared<ag::Var>();
+  return {[&mixer, x, y] { *y = mixer.forward(ag::leaf(x), {}); },
+          [dy, y] {
+            (*y)->grad = dy;
+            ag::current_tape().backward();
+          }};
 }
 
 // Median milliseconds of one forward + backward of a `Mixer` layer of `shape` (its weights under `prefix`).
