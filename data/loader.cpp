@@ -58,7 +58,7 @@ LoaderCursor LoaderCursor::parse(const std::string& text, const std::string& whe
   c.epoch_start = root.at("epoch_start").as_int();
   const json::Node consumed = root.at("source_consumed");
   for (size_t i = 0; i < consumed.size(); ++i) c.source_consumed.push_back(consumed.at(i).as_int());
-  const std::string& hex = root.at("fingerprint").as_string();
+  const std::string hex = root.at("fingerprint").as_string();
   char* end = nullptr;
   c.fingerprint = std::strtoull(hex.c_str(), &end, 16);
   if (hex.size() != 16 || end != hex.c_str() + hex.size()) root.at("fingerprint").fail("expected 16 hex digits");
