@@ -124,11 +124,12 @@ ag::Var DecoderLM::stream(const Tensor& ids, const MixerContext& ctx, bool teach
     SequenceMixer* mixer = teacher && teachers_[i] ? teachers_[i].get() : mixers_[i].get();
     h = ag::run_unit(options_.hooks, 1 + i, h, [&](const ag::Var& x) {
       if (!options_.recompute) return block(i, x, ctx, *mixer);
-      return ag::checkpoint("block " + std::to_string(i),
-                            [this, i, ctx, mixer](const std::vector<ag::Var>& in) {
-                              return std::vector<ag::Var>{block(i, in[0], ctx, *mixer)};
-                            },
-                            {x})[0];
+      return ag::checkpoint(
+          "block " + std::to_string(i),
+          [this, i, ctx, mixer](const std::vector<ag::Var>& in) {
+            return std::vector<ag::Var>{block(i, in[0], ctx, *mixer)};
+          },
+          {x}, options_.selective_recompute)[0];
     });
     if (layer_outputs) layer_outputs->push_back(h);
   }

@@ -18,6 +18,9 @@ namespace primer::layers {
 
 struct DecoderOptions {
   bool recompute = false;  // activation checkpointing per block
+  // Under recompute, keep the results that cost most to recompute and least to hold (attention's output and
+  // log-sum-exp, GKA's Chebyshev solve, the GLA readouts: ag::kept_across_recompute) instead of recomputing them.
+  bool selective_recompute = true;
   // FSDP's hooks around each unit of units() (null: one process holding every weight).
   ag::UnitHooks* hooks = nullptr;
   // Sequence parallelism (null: whole rows): each rank holds its part of every row; forward calls then need the

@@ -193,6 +193,12 @@ config::Schema build_train_schema() {
   s.add_bool("bf16", "Compute in bf16 on CUDA with fp32 master weights (CPU runs compute in fp32)").defaults(true);
   s.add_bool("disable_gradient_checkpointing", "Keep all activations instead of recomputing each block")
       .defaults(false);
+  s.add_bool("selective_gradient_checkpointing",
+             "Under gradient checkpointing, keep from the forward what costs most to recompute and little to hold: "
+             "attention's output and log-sum-exp (2·head_dim + 4 bytes per token and query head in bf16), GKA's "
+             "Chebyshev solve (4·head_dim per token and head) and the Mamba-2/GKA readout (2·head_dim); false: "
+             "recompute whole blocks")
+      .defaults(true);
   s.add_enum("device", {"auto", "cpu", "cuda"}, "Where to train; auto: CUDA when a GPU is usable").defaults("auto");
   // Output, evaluation, checkpoints.
   s.add_string("output_dir", "Run directory: checkpoints, resolved_config.yaml, metrics").required();

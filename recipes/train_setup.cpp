@@ -124,7 +124,9 @@ std::unique_ptr<Objective> objective_of(const config::Config& cfg, const ModelCo
 void build_model(TrainSetup& s) {
   s.params = std::make_unique<ParameterRegistry>();
   s.model = std::make_unique<layers::DecoderLM>(
-      s.model_config, *s.params, layers::DecoderOptions{!s.cfg.get_bool("disable_gradient_checkpointing")});
+      s.model_config, *s.params,
+      layers::DecoderOptions{.recompute = !s.cfg.get_bool("disable_gradient_checkpointing"),
+                             .selective_recompute = s.cfg.get_bool("selective_gradient_checkpointing")});
   s.params->set_compute_dtype(s.compute);
   s.params->set_trainable(s.cfg.has("hybrid_learnable_params") ? s.cfg.get_list("hybrid_learnable_params")
                                                                : std::vector<std::string>{});

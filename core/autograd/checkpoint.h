@@ -1,6 +1,13 @@
 // Activation checkpointing at block granularity: the forward of `fn` runs without recording (so none of its
 // intermediates stay alive); backward re-runs `fn` on a private tape and backpropagates through it.
 // `fn` must be deterministic (same outputs for the same inputs), which every primer op is.
+//
+// Selective recomputation (keep_costly): an op whose results cost much to recompute and little to hold forms them
+// through kept_across_recompute: attention's output and log-sum-exp (a whole flash forward for 2·Dh + 4 bytes per
+// token and query head in bf16), GKA's Chebyshev solve (its iterations for x, 4·Dh bytes per token and head) and the
+// GLA readout of Mamba-2 and GKA (its state scan and output pass for o, 2·Dh bytes in bf16). In the block's first
+// forward they are kept, and when backward re-runs the block the op is handed them back, in the same order, instead
+// of computing them again (PyTorch's selective activation checkpointing, with the policy fixed by the ops).
 #pragma once
 #include <functional>
 #include <string>
@@ -12,6 +19,12 @@ namespace primer::ag {
 
 using BlockFn = std::function<std::vector<Var>(const std::vector<Var>&)>;
 
-std::vector<Var> checkpoint(const std::string& name, const BlockFn& fn, const std::vector<Var>& inputs);
+std::vector<Var> checkpoint(const std::string& name, const BlockFn& fn, const std::vector<Var>& inputs,
+                            bool keep_costly = true);
+
+// compute() outside a checkpointed block (or with keep_costly off); inside one, compute() kept in the first forward
+// and the kept results handed back in the recompute. `op` names the op in the error raised when a recompute asks
+// for other results than the first forward kept (a block that is not deterministic).
+std::vector<Tensor> kept_across_recompute(const char* op, const std::function<std::vector<Tensor>()>& compute);
 
 }  // namespace primer::ag

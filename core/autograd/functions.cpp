@@ -1,5 +1,6 @@
 #include "core/autograd/functions.h"
 
+#include "core/autograd/checkpoint.h"
 #include "core/check.h"
 #include "core/ops/conv1d.h"
 #include "core/ops/cross_entropy.h"
@@ -451,8 +452,14 @@ Var softmax(const Var& x) {
 }
 
 Var attention(const Var& q, const Var& k, const Var& v, const ops::AttentionOptions& options) {
-  Tensor lse;
-  Var out = output(ops::attention(q->value, k->value, v->value, options, &lse));
+  // A checkpointed block's recompute is handed the first forward's output and log-sum-exp.
+  const std::vector<Tensor> results = kept_across_recompute("attention", [&] {
+    Tensor lse;
+    Tensor out = ops::attention(q->value, k->value, v->value, options, &lse);
+    return std::vector<Tensor>{out, lse};
+  });
+  const Tensor lse = results[1];
+  Var out = output(results[0]);
   if (needs_grad({&q, &k, &v}))
     record("attention", {out}, [q, k, v, out, lse, options] {
       Tensor dq, dk, dv;

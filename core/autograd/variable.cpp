@@ -67,6 +67,11 @@ Tensor take_grad_part(const Var& v) {
 }
 
 void Tape::backward() {
+  // Released also when a node throws: a failed backward leaves no half-run graph for the next one.
+  struct Release {
+    std::vector<Node>& nodes;
+    ~Release() { nodes.clear(); }
+  } release{nodes_};
   for (auto it = nodes_.rbegin(); it != nodes_.rend(); ++it) {
     bool any = false;
     for (const Var& o : it->outputs) {
@@ -75,7 +80,6 @@ void Tape::backward() {
     }
     if (any || it->always_run) it->backward();
   }
-  nodes_.clear();
 }
 
 Tape& current_tape() { return *active_tape; }

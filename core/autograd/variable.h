@@ -53,7 +53,7 @@ struct Node {
 class Tape {
  public:
   void record(Node node) { nodes_.push_back(std::move(node)); }
-  // Runs every node's backward in reverse order, then releases the nodes and what they saved.
+  // Runs every node's backward in reverse order, then releases the nodes and what they saved (also when one throws).
   void backward();
   void clear() { nodes_.clear(); }
   size_t size() const { return nodes_.size(); }

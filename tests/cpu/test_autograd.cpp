@@ -1,8 +1,10 @@
 // Autograd semantics: gradient assignment vs accumulation, NoGrad, and recomputation equivalence.
 #include <gtest/gtest.h>
 
+#include "core/autograd/chebyshev_solve.h"
 #include "core/autograd/checkpoint.h"
 #include "core/autograd/functions.h"
+#include "core/ops/elementwise.h"
 #include "core/ops/rope.h"
 #include "tests/support/test_util.h"
 
@@ -77,6 +79,75 @@ TEST(Autograd, RecomputedBlockGivesIdenticalGradients) {
   // Same ops on the same inputs in the same order: identical up to the last bit.
   for (size_t i = 0; i < plain.size(); ++i)
     EXPECT_EQ(recomputed[i].to_vector<double>(), plain[i].to_vector<double>()) << "gradient " << i;
+}
+
+// A block whose costly op forms its result through kept_across_recompute: y = x ⊙ (x·2), the product kept.
+struct CountedBlock {
+  int computed = 0;  // times the kept op's compute() ran
+  ag::BlockFn fn() {
+    return [this](const std::vector<Var>& in) {
+      const Tensor doubled = ag::kept_across_recompute("doubling", [&] {
+        ++computed;
+        return std::vector<Tensor>{ops::scale(in[0]->value, 2.0)};
+      })[0];
+      return std::vector<Var>{ag::mul(in[0], ag::constant(doubled))};
+    };
+  }
+};
+
+TEST(Autograd, SelectiveRecomputationHandsTheKeptResultsBack) {
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const Tensor x0 = test::randn({3, 4}, seed), dy = test::randn({3, 4}, seed + 1);
+  auto run = [&](bool keep, int* computed) {
+    CountedBlock block;
+    Var x = ag::leaf(x0);
+    ag::backward(ag::checkpoint("block", block.fn(), {x}, keep)[0], dy);
+    *computed = block.computed;
+    return x->grad.to_vector<double>();
+  };
+  int kept_runs = 0, full_runs = 0;
+  EXPECT_EQ(run(true, &kept_runs), run(false, &full_runs));
+  EXPECT_EQ(kept_runs, 1);  // the recompute took the first forward's result
+  EXPECT_EQ(full_runs, 2);
+  CountedBlock outside;  // no checkpoint: just computed
+  outside.fn()({ag::leaf(x0)});
+  EXPECT_EQ(outside.computed, 1);
+}
+
+// A recompute that does not ask for what the first forward kept (a block that is not deterministic) is refused,
+// naming the block and the ops; attention and the Chebyshev solve are such kept ops.
+TEST(Autograd, SelectiveRecomputationRefusesAnotherSequenceOfOps) {
+  const Tensor x0 = test::randn({1, 3, 2, 4}, 1);
+  for (const char* op : {"attention", "chebyshev_solve"}) {
+    SCOPED_TRACE(op);
+    int runs = 0;
+    ag::BlockFn fn = [&](const std::vector<Var>& in) {
+      if (runs++ > 0) return std::vector<Var>{ag::scale(in[0], 2.0)};  // the recompute skips the op
+      if (std::string(op) == "attention") return std::vector<Var>{ag::attention(in[0], in[0], in[0], {})};
+      return std::vector<Var>{ag::chebyshev_solve(in[0], in[0], nullptr, {}, nullptr, nullptr)};
+    };
+    Var x = ag::leaf(x0);
+    const Var y = ag::checkpoint("block 7", fn, {x})[0];
+    test::expect_error(
+        [&] {
+          ag::backward(y, test::randn({1, 3, 2, 4}, 2));
+        },
+        {"checkpoint 'block 7'", "took 0 of the 1 results"});
+  }
+  int runs = 0;
+  ag::BlockFn swapped = [&](const std::vector<Var>& in) {
+    const char* op = runs++ == 0 ? "first" : "second";
+    ag::kept_across_recompute(op, [&] { return std::vector<Tensor>{in[0]->value}; });
+    return std::vector<Var>{ag::scale(in[0], 2.0)};
+  };
+  Var x = ag::leaf(x0);
+  const Var y = ag::checkpoint("block 3", swapped, {x})[0];
+  test::expect_error(
+      [&] {
+        ag::backward(y, test::randn({1, 3, 2, 4}, 2));
+      },
+      {"checkpoint 'block 3'", "second's results", "first's"});
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 
 #include "layers/decoder_lm.h"
 #include "layers/hf_checkpoint.h"
+#include "layers/hybrid_config.h"
 #include "tests/support/test_util.h"
 
 namespace primer {
@@ -57,20 +58,30 @@ TEST_P(DecoderGradients, EveryParameterMatchesFiniteDifferences) {
 
 INSTANTIATE_TEST_SUITE_P(QwenAndLlama, DecoderGradients, ::testing::Values("qwen3", "llama", "mistral"));
 
+// Whole blocks recomputed, or all but attention's, the GKA solve's and the GLA readouts' results (kept from the first
+// forward): the same ops on the same inputs, so the same gradients to the last bit, in a Transformer and a hybrid.
 TEST(DecoderLM, RecomputationGivesIdenticalGradients) {
   const uint64_t seed = test::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
-  auto grads = [&](bool recompute) {
-    ParameterRegistry params;
-    layers::DecoderLM model(tiny("qwen3"), params, {recompute});
-    params.materialize(Device::cpu(), DType::F32, seed);
-    ag::backward(
-        model.loss(test::rand_ints({2, 9}, seed + 1, 0, 13), test::rand_ints({2, 9}, seed + 2, 0, 13), 1.0 / 18));
-    std::vector<std::vector<float>> out;
-    for (Parameter* p : params.all()) out.push_back(p->var->grad.to_vector<float>());
-    return out;
-  };
-  EXPECT_EQ(grads(true), grads(false));
+  ModelConfig hybrid = tiny("qwen3");
+  hybrid.num_hidden_layers = 3;
+  hybrid.layer_types = parse_hybrid_pattern("*-GKA-M2", "test");
+  for (const ModelConfig& config : {tiny("qwen3"), hybrid}) {
+    SCOPED_TRACE(format_hybrid_pattern(config.layer_types));
+    auto grads = [&](layers::DecoderOptions options) {
+      ParameterRegistry params;
+      layers::DecoderLM model(config, params, options);
+      params.materialize(Device::cpu(), DType::F32, seed);
+      ag::backward(
+          model.loss(test::rand_ints({2, 9}, seed + 1, 0, 13), test::rand_ints({2, 9}, seed + 2, 0, 13), 1.0 / 18));
+      std::vector<std::vector<float>> out;
+      for (Parameter* p : params.all()) out.push_back(p->var->grad.to_vector<float>());
+      return out;
+    };
+    const auto kept = grads({.recompute = false});
+    EXPECT_EQ(grads({.recompute = true, .selective_recompute = true}), kept);
+    EXPECT_EQ(grads({.recompute = true, .selective_recompute = false}), kept);
+  }
 }
 
 TEST(DecoderLM, ExportThenImportReproducesLogits) {

@@ -5,6 +5,7 @@
 // --profile runs one more step of each mode between cudaProfilerStart/Stop, for
 // `ncu --profile-from-start off --metrics gpu__time_duration.sum --csv --page raw` (tools/bench/step-kernels.sh).
 // --timeline records one more step of each mode with CUPTI and prints when the GPU sat idle, and around what.
+#include <algorithm>
 #include <cstdio>
 
 #include "core/cuda_runtime.h"
@@ -26,11 +27,20 @@ struct Options {
   bool profile = false, phases = false, timeline = false;
 };
 
-bench::Row measure(const Options& o, bool recompute) {
+// How a step treats the blocks' activations: kept, recomputed but for attention's, the solves' and the readouts'
+// results (the recipes' default), or recomputed whole.
+enum class Recompute { Off, Selective, Full };
+
+bench::Row measure(const Options& o, Recompute mode) {
   ModelConfig config = bench::qwen3_shape(o.shape);
   bench::apply_pattern(config, o.pattern);
   ParameterRegistry params;
-  layers::DecoderLM model(config, params, {recompute});
+  const bool recompute = mode != Recompute::Off;
+  layers::DecoderLM model(config, params,
+                          {.recompute = recompute, .selective_recompute = mode == Recompute::Selective});
+  const char* mode_name = mode == Recompute::Off         ? "activations kept"
+                          : mode == Recompute::Selective ? "blocks recomputed, attention and cores kept"
+                                                         : "blocks recomputed whole";
   params.materialize(Device::cuda(), DType::BF16, 0);
   optim::AdamW adamw(params, {});
   const int64_t B = o.batch, T = o.seq;
@@ -50,8 +60,7 @@ bench::Row measure(const Options& o, bool recompute) {
   const double ms = bench::median_ms(step, 2, 8);
   if (o.profile) bench::profiled_once_ms(step);
   if (o.timeline) {
-    std::printf("\none step, %s, under CUPTI (step time above: %.1f ms):\n",
-                recompute ? "blocks recomputed" : "activations kept", ms);
+    std::printf("\none step, %s, under CUPTI (step time above: %.1f ms):\n", mode_name, ms);
     bench::print_timeline(bench::gpu_timeline(step));
   }
   if (o.phases) {
@@ -65,14 +74,13 @@ bench::Row measure(const Options& o, bool recompute) {
     const char* names[] = {"forward", "backward", "optimizer"};
     for (size_t i = 0; i < t.size(); ++i)
       std::printf("%s, %s: %.1f ms GPU, %.1f ms host to enqueue, of which %.1f ms in %.1f waits on the stream\n",
-                  recompute ? "recompute" : "keep activations", names[i], t[i].gpu_ms, t[i].host_ms, t[i].sync_wait_ms,
-                  t[i].syncs);
+                  mode_name, names[i], t[i].gpu_ms, t[i].host_ms, t[i].sync_wait_ms, t[i].syncs);
   }
   const double tok_s = double(B * T) / (ms * 1e-3);
   const double mfu = tok_s * model.flops_per_token(T) / cuda::peak_bf16_flops();
-  return {{recompute ? "primer (recompute blocks)" : "primer (keep activations)",
-           std::to_string(B) + "x" + std::to_string(T), bench::fixed(ms, 1), bench::fixed(tok_s / 1e3, 1) + "K",
-           bench::fixed(100 * mfu, 1) + "%", bench::fixed(double(memory_stats(Device::cuda()).peak) / 1e9, 1) + " GB"}};
+  return {{std::string("primer (") + mode_name + ")", std::to_string(B) + "x" + std::to_string(T), bench::fixed(ms, 1),
+           bench::fixed(tok_s / 1e3, 1) + "K", bench::fixed(100 * mfu, 1) + "%",
+           bench::fixed(double(memory_stats(Device::cuda()).peak) / 1e9, 1) + " GB"}};
 }
 
 }  // namespace
@@ -84,8 +92,10 @@ int main(int argc, char** argv) {
   app.add_option("--pattern", o.pattern, "hybrid_override_pattern repeated over the layers ('*-GDN': 50% GDN)");
   app.add_option("--batch", o.batch, "sequences per step")->capture_default_str();
   app.add_option("--seq", o.seq, "tokens per sequence")->capture_default_str();
-  app.add_option("--recompute", o.recompute, "block recomputation: both, on, off")
-      ->check(CLI::IsMember({"both", "on", "off"}))
+  app.add_option("--recompute", o.recompute,
+                 "block recomputation: off (activations kept), on (attention's and the SSM cores' results kept, the "
+                 "recipes' default), full (whole blocks), both (off and on), all")
+      ->check(CLI::IsMember({"both", "all", "on", "full", "off"}))
       ->capture_default_str();
   app.add_flag("--profile", o.profile, "one more step of each mode between cudaProfilerStart/Stop (for ncu)");
   app.add_flag("--phases", o.phases, "GPU and host enqueue time of forward, backward and optimizer, per mode");
@@ -100,8 +110,11 @@ int main(int argc, char** argv) {
               o.pattern.empty() ? "" : (", pattern " + o.pattern).c_str(), bench::device_name().c_str(),
               bench::today().c_str());
   std::vector<bench::Row> rows;
-  for (bool recompute : {false, true})
-    if (o.recompute == "both" || (o.recompute == "on") == recompute) rows.push_back(measure(o, recompute));
+  const std::pair<Recompute, std::vector<std::string>> modes[] = {{Recompute::Off, {"off", "both", "all"}},
+                                                                  {Recompute::Selective, {"on", "both", "all"}},
+                                                                  {Recompute::Full, {"full", "all"}}};
+  for (const auto& [mode, names] : modes)
+    if (std::find(names.begin(), names.end(), o.recompute) != names.end()) rows.push_back(measure(o, mode));
   bench::print_table({"run", "B x T", "step ms", "tokens/s", "MFU", "peak memory"}, rows);
   return 0;
 }
