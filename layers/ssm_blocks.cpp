@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/autograd/checkpoint.h"
 #include "core/autograd/functions.h"
 #include "core/autograd/gla.h"
 #include "core/check.h"
@@ -46,7 +47,8 @@ ag::Var conv_heads(const ag::Var& y, const ag::Var& conv_weight, const ag::Var& 
 
 ChunkSummary scalar_decay_summary(const ag::Var& k, const ag::Var& v, const ag::Var& g) {
   ag::Var final_state;
-  ag::gla(k, k, v, g, 1.0, nullptr, &final_state);  // the outputs are not needed, only S_T from zero
+  const ag::NothingKept nothing_kept;               // the outputs are not needed, only S_T from zero,
+  ag::gla(k, k, v, g, 1.0, nullptr, &final_state);  // so the recompute forms S_T again rather than hold both
   ag::Var log_decay = ag::sum(g, 1);
   if (log_decay->value.dtype() != final_state->value.dtype())
     log_decay = ag::cast(log_decay, final_state->value.dtype());

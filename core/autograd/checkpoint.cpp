@@ -42,6 +42,9 @@ std::vector<Var> detach(const std::vector<Var>& vs, bool keep_requires_grad) {
 
 }  // namespace
 
+NothingKept::NothingKept() : previous_(current_kept) { current_kept = nullptr; }
+NothingKept::~NothingKept() { current_kept = static_cast<KeptResults*>(previous_); }
+
 std::vector<Tensor> kept_across_recompute(const char* op, const std::function<std::vector<Tensor>()>& compute) {
   KeptResults* kept = current_kept;
   if (!kept) return compute();

@@ -27,4 +27,17 @@ std::vector<Var> checkpoint(const std::string& name, const BlockFn& fn, const st
 // for other results than the first forward kept (a block that is not deterministic).
 std::vector<Tensor> kept_across_recompute(const char* op, const std::function<std::vector<Tensor>()>& compute);
 
+// In its scope ops keep nothing for a recompute: for a call whose main results the caller discards (a GLA run only for
+// its final state, under P2P), where keeping them would hold memory for nothing.
+class NothingKept {
+ public:
+  NothingKept();
+  ~NothingKept();
+  NothingKept(const NothingKept&) = delete;
+  NothingKept& operator=(const NothingKept&) = delete;
+
+ private:
+  void* previous_;
+};
+
 }  // namespace primer::ag

@@ -113,6 +113,16 @@ TEST(Autograd, SelectiveRecomputationHandsTheKeptResultsBack) {
   CountedBlock outside;  // no checkpoint: just computed
   outside.fn()({ag::leaf(x0)});
   EXPECT_EQ(outside.computed, 1);
+  CountedBlock unkept;  // in a NothingKept scope the recompute computes again
+  const ag::BlockFn inner = unkept.fn();
+  Var x = ag::leaf(x0);
+  const ag::BlockFn fn = [&](const std::vector<Var>& in) {
+    const ag::NothingKept nothing_kept;
+    return inner(in);
+  };
+  ag::backward(ag::checkpoint("block", fn, {x})[0], dy);
+  EXPECT_EQ(unkept.computed, 2);
+  EXPECT_EQ(x->grad.to_vector<double>(), run(false, &full_runs));
 }
 
 // A recompute that does not ask for what the first forward kept (a block that is not deterministic) is refused,
