@@ -60,8 +60,8 @@ ag::Var AttentionMixer::forward(const ag::Var& x, const MixerContext& ctx, const
     opt.f32_dq = config_.qk_norm && !ctx.sequence;
     o = ctx.sequence ? ctx.sequence->attention(q, k, v, opt) : ag::attention(q, k, v, opt);
   }
-  return ag::linear(ag::reshape(o, {B, T, config_.num_attention_heads * config_.head_dim}),
-                    params_.get(prefix_ + ".o_proj.weight").var);
+  return ag::linear_kept(ag::reshape(o, {B, T, config_.num_attention_heads * config_.head_dim}),
+                         params_.get(prefix_ + ".o_proj.weight").var);
 }
 
 Tensor AttentionMixer::decode_rows(const Tensor& q, const Tensor& k, const Tensor& v, ops::AttentionOptions opt,

@@ -95,7 +95,8 @@ ag::Var DecoderLM::block(size_t i, const ag::Var& h, const MixerContext& ctx, Se
   ag::Var m = ag::rmsnorm(x, weight(layer_name(i, "post_attention_layernorm.weight")), eps);
   ag::Var s = ag::swiglu(ag::linear(m, weight(layer_name(i, "mlp.gate_proj.weight"))),
                          ag::linear(m, weight(layer_name(i, "mlp.up_proj.weight"))));
-  return ag::add(x, ag::linear(s, weight(layer_name(i, "mlp.down_proj.weight"))));
+  // The projections back into the residual stream keep their outputs for a recompute (ag::linear_kept).
+  return ag::add(x, ag::linear_kept(s, weight(layer_name(i, "mlp.down_proj.weight"))));
 }
 
 MixerContext DecoderLM::context(const Tensor& ids, const Tensor& positions) const {

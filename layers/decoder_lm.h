@@ -19,7 +19,8 @@ namespace primer::layers {
 struct DecoderOptions {
   bool recompute = false;  // activation checkpointing per block
   // Under recompute, keep the results that cost most to recompute and least to hold (attention's output and
-  // log-sum-exp, GKA's Chebyshev solve, the GLA readouts: ag::kept_across_recompute) instead of recomputing them.
+  // log-sum-exp, GKA's Chebyshev solve, the GLA readouts, the o_proj and down_proj outputs:
+  // ag::kept_across_recompute) instead of recomputing them.
   bool selective_recompute = true;
   // FSDP's hooks around each unit of units() (null: one process holding every weight).
   ag::UnitHooks* hooks = nullptr;

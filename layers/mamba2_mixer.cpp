@@ -109,7 +109,7 @@ ag::Var Mamba2Mixer::forward(const ag::Var& input, const MixerContext& ctx, cons
   const ag::Var normed = ag::rmsnorm(y, ag::reshape(weight(".norm.weight"), {heads_, Dh}),
                                      ag::reshape(zxbcdt[0], {B, T_local, heads_, Dh}),
                                      ops::NormSpec{config_.mamba2.norm_eps, ops::NormGate::Before});
-  return carry.from_rows(ag::linear(ag::reshape(normed, {B, T_local, d_inner_}), weight(".out_proj.weight")));
+  return carry.from_rows(ag::linear_kept(ag::reshape(normed, {B, T_local, d_inner_}), weight(".out_proj.weight")));
 }
 
 double Mamba2Mixer::flops_per_token(int64_t /*seq_len*/) const {

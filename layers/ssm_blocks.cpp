@@ -108,7 +108,7 @@ ag::Var norm_gate_project(const ag::Var& o, const ag::Var& x, const ag::Var& o_n
   const int64_t B = s[0], T = s[1], H = s[2], D = s[3];
   const ag::Var y = g_proj ? gated_rmsnorm(o, o_norm, ag::reshape(ag::linear(x, *g_proj), {B, T, H, D}), eps)
                            : ag::rmsnorm(o, o_norm, eps);
-  return ag::linear(ag::reshape(y, {B, T, H * D}), o_proj);
+  return ag::linear_kept(ag::reshape(y, {B, T, H * D}), o_proj);
 }
 
 }  // namespace primer::layers

@@ -196,8 +196,8 @@ config::Schema build_train_schema() {
   s.add_bool("selective_gradient_checkpointing",
              "Under gradient checkpointing, keep from the forward what costs most to recompute and little to hold: "
              "attention's output and log-sum-exp (2·head_dim + 4 bytes per token and query head in bf16), GKA's "
-             "Chebyshev solve (4·head_dim per token and head) and the Mamba-2/GKA readout (2·head_dim); false: "
-             "recompute whole blocks")
+             "Chebyshev solve (4·head_dim per token and head), the Mamba-2/GKA readout (2·head_dim) and the "
+             "o_proj and down_proj outputs (2·hidden_size per token each); false: recompute whole blocks")
       .defaults(true);
   s.add_enum("device", {"auto", "cpu", "cuda"}, "Where to train; auto: CUDA when a GPU is usable").defaults("auto");
   // Output, evaluation, checkpoints.

@@ -197,15 +197,17 @@ Var cast(const Var& x, DType dtype) {
   return y;
 }
 
-Var linear(const Var& x, const Var& W) { return linear_rows(x, W, 0, W->value.size(0)); }
-
-Var linear_rows(const Var& x, const Var& W, int64_t begin, int64_t end) {
+namespace {
+// y = x @ W[begin:end]^T; with `kept`, y's value is kept across a checkpointed block's recompute.
+Var linear_block(const Var& x, const Var& W, int64_t begin, int64_t end, bool kept) {
   PRIMER_CHECK(W->value.dim() == 2 && 0 <= begin && begin < end && end <= W->value.size(0),
                "linear_rows: rows [{}, {}) of weight '{}' {}", begin, end, W->name, W->value.describe());
   const bool whole = begin == 0 && end == W->value.size(0);
   // A contiguous row block, taken again in backward: W's storage may be regathered in between (ZeRO-3).
   const auto block = [W, whole, begin, end] { return whole ? W->value : W->value.slice(0, begin, end); };
-  Var y = output(ops::linear(x->value, block()));
+  Var y = output(kept ? kept_across_recompute("linear_kept",
+                                              [&] { return std::vector<Tensor>{ops::linear(x->value, block())}; })[0]
+                      : ops::linear(x->value, block()));
   if (needs_grad({&x, &W}))
     record("linear", {y}, [x, W, y, block, whole, begin, end] {
       // When x already holds a gradient (a second projection of the same input), the GEMM adds it in its epilogue.
@@ -218,6 +220,15 @@ Var linear_rows(const Var& x, const Var& W, int64_t begin, int64_t end) {
       take_gradient(x, dx, addend);
     });
   return y;
+}
+}  // namespace
+
+Var linear(const Var& x, const Var& W) { return linear_block(x, W, 0, W->value.size(0), false); }
+
+Var linear_kept(const Var& x, const Var& W) { return linear_block(x, W, 0, W->value.size(0), true); }
+
+Var linear_rows(const Var& x, const Var& W, int64_t begin, int64_t end) {
+  return linear_block(x, W, begin, end, false);
 }
 
 std::vector<Var> linear_joined(const Var& x, const std::vector<Var>& weights) {

@@ -31,6 +31,10 @@ Var cast(const Var& x, DType dtype);          // gradient cast back to x's dtype
 Var sum(const Var& x, int dim);               // over one dimension (dropped); negative counts from the end
 
 Var linear(const Var& x, const Var& W);  // y = x @ W^T, W [out, in]
+// linear whose output is kept across a checkpointed block's recompute (ag::kept_across_recompute): for the projections
+// back into the residual stream (attention's and the SSM mixers' o_proj, the MLP's down_proj), which a recompute would
+// run only to form values it then adds to the stream or discards, for [hidden] values a token.
+Var linear_kept(const Var& x, const Var& W);
 // y = x @ W[begin:end]^T: one row block of a fused projection (its gradient lands in those rows of W's), instead of
 // the whole product split into copies.
 Var linear_rows(const Var& x, const Var& W, int64_t begin, int64_t end);

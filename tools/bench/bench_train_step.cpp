@@ -27,8 +27,8 @@ struct Options {
   bool profile = false, phases = false, timeline = false;
 };
 
-// How a step treats the blocks' activations: kept, recomputed but for attention's, the solves' and the readouts'
-// results (the recipes' default), or recomputed whole.
+// How a step treats the blocks' activations: kept, recomputed but for attention's, the SSM cores' and the output
+// projections' results (the recipes' default), or recomputed whole.
 enum class Recompute { Off, Selective, Full };
 
 bench::Row measure(const Options& o, Recompute mode) {
@@ -39,7 +39,7 @@ bench::Row measure(const Options& o, Recompute mode) {
   layers::DecoderLM model(config, params,
                           {.recompute = recompute, .selective_recompute = mode == Recompute::Selective});
   const char* mode_name = mode == Recompute::Off         ? "activations kept"
-                          : mode == Recompute::Selective ? "blocks recomputed, attention and cores kept"
+                          : mode == Recompute::Selective ? "blocks recomputed, selectively"
                                                          : "blocks recomputed whole";
   params.materialize(Device::cuda(), DType::BF16, 0);
   optim::AdamW adamw(params, {});
@@ -93,8 +93,8 @@ int main(int argc, char** argv) {
   app.add_option("--batch", o.batch, "sequences per step")->capture_default_str();
   app.add_option("--seq", o.seq, "tokens per sequence")->capture_default_str();
   app.add_option("--recompute", o.recompute,
-                 "block recomputation: off (activations kept), on (attention's and the SSM cores' results kept, the "
-                 "recipes' default), full (whole blocks), both (off and on), all")
+                 "block recomputation: off (activations kept), on (attention's, the SSM cores' and the output "
+                 "projections' results kept: the recipes' default), full (whole blocks), both (off and on), all")
       ->check(CLI::IsMember({"both", "all", "on", "full", "off"}))
       ->capture_default_str();
   app.add_flag("--profile", o.profile, "one more step of each mode between cudaProfilerStart/Stop (for ncu)");
