@@ -87,6 +87,7 @@ class DecoderLM {
   // 6·(dense parameters) + attention FLOPs per token at sequence length T, forward + backward (for MFU).
   double flops_per_token(int64_t seq_len) const;
   const ModelConfig& config() const { return config_; }
+  const DecoderOptions& options() const { return options_; }
   SequenceMixer& mixer(size_t layer) { return *mixers_.at(layer); }  // the student's
   std::string head_name() const;                                     // "lm_head.weight" or the tied embedding
 
