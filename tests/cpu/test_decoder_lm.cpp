@@ -64,8 +64,8 @@ TEST(DecoderLM, RecomputationGivesIdenticalGradients) {
   const uint64_t seed = test::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   ModelConfig hybrid = tiny("qwen3");
-  hybrid.num_hidden_layers = 3;
-  hybrid.layer_types = parse_hybrid_pattern("*-GKA-M2", "test");
+  hybrid.num_hidden_layers = 4;
+  hybrid.layer_types = parse_hybrid_pattern("*-GKA-M2-GDN", "test");
   for (const ModelConfig& config : {tiny("qwen3"), hybrid}) {
     SCOPED_TRACE(format_hybrid_pattern(config.layer_types));
     auto grads = [&](layers::DecoderOptions options) {

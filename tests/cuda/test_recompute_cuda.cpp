@@ -1,7 +1,7 @@
 // Selective recomputation on the GPU (tests/cpu/test_decoder_lm.cpp has the CPU side, bit for bit): a bf16
-// attention/GKA/Mamba-2 hybrid's parameter gradients with its blocks recomputed but attention's output and
-// log-sum-exp, the Chebyshev solve's x and the GLA readouts' o kept from the first forward, against whole blocks
-// recomputed.
+// attention/GKA/Mamba-2/GDN hybrid's parameter gradients with its blocks recomputed but attention's output and
+// log-sum-exp, the Chebyshev solve's x, the GLA readouts' o and the output projections kept from the first forward
+// (GDN's core recomputed), against whole blocks recomputed.
 //
 // The kept results are the very values a recompute forms (the same kernels on the same inputs); the GKA backward then
 // recomputes the chunk-start states it would otherwise have been handed, and the GLA backward forms any operand the
@@ -25,13 +25,13 @@ ModelConfig hybrid_config() {
   c.vocab_size = 256;
   c.hidden_size = 128;
   c.intermediate_size = 256;
-  c.num_hidden_layers = 3;
+  c.num_hidden_layers = 4;
   c.num_attention_heads = 2;
   c.num_key_value_heads = 1;
   c.head_dim = 64;
   c.max_position_embeddings = 512;
   c.qk_norm = true;
-  c.layer_types = parse_hybrid_pattern("*-GKA-M2", "test");
+  c.layer_types = parse_hybrid_pattern("*-GKA-M2-GDN", "test");
   c.gka.ridge_strength = 0.5;  // κ = 3, as the decoding tests: bf16 rounding of the solve not amplified
   c.validate("test");
   return c;
