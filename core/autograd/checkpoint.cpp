@@ -5,7 +5,6 @@
 #include "core/check.h"
 
 namespace primer::ag {
-namespace {
 
 // The results a checkpointed block's costly ops kept in its first forward, handed back in order in its recompute.
 struct KeptResults {
@@ -14,6 +13,8 @@ struct KeptResults {
   size_t next = 0;                                                   // the entry the recompute takes next
   bool replaying = false;
 };
+
+namespace {
 
 thread_local KeptResults* current_kept = nullptr;
 
@@ -43,7 +44,7 @@ std::vector<Var> detach(const std::vector<Var>& vs, bool keep_requires_grad) {
 }  // namespace
 
 NothingKept::NothingKept() : previous_(current_kept) { current_kept = nullptr; }
-NothingKept::~NothingKept() { current_kept = static_cast<KeptResults*>(previous_); }
+NothingKept::~NothingKept() { current_kept = previous_; }
 
 std::vector<Tensor> kept_across_recompute(const char* op, const std::function<std::vector<Tensor>()>& compute) {
   KeptResults* kept = current_kept;

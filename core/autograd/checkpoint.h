@@ -30,6 +30,7 @@ std::vector<Tensor> kept_across_recompute(const char* op, const std::function<st
 
 // In its scope ops keep nothing for a recompute: for a call whose main results the caller discards (a GLA run only for
 // its final state, under P2P), where keeping them would hold memory for nothing.
+struct KeptResults;  // a checkpointed block's kept results (checkpoint.cpp)
 class NothingKept {
  public:
   NothingKept();
@@ -38,7 +39,7 @@ class NothingKept {
   NothingKept& operator=(const NothingKept&) = delete;
 
  private:
-  void* previous_;
+  KeptResults* previous_;
 };
 
 }  // namespace primer::ag

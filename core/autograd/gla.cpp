@@ -1,7 +1,6 @@
 #include "core/autograd/gla.h"
 
 #include "core/autograd/checkpoint.h"
-
 #include "core/ops/gla.h"
 
 namespace primer::ag {
