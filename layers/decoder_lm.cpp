@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "core/autograd/checkpoint.h"
 #include "core/autograd/functions.h"
 #include "core/autograd/slicing.h"
 #include "core/ops/gemm.h"
@@ -32,6 +31,8 @@ Tensor default_positions(int64_t B, int64_t T, Device device, const std::vector<
 DecoderLM::DecoderLM(const ModelConfig& c, ParameterRegistry& params, DecoderOptions options)
     : config_(c), params_(params), options_(options) {
   config_.validate();
+  if (options.selective_recompute_budget_bytes >= 0)
+    keep_budget_ = std::make_shared<ag::KeepBudget>(size_t(options.selective_recompute_budget_bytes));
   PRIMER_CHECK(!c.attention_bias, "{} models with attention_bias are not supported yet", c.model_type);
   const double std = c.initializer_range;
   // Every parameter registered between two marks belongs to one unit (units()).
@@ -130,7 +131,7 @@ ag::Var DecoderLM::stream(const Tensor& ids, const MixerContext& ctx, bool teach
           [this, i, ctx, mixer](const std::vector<ag::Var>& in) {
             return std::vector<ag::Var>{block(i, in[0], ctx, *mixer)};
           },
-          {x}, options_.selective_recompute)[0];
+          {x}, ag::KeepPolicy(options_.selective_recompute, keep_budget_))[0];
     });
     if (layer_outputs) layer_outputs->push_back(h);
   }

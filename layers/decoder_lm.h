@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "core/autograd/checkpoint.h"
 #include "core/autograd/unit_hooks.h"
 #include "core/parameters.h"
 #include "layers/mixer.h"
@@ -22,6 +23,9 @@ struct DecoderOptions {
   // log-sum-exp, GKA's Chebyshev solve, the GLA readouts, the o_proj and down_proj outputs:
   // ag::kept_across_recompute) instead of recomputing them.
   bool selective_recompute = true;
+  // The bytes those kept results may hold at once over all blocks (ag::KeepBudget); past it, later blocks recompute
+  // them. Negative: no limit.
+  int64_t selective_recompute_budget_bytes = -1;
   // FSDP's hooks around each unit of units() (null: one process holding every weight).
   ag::UnitHooks* hooks = nullptr;
   // Sequence parallelism (null: whole rows): each rank holds its part of every row; forward calls then need the
@@ -107,6 +111,7 @@ class DecoderLM {
   ModelConfig config_;
   ParameterRegistry& params_;
   DecoderOptions options_;
+  std::shared_ptr<ag::KeepBudget> keep_budget_;           // options_.selective_recompute_budget_bytes (null: no limit)
   std::vector<std::unique_ptr<SequenceMixer>> mixers_;    // the student's (the only ones when not fused)
   std::vector<std::unique_ptr<SequenceMixer>> teachers_;  // fused: the teacher attention of non-attention layers
   Tensor inv_freq_cpu_;

@@ -199,6 +199,11 @@ config::Schema build_train_schema() {
              "Chebyshev solve (4·head_dim per token and head), the Mamba-2/GKA readout (2·head_dim) and the "
              "o_proj and down_proj outputs (2·hidden_size per token each); false: recompute whole blocks")
       .defaults(true);
+  s.add_float("selective_gradient_checkpointing_budget_gb",
+              "GB that selective_gradient_checkpointing's kept results may hold at once per rank; past it the later "
+              "blocks recompute them (the first blocks keep theirs); unset: no limit")
+      .at_least(0)
+      .optional();
   s.add_enum("device", {"auto", "cpu", "cuda"}, "Where to train; auto: CUDA when a GPU is usable").defaults("auto");
   // Output, evaluation, checkpoints.
   s.add_string("output_dir", "Run directory: checkpoints, resolved_config.yaml, metrics").required();

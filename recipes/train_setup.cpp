@@ -126,7 +126,11 @@ void build_model(TrainSetup& s) {
   s.model = std::make_unique<layers::DecoderLM>(
       s.model_config, *s.params,
       layers::DecoderOptions{.recompute = !s.cfg.get_bool("disable_gradient_checkpointing"),
-                             .selective_recompute = s.cfg.get_bool("selective_gradient_checkpointing")});
+                             .selective_recompute = s.cfg.get_bool("selective_gradient_checkpointing"),
+                             .selective_recompute_budget_bytes =
+                                 s.cfg.has("selective_gradient_checkpointing_budget_gb")
+                                     ? int64_t(s.cfg.get_float("selective_gradient_checkpointing_budget_gb") * 1e9)
+                                     : -1});
   s.params->set_compute_dtype(s.compute);
   s.params->set_trainable(s.cfg.has("hybrid_learnable_params") ? s.cfg.get_list("hybrid_learnable_params")
                                                                : std::vector<std::string>{});

@@ -61,11 +61,17 @@ void print_header(const TrainSetup& s) {
   fmt::print("data: {}; {} x {} tokens x {} micro-steps per step and rank; {} steps\n", s.data->describe(), s.batch,
              s.seq, s.accumulation, s.max_steps);
   const layers::DecoderOptions& o = s.model->options();
+  const std::string budget =
+      o.selective_recompute_budget_bytes < 0
+          ? ""
+          : fmt::format(", at most {:.3g} GB of them at once", double(o.selective_recompute_budget_bytes) / 1e9);
   fmt::print("activations: {}\n",
-             !o.recompute            ? "all kept (disable_gradient_checkpointing)"
-             : o.selective_recompute ? "each block recomputed in backward, keeping attention's, the SSM cores' and the "
-                                       "output projections' results (selective_gradient_checkpointing)"
-                                     : "each block recomputed whole in backward");
+             !o.recompute ? std::string("all kept (disable_gradient_checkpointing)")
+             : o.selective_recompute
+                 ? "each block recomputed in backward, keeping attention's, the SSM cores' and the output projections' "
+                   "results (selective_gradient_checkpointing" +
+                       budget + ")"
+                 : std::string("each block recomputed whole in backward"));
 }
 
 // Every run ends with a Hugging Face export of its weights when the recipe asks (save_hf_model): the ranks gather

@@ -7,12 +7,32 @@
 namespace primer::ag {
 
 // The results a checkpointed block's costly ops kept in its first forward, handed back in order in its recompute.
+// An entry past the budget holds nothing: the recompute computes it again.
 struct KeptResults {
+  struct Entry {
+    std::string op;
+    std::vector<Tensor> results;  // empty when not kept
+    size_t bytes = 0;             // taken from the budget
+  };
   std::string block;
-  std::vector<std::pair<std::string, std::vector<Tensor>>> entries;  // (op, results) in forward order
-  size_t next = 0;                                                   // the entry the recompute takes next
+  std::shared_ptr<KeepBudget> budget;
+  std::vector<Entry> entries;  // in forward order
+  size_t next = 0;             // the entry the recompute takes next
   bool replaying = false;
+
+  KeptResults(std::string name, std::shared_ptr<KeepBudget> b) : block(std::move(name)), budget(std::move(b)) {}
+  ~KeptResults() {  // results never handed back (no backward ran) return their bytes
+    for (size_t i = next; budget && i < entries.size(); ++i) budget->give_back(entries[i].bytes);
+  }
+  KeptResults(const KeptResults&) = delete;
+  KeptResults& operator=(const KeptResults&) = delete;
 };
+
+bool KeepBudget::take(size_t bytes) {
+  if (held_ + bytes > limit_) return false;
+  held_ += bytes;
+  return true;
+}
 
 namespace {
 
@@ -51,21 +71,29 @@ std::vector<Tensor> kept_across_recompute(const char* op, const std::function<st
   if (!kept) return compute();
   if (!kept->replaying) {
     std::vector<Tensor> results = compute();
-    kept->entries.emplace_back(op, results);
+    size_t bytes = 0;
+    for (const Tensor& t : results) bytes += t.defined() ? t.nbytes() : 0;
+    if (kept->budget && !kept->budget->take(bytes))
+      kept->entries.push_back({op, {}, 0});
+    else
+      kept->entries.push_back({op, results, bytes});
     return results;
   }
-  PRIMER_CHECK(kept->next < kept->entries.size() && kept->entries[kept->next].first == op,
+  PRIMER_CHECK(kept->next < kept->entries.size() && kept->entries[kept->next].op == op,
                "checkpoint '{}': the recompute asks for {}'s results as its kept result {}, where the first forward "
                "kept {}: the block did not run the same ops twice",
                kept->block, op, kept->next,
-               kept->next < kept->entries.size() ? kept->entries[kept->next].first + "'s" : std::string("no more"));
-  return std::move(kept->entries[kept->next++].second);  // the recompute's Vars hold them from here on
+               kept->next < kept->entries.size() ? kept->entries[kept->next].op + "'s" : std::string("no more"));
+  KeptResults::Entry& entry = kept->entries[kept->next++];
+  if (entry.results.empty()) return compute();  // past the budget in the first forward
+  if (kept->budget) kept->budget->give_back(entry.bytes);
+  return std::move(entry.results);  // the recompute's Vars hold them from here on
 }
 
 std::vector<Var> checkpoint(const std::string& name, const BlockFn& fn, const std::vector<Var>& inputs,
-                            bool keep_costly) {
+                            const KeepPolicy& policy) {
   if (!grad_enabled()) return fn(inputs);
-  const auto kept = keep_costly ? std::make_shared<KeptResults>(KeptResults{name}) : nullptr;
+  const auto kept = policy.keep ? std::make_shared<KeptResults>(name, policy.budget) : nullptr;
   std::vector<Var> outputs;
   {
     NoGrad no_grad;

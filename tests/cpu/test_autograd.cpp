@@ -125,6 +125,35 @@ TEST(Autograd, SelectiveRecomputationHandsTheKeptResultsBack) {
   EXPECT_EQ(x->grad.to_vector<double>(), run(false, &full_runs));
 }
 
+// Within a budget the first block keeps its result and the second, past it, recomputes; the budget's bytes come back
+// when the recompute takes them, or when a recorded block is dropped without a backward.
+TEST(Autograd, SelectiveRecomputationKeepsWithinItsBudget) {
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const Tensor x0 = test::randn({3, 4}, seed), dy = test::randn({3, 4}, seed + 1);
+  const auto budget = std::make_shared<ag::KeepBudget>(x0.nbytes());  // one block's result
+  CountedBlock first, second;
+  Var x = ag::leaf(x0);
+  const Var h = ag::checkpoint("block 0", first.fn(), {x}, {true, budget})[0];
+  const Var y = ag::checkpoint("block 1", second.fn(), {h}, {true, budget})[0];
+  EXPECT_EQ(budget->held(), x0.nbytes());
+  ag::backward(y, dy);
+  EXPECT_EQ(first.computed, 1);   // kept
+  EXPECT_EQ(second.computed, 2);  // past the budget: recomputed
+  EXPECT_EQ(budget->held(), 0u);
+  CountedBlock unkept_first, unkept_second;
+  Var x2 = ag::leaf(x0);
+  const Var h2 = ag::checkpoint("block 0", unkept_first.fn(), {x2}, false)[0];
+  ag::backward(ag::checkpoint("block 1", unkept_second.fn(), {h2}, false)[0], dy);
+  EXPECT_EQ(x->grad.to_vector<double>(), x2->grad.to_vector<double>());
+
+  CountedBlock dropped;
+  ag::checkpoint("block 2", dropped.fn(), {ag::leaf(x0)}, {true, budget});
+  EXPECT_EQ(budget->held(), x0.nbytes());
+  ag::current_tape().clear();  // no backward: the kept result is released with the node
+  EXPECT_EQ(budget->held(), 0u);
+}
+
 // A recompute that does not ask for what the first forward kept (a block that is not deterministic) is refused,
 // naming the block and the ops; attention and the Chebyshev solve are such kept ops.
 TEST(Autograd, SelectiveRecomputationRefusesAnotherSequenceOfOps) {

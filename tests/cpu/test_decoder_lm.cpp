@@ -81,6 +81,8 @@ TEST(DecoderLM, RecomputationGivesIdenticalGradients) {
     const auto kept = grads({.recompute = false});
     EXPECT_EQ(grads({.recompute = true, .selective_recompute = true}), kept);
     EXPECT_EQ(grads({.recompute = true, .selective_recompute = false}), kept);
+    // A budget that holds some of the kept results: the later blocks recompute theirs.
+    EXPECT_EQ(grads({.recompute = true, .selective_recompute = true, .selective_recompute_budget_bytes = 4000}), kept);
   }
 }
 
