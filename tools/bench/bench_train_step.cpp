@@ -1,6 +1,7 @@
 // One training step of a Qwen3-shaped model (by default the 0.6B shape: 28 layers, hidden 1024, 16 q / 8 kv heads,
 // head_dim 128, FFN 3072, vocab 151936, tied embeddings) at B=4, T=4096 on one GPU: forward, fused-CE backward, AdamW
-// with fp32 masters. Prints tokens/s, MFU and peak memory, with and without block recomputation.
+// with fp32 masters. Prints tokens/s, MFU and peak memory with activations kept and with block recomputation
+// (selective, the recipes' default; or whole blocks: --recompute off|on|full|both|all).
 // The peer (PyTorch + transformers, same shape) is tools/bench/train_step_peer.py.
 // --profile runs one more step of each mode between cudaProfilerStart/Stop, for
 // `ncu --profile-from-start off --metrics gpu__time_duration.sum --csv --page raw` (tools/bench/step-kernels.sh).
