@@ -32,6 +32,9 @@ inline void expect_float(const Tensor& t, const char* op, const char* arg, Devic
     expect(t, op, arg, device, {DType::F32, DType::BF16});
 }
 
+// t's data, or null for an undefined (optional) tensor.
+template <class T> T* data_or_null(const Tensor& t) { return t.defined() ? t.data<T>() : nullptr; }
+
 // Statistics and parameter-gradient accumulators: f64 alongside f64 inputs, f32 otherwise.
 inline DType accum_dtype(DType input) { return input == DType::F64 ? DType::F64 : DType::F32; }
 

@@ -25,8 +25,6 @@ Dims check_layout(const char* op, const Tensor& a, const Tensor& bias) {
   return {P == 0 ? 0 : a.numel() / P, P};
 }
 
-template <class T> const T* data_or_null(const Tensor& t) { return t.defined() ? t.data<T>() : nullptr; }
-
 }  // namespace
 
 Tensor sigmoid_gate(const Tensor& a, const Tensor& bias, double offset) {

@@ -63,8 +63,6 @@ template <class F> void dispatch_cpu(DType a_dtype, DType param_dtype, const cha
                      [&](auto a_tag) { dispatch_cpu_float(param_dtype, op, [&](auto p_tag) { f(a_tag, p_tag); }); });
 }
 
-template <class T> T* data_or_null(const Tensor& t) { return t.defined() ? t.data<T>() : nullptr; }
-
 }  // namespace
 
 Tensor ssm_decay(const Tensor& a, const Tensor& A_log, const Tensor& dt_bias, Tensor* delta) {

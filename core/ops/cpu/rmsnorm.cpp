@@ -93,8 +93,6 @@ template <class T> Rows<T> rows_of(const Tensor& x, const Tensor& w) {
   return {x.numel() / D, D, w.defined() ? w.numel() / D : 0};
 }
 
-template <class T> T* data_or_null(const Tensor& t) { return t.defined() ? t.data<T>() : nullptr; }
-
 }  // namespace
 
 void rmsnorm(const Tensor& y, const Tensor& rstd, const Tensor& x, const Tensor& w, const Tensor& z,
