@@ -15,19 +15,8 @@
 namespace primer::bench {
 
 // One forward + backward of `mixer` (its parameters already materialized) on a random bf16 input of `shape` with a
-// random output gradient, as a callable for the timers.
-inline std::function<void()> mixer_train_pass(layers::SequenceMixer& mixer, const LayerShape& shape) {
-  const int64_t hidden = shape.layer_config().hidden_size;
-  const Tensor x = normal_gpu({shape.batch, shape.seq, hidden}, 8, DType::BF16);
-  const Tensor dy = normal_gpu({shape.batch, shape.seq, hidden}, 9, DType::BF16);
-  return [&mixer, x, dy] {
-    const ag::Var y = mixer.forward(ag::leaf(x), {});
-    y->grad = dy;
-    ag::current_tape().backward();
-  };
-}
-
-// The same pass as two phases, forward then backward, for bench::phase_times.
+// random output gradient, as two phases (forward, then backward) for bench::phase_times; the output is released after
+// the backward, as a layer's would be.
 inline std::vector<std::function<void()>> mixer_train_phases(layers::SequenceMixer& mixer, const LayerShape& shape) {
   const int64_t hidden = shape.layer_config().hidden_size;
   const Tensor x = normal_gpu({shape.batch, shape.seq, hidden}, 8, DType::BF16);
@@ -37,7 +26,16 @@ inline std::vector<std::function<void()>> mixer_train_phases(layers::SequenceMix
           [dy, y] {
             (*y)->grad = dy;
             ag::current_tape().backward();
+            y->reset();
           }};
+}
+
+// The same pass as one callable, for the timers.
+inline std::function<void()> mixer_train_pass(layers::SequenceMixer& mixer, const LayerShape& shape) {
+  return [phases = mixer_train_phases(mixer, shape)] {
+    phases[0]();
+    phases[1]();
+  };
 }
 
 // Median milliseconds of one forward + backward of a `Mixer` layer of `shape` (its weights under `prefix`).
