@@ -20,7 +20,7 @@ namespace primer::layers {
 struct DecoderOptions {
   bool recompute = false;  // activation checkpointing per block
   // Under recompute, keep the results that cost most to recompute and least to hold (attention's output and
-  // log-sum-exp, GKA's Chebyshev solve, the GLA readouts, the o_proj and down_proj outputs:
+  // log-sum-exp, GKA's Chebyshev solve, the GLA readouts, the gated delta rule's o, the o_proj and down_proj outputs:
   // ag::kept_across_recompute) instead of recomputing them.
   bool selective_recompute = true;
   // The bytes those kept results may hold at once over all blocks (ag::KeepBudget); past it, later blocks recompute

@@ -4,8 +4,9 @@
 //
 // Selective recomputation (KeepPolicy): an op whose results cost much to recompute and little to hold forms them
 // through kept_across_recompute: attention's output and log-sum-exp (a whole flash forward for 2·Dh + 4 bytes per
-// token and query head in bf16), GKA's Chebyshev solve (its iterations for x, 4·Dh bytes per token and head) and the
-// GLA readout of Mamba-2 and GKA (its state scan and output pass for o, 2·Dh bytes in bf16), and the projections back
+// token and query head in bf16), GKA's Chebyshev solve (its iterations for x, 4·Dh bytes per token and head), the
+// GLA readout of Mamba-2 and GKA (its state scan and output pass for o, 2·Dh bytes in bf16), the gated delta rule's o
+// (GDN, KZLA: its backward then recomputes the chunk scratch without forming o), and the projections back
 // into the residual stream (ag::linear_kept: a GEMM for [hidden] values a token). In the block's first forward they
 // are kept, and when backward re-runs the block the op is handed them back, in the same order, instead of computing
 // them again (PyTorch's selective activation checkpointing, with the policy fixed by the ops and the layers).

@@ -58,8 +58,9 @@ TEST_P(DecoderGradients, EveryParameterMatchesFiniteDifferences) {
 
 INSTANTIATE_TEST_SUITE_P(QwenAndLlama, DecoderGradients, ::testing::Values("qwen3", "llama", "mistral"));
 
-// Whole blocks recomputed, or all but attention's, the GKA solve's and the GLA readouts' results (kept from the first
-// forward): the same ops on the same inputs, so the same gradients to the last bit, in a Transformer and a hybrid.
+// Whole blocks recomputed, or all but attention's, the GKA solve's, the GLA readouts' and the gated delta rule's
+// results (kept from the first forward): the same ops on the same inputs, so the same gradients to the last bit, in a
+// Transformer and a hybrid.
 TEST(DecoderLM, RecomputationGivesIdenticalGradients) {
   const uint64_t seed = test::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));

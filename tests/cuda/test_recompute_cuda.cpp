@@ -1,7 +1,7 @@
 // Selective recomputation on the GPU (tests/cpu/test_decoder_lm.cpp has the CPU side, bit for bit): a bf16
 // attention/GKA/Mamba-2/GDN hybrid's parameter gradients with its blocks recomputed but attention's output and
-// log-sum-exp, the Chebyshev solve's x, the GLA readouts' o and the output projections kept from the first forward
-// (GDN's core recomputed), against whole blocks recomputed.
+// log-sum-exp, the Chebyshev solve's x, the GLA readouts' and the gated delta rule's o and the output projections kept
+// from the first forward, against whole blocks recomputed.
 //
 // The kept results are the very values a recompute forms (the same kernels on the same inputs); the GKA backward then
 // recomputes the chunk-start states it would otherwise have been handed, and the GLA backward forms any operand the
