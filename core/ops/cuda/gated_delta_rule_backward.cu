@@ -90,9 +90,6 @@ template <int D, int BV> __global__ void __launch_bounds__(kThreads)
     const int64_t crow = bh * int64_t(sz.chunks) * kChunk + n * kChunk;
 
     store_tile<BV>(sdS, dS, ms, ns, lane);
-    for_each_pair(dS, ms, ns, lane, [&](int r, int c, float v0, float v1) {
-      *reinterpret_cast<uint32_t*>(s.dstates + ((bh * sz.chunks + n) * D + r) * D + col0 + c) = pack_bf16(v0, v1);
-    });
     __syncthreads();
 
     const float* G = st.G;
@@ -101,10 +98,11 @@ template <int D, int BV> __global__ void __launch_bounds__(kThreads)
     float acc[GU::kTiles][4];
     zero(acc);
     warp_mma<D, GU::kTiles>(acc, MatA<D>{st.K}, MatB<BV>{sdS}, mu, nu, lane);
+    // (the stores of whole tiles from shared memory go out while the products run)
+    store_tile_rows<D, BV, kThreads>(s.dstates + ((bh * sz.chunks + n) * D) * D + col0, D, sdS);
     scale_rows(acc, mu, lane, [&](int r) { return exp2f(g_last - G[r]); });
     warp_mma<kChunk, GU::kTiles>(acc, MatAT<kChunk>{st.P}, MatB<BV>{st.dO}, mu, nu, lane);
     for_each_pair(acc, mu, nu, lane, [&](int r, int c, float v0, float v1) {
-      *reinterpret_cast<uint32_t*>(s.dU + (crow + r) * D + col0 + c) = pack_bf16(v0, v1);
       *reinterpret_cast<uint32_t*>(sdUn + swizzle<BV>(r, c)) = pack_bf16(-v0, -v1);
     });
     // scale·γ ⊙ dO, each warp over its own block of the tile.
@@ -121,6 +119,7 @@ template <int D, int BV> __global__ void __launch_bounds__(kThreads)
     scale_rows(dS, ms, lane, [&](int) { return decay; });
     warp_mma<kChunk, GS::kTiles>(dS, MatAT<D>{st.Q}, MatB<BV>{sdOg}, ms, ns, lane);
     warp_mma<kChunk, GS::kTiles>(dS, MatAT<D>{st.W}, MatB<BV>{sdUn}, ms, ns, lane);
+    store_tile_rows<kChunk, BV, kThreads, true>(s.dU + crow * D + col0, D, sdUn);  // −(−dU): dU exactly
     __syncthreads();
   }
   if (dstate_in)

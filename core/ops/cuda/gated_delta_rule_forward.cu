@@ -239,16 +239,14 @@ template <int D, int BV, bool kOutput, bool kStore> __global__ void __launch_bou
     const float* G = st.G;
 
     store_tile<BV>(sS, S, ms, ns, lane);
-    if constexpr (kStore)
-      for_each_pair(S, ms, ns, lane, [&](int r, int c, float v0, float v1) {
-        *reinterpret_cast<uint32_t*>(s.states + ((bh * sz.chunks + n) * D + r) * D + col0 + c) = pack_bf16(v0, v1);
-      });
     __syncthreads();  // the stage has landed for everyone, and sS is complete
 
     const float g_last = G[kChunk - 1];
     float acc[GU::kTiles][4];
     zero(acc);
     warp_mma<D, GU::kTiles>(acc, MatA<D>{st.W}, MatB<BV>{sS}, mu, nu, lane);
+    // (the stores of whole tiles from shared memory go out while the products run)
+    if constexpr (kStore) store_tile_rows<D, BV, kThreads>(s.states + ((bh * sz.chunks + n) * D) * D + col0, D, sS);
     const float f_lo = exp2f(g_last - G[mu + lane / 4]), f_hi = exp2f(g_last - G[mu + lane / 4 + 8]);
     for_each_pair(acc, mu, nu, lane, [&](int r, int c, float w0, float w1) {
       const float2 u = tile_pair<BV>(st.u, r, c);
@@ -256,7 +254,6 @@ template <int D, int BV, bool kOutput, bool kStore> __global__ void __launch_bou
       const float f = r == mu + lane / 4 ? f_lo : f_hi;
       *reinterpret_cast<uint32_t*>(sU + swizzle<BV>(r, c)) = pack_bf16(u0, u1);
       *reinterpret_cast<uint32_t*>(sU2 + swizzle<BV>(r, c)) = pack_bf16(f * u0, f * u1);
-      if constexpr (kStore) *reinterpret_cast<uint32_t*>(s.U + (crow + r) * D + col0 + c) = pack_bf16(u0, u1);
     });
     if constexpr (kOutput) {
       zero(acc);
@@ -267,6 +264,7 @@ template <int D, int BV, bool kOutput, bool kStore> __global__ void __launch_bou
 
     if constexpr (kOutput) {
       warp_mma<kChunk, GU::kTiles>(acc, MatA<kChunk>{st.P}, MatB<BV>{sU}, mu, nu, lane);
+      if constexpr (kStore) store_tile_rows<kChunk, BV, kThreads>(s.U + crow * D + col0, D, sU);
       for_each_pair(acc, mu, nu, lane, [&](int r, int c, float v0, float v1) {
         if (r < valid)
           *reinterpret_cast<uint32_t*>(o + ((int64_t(b) * sz.T + t0 + r) * sz.H + h) * D + col0 + c) =
@@ -276,6 +274,7 @@ template <int D, int BV, bool kOutput, bool kStore> __global__ void __launch_bou
     const float decay = exp2f(g_last);
     scale_rows(S, ms, lane, [&](int) { return decay; });
     warp_mma<kChunk, GS::kTiles>(S, MatAT<D>{st.K}, MatB<BV>{sU2}, ms, ns, lane);
+    if constexpr (kStore && !kOutput) store_tile_rows<kChunk, BV, kThreads>(s.U + crow * D + col0, D, sU);
     __syncthreads();  // everyone is done with this stage and with sS, sU, sU2
   }
   if (state_out)

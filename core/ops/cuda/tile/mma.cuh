@@ -46,17 +46,44 @@ template <int kPending> __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
 }
 
+// A tile's 16-byte chunks spread over kThreads threads, in an order the compiler can unroll: each thread keeps one
+// column chunk and steps down the rows by kRowStep (where the threads cover whole rows), so a swizzled tile's row % 8
+// (and with it the XOR) stays the thread's own across the steps, and every step's shared address is an immediate
+// offset from the first. f(row, col) for each of this thread's chunks with row < kRows.
+template <int kRows, int kCols, int kThreads, class F> __device__ __forceinline__ void for_each_chunk(F&& f) {
+  constexpr int kChunksPerRow = kCols / 8;
+  if constexpr (kThreads % kChunksPerRow == 0) {
+    constexpr int kRowStep = kThreads / kChunksPerRow;
+    const int row0 = int(threadIdx.x) / kChunksPerRow, col = (int(threadIdx.x) % kChunksPerRow) * 8;
+#pragma unroll
+    for (int i = 0; i < (kRows + kRowStep - 1) / kRowStep; ++i)
+      if (kRows % kRowStep == 0 || row0 + i * kRowStep < kRows) f(row0 + i * kRowStep, col);
+  } else {
+    for (int c = int(threadIdx.x); c < kRows * kChunksPerRow; c += kThreads)
+      f(c / kChunksPerRow, (c % kChunksPerRow) * 8);
+  }
+}
+
 // Copies rows [0, kRows) of a [*, kCols] bf16 tile whose rows are `row_stride` elements apart into swizzled shared
 // memory; rows at or beyond `valid_rows` are zero-filled (so padded keys and values can never inject NaN).
 template <int kRows, int kCols, int kThreads>
 __device__ __forceinline__ void load_tile_async(bf16* smem, const bf16* global, int64_t row_stride, int valid_rows) {
-  constexpr int kChunksPerRow = kCols / 8;
-#pragma unroll
-  for (int c = threadIdx.x; c < kRows * kChunksPerRow; c += kThreads) {
-    const int row = c / kChunksPerRow, col = (c % kChunksPerRow) * 8;
+  for_each_chunk<kRows, kCols, kThreads>([&](int row, int col) {
     const bool valid = row < valid_rows;
     cp_async_16(smem + swizzle<kCols>(row, col), valid ? global + row * row_stride + col : global, valid);
-  }
+  });
+}
+
+// The reverse of load_tile_async: writes rows [0, kRows) of a swizzled [kRows][kCols] bf16 tile in shared memory to
+// global rows `row_stride` elements apart, 16 bytes a thread at a time (whole sectors, a few instructions a thread
+// where a fragment's pairs would take a 4-byte store each). kNegate flips every element's sign on the way.
+template <int kRows, int kCols, int kThreads, bool kNegate = false>
+__device__ __forceinline__ void store_tile_rows(bf16* global, int64_t row_stride, const bf16* smem) {
+  for_each_chunk<kRows, kCols, kThreads>([&](int row, int col) {
+    uint4 v = *reinterpret_cast<const uint4*>(smem + swizzle<kCols>(row, col));
+    if constexpr (kNegate) v.x ^= 0x80008000u, v.y ^= 0x80008000u, v.z ^= 0x80008000u, v.w ^= 0x80008000u;
+    *reinterpret_cast<uint4*>(global + row * row_stride + col) = v;
+  });
 }
 
 __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const bf16* p) {
