@@ -196,8 +196,9 @@ config::Schema build_train_schema() {
   s.add_bool("selective_gradient_checkpointing",
              "Under gradient checkpointing, keep from the forward what costs most to recompute and little to hold: "
              "attention's output and log-sum-exp (2·head_dim + 4 bytes per token and query head in bf16), GKA's "
-             "Chebyshev solve (4·head_dim per token and head), the Mamba-2/GKA readout (2·head_dim) and the "
-             "o_proj and down_proj outputs (2·hidden_size per token each); false: recompute whole blocks")
+             "Chebyshev solve (4·head_dim per token and head), the Mamba-2/GKA readout and the GDN/KZLA core's output "
+             "(2·head_dim each) and the o_proj and down_proj outputs (2·hidden_size per token each); false: recompute "
+             "whole blocks")
       .defaults(true);
   s.add_float("selective_gradient_checkpointing_budget_gb",
               "GB that selective_gradient_checkpointing's kept results may hold at once per rank; past it the later "
