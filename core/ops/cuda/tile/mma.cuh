@@ -47,9 +47,10 @@ template <int kPending> __device__ __forceinline__ void cp_async_wait() {
 }
 
 // A tile's 16-byte chunks spread over kThreads threads, in an order the compiler can unroll: each thread keeps one
-// column chunk and steps down the rows by kRowStep (where the threads cover whole rows), so a swizzled tile's row % 8
-// (and with it the XOR) stays the thread's own across the steps, and every step's shared address is an immediate
-// offset from the first. f(row, col) for each of this thread's chunks with row < kRows.
+// column chunk and steps down the rows by kRowStep (where the threads cover whole rows). With a step that is a
+// multiple of 8 (256 threads on rows of up to 256 bf16) a swizzled tile's row % 8, and with it the XOR, stays the
+// thread's own, and every step's shared address is an immediate offset from the first. f(row, col) for each of this
+// thread's chunks with row < kRows.
 template <int kRows, int kCols, int kThreads, class F> __device__ __forceinline__ void for_each_chunk(F&& f) {
   constexpr int kChunksPerRow = kCols / 8;
   if constexpr (kThreads % kChunksPerRow == 0) {
