@@ -5,15 +5,18 @@
 # the table. The report itself is removed (tens of MB) unless KEEP_REPORT=1.
 # Usage: tools/bench/kernel-stalls.sh NAME REGEX COMMAND...
 #   e.g. tools/bench/kernel-stalls.sh state-gradients state_gradients build-device/bench_gka --seq 1024
+# REGEX matches the kernel's function name; STALLS_NAME_BASE=demangled matches the whole demangled name instead (one
+# instance of a template: 'state_pass_kernel<128, 32, false, true>'), and STALLS_SKIP=N skips N matching launches.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
-[ $# -ge 3 ] || { sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'; exit 1; }
+[ $# -ge 3 ] || { sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; exit 1; }
 name="$1" regex="$2"
 shift 2
 out="${OUT:-$PWD/device-logs}"
 mkdir -p "$out"
 report="$out/stalls-$name"
-if ! ncu -k "regex:$regex" --launch-count 1 --set full --import-source no -f -o "$report" "$@" >"$out/stalls-$name-ncu.log" 2>&1; then
+if ! ncu --kernel-name-base "${STALLS_NAME_BASE:-function}" -k "regex:$regex" --launch-skip "${STALLS_SKIP:-0}" \
+  --launch-count 1 --set full --import-source no -f -o "$report" "$@" >"$out/stalls-$name-ncu.log" 2>&1; then
   echo "kernel-stalls: ncu failed:"; tail -5 "$out/stalls-$name-ncu.log"; exit 1
 fi
 [ -f "$report.ncu-rep" ] || { echo "kernel-stalls: no kernel matched '$regex' (see $out/stalls-$name-ncu.log)"; exit 1; }
