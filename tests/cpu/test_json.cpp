@@ -172,7 +172,12 @@ TEST(Json, ParsesTenMegabytesWellUnderASecond) {
   ASSERT_EQ(int64_t(model.at("vocab").as_object().size()), entries);
   EXPECT_EQ(model.at("vocab").at(last_key).as_int(), entries - 1);
   EXPECT_EQ(model.at("scale").as_double(), 0.125);
+#if defined(__SANITIZE_ADDRESS__)
+  // tools/sanitize.sh's instrumented -O1 build parses several times slower (1.3 s once on CI's 2 shared cores): there
+  // the test checks memory safety, and the release build checks the bound.
+#else
   EXPECT_LT(seconds, 1.0);  // the brief's bound; typically ~10x faster
+#endif
 }
 
 }  // namespace
