@@ -2,6 +2,7 @@
 // belongs to the kernel in one device's context, so a process that launches on a second GPU sets it there too.
 #pragma once
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 
 #include "core/cuda_runtime.h"
@@ -14,6 +15,18 @@ template <auto kKernel> void allow_dynamic_smem(int bytes) {
   if (configured.load(std::memory_order_acquire) & device) return;
   PRIMER_CUDA_CHECK(cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
   configured.fetch_or(device, std::memory_order_release);  // setting it twice in a race is harmless
+}
+
+// The most dynamic shared memory one block may opt in to on the current device (227 KB on Hopper, 163 KB on an
+// A100), for kernels that take deeper pipelines where they fit. Kernels run on one device per process in primer, so
+// the first query holds.
+inline size_t max_dynamic_smem() {
+  static const size_t bytes = [] {
+    int n = 0;
+    PRIMER_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMaxSharedMemoryPerBlockOptin, cuda::current_device()));
+    return size_t(n);
+  }();
+  return bytes;
 }
 
 }  // namespace primer::ops::cuda_ops

@@ -26,18 +26,18 @@ using tile::swizzle;
 // ---------------------------------------------------------------------------------------------------------------
 // Reverse state pass.
 
-template <int D, int BV> struct ReverseLayout {
-  static constexpr int kTile = kChunk * D;
+template <int D, int BV, int Stages> struct ReverseLayout {
+  static constexpr int kTile = kChunk * D, kStages = Stages;
   // One stage: Q, K, W tiles, the dO slice, P, G.
   static constexpr int kStageHalves = 3 * kTile + kChunk * BV + kChunk * kChunk;
   static constexpr size_t kStageBytes = kStageHalves * sizeof(bf16) + kChunk * sizeof(float);
-  // Two stages, then dS [D][BV] in bf16, −dU and scale·γ⊙dO [64][BV].
-  static constexpr size_t kBytes = 2 * kStageBytes + (D * BV + 2 * kChunk * BV) * sizeof(bf16);
+  // The stages, then dS [D][BV] in bf16, −dU and scale·γ⊙dO [64][BV].
+  static constexpr size_t kBytes = kStages * kStageBytes + (D * BV + 2 * kChunk * BV) * sizeof(bf16);
 };
 
-template <int D, int BV> __global__ void __launch_bounds__(kThreads)
+template <int D, int BV, int kStages> __global__ void __launch_bounds__(kThreads)
     reverse_pass_kernel(Sizes sz, Inputs in, const bf16* dout, Scratch s, const float* dstate_out, float* dstate_in) {
-  using Ly = ReverseLayout<D, BV>;
+  using Ly = ReverseLayout<D, BV, kStages>;
   using GS = WarpGrid<D, BV, kThreads / 32>;
   using GU = WarpGrid<kChunk, BV, kThreads / 32>;
   extern __shared__ __align__(128) unsigned char smem[];
@@ -45,13 +45,13 @@ template <int D, int BV> __global__ void __launch_bounds__(kThreads)
     bf16 *Q, *K, *W, *dO, *P;
     float* G;
   };
-  auto stage = [&](int i) {  // the two stages' tiles, by arithmetic (an array of them would live in local memory)
-    bf16* base = reinterpret_cast<bf16*>(smem + (i & 1) * Ly::kStageBytes);
+  auto stage = [&](int i) {  // a stage's tiles, by arithmetic (an array of them would live in local memory)
+    bf16* base = reinterpret_cast<bf16*>(smem + unsigned(i) % kStages * Ly::kStageBytes);
     bf16* dO = base + 3 * Ly::kTile;
     return Stage{base, base + Ly::kTile, base + 2 * Ly::kTile,
                  dO,   dO + kChunk * BV, reinterpret_cast<float*>(base + Ly::kStageHalves)};
   };
-  bf16* sdS = reinterpret_cast<bf16*>(smem + 2 * Ly::kStageBytes);
+  bf16* sdS = reinterpret_cast<bf16*>(smem + kStages * Ly::kStageBytes);
   bf16* sdUn = sdS + D * BV;
   bf16* sdOg = sdUn + kChunk * BV;
 
@@ -65,28 +65,30 @@ template <int D, int BV> __global__ void __launch_bounds__(kThreads)
   for_each(dS, ms, ns, lane,
            [&](int r, int c, float& v) { v = dstate_out ? dstate_out[(bh * D + r) * D + col0 + c] : 0.f; });
 
-  auto load = [&](int n, const Stage& st) {
-    const int t0 = n * kChunk, valid = min(kChunk, sz.T - t0);
-    const int64_t in_row = (int64_t(b) * sz.T + t0) * sz.H + h, crow = bh * int64_t(sz.chunks) * kChunk + t0;
-    tile::load_tile_async<kChunk, D, kThreads>(st.Q, in.q + in_row * D, row_stride, valid);
-    tile::load_tile_async<kChunk, D, kThreads>(st.K, in.k + in_row * D, row_stride, valid);
-    tile::load_tile_async<kChunk, D, kThreads>(st.W, s.W + crow * D, D, kChunk);
-    tile::load_tile_async<kChunk, BV, kThreads>(st.dO, dout + in_row * D + col0, row_stride, valid);
-    tile::load_tile_async<kChunk, kChunk, kThreads>(st.P, s.P + crow * kChunk, kChunk, kChunk);
-    load_row_async(st.G, s.G2 + crow);
+  // Step i's tiles (chunk chunks − 1 − i) into stage i % kStages: one cp.async group, empty past the first chunk, so
+  // that a wait counts steps.
+  auto load = [&](int i) {
+    const int n = sz.chunks - 1 - i;
+    if (n >= 0) {
+      const Stage st = stage(i);
+      const int t0 = n * kChunk, valid = min(kChunk, sz.T - t0);
+      const int64_t in_row = (int64_t(b) * sz.T + t0) * sz.H + h, crow = bh * int64_t(sz.chunks) * kChunk + t0;
+      tile::load_tile_async<kChunk, D, kThreads>(st.Q, in.q + in_row * D, row_stride, valid);
+      tile::load_tile_async<kChunk, D, kThreads>(st.K, in.k + in_row * D, row_stride, valid);
+      tile::load_tile_async<kChunk, D, kThreads>(st.W, s.W + crow * D, D, kChunk);
+      tile::load_tile_async<kChunk, BV, kThreads>(st.dO, dout + in_row * D + col0, row_stride, valid);
+      tile::load_tile_async<kChunk, kChunk, kThreads>(st.P, s.P + crow * kChunk, kChunk, kChunk);
+      load_row_async(st.G, s.G2 + crow);
+    }
     tile::cp_async_commit();
   };
 
-  load(sz.chunks - 1, stage(0));
+  for (int i = 0; i + 1 < kStages; ++i) load(i);
   for (int i = 0; i < sz.chunks; ++i) {
     const int n = sz.chunks - 1 - i;
     const Stage st = stage(i);
-    if (n > 0) {
-      load(n - 1, stage(i + 1));
-      tile::cp_async_wait<1>();
-    } else {
-      tile::cp_async_wait<0>();
-    }
+    load(i + kStages - 1);  // that stage was released by the previous iteration's last barrier
+    tile::cp_async_wait<kStages - 1>();
     const int64_t crow = bh * int64_t(sz.chunks) * kChunk + n * kChunk;
 
     store_tile<BV>(sdS, dS, ms, ns, lane);
@@ -401,11 +403,17 @@ template <int D> __global__ void __launch_bounds__(kThreads)
 
 template <int D, int BV> void reverse_pass(const GatedDeltaDims& d, const Inputs& in, const bf16* dout,
                                            const Scratch& s, const float* dstate_out, float* dstate_in) {
-  using Ly = ReverseLayout<D, BV>;
-  allow_dynamic_smem<reverse_pass_kernel<D, BV>>(Ly::kBytes);
   const dim3 grid(unsigned(D / BV), unsigned(d.heads), unsigned(d.batch));
-  reverse_pass_kernel<D, BV>
-      <<<grid, kThreads, Ly::kBytes, cuda::stream()>>>(sizes_of(d), in, dout, s, dstate_out, dstate_in);
+  auto launch = [&](auto stages) {
+    using Ly = ReverseLayout<D, BV, decltype(stages)::value>;
+    constexpr auto kernel = reverse_pass_kernel<D, BV, Ly::kStages>;
+    allow_dynamic_smem<kernel>(Ly::kBytes);
+    kernel<<<grid, kThreads, Ly::kBytes, cuda::stream()>>>(sizes_of(d), in, dout, s, dstate_out, dstate_in);
+  };
+  if (ReverseLayout<D, BV, 3>::kBytes <= max_dynamic_smem())
+    launch(std::integral_constant<int, 3>{});
+  else
+    launch(std::integral_constant<int, 2>{});
   PRIMER_CUDA_CHECK_LAUNCH();
 }
 

@@ -166,20 +166,20 @@ template <int D> __global__ void __launch_bounds__(kThreads)
 // ---------------------------------------------------------------------------------------------------------------
 // State pass.
 
-template <int D, int BV, bool kOutput> struct PassLayout {
-  static constexpr int kTile = kChunk * D;
+template <int D, int BV, bool kOutput, int Stages> struct PassLayout {
+  static constexpr int kTile = kChunk * D, kStages = Stages;
   // One stage: W, K (and Q) tiles, the u slice (and P), G.
   static constexpr int kStageHalves = 2 * kTile + kChunk * BV + (kOutput ? kTile + kChunk * kChunk : 0);
   static constexpr size_t kStageBytes = kStageHalves * sizeof(bf16) + kChunk * sizeof(float);
-  // Two stages, then the bf16 state [D][BV] and U, D_last·U [64][BV].
-  static constexpr size_t kBytes = 2 * kStageBytes + (D * BV + 2 * kChunk * BV) * sizeof(bf16);
+  // The stages, then the bf16 state [D][BV] and U, D_last·U [64][BV].
+  static constexpr size_t kBytes = kStages * kStageBytes + (D * BV + 2 * kChunk * BV) * sizeof(bf16);
 };
 
 // kOutput: write o (and S_T); kStore: write each chunk's starting state and its corrected values U for the backward
 // (the backward's recompute pass stores only; a forward whose scratch the backward keeps does both).
-template <int D, int BV, bool kOutput, bool kStore> __global__ void __launch_bounds__(kThreads)
+template <int D, int BV, int kStages, bool kOutput, bool kStore> __global__ void __launch_bounds__(kThreads)
     state_pass_kernel(Sizes sz, Inputs in, Scratch s, const float* state_in, bf16* o, float* state_out) {
-  using Ly = PassLayout<D, BV, kOutput>;
+  using Ly = PassLayout<D, BV, kOutput, kStages>;
   using GS = WarpGrid<D, BV, kThreads / 32>;       // the state slice [D][BV]
   using GU = WarpGrid<kChunk, BV, kThreads / 32>;  // U and o [64][BV]
   extern __shared__ __align__(128) unsigned char smem[];
@@ -187,8 +187,8 @@ template <int D, int BV, bool kOutput, bool kStore> __global__ void __launch_bou
     bf16 *W, *K, *u, *Q, *P;
     float* G;
   };
-  auto stage = [&](int i) {  // the two stages' tiles, by arithmetic (an array of them would live in local memory)
-    bf16* base = reinterpret_cast<bf16*>(smem + (i & 1) * Ly::kStageBytes);
+  auto stage = [&](int i) {  // a stage's tiles, by arithmetic (an array of them would live in local memory)
+    bf16* base = reinterpret_cast<bf16*>(smem + unsigned(i) % kStages * Ly::kStageBytes);
     bf16* u = base + 2 * Ly::kTile;
     return Stage{base,
                  base + Ly::kTile,
@@ -197,7 +197,7 @@ template <int D, int BV, bool kOutput, bool kStore> __global__ void __launch_bou
                  u + kChunk * BV + Ly::kTile,
                  reinterpret_cast<float*>(base + Ly::kStageHalves)};
   };
-  bf16* sS = reinterpret_cast<bf16*>(smem + 2 * Ly::kStageBytes);
+  bf16* sS = reinterpret_cast<bf16*>(smem + kStages * Ly::kStageBytes);
   bf16* sU = sS + D * BV;
   bf16* sU2 = sU + kChunk * BV;
 
@@ -211,29 +211,30 @@ template <int D, int BV, bool kOutput, bool kStore> __global__ void __launch_bou
   for_each(S, ms, ns, lane,
            [&](int r, int c, float& v) { v = state_in ? state_in[(bh * D + r) * D + col0 + c] : 0.f; });
 
-  auto load = [&](int n, const Stage& st) {
-    const int t0 = n * kChunk, valid = min(kChunk, sz.T - t0);
-    const int64_t in_row = (int64_t(b) * sz.T + t0) * sz.H + h, crow = bh * int64_t(sz.chunks) * kChunk + t0;
-    tile::load_tile_async<kChunk, D, kThreads>(st.W, s.W + crow * D, D, kChunk);
-    tile::load_tile_async<kChunk, D, kThreads>(st.K, in.k + in_row * D, row_stride, valid);
-    tile::load_tile_async<kChunk, BV, kThreads>(st.u, s.u + crow * D + col0, D, kChunk);
-    if constexpr (kOutput) {
-      tile::load_tile_async<kChunk, D, kThreads>(st.Q, in.q + in_row * D, row_stride, valid);
-      tile::load_tile_async<kChunk, kChunk, kThreads>(st.P, s.P + crow * kChunk, kChunk, kChunk);
+  // Chunk n's tiles into stage n % kStages: one cp.async group, empty past the last chunk, so that a wait counts
+  // chunks.
+  auto load = [&](int n) {
+    if (n < sz.chunks) {
+      const Stage st = stage(n);
+      const int t0 = n * kChunk, valid = min(kChunk, sz.T - t0);
+      const int64_t in_row = (int64_t(b) * sz.T + t0) * sz.H + h, crow = bh * int64_t(sz.chunks) * kChunk + t0;
+      tile::load_tile_async<kChunk, D, kThreads>(st.W, s.W + crow * D, D, kChunk);
+      tile::load_tile_async<kChunk, D, kThreads>(st.K, in.k + in_row * D, row_stride, valid);
+      tile::load_tile_async<kChunk, BV, kThreads>(st.u, s.u + crow * D + col0, D, kChunk);
+      if constexpr (kOutput) {
+        tile::load_tile_async<kChunk, D, kThreads>(st.Q, in.q + in_row * D, row_stride, valid);
+        tile::load_tile_async<kChunk, kChunk, kThreads>(st.P, s.P + crow * kChunk, kChunk, kChunk);
+      }
+      load_row_async(st.G, s.G2 + crow);
     }
-    load_row_async(st.G, s.G2 + crow);
     tile::cp_async_commit();
   };
 
-  load(0, stage(0));
+  for (int n = 0; n + 1 < kStages; ++n) load(n);
   for (int n = 0; n < sz.chunks; ++n) {
     const Stage st = stage(n);
-    if (n + 1 < sz.chunks) {
-      load(n + 1, stage(n + 1));  // that stage was released by the previous iteration's last barrier
-      tile::cp_async_wait<1>();
-    } else {
-      tile::cp_async_wait<0>();
-    }
+    load(n + kStages - 1);  // that stage was released by the previous iteration's last barrier
+    tile::cp_async_wait<kStages - 1>();
     const int t0 = n * kChunk, valid = min(kChunk, sz.T - t0);
     const int64_t crow = bh * int64_t(sz.chunks) * kChunk + t0;
     const float* G = st.G;
@@ -293,11 +294,17 @@ template <int D> void chunk_prep(const GatedDeltaDims& d, const Inputs& in, cons
 template <int D, int BV, bool kOutput, bool kStore> void state_pass(const GatedDeltaDims& d, const Inputs& in,
                                                                     const Scratch& s, const float* state_in, bf16* o,
                                                                     float* state_out) {
-  using Ly = PassLayout<D, BV, kOutput>;
-  constexpr auto kernel = state_pass_kernel<D, BV, kOutput, kStore>;
-  allow_dynamic_smem<kernel>(Ly::kBytes);
   const dim3 grid(unsigned(D / BV), unsigned(d.heads), unsigned(d.batch));
-  kernel<<<grid, kThreads, Ly::kBytes, cuda::stream()>>>(sizes_of(d), in, s, state_in, o, state_out);
+  auto launch = [&](auto stages) {
+    using Ly = PassLayout<D, BV, kOutput, decltype(stages)::value>;
+    constexpr auto kernel = state_pass_kernel<D, BV, Ly::kStages, kOutput, kStore>;
+    allow_dynamic_smem<kernel>(Ly::kBytes);
+    kernel<<<grid, kThreads, Ly::kBytes, cuda::stream()>>>(sizes_of(d), in, s, state_in, o, state_out);
+  };
+  if (PassLayout<D, BV, kOutput, 3>::kBytes <= max_dynamic_smem())
+    launch(std::integral_constant<int, 3>{});
+  else
+    launch(std::integral_constant<int, 2>{});
   PRIMER_CUDA_CHECK_LAUNCH();
 }
 
