@@ -5,11 +5,12 @@
 # the table. The report itself is removed (tens of MB) unless KEEP_REPORT=1.
 # Usage: tools/bench/kernel-stalls.sh NAME REGEX COMMAND...
 #   e.g. tools/bench/kernel-stalls.sh state-gradients state_gradients build-device/bench_gka --seq 1024
-# REGEX matches the kernel's function name; STALLS_NAME_BASE=demangled matches the whole demangled name instead (one
-# instance of a template: 'state_pass_kernel<128, 32, false, true>'), and STALLS_SKIP=N skips N matching launches.
+# REGEX matches the kernel's function name; to pick one instance of a template, STALLS_NAME_BASE=mangled matches the
+# mangled name ('state_pass_kernelILi128ELi32ELi3ELb0ELb1E') and STALLS_NAME_BASE=demangled the whole demangled one,
+# as Nsight Compute prints it ('state_pass_kernel<\(int\)128, \(int\)32'). STALLS_SKIP=N skips N matching launches.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
-[ $# -ge 3 ] || { sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; exit 1; }
+[ $# -ge 3 ] || { sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 1; }
 name="$1" regex="$2"
 shift 2
 out="${OUT:-$PWD/device-logs}"

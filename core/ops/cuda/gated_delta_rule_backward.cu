@@ -229,11 +229,9 @@ template <int D> __global__ void __launch_bounds__(kThreads)
     };
   };
   auto one = [](int) { return 1.f; };
-  auto store_rows = [&](bf16* out, const float(&acc)[GD::kTiles][4]) {
-    for_each_pair(acc, m0, nD, lane, [&](int r, int c, float v0, float v1) {
-      if (r < valid) *reinterpret_cast<uint32_t*>(out + (in_row + int64_t(r) * sz.H) * D + c) = pack_bf16(v0, v1);
-    });
-  };
+  // dq, dv and dk leave through dO's tile (dead once dq is formed), each staged after a barrier that follows the last
+  // read of the tile before it and stored as whole rows after the next one.
+  auto store_rows = [&](bf16* out) { store_tile_rows<kChunk, D, kThreads>(out + in_row * D, row_stride, sdO, valid); };
   float* row_g = sRowG + wn * kChunk;  // this warp's column block's share of ∂L/∂G_r and dβ_r
   float* row_b = sRowB + wn * kChunk;
 
@@ -260,10 +258,10 @@ template <int D> __global__ void __launch_bounds__(kThreads)
     scale_rows(acc, m0, lane, [&](int r) { return sz.scale * sGamma[r]; });
     warp_mma<kChunk, GD::kTiles>(acc, MatA<kChunk>{sDs}, MatB<D>{sK}, m0, nD, lane);
     add_rows(row_g, row_sums(acc, m0, nD, lane, dot_with(sQ)), m0, lane, one);
-    store_rows(dq, acc);
+    tile::cp_async_wait<1>();  // dS_end, dU
+    __syncthreads();
+    store_tile<D>(sdO, acc, m0, nD, lane);
   }
-  tile::cp_async_wait<1>();  // dS_end, dU
-  __syncthreads();
 
   // The state path of dk, diag(D_last) U dS_endᵀ, and its share of the last row's ∂L/∂G together with
   // γ_last ⟨dS_end, S⟩; and dW = −dU Sᵀ, while S and dS_end are still here.
@@ -287,6 +285,7 @@ template <int D> __global__ void __launch_bounds__(kThreads)
   }
   tile::cp_async_wait<0>();  // V, A
   __syncthreads();           // S and dS_end are dead: R1 and R2 take the WY operands
+  store_rows(dq);
 
   // dk += Dsᵀ Q (the output path), then ∂L/∂G_r −= dk_r·k_r over both paths; dW, X_w = diag(βγ) K, X_u = diag(β) V.
   scale_rows(dW, m0, lane, [](int) { return -1.f; });
@@ -332,9 +331,10 @@ template <int D> __global__ void __launch_bounds__(kThreads)
       add_rows(sRowKV + wn * kChunk, row_sums(acc, m0, nD, lane, dot_with(sV)), m0, lane, one);
       scale_rows(acc, m0, lane, [&](int r) { return sKeyScale[r]; });
     }
-    store_rows(dv, acc);
+    store_tile<D>(sdO, acc, m0, nD, lane);  // dq's rows were read before the last barrier
   }
   __syncthreads();
+  store_rows(dv);
 
   // T1 = dA Aᵀ.
   {
@@ -379,7 +379,7 @@ template <int D> __global__ void __launch_bounds__(kThreads)
       v = sKeyScale[r] * (v - (sRowKV[r] + sRowKV[kChunk + r]) * k_hat);
     });
   }
-  store_rows(dk, dK);
+  store_tile<D>(sdO, dK, m0, nD, lane);  // dv's rows were read before the last barrier
 
   // ∂L/∂G_r in a fixed order, then g_t's gradient: Σ over the rows r ≥ t of its chunk (padded rows included: the
   // last row carries the state's decay, whose gradient belongs to every token of the chunk).
@@ -392,6 +392,7 @@ template <int D> __global__ void __launch_bounds__(kThreads)
     sTotal[r] = x;
   }
   __syncthreads();
+  store_rows(dk);
   if (threadIdx.x < valid) {
     const int r = threadIdx.x;
     float suffix = 0.f;
@@ -410,7 +411,7 @@ template <int D, int BV> void reverse_pass(const GatedDeltaDims& d, const Inputs
     allow_dynamic_smem<kernel>(Ly::kBytes);
     kernel<<<grid, kThreads, Ly::kBytes, cuda::stream()>>>(sizes_of(d), in, dout, s, dstate_out, dstate_in);
   };
-  if (ReverseLayout<D, BV, 3>::kBytes <= max_dynamic_smem())
+  if (takes_three_stages(ReverseLayout<D, BV, 3>::kBytes, grid))
     launch(std::integral_constant<int, 3>{});
   else
     launch(std::integral_constant<int, 2>{});

@@ -1,10 +1,12 @@
 // The gated delta rule's forward on CUDA in two kernels (gated_delta_rule_kernels.cuh has the maths):
 //  1. chunk prep, one CTA per (chunk, head, batch): cp.async loads of Q, K, V; the in-chunk gate cumsum; K Kᵀ and
-//     Q Kᵀ on tensor cores; the triangular inverse A = (I + L)⁻¹ by forward substitution in fp32 (one thread per
-//     column); W = A·diag(βγ)K and u = A·diag(β)V on tensor cores. Writes G2, P, W, u (and A for the backward).
+//     Q Kᵀ on tensor cores; the triangular inverse A = (I + L)⁻¹ in fp32 by the whole CTA in 16 × 16 blocks
+//     (tile/unit_lower_inverse.cuh); W = A·diag(βγ)K and u = A·diag(β)V on tensor cores. Writes G2, P, W, u (and A
+//     for the backward), each staged in a free shared tile and stored as whole rows.
 //     With raw keys (KZLA) it first scales each token's k and v by 1/sqrt(‖k‖² + ε) and writes them for the others.
 //  2. the state pass, one CTA per (64 value columns, head, batch) walking the chunks in order with its slice of
-//     the fp32 state in registers, the next chunk's tiles arriving by cp.async while this one computes: U = u − W S,
+//     the fp32 state in registers, the next chunks' tiles arriving by cp.async one or two chunks ahead (two or three
+//     stages, takes_three_stages in gated_delta_rule_kernels.cuh) while this one computes: U = u − W S,
 //     o = scale·diag(γ) Q S + P U, S ← γ_last S + Kᵀ diag(D_last) U, U never leaving the chip. The backward's
 //     recompute runs the same kernel storing the chunk-start states and U instead of o.
 #include <algorithm>
@@ -115,25 +117,27 @@ template <int D> __global__ void __launch_bounds__(kThreads)
     for_each(kk, m0, n0, lane, [&](int r, int c, float& v) {
       sL[r * Ly::kLStride + c] = c < r ? sBeta[r] * exp2f(sG[r] - sG[c]) * v : 0.f;
     });
-    for_each_pair(qk, m0, n0, lane, [&](int r, int c, float v0, float v1) {
-      const float p0 = c <= r ? sz.scale * exp2f(sG[r] - sG[c]) * v0 : 0.f;
-      const float p1 = c + 1 <= r ? sz.scale * exp2f(sG[r] - sG[c + 1]) * v1 : 0.f;
-      *reinterpret_cast<uint32_t*>(s.P + (crow + r) * kChunk + c) = pack_bf16(p0, p1);
-    });
+    // P is staged in A's tile (free until the inverse's end) and leaves as whole rows.
+    for_each(qk, m0, n0, lane, [&](int r, int c, float& v) { v = c <= r ? sz.scale * exp2f(sG[r] - sG[c]) * v : 0.f; });
+    store_tile<kChunk>(sA, qk, m0, n0, lane);
   }
   __syncthreads();
+  store_tile_rows<kChunk, kChunk, kThreads>(s.P + crow * kChunk, kChunk, sA);
 
-  // A = (I + L)⁻¹, thread j its column j.
-  if (threadIdx.x < kChunk) {
-    const int j = threadIdx.x;
-    float x[kChunk];
-    unit_lower_inverse_column<kChunk, Ly::kLStride>(sL, j, x);
+  // A = (I + L)⁻¹ (in fp32, as Aᵀ over L's upper triangle; Q's tile, read for the last time above, is the scratch),
+  // then to bf16 in sA: each thread 8 columns of a row (consecutive threads, consecutive rows: Aᵀ's columns).
+  static_assert(kThreads >= 256 && Ly::kTile * sizeof(bf16) >= 3 * 256 * sizeof(float), "the inverse's scratch");
+  unit_lower_inverse_transposed_in_place<kThreads, Ly::kLStride>(sL, reinterpret_cast<float*>(sQ), threadIdx.x);
+  for (int i = threadIdx.x; i < kChunk * kChunk / 8; i += kThreads) {
+    const int r = i % kChunk, c0 = 8 * (i / kChunk);
+    uint32_t packed[4];
 #pragma unroll
-    for (int r = 0; r < kChunk; ++r) {
-      const bf16 a = __float2bfloat16_rn(x[r]);
-      sA[swizzle<kChunk>(r, j)] = a;
-      if (s.A) s.A[(crow + r) * kChunk + j] = a;
+    for (int c = 0; c < 8; c += 2) {
+      const float a0 = c0 + c <= r ? sL[(c0 + c) * Ly::kLStride + r] : 0.f;
+      const float a1 = c0 + c + 1 <= r ? sL[(c0 + c + 1) * Ly::kLStride + r] : 0.f;
+      packed[c / 2] = pack_bf16(a0, a1);
     }
+    *reinterpret_cast<uint4*>(sA + swizzle<kChunk>(r, c0)) = make_uint4(packed[0], packed[1], packed[2], packed[3]);
   }
   // X_w = diag(βγ) K and X_u = diag(β) V in place (K and V are not needed raw any more).
   for (int i = threadIdx.x; i < Ly::kTile / 2; i += kThreads) {
@@ -146,21 +150,24 @@ template <int D> __global__ void __launch_bounds__(kThreads)
     *pv = __floats2bfloat162_rn(fv.x * bu, fv.y * bu);
   }
   __syncthreads();
+  if (s.A) store_tile_rows<kChunk, kChunk, kThreads>(s.A + crow * kChunk, kChunk, sA);
 
-  // W = A X_w, u = A X_u.
+  // W = A X_w, u = A X_u, staged in Q's tile and L's space (both free now) and stored as whole rows.
   using Grid = WarpGrid<kChunk, D, kThreads / 32>;
   const int m0 = Grid::m0(warp), n0 = Grid::n0(warp);
-  bf16* outs[2] = {s.W, s.u};
+  static_assert(kChunk * Ly::kLStride * sizeof(float) >= Ly::kTile * sizeof(bf16), "u's staging");
+  bf16* staged[2] = {sQ, reinterpret_cast<bf16*>(sL)};
   const bf16* xs[2] = {sK, sV};
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     float acc[Grid::kTiles][4];
     zero(acc);
     warp_mma<kChunk, Grid::kTiles>(acc, MatA<kChunk>{sA}, MatB<D>{xs[i]}, m0, n0, lane);
-    for_each_pair(acc, m0, n0, lane, [&](int r, int c, float v0, float v1) {
-      *reinterpret_cast<uint32_t*>(outs[i] + (crow + r) * D + c) = pack_bf16(v0, v1);
-    });
+    store_tile<D>(staged[i], acc, m0, n0, lane);
   }
+  __syncthreads();
+  store_tile_rows<kChunk, D, kThreads>(s.W + crow * D, D, staged[0]);
+  store_tile_rows<kChunk, D, kThreads>(s.u + crow * D, D, staged[1]);
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -301,7 +308,7 @@ template <int D, int BV, bool kOutput, bool kStore> void state_pass(const GatedD
     allow_dynamic_smem<kernel>(Ly::kBytes);
     kernel<<<grid, kThreads, Ly::kBytes, cuda::stream()>>>(sizes_of(d), in, s, state_in, o, state_out);
   };
-  if (PassLayout<D, BV, kOutput, 3>::kBytes <= max_dynamic_smem())
+  if (takes_three_stages(PassLayout<D, BV, kOutput, 3>::kBytes, grid))
     launch(std::integral_constant<int, 3>{});
   else
     launch(std::integral_constant<int, 2>{});

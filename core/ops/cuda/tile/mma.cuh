@@ -75,12 +75,13 @@ __device__ __forceinline__ void load_tile_async(bf16* smem, const bf16* global, 
   });
 }
 
-// The reverse of load_tile_async: writes rows [0, kRows) of a swizzled [kRows][kCols] bf16 tile in shared memory to
-// global rows `row_stride` elements apart, 16 bytes a thread at a time (whole sectors, a few instructions a thread
-// where a fragment's pairs would take a 4-byte store each). kNegate flips every element's sign on the way.
+// The reverse of load_tile_async: writes rows [0, min(kRows, rows)) of a swizzled [kRows][kCols] bf16 tile in shared
+// memory to global rows `row_stride` elements apart, 16 bytes a thread at a time (whole sectors, a few instructions a
+// thread where a fragment's pairs would take a 4-byte store each). kNegate flips every element's sign on the way.
 template <int kRows, int kCols, int kThreads, bool kNegate = false>
-__device__ __forceinline__ void store_tile_rows(bf16* global, int64_t row_stride, const bf16* smem) {
+__device__ __forceinline__ void store_tile_rows(bf16* global, int64_t row_stride, const bf16* smem, int rows = kRows) {
   for_each_chunk<kRows, kCols, kThreads>([&](int row, int col) {
+    if (row >= rows) return;
     uint4 v = *reinterpret_cast<const uint4*>(smem + swizzle<kCols>(row, col));
     if constexpr (kNegate) v.x ^= 0x80008000u, v.y ^= 0x80008000u, v.z ^= 0x80008000u, v.w ^= 0x80008000u;
     *reinterpret_cast<uint4*>(global + row * row_stride + col) = v;
