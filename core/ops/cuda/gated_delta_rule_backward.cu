@@ -411,10 +411,7 @@ template <int D, int BV> void reverse_pass(const GatedDeltaDims& d, const Inputs
     allow_dynamic_smem<kernel>(Ly::kBytes);
     kernel<<<grid, kThreads, Ly::kBytes, cuda::stream()>>>(sizes_of(d), in, dout, s, dstate_out, dstate_in);
   };
-  if (takes_three_stages(ReverseLayout<D, BV, 3>::kBytes, grid))
-    launch(std::integral_constant<int, 3>{});
-  else
-    launch(std::integral_constant<int, 2>{});
+  launch_with_stages<ReverseLayout<D, BV, 3>::kBytes>(grid, launch);
   PRIMER_CUDA_CHECK_LAUNCH();
 }
 

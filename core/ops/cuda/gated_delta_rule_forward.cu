@@ -308,10 +308,7 @@ template <int D, int BV, bool kOutput, bool kStore> void state_pass(const GatedD
     allow_dynamic_smem<kernel>(Ly::kBytes);
     kernel<<<grid, kThreads, Ly::kBytes, cuda::stream()>>>(sizes_of(d), in, s, state_in, o, state_out);
   };
-  if (takes_three_stages(PassLayout<D, BV, kOutput, 3>::kBytes, grid))
-    launch(std::integral_constant<int, 3>{});
-  else
-    launch(std::integral_constant<int, 2>{});
+  launch_with_stages<PassLayout<D, BV, kOutput, 3>::kBytes>(grid, launch);
   PRIMER_CUDA_CHECK_LAUNCH();
 }
 

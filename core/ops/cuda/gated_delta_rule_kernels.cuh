@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "core/cuda_runtime.h"
 #include "core/ops/cuda/dynamic_smem.h"
@@ -56,6 +57,15 @@ inline int64_t chunks_of(const GatedDeltaDims& d) { return (d.time + kChunk - 1)
 // would cost the second one its place (value block 32 at B 4: the storing pass 0.145 -> 0.165 ms).
 inline bool takes_three_stages(size_t bytes, const dim3& grid) {
   return bytes <= max_dynamic_smem() && int64_t(grid.x) * grid.y * grid.z <= sm_count();
+}
+// The most dynamic shared memory a block may opt in to on any device primer builds for (sm_90's 227 KB).
+constexpr size_t kLargestDynamicSmem = 227 * 1024;
+// launch(std::integral_constant<int, 3>{}) where takes_three_stages allows it, else launch(…<int, 2>{}); a
+// three-stage kernel that no device could hold is never instantiated.
+template <size_t kThreeStageBytes, class Launch> void launch_with_stages(const dim3& grid, Launch&& launch) {
+  if constexpr (kThreeStageBytes <= kLargestDynamicSmem)
+    if (takes_three_stages(kThreeStageBytes, grid)) return launch(std::integral_constant<int, 3>{});
+  launch(std::integral_constant<int, 2>{});
 }
 
 // Lays the scratch out from `base` (null: only counts); returns the bytes used.
