@@ -126,7 +126,7 @@ template <int D> __global__ void __launch_bounds__(kThreads)
 
   // A = (I + L)⁻¹ (in fp32, as Aᵀ over L's upper triangle; Q's tile, read for the last time above, is the scratch),
   // then to bf16 in sA: each thread 8 columns of a row (consecutive threads, consecutive rows: Aᵀ's columns).
-  static_assert(kThreads >= 256 && Ly::kTile * sizeof(bf16) >= 3 * 256 * sizeof(float), "the inverse's scratch");
+  static_assert(Ly::kTile * sizeof(bf16) >= 3 * 256 * sizeof(float), "the inverse's scratch");
   unit_lower_inverse_transposed_in_place<kThreads, Ly::kLStride>(sL, reinterpret_cast<float*>(sQ), threadIdx.x);
   for (int i = threadIdx.x; i < kChunk * kChunk / 8; i += kThreads) {
     const int r = i % kChunk, c0 = 8 * (i / kChunk);

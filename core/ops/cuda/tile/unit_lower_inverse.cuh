@@ -40,6 +40,7 @@ template <int kThreads, int kStride>
 __device__ __forceinline__ void unit_lower_inverse_transposed_in_place(float* L, float* scratch, int tid) {
   static_assert(kStride % 4 == 0, "float4 reads of L's rows");
   constexpr int kB = 16;
+  static_assert(kThreads >= 4 * kB, "a thread per column of the four diagonal blocks");
   auto at = [&](int row, int col) -> float& { return L[row * kStride + col]; };
   // The diagonal blocks: thread (block j, column c) forms column c of A_jj, then writes it as row c of A_jjᵀ over the
   // block's lower triangle (x[m] = 0 for m < c), once every thread has read that triangle.
