@@ -34,6 +34,9 @@
 namespace primer::ops::cuda_ops::attn {
 namespace {
 
+using wgmma::advance;
+using wgmma::k_major_step;
+using wgmma::mn_major_step;
 using wgmma::Sw128Tile;
 
 template <int kDh> struct WgmmaBackwardTraits {
@@ -58,14 +61,6 @@ __device__ __forceinline__ void cp_async_4(void* smem, const void* global, bool 
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(tile::smem_address(smem)), "l"(global),
                "r"(valid ? 4 : 0));
 }
-
-// Operand descriptors are stepped by adding byte offsets: the start address field is the low 14 bits (16-byte
-// units) and shared addresses stay below 2^18, so the sum never carries out of it.
-__device__ __forceinline__ uint64_t advance(uint64_t desc, int bytes) { return desc + uint64_t(bytes >> 4); }
-// Byte offset of reduction column k0 (a multiple of 16) in a K-major Sw128Tile, and of reduction row k0 in an
-// MN-major one.
-template <class Tile> constexpr int k_major_step(int k0) { return (k0 / 64) * Tile::kBlockElems * 2 + (k0 % 64) * 2; }
-constexpr int mn_major_step(int k0) { return k0 * 64 * 2; }
 
 // Offset of (row, col < 64) in a warpgroup's two staged dQ boxes: 128-byte rows whose 16-byte chunks are
 // XOR-swizzled by row % 8, as the map's 128-byte swizzle expects (and the accumulator stores are conflict-free).

@@ -27,10 +27,7 @@ namespace {
 
 constexpr int kNT = 8;  // a warp's 64 columns as n-tiles of 8
 using Acc = float[kNT][4];
-// The same registers as wgmma's m64nN accumulator (N = 8·kTiles).
-template <int kTiles> __device__ __forceinline__ float (&flat(float (&v)[kTiles][4]))[4 * kTiles] {
-  return reinterpret_cast<float(&)[4 * kTiles]>(v);
-}
+using wgmma::flat;
 
 // Group g of kGroups owns the iterate's columns [64g, 64g + 64) and forms the columns [kTokens·g, kTokens·(g + 1)) of
 // P = X Kᵀ (the chunk's tokens), kPNT n-tiles; P K needs all of P, so with two groups each passes its half to the

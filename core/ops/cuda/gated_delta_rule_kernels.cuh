@@ -21,6 +21,7 @@
 #include "core/ops/cuda/dynamic_smem.h"
 #include "core/ops/cuda/sm_count.h"
 #include "core/ops/cuda/tile/mma.cuh"
+#include "core/ops/cuda/wgmma_available.h"
 #include "core/ops/gated_delta_rule_dims.h"
 
 namespace primer::ops::cuda_ops::gdr {
@@ -103,5 +104,10 @@ inline Inputs scaled_inputs(const Inputs& in, const Scratch& s) {
 // `store` (with o) writes those too, for a backward that keeps the forward's scratch.
 void launch_state_pass(const GatedDeltaDims& d, const Inputs& in, const Scratch& s, const float* state_in, bf16* o,
                        float* state_out, int value_block, bool store);
+// The same pass on Hopper's warpgroup MMA (gated_delta_rule_state_pass_wgmma.cu), which launch_state_pass takes
+// where state_pass_takes_wgmma: key dim 128, value blocks of 32 or 64, and wgmma_available().
+bool state_pass_takes_wgmma(const GatedDeltaDims& d, int value_block);
+void launch_state_pass_wgmma(const GatedDeltaDims& d, const Inputs& in, const Scratch& s, const float* state_in,
+                             bf16* o, float* state_out, int value_block, bool store);
 
 }  // namespace primer::ops::cuda_ops::gdr

@@ -49,17 +49,23 @@ template <class E = unsigned char> __device__ __forceinline__ E* aligned_tiles(u
 }
 
 // Copies rows [0, kRows) of a bf16 matrix whose rows are `row_stride` elements apart into an Sw128Tile with
-// cp.async; rows at or beyond `valid_rows` are zero-filled (padded keys and values never inject NaN).
+// cp.async, `thread` of kThreads; rows at or beyond `valid_rows` are zero-filled (padded keys and values never inject
+// NaN). Each thread keeps one 16-byte column chunk and steps down the rows by a multiple of 8, so its swizzle stays
+// the same and every step's shared address is an immediate offset from its first (a kernel that loads tiles every
+// step spends no integer work on their addresses).
 template <int kRows, int kCols, int kThreads>
 __device__ __forceinline__ void load_tile_async(bf16* smem, const bf16* global, int64_t row_stride, int valid_rows,
                                                 int thread) {
-  constexpr int kChunksPerRow = kCols / 8;
+  constexpr int kChunksPerRow = kCols / 8, kRowStep = kThreads / kChunksPerRow;
+  static_assert(kThreads % kChunksPerRow == 0 && kRowStep % 8 == 0 && kRows % kRowStep == 0,
+                "the threads cover whole rows, a multiple of 8 at a time, and the tile whole steps");
+  const int row0 = thread / kChunksPerRow, col = (thread % kChunksPerRow) * 8;
+  bf16* dst = smem + Sw128Tile<kRows, kCols>::offset(row0, col);
+  const bf16* src = global + row0 * row_stride + col;
 #pragma unroll
-  for (int c = thread; c < kRows * kChunksPerRow; c += kThreads) {
-    const int row = c / kChunksPerRow, col = (c % kChunksPerRow) * 8;
-    const bool valid = row < valid_rows;
-    tile::cp_async_16(smem + Sw128Tile<kRows, kCols>::offset(row, col),
-                      valid ? global + row * row_stride + col : global, valid);
+  for (int i = 0; i < kRows / kRowStep; ++i) {
+    const bool valid = row0 + i * kRowStep < valid_rows;
+    tile::cp_async_16(dst + i * kRowStep * 64, valid ? src + i * kRowStep * row_stride : global, valid);
   }
 }
 
@@ -85,6 +91,32 @@ template <int kRows, int kCols, class E> __device__ __forceinline__ uint64_t mn_
   static_assert(sizeof(E) == 2, "16-bit operands");
   using T = Sw128Tile<kRows, kCols>;
   return descriptor(tile + (col0 >> 6) * T::kBlockElems + k0 * 64 + (col0 & 63), T::kBlockElems * 2, 1024);
+}
+
+// Operand descriptors are stepped by adding byte offsets: the start address field is the low 14 bits (16-byte
+// units) and shared addresses stay below 2^18, so the sum never carries out of it.
+__device__ __forceinline__ uint64_t advance(uint64_t desc, int bytes) { return desc + uint64_t(bytes >> 4); }
+// Byte offset of reduction column k0 (a multiple of 16) in a K-major Sw128Tile, and of reduction row k0 in an
+// MN-major one.
+template <class Tile> constexpr int k_major_step(int k0) { return (k0 / 64) * Tile::kBlockElems * 2 + (k0 % 64) * 2; }
+constexpr int mn_major_step(int k0) { return k0 * 64 * 2; }
+
+// mma.sync accumulator tiles (float[kTiles][4], tile/warp_mma.cuh) as the same registers in wgmma's m64nN layout
+// (N = 8·kTiles): n-tile j is d[4j .. 4j + 3].
+template <int kTiles> __device__ __forceinline__ float (&flat(float (&v)[kTiles][4]))[4 * kTiles] {
+  return reinterpret_cast<float(&)[4 * kTiles]>(v);
+}
+
+// Writes rows [0, min(kRows, rows)) and columns [0, kCols) of an Sw128Tile<kRows, kTileCols> to global rows
+// `row_stride` elements apart, 16 bytes a thread (whole sectors).
+template <int kRows, int kCols, int kTileCols, int kThreads>
+__device__ __forceinline__ void store_tile_rows(bf16* global, int64_t row_stride, const bf16* smem, int rows = kRows) {
+  static_assert(kCols <= kTileCols, "columns within the tile");
+  tile::for_each_chunk<kRows, kCols, kThreads>([&](int row, int col) {
+    if (row < rows)
+      *reinterpret_cast<uint4*>(global + row * row_stride + col) =
+          *reinterpret_cast<const uint4*>(smem + Sw128Tile<kRows, kTileCols>::offset(row, col));
+  });
 }
 
 #ifdef PRIMER_WGMMA
@@ -132,6 +164,7 @@ template <int kRegisters, bool kIncrease> __device__ __forceinline__ void set_ma
 #define PRIMER_WGMMA_REGS_BLOCK3 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
 #define PRIMER_WGMMA_REGS_BLOCK4 "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79"
 #define PRIMER_WGMMA_REGS_BLOCK5 "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95"
+#define PRIMER_WGMMA_REGS_8 "%0, %1, %2, %3, %4, %5, %6, %7"
 #define PRIMER_WGMMA_REGS_16 PRIMER_WGMMA_REGS_BLOCK0
 #define PRIMER_WGMMA_REGS_32 PRIMER_WGMMA_REGS_16 "," PRIMER_WGMMA_REGS_BLOCK1
 #define PRIMER_WGMMA_REGS_64 PRIMER_WGMMA_REGS_32 "," PRIMER_WGMMA_REGS_BLOCK2 "," PRIMER_WGMMA_REGS_BLOCK3
@@ -139,12 +172,16 @@ template <int kRegisters, bool kIncrease> __device__ __forceinline__ void set_ma
 #define PRIMER_WGMMA_ACC8(i)                                                                                      \
   "+f"(d[i + 0]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), \
       "+f"(d[i + 7])
+#define PRIMER_WGMMA_ACC_8 PRIMER_WGMMA_ACC8(0)
 #define PRIMER_WGMMA_ACC_16 PRIMER_WGMMA_ACC8(0), PRIMER_WGMMA_ACC8(8)
 #define PRIMER_WGMMA_ACC_32 PRIMER_WGMMA_ACC_16, PRIMER_WGMMA_ACC8(16), PRIMER_WGMMA_ACC8(24)
 #define PRIMER_WGMMA_ACC_64 \
   PRIMER_WGMMA_ACC_32, PRIMER_WGMMA_ACC8(32), PRIMER_WGMMA_ACC8(40), PRIMER_WGMMA_ACC8(48), PRIMER_WGMMA_ACC8(56)
 #define PRIMER_WGMMA_ACC_96 \
   PRIMER_WGMMA_ACC_64, PRIMER_WGMMA_ACC8(64), PRIMER_WGMMA_ACC8(72), PRIMER_WGMMA_ACC8(80), PRIMER_WGMMA_ACC8(88)
+#define PRIMER_WGMMA_SHAPE_8 "m64n16k16"
+#define PRIMER_WGMMA_PRED_SS_8 "%10"
+#define PRIMER_WGMMA_TAIL_SS_8 "}, %8, %9, p, 1, 1, %11, %12;\n}\n"
 #define PRIMER_WGMMA_SHAPE_16 "m64n32k16"
 #define PRIMER_WGMMA_PRED_SS_16 "%18"
 #define PRIMER_WGMMA_TAIL_SS_16 "}, %16, %17, p, 1, 1, %19, %20;\n}\n"
@@ -176,6 +213,10 @@ template <int kRegisters, bool kIncrease> __device__ __forceinline__ void set_ma
   asm volatile(PRIMER_WGMMA_BODY(C, RS, TYPES) \
                : PRIMER_WGMMA_ACC_##C          \
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate), "n"(kTransB))
+template <int kTransA, int kTransB>
+__device__ __forceinline__ void wgmma_ss(float (&d)[8], uint64_t desc_a, uint64_t desc_b, int accumulate) {
+  PRIMER_WGMMA_SS(8, "bf16.bf16");
+}
 template <int kTransA, int kTransB, class Op = bf16>
 __device__ __forceinline__ void wgmma_ss(float (&d)[16], uint64_t desc_a, uint64_t desc_b, int accumulate) {
   if constexpr (std::is_same_v<Op, __half>)
