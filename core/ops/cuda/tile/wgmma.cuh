@@ -164,7 +164,6 @@ template <int kRegisters, bool kIncrease> __device__ __forceinline__ void set_ma
 #define PRIMER_WGMMA_REGS_BLOCK3 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
 #define PRIMER_WGMMA_REGS_BLOCK4 "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79"
 #define PRIMER_WGMMA_REGS_BLOCK5 "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95"
-#define PRIMER_WGMMA_REGS_8 "%0, %1, %2, %3, %4, %5, %6, %7"
 #define PRIMER_WGMMA_REGS_16 PRIMER_WGMMA_REGS_BLOCK0
 #define PRIMER_WGMMA_REGS_32 PRIMER_WGMMA_REGS_16 "," PRIMER_WGMMA_REGS_BLOCK1
 #define PRIMER_WGMMA_REGS_64 PRIMER_WGMMA_REGS_32 "," PRIMER_WGMMA_REGS_BLOCK2 "," PRIMER_WGMMA_REGS_BLOCK3
@@ -172,16 +171,12 @@ template <int kRegisters, bool kIncrease> __device__ __forceinline__ void set_ma
 #define PRIMER_WGMMA_ACC8(i)                                                                                      \
   "+f"(d[i + 0]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), \
       "+f"(d[i + 7])
-#define PRIMER_WGMMA_ACC_8 PRIMER_WGMMA_ACC8(0)
 #define PRIMER_WGMMA_ACC_16 PRIMER_WGMMA_ACC8(0), PRIMER_WGMMA_ACC8(8)
 #define PRIMER_WGMMA_ACC_32 PRIMER_WGMMA_ACC_16, PRIMER_WGMMA_ACC8(16), PRIMER_WGMMA_ACC8(24)
 #define PRIMER_WGMMA_ACC_64 \
   PRIMER_WGMMA_ACC_32, PRIMER_WGMMA_ACC8(32), PRIMER_WGMMA_ACC8(40), PRIMER_WGMMA_ACC8(48), PRIMER_WGMMA_ACC8(56)
 #define PRIMER_WGMMA_ACC_96 \
   PRIMER_WGMMA_ACC_64, PRIMER_WGMMA_ACC8(64), PRIMER_WGMMA_ACC8(72), PRIMER_WGMMA_ACC8(80), PRIMER_WGMMA_ACC8(88)
-#define PRIMER_WGMMA_SHAPE_8 "m64n16k16"
-#define PRIMER_WGMMA_PRED_SS_8 "%10"
-#define PRIMER_WGMMA_TAIL_SS_8 "}, %8, %9, p, 1, 1, %11, %12;\n}\n"
 #define PRIMER_WGMMA_SHAPE_16 "m64n32k16"
 #define PRIMER_WGMMA_PRED_SS_16 "%18"
 #define PRIMER_WGMMA_TAIL_SS_16 "}, %16, %17, p, 1, 1, %19, %20;\n}\n"
@@ -213,10 +208,6 @@ template <int kRegisters, bool kIncrease> __device__ __forceinline__ void set_ma
   asm volatile(PRIMER_WGMMA_BODY(C, RS, TYPES) \
                : PRIMER_WGMMA_ACC_##C          \
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate), "n"(kTransB))
-template <int kTransA, int kTransB>
-__device__ __forceinline__ void wgmma_ss(float (&d)[8], uint64_t desc_a, uint64_t desc_b, int accumulate) {
-  PRIMER_WGMMA_SS(8, "bf16.bf16");
-}
 template <int kTransA, int kTransB, class Op = bf16>
 __device__ __forceinline__ void wgmma_ss(float (&d)[16], uint64_t desc_a, uint64_t desc_b, int accumulate) {
   if constexpr (std::is_same_v<Op, __half>)
