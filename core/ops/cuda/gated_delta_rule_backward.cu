@@ -460,7 +460,11 @@ std::vector<GatedDeltaKernel> gated_delta_rule_backward_kernels(
     kernels.push_back({"state pass (recompute)",
                        [=] { gdr::launch_state_pass(d, in, s, state_in, nullptr, nullptr, value_block, true); }});
   }
-  if (d.key_dim == 64) {
+  if (gdr::passes_take_wgmma(d, value_block)) {
+    kernels.push_back({"reverse state pass",
+                       [=] { gdr::launch_reverse_pass_wgmma(d, in, dO, s, dstate_out, dstate_in, value_block); }});
+    kernels.push_back({"chunk gradients", [=] { gdr::chunk_grads<128>(d, in, dO, s, dq_, dk_, dv_, dg, dbeta); }});
+  } else if (d.key_dim == 64) {
     kernels.push_back({"reverse state pass", [=] { gdr::reverse_pass<64, 64>(d, in, dO, s, dstate_out, dstate_in); }});
     kernels.push_back({"chunk gradients", [=] { gdr::chunk_grads<64>(d, in, dO, s, dq_, dk_, dv_, dg, dbeta); }});
   } else {

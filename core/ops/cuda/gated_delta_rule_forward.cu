@@ -352,7 +352,7 @@ void launch_chunk_prep(const GatedDeltaDims& d, const Inputs& in, const Scratch&
 
 void launch_state_pass(const GatedDeltaDims& d, const Inputs& in, const Scratch& s, const float* state_in, bf16* o,
                        float* state_out, int value_block, bool store) {
-  if (state_pass_takes_wgmma(d, value_block))
+  if (passes_take_wgmma(d, value_block))
     return launch_state_pass_wgmma(d, in, s, state_in, o, state_out, value_block, store);
   auto run = [&](auto output, auto keep) {
     constexpr bool kOutput = decltype(output)::value, kStore = decltype(keep)::value;

@@ -104,10 +104,13 @@ inline Inputs scaled_inputs(const Inputs& in, const Scratch& s) {
 // `store` (with o) writes those too, for a backward that keeps the forward's scratch.
 void launch_state_pass(const GatedDeltaDims& d, const Inputs& in, const Scratch& s, const float* state_in, bf16* o,
                        float* state_out, int value_block, bool store);
-// The same pass on Hopper's warpgroup MMA (gated_delta_rule_state_pass_wgmma.cu), which launch_state_pass takes
-// where state_pass_takes_wgmma: key dim 128, value blocks of 32 or 64, and wgmma_available().
-bool state_pass_takes_wgmma(const GatedDeltaDims& d, int value_block);
+// The sequential passes on Hopper's warpgroup MMA, where passes_take_wgmma: key dim 128, value blocks of 32 or 64, and
+// wgmma_available(). launch_state_pass takes the first (gated_delta_rule_state_pass_wgmma.cu) there; the backward
+// takes the reverse pass (gated_delta_rule_reverse_pass_wgmma.cu; the mma.sync one is in gated_delta_rule_backward.cu).
+bool passes_take_wgmma(const GatedDeltaDims& d, int value_block);
 void launch_state_pass_wgmma(const GatedDeltaDims& d, const Inputs& in, const Scratch& s, const float* state_in,
                              bf16* o, float* state_out, int value_block, bool store);
+void launch_reverse_pass_wgmma(const GatedDeltaDims& d, const Inputs& in, const bf16* dout, const Scratch& s,
+                               const float* dstate_out, float* dstate_in, int value_block);
 
 }  // namespace primer::ops::cuda_ops::gdr

@@ -218,7 +218,7 @@ template <int BV, bool kOutput, bool kStore> void state_pass_wgmma(const GatedDe
 
 }  // namespace
 
-bool state_pass_takes_wgmma(const GatedDeltaDims& d, int value_block) {
+bool passes_take_wgmma(const GatedDeltaDims& d, int value_block) {
   return d.key_dim == kKeys && (value_block == 32 || value_block == 64) && wgmma_available();
 }
 

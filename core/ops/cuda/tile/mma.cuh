@@ -75,6 +75,11 @@ __device__ __forceinline__ void load_tile_async(bf16* smem, const bf16* global, 
   });
 }
 
+// Flips the sign of the eight bf16 in a 16-byte chunk.
+__device__ __forceinline__ void negate_bf16x8(uint4& v) {
+  v.x ^= 0x80008000u, v.y ^= 0x80008000u, v.z ^= 0x80008000u, v.w ^= 0x80008000u;
+}
+
 // The reverse of load_tile_async: writes rows [0, min(kRows, rows)) of a swizzled [kRows][kCols] bf16 tile in shared
 // memory to global rows `row_stride` elements apart, 16 bytes a thread at a time (whole sectors, a few instructions a
 // thread where a fragment's pairs would take a 4-byte store each). kNegate flips every element's sign on the way.
@@ -83,7 +88,7 @@ __device__ __forceinline__ void store_tile_rows(bf16* global, int64_t row_stride
   for_each_chunk<kRows, kCols, kThreads>([&](int row, int col) {
     if (row >= rows) return;
     uint4 v = *reinterpret_cast<const uint4*>(smem + swizzle<kCols>(row, col));
-    if constexpr (kNegate) v.x ^= 0x80008000u, v.y ^= 0x80008000u, v.z ^= 0x80008000u, v.w ^= 0x80008000u;
+    if constexpr (kNegate) negate_bf16x8(v);
     *reinterpret_cast<uint4*>(global + row * row_stride + col) = v;
   });
 }

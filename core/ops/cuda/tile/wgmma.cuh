@@ -48,19 +48,20 @@ template <class E = unsigned char> __device__ __forceinline__ E* aligned_tiles(u
   return reinterpret_cast<E*>(smem_raw + ((1024 - (tile::smem_address(smem_raw) & 1023)) & 1023));
 }
 
-// Copies rows [0, kRows) of a bf16 matrix whose rows are `row_stride` elements apart into an Sw128Tile with
-// cp.async, `thread` of kThreads; rows at or beyond `valid_rows` are zero-filled (padded keys and values never inject
-// NaN). Each thread keeps one 16-byte column chunk and steps down the rows by a multiple of 8, so its swizzle stays
-// the same and every step's shared address is an immediate offset from its first (a kernel that loads tiles every
-// step spends no integer work on their addresses).
-template <int kRows, int kCols, int kThreads>
+// Copies rows [0, kRows) and columns [0, kCols) of a bf16 matrix whose rows are `row_stride` elements apart into an
+// Sw128Tile<kRows, kTileCols> with cp.async, `thread` of kThreads; rows at or beyond `valid_rows` are zero-filled
+// (padded keys and values never inject NaN). Each thread keeps one 16-byte column chunk and steps down the rows by a
+// multiple of 8, so its swizzle stays the same and every step's shared address is an immediate offset from its first
+// (a kernel that loads tiles every step spends no integer work on their addresses).
+template <int kRows, int kCols, int kThreads, int kTileCols = kCols>
 __device__ __forceinline__ void load_tile_async(bf16* smem, const bf16* global, int64_t row_stride, int valid_rows,
                                                 int thread) {
   constexpr int kChunksPerRow = kCols / 8, kRowStep = kThreads / kChunksPerRow;
-  static_assert(kThreads % kChunksPerRow == 0 && kRowStep % 8 == 0 && kRows % kRowStep == 0,
-                "the threads cover whole rows, a multiple of 8 at a time, and the tile whole steps");
+  static_assert(
+      kCols <= kTileCols && kThreads % kChunksPerRow == 0 && kRowStep % 8 == 0 && kRows % kRowStep == 0,
+      "the threads cover whole rows of the tile's columns, a multiple of 8 at a time, and the tile whole steps");
   const int row0 = thread / kChunksPerRow, col = (thread % kChunksPerRow) * 8;
-  bf16* dst = smem + Sw128Tile<kRows, kCols>::offset(row0, col);
+  bf16* dst = smem + Sw128Tile<kRows, kTileCols>::offset(row0, col);
   const bf16* src = global + row0 * row_stride + col;
 #pragma unroll
   for (int i = 0; i < kRows / kRowStep; ++i) {
@@ -108,14 +109,15 @@ template <int kTiles> __device__ __forceinline__ float (&flat(float (&v)[kTiles]
 }
 
 // Writes rows [0, min(kRows, rows)) and columns [0, kCols) of an Sw128Tile<kRows, kTileCols> to global rows
-// `row_stride` elements apart, 16 bytes a thread (whole sectors).
-template <int kRows, int kCols, int kTileCols, int kThreads>
+// `row_stride` elements apart, 16 bytes a thread (whole sectors); kNegate flips every element's sign on the way.
+template <int kRows, int kCols, int kTileCols, int kThreads, bool kNegate = false>
 __device__ __forceinline__ void store_tile_rows(bf16* global, int64_t row_stride, const bf16* smem, int rows = kRows) {
   static_assert(kCols <= kTileCols, "columns within the tile");
   tile::for_each_chunk<kRows, kCols, kThreads>([&](int row, int col) {
-    if (row < rows)
-      *reinterpret_cast<uint4*>(global + row * row_stride + col) =
-          *reinterpret_cast<const uint4*>(smem + Sw128Tile<kRows, kTileCols>::offset(row, col));
+    if (row >= rows) return;
+    uint4 v = *reinterpret_cast<const uint4*>(smem + Sw128Tile<kRows, kTileCols>::offset(row, col));
+    if constexpr (kNegate) tile::negate_bf16x8(v);
+    *reinterpret_cast<uint4*>(global + row * row_stride + col) = v;
   });
 }
 
