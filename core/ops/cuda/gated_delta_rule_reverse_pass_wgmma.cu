@@ -6,7 +6,7 @@
 // once per warpgroup instead of each warp loading its own fragments. The groups split the work:
 //   group 0: Pᵀ dO and K dS (Pᵀ and, in the state update, Qᵀ and Wᵀ are read from the stored tiles as M-major
 //            operands), then −dU as a bf16 tile;
-//   group 1: scale·γ ⊙ dO as a bf16 tile, meanwhile;
+//   group 1: scale·γ ⊙ dO as a bf16 tile and the stores of dS and dU (from their staged tiles), meanwhile;
 //   both:    their half of the key rows of dS ← γ_last dS + Qᵀ (scale·γ ⊙ dO) + Wᵀ (−dU).
 // The group index comes from lane 0 by a shuffle, so that group 0's products behind their branch are no divergence
 // within a warp (which would make ptxas serialise every wgmma). Two barriers a chunk: dS staged, then −dU and
@@ -70,8 +70,9 @@ template <int BV, int kStages> __global__ void __launch_bounds__(kThreads)
   const int col0 = blockIdx.x * BV, h = blockIdx.y, b = blockIdx.z;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int group = __shfl_sync(0xffffffffu, warp / 4, 0);  // the same on every lane, as the compiler can see
-  const int ms = 16 * warp;                                 // the key rows of dS of this warp
-  const int mu = 16 * (warp % 4);                           // the chunk rows of this warp in 64-row tiles
+  const int thread_in_group = threadIdx.x % 128;
+  const int ms = 16 * warp;        // the key rows of dS of this warp
+  const int mu = 16 * (warp % 4);  // the chunk rows of this warp in 64-row tiles
   const int64_t bh = int64_t(b) * sz.H + h;
   const int64_t row_stride = int64_t(sz.H) * D;
 
@@ -131,8 +132,6 @@ template <int BV, int kStages> __global__ void __launch_bounds__(kThreads)
                               kk > 0);
       wgmma::commit();
     }
-    // (the stores of whole tiles from shared memory go out while the products run)
-    wgmma::store_tile_rows<D, BV, 64, kThreads>(s.dstates + ((bh * sz.chunks + n) * D) * D + col0, D, sdS);
     if (group == 0) {
       wgmma::wait<0>();
       wgmma::pin(flat(du));
@@ -154,6 +153,9 @@ template <int BV, int kStages> __global__ void __launch_bounds__(kThreads)
           const float2 x = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(st.dO + Values::offset(r, c)));
           *reinterpret_cast<uint32_t*>(sdOg + Values::offset(r, c)) = pack_bf16(f * x.x, f * x.y);
         }
+      // and the staged dS, while group 0's products run
+      wgmma::store_tile_rows<D, BV, 128, 64>(s.dstates + ((bh * sz.chunks + n) * D) * D + col0, D, sdS,
+                                             thread_in_group);
     }
     wgmma::fence_shared_for_async();
     __syncthreads();  // −dU and scale·γ ⊙ dO complete
@@ -173,7 +175,8 @@ template <int BV, int kStages> __global__ void __launch_bounds__(kThreads)
         wgmma::wgmma_ss<1, 1>(flat(dS), advance(wt, mn_major_step(16 * kk)), advance(un, mn_major_step(16 * kk)), 1);
       wgmma::commit();
     }
-    wgmma::store_tile_rows<kChunk, BV, 64, kThreads, true>(s.dU + crow * D + col0, D, sdUn);  // −(−dU): dU exactly
+    if (group == 1)  // −(−dU): dU exactly
+      wgmma::store_tile_rows<kChunk, BV, 128, 64, true>(s.dU + crow * D + col0, D, sdUn, thread_in_group);
     wgmma::wait<0>();
     wgmma::pin(flat(dS));
   }

@@ -82,7 +82,7 @@ template <int BV, int kStages, bool kOutput, bool kStore> __global__ void __laun
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   // The warpgroup, as a value the compiler knows to be the same on every lane (from lane 0): the groups' different
   // products are then no divergence within a warp, which would serialise every wgmma.
-  const int group = __shfl_sync(0xffffffffu, warp / 4, 0);
+  const int group = __shfl_sync(0xffffffffu, warp / 4, 0), thread_in_group = threadIdx.x % 128;
   const int ms = 16 * warp;        // the state's key rows of this warp (group g: 64g .. 64g + 63)
   const int mu = 16 * (warp % 4);  // the chunk rows of this warp in its group's products with 64 rows
   const int64_t bh = int64_t(b) * sz.H + h;
@@ -139,9 +139,9 @@ template <int BV, int kStages, bool kOutput, bool kStore> __global__ void __laun
                               advance(state, mn_major_step(16 * kk)), kk > 0);
       wgmma::commit();
     }
-    // (the stores of whole tiles from shared memory go out while the products run)
-    if constexpr (kStore)
-      wgmma::store_tile_rows<D, BV, 64, kThreads>(s.states + ((bh * sz.chunks + n) * D) * D + col0, D, sS);
+    // Group 1 stores the staged state while the products run (group 0's U is the chunk's critical path).
+    if (kStore && group == 1)
+      wgmma::store_tile_rows<D, BV, 128, 64>(s.states + ((bh * sz.chunks + n) * D) * D + col0, D, sS, thread_in_group);
     if (group == 0) {
       wgmma::wait<0>();
       wgmma::pin(flat(acc));
@@ -180,7 +180,8 @@ template <int BV, int kStages, bool kOutput, bool kStore> __global__ void __laun
         wgmma::wgmma_ss<1, 1>(flat(S), advance(kt, mn_major_step(16 * kk)), advance(u2, mn_major_step(16 * kk)), 1);
       wgmma::commit();
     }
-    if constexpr (kStore) wgmma::store_tile_rows<kChunk, BV, 64, kThreads>(s.U + crow * D + col0, D, sU);
+    if (kStore && group == 1)
+      wgmma::store_tile_rows<kChunk, BV, 128, 64>(s.U + crow * D + col0, D, sU, thread_in_group);
     if constexpr (kOutput) {
       wgmma::wait<1>();
       wgmma::pin(flat(acc));

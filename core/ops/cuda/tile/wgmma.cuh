@@ -108,17 +108,26 @@ template <int kTiles> __device__ __forceinline__ float (&flat(float (&v)[kTiles]
   return reinterpret_cast<float(&)[4 * kTiles]>(v);
 }
 
-// Writes rows [0, min(kRows, rows)) and columns [0, kCols) of an Sw128Tile<kRows, kTileCols> to global rows
-// `row_stride` elements apart, 16 bytes a thread (whole sectors); kNegate flips every element's sign on the way.
-template <int kRows, int kCols, int kTileCols, int kThreads, bool kNegate = false>
-__device__ __forceinline__ void store_tile_rows(bf16* global, int64_t row_stride, const bf16* smem, int rows = kRows) {
-  static_assert(kCols <= kTileCols, "columns within the tile");
-  tile::for_each_chunk<kRows, kCols, kThreads>([&](int row, int col) {
-    if (row >= rows) return;
-    uint4 v = *reinterpret_cast<const uint4*>(smem + Sw128Tile<kRows, kTileCols>::offset(row, col));
-    if constexpr (kNegate) tile::negate_bf16x8(v);
-    *reinterpret_cast<uint4*>(global + row * row_stride + col) = v;
-  });
+// The reverse of load_tile_async: writes rows [0, kRows) and columns [0, kCols) of an Sw128Tile<kRows, kTileCols> to
+// global rows `row_stride` elements apart, 16 bytes a thread (whole sectors), `thread` of kThreads; kNegate flips
+// every element's sign on the way. The thread's shared reads all go out before its first store waits for one.
+template <int kRows, int kCols, int kThreads, int kTileCols = kCols, bool kNegate = false>
+__device__ __forceinline__ void store_tile_rows(bf16* global, int64_t row_stride, const bf16* smem, int thread) {
+  constexpr int kChunksPerRow = kCols / 8, kRowStep = kThreads / kChunksPerRow, kSteps = kRows / kRowStep;
+  static_assert(
+      kCols <= kTileCols && kThreads % kChunksPerRow == 0 && kRowStep % 8 == 0 && kRows % kRowStep == 0,
+      "the threads cover whole rows of the tile's columns, a multiple of 8 at a time, and the tile whole steps");
+  const int row0 = thread / kChunksPerRow, col = (thread % kChunksPerRow) * 8;
+  const bf16* src = smem + Sw128Tile<kRows, kTileCols>::offset(row0, col);
+  bf16* dst = global + row0 * row_stride + col;
+  uint4 v[kSteps];
+#pragma unroll
+  for (int i = 0; i < kSteps; ++i) v[i] = *reinterpret_cast<const uint4*>(src + i * kRowStep * 64);
+#pragma unroll
+  for (int i = 0; i < kSteps; ++i) {
+    if constexpr (kNegate) tile::negate_bf16x8(v[i]);
+    *reinterpret_cast<uint4*>(dst + i * kRowStep * row_stride) = v[i];
+  }
 }
 
 #ifdef PRIMER_WGMMA
