@@ -17,6 +17,7 @@
 #include "core/ops/cuda/dynamic_smem.h"
 #include "core/ops/cuda/gated_delta_rule2_chunked.h"
 #include "core/ops/cuda/gated_delta_rule2_chunked_kernels.cuh"
+#include "core/ops/cuda/pass_mode.h"
 #include "core/ops/cuda/tile/block_reduce.cuh"
 #include "core/ops/cuda/tile/unit_lower_inverse.cuh"
 #include "core/ops/cuda/tile/warp_mma.cuh"
@@ -408,19 +409,13 @@ void launch_chunk_prep(const GatedDelta2Shape& d, const Inputs& in, float scale,
 
 void launch_state_pass(const GatedDelta2Shape& d, float scale, const Scratch& s, const float* state_in, bf16* o,
                        float* state_out, bool store) {
-  auto run = [&](auto output, auto keep) {
+  with_pass_mode(o != nullptr, store, [&](auto output, auto keep) {
     constexpr bool kOutput = decltype(output)::value, kStore = decltype(keep)::value;
     if (d.key_dim == 64)
       state_pass<64, kOutput, kStore>(d, scale, s, state_in, o, state_out);
     else
       state_pass<128, kOutput, kStore>(d, scale, s, state_in, o, state_out);
-  };
-  if (!o)
-    run(std::false_type{}, std::true_type{});
-  else if (store)
-    run(std::true_type{}, std::true_type{});
-  else
-    run(std::true_type{}, std::false_type{});
+  });
 }
 
 }  // namespace primer::ops::cuda_ops::gdr2

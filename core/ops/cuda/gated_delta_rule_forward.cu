@@ -18,6 +18,7 @@
 #include "core/ops/cuda/dynamic_smem.h"
 #include "core/ops/cuda/gated_delta_rule.h"
 #include "core/ops/cuda/gated_delta_rule_kernels.cuh"
+#include "core/ops/cuda/pass_mode.h"
 #include "core/ops/cuda/sm_count.h"
 
 namespace primer::ops::cuda_ops::gdr {
@@ -354,7 +355,7 @@ void launch_state_pass(const GatedDeltaDims& d, const Inputs& in, const Scratch&
                        float* state_out, int value_block, bool store) {
   if (passes_take_wgmma(d, value_block))
     return launch_state_pass_wgmma(d, in, s, state_in, o, state_out, value_block, store);
-  auto run = [&](auto output, auto keep) {
+  with_pass_mode(o != nullptr, store, [&](auto output, auto keep) {
     constexpr bool kOutput = decltype(output)::value, kStore = decltype(keep)::value;
     if (d.key_dim == 64)
       state_pass<64, 64, kOutput, kStore>(d, in, s, state_in, o, state_out);
@@ -364,13 +365,7 @@ void launch_state_pass(const GatedDeltaDims& d, const Inputs& in, const Scratch&
       state_pass<128, 64, kOutput, kStore>(d, in, s, state_in, o, state_out);
     else
       state_pass<128, 128, kOutput, kStore>(d, in, s, state_in, o, state_out);
-  };
-  if (!o)
-    run(std::false_type{}, std::true_type{});
-  else if (store)
-    run(std::true_type{}, std::true_type{});
-  else
-    run(std::true_type{}, std::false_type{});
+  });
 }
 
 }  // namespace primer::ops::cuda_ops::gdr

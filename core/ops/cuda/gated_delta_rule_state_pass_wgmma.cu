@@ -22,6 +22,7 @@
 #include "core/cuda_runtime.h"
 #include "core/ops/cuda/dynamic_smem.h"
 #include "core/ops/cuda/gated_delta_rule_kernels.cuh"
+#include "core/ops/cuda/pass_mode.h"
 #include "core/ops/cuda/tile/warp_mma.cuh"
 #include "core/ops/cuda/tile/wgmma.cuh"
 
@@ -225,19 +226,13 @@ bool passes_take_wgmma(const GatedDeltaDims& d, int value_block) {
 
 void launch_state_pass_wgmma(const GatedDeltaDims& d, const Inputs& in, const Scratch& s, const float* state_in,
                              bf16* o, float* state_out, int value_block, bool store) {
-  auto run = [&](auto output, auto keep) {
+  with_pass_mode(o != nullptr, store, [&](auto output, auto keep) {
     constexpr bool kOutput = decltype(output)::value, kStore = decltype(keep)::value;
     if (value_block == 32)
       state_pass_wgmma<32, kOutput, kStore>(d, in, s, state_in, o, state_out);
     else
       state_pass_wgmma<64, kOutput, kStore>(d, in, s, state_in, o, state_out);
-  };
-  if (!o)
-    run(std::false_type{}, std::true_type{});
-  else if (store)
-    run(std::true_type{}, std::true_type{});
-  else
-    run(std::true_type{}, std::false_type{});
+  });
 }
 
 }  // namespace primer::ops::cuda_ops::gdr
