@@ -164,41 +164,46 @@ struct GpuCase {
 #ifdef PRIMER_WITH_CUDA
 // The sequential passes with 128 or 32 value columns per CTA compute what 64 columns per CTA do (the same products
 // in the same order per element), through the launchers directly. On Hopper the 32 and 64 passes run on warpgroup MMA
-// and 128 on mma.sync: their fp32 sums of the same bf16 products agree to this bound as well.
+// and 128 on mma.sync: their fp32 sums of the same bf16 products agree to this bound as well. The second shape has
+// more CTAs than any GPU has SMs (B·H = 128 at 2 and 4 value blocks a head), so its passes take two shared-memory
+// stages where the first one's take three (takes_three_stages).
 TEST(GatedDeltaRuleCuda, ValueBlocksAgree) {
   PRIMER_REQUIRE_CUDA();
   const uint64_t seed = test::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
-  const int64_t B = 2, T = 150, H = 2, D = 128;
-  const GpuCase in(B, T, H, D, seed);
-  const Tensor &q = in.q, &k = in.k, &v = in.v, &g = in.g, &beta = in.beta, &s0 = in.s0, &dout = in.dout, &ds = in.ds;
-  const ops::GatedDeltaDims d{B, T, H, D, D, 1.0 / std::sqrt(double(D))};
-  const Tensor ws =
-      Tensor::empty({int64_t(ops::cuda_ops::gated_delta_rule_workspace_bytes(d, true))}, DType::U8, Device::cuda());
-  auto run = [&](int value_block) {
-    std::vector<Tensor> out{
-        Tensor::empty(v.shape(), DType::BF16, Device::cuda()), Tensor::empty(s0.shape(), DType::F32, Device::cuda()),
-        Tensor::empty(q.shape(), DType::BF16, Device::cuda()), Tensor::empty(k.shape(), DType::BF16, Device::cuda()),
-        Tensor::empty(v.shape(), DType::BF16, Device::cuda()), Tensor::empty(g.shape(), DType::F32, Device::cuda()),
-        Tensor::empty(g.shape(), DType::F32, Device::cuda()),  Tensor::empty(s0.shape(), DType::F32, Device::cuda())};
-    for (const Tensor& t : out) test::poison(t);
-    const ops::cuda_ops::GatedDeltaConfig config{value_block};
-    ops::cuda_ops::gated_delta_rule_forward(d, q.data_ptr(), k.data_ptr(), v.data_ptr(), g.data<float>(),
-                                            beta.data<float>(), s0.data<float>(), out[0].data_ptr(),
-                                            out[1].data<float>(), ws.data_ptr(), config);
-    ops::cuda_ops::gated_delta_rule_backward(
-        d, dout.data_ptr(), q.data_ptr(), k.data_ptr(), v.data_ptr(), g.data<float>(), beta.data<float>(),
-        s0.data<float>(), ds.data<float>(), out[2].data_ptr(), out[3].data_ptr(), out[4].data_ptr(),
-        out[5].data<float>(), out[6].data<float>(), out[7].data<float>(), ws.data_ptr(), config);
-    std::vector<Tensor> host;
-    for (const Tensor& t : out) host.push_back(t.to(Device::cpu()).to(DType::F64));
-    return host;
-  };
-  const std::vector<Tensor> a = run(64), b = run(128), c = run(32);
-  const char* names[] = {"o", "state_out", "dq", "dk", "dv", "dg", "dbeta", "dstate_in"};
-  for (size_t i = 0; i < a.size(); ++i) {
-    test::expect_close(b[i], a[i], 1e-6, 1e-5, names[i] + std::string(" (128 vs 64)"));
-    test::expect_close(c[i], a[i], 1e-6, 1e-5, names[i] + std::string(" (32 vs 64)"));
+  for (const auto [B, H] : {std::array<int64_t, 2>{2, 2}, std::array<int64_t, 2>{8, 16}}) {
+    const int64_t T = 150, D = 128;
+    const GpuCase in(B, T, H, D, seed);
+    const Tensor &q = in.q, &k = in.k, &v = in.v, &g = in.g, &beta = in.beta, &s0 = in.s0, &dout = in.dout, &ds = in.ds;
+    const ops::GatedDeltaDims d{B, T, H, D, D, 1.0 / std::sqrt(double(D))};
+    const Tensor ws =
+        Tensor::empty({int64_t(ops::cuda_ops::gated_delta_rule_workspace_bytes(d, true))}, DType::U8, Device::cuda());
+    auto run = [&](int value_block) {
+      std::vector<Tensor> out{
+          Tensor::empty(v.shape(), DType::BF16, Device::cuda()), Tensor::empty(s0.shape(), DType::F32, Device::cuda()),
+          Tensor::empty(q.shape(), DType::BF16, Device::cuda()), Tensor::empty(k.shape(), DType::BF16, Device::cuda()),
+          Tensor::empty(v.shape(), DType::BF16, Device::cuda()), Tensor::empty(g.shape(), DType::F32, Device::cuda()),
+          Tensor::empty(g.shape(), DType::F32, Device::cuda()),  Tensor::empty(s0.shape(), DType::F32, Device::cuda())};
+      for (const Tensor& t : out) test::poison(t);
+      const ops::cuda_ops::GatedDeltaConfig config{value_block};
+      ops::cuda_ops::gated_delta_rule_forward(d, q.data_ptr(), k.data_ptr(), v.data_ptr(), g.data<float>(),
+                                              beta.data<float>(), s0.data<float>(), out[0].data_ptr(),
+                                              out[1].data<float>(), ws.data_ptr(), config);
+      ops::cuda_ops::gated_delta_rule_backward(
+          d, dout.data_ptr(), q.data_ptr(), k.data_ptr(), v.data_ptr(), g.data<float>(), beta.data<float>(),
+          s0.data<float>(), ds.data<float>(), out[2].data_ptr(), out[3].data_ptr(), out[4].data_ptr(),
+          out[5].data<float>(), out[6].data<float>(), out[7].data<float>(), ws.data_ptr(), config);
+      std::vector<Tensor> host;
+      for (const Tensor& t : out) host.push_back(t.to(Device::cpu()).to(DType::F64));
+      return host;
+    };
+    const std::vector<Tensor> a = run(64), b = run(128), c = run(32);
+    const char* names[] = {"o", "state_out", "dq", "dk", "dv", "dg", "dbeta", "dstate_in"};
+    const std::string shape = " B " + std::to_string(B) + " H " + std::to_string(H);
+    for (size_t i = 0; i < a.size(); ++i) {
+      test::expect_close(b[i], a[i], 1e-6, 1e-5, names[i] + std::string(" (128 vs 64)") + shape);
+      test::expect_close(c[i], a[i], 1e-6, 1e-5, names[i] + std::string(" (32 vs 64)") + shape);
+    }
   }
 }
 #endif
