@@ -31,12 +31,12 @@ cuda_test_timeout=300
   --timeout "$cuda_test_timeout" --output-on-failure -j 4) >"$out/ctest-cuda.log" 2>&1
 test_rc=$?
 grep -E "tests passed|tests failed|Failed|\*\*\*|Not Run" "$out/ctest-cuda.log" | head -40
-# Attention and the Chebyshev iteration (GKA) have Hopper (wgmma) kernels and mma.sync ones: where the first ran,
-# test the second too.
+# Attention, the Chebyshev iteration (GKA) and the gated delta rule's sequential passes (GDN, KZLA) have Hopper
+# (wgmma) kernels and mma.sync ones: where the first ran, test the second too.
 hopper_tests=$(cd build-device && ctest -N -L cuda -R "$filter" | awk '/Test +#/ {print $3}' |
   grep -E "Attention|Chebyshev|Gka|GatedDelta|Gdn" | paste -sd'|')
 if [ -n "$hopper_tests" ]; then
-  echo "attention and GKA tests again with the mma.sync kernels (PRIMER_NO_WGMMA=1):"
+  echo "attention, GKA and GDN tests again with the mma.sync kernels (PRIMER_NO_WGMMA=1):"
   (cd build-device && PRIMER_NO_WGMMA=1 OMP_NUM_THREADS=$(( $(nproc) / 4 > 0 ? $(nproc) / 4 : 1 )) \
     ctest -L cuda -R "^($hopper_tests)\$" --timeout "$cuda_test_timeout" --output-on-failure -j 4) \
     >"$out/ctest-cuda-no-wgmma.log" 2>&1 ||

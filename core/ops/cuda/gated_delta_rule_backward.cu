@@ -3,7 +3,8 @@
 //  3. the reverse state pass, one CTA per (64 value columns, head, batch) walking the chunks backwards with its
 //     slice of dS = ∂L/∂(state at the chunk's end) in fp32 registers (the columns of dS never mix):
 //       dU = diag(D_last) K dS + Pᵀ dO,   dS ← γ_last dS + Qᵀ diag(scale·γ) dO − Wᵀ dU,
-//     storing dU and each chunk's dS for the last kernel, and dS after the first chunk as dstate_in;
+//     storing dU and each chunk's dS for the last kernel, and dS after the first chunk as dstate_in (on Hopper, at
+//     key dim 128 and value blocks of 32 or 64, gated_delta_rule_reverse_pass_wgmma.cu);
 //  4. the per-chunk gradients, one CTA per (chunk, head, batch), everything on tensor cores from shared memory:
 //       Ds = scale (dO Uᵀ ⊙ D) (lower with the diagonal);  dq = scale diag(γ) dO Sᵀ + Ds K;
 //       dk = diag(D_last) U dSᵀ + Dsᵀ Q + diag(βγ) Aᵀ dW + Dl K + Dlᵀ K  with dW = −dU Sᵀ,

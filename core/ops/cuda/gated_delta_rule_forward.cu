@@ -8,7 +8,8 @@
 //     the fp32 state in registers, the next chunks' tiles arriving by cp.async one or two chunks ahead (two or three
 //     stages, takes_three_stages in gated_delta_rule_kernels.cuh) while this one computes: U = u − W S,
 //     o = scale·diag(γ) Q S + P U, S ← γ_last S + Kᵀ diag(D_last) U, U never leaving the chip. The backward's
-//     recompute runs the same kernel storing the chunk-start states and U instead of o.
+//     recompute runs the same kernel storing the chunk-start states and U instead of o. On Hopper, at key dim 128
+//     and value blocks of 32 or 64, gated_delta_rule_state_pass_wgmma.cu runs it instead.
 #include <algorithm>
 #include <type_traits>
 
