@@ -34,7 +34,7 @@ grep -E "tests passed|tests failed|Failed|\*\*\*|Not Run" "$out/ctest-cuda.log" 
 # Attention, the Chebyshev iteration (GKA) and the gated delta rule's sequential passes (GDN, KZLA) have Hopper
 # (wgmma) kernels and mma.sync ones: where the first ran, test the second too.
 hopper_tests=$(cd build-device && ctest -N -L cuda -R "$filter" | awk '/Test +#/ {print $3}' |
-  grep -E "Attention|Chebyshev|Gka|GatedDelta|Gdn" | paste -sd'|')
+  grep -E "Attention|Chebyshev|Gka|GatedDelta|Gdn|Kaczmarz|Kzla" | paste -sd'|')
 if [ -n "$hopper_tests" ]; then
   echo "attention, GKA and GDN tests again with the mma.sync kernels (PRIMER_NO_WGMMA=1):"
   (cd build-device && PRIMER_NO_WGMMA=1 OMP_NUM_THREADS=$(( $(nproc) / 4 > 0 ? $(nproc) / 4 : 1 )) \
