@@ -24,6 +24,7 @@
 #include "core/ops/kaczmarz_delta_rule.h"
 #ifdef PRIMER_WITH_CUDA
 #include "core/ops/cuda/gated_delta_rule.h"
+#include "core/ops/cuda/wgmma_available.h"
 #endif
 #include "layers/gdn_mixer.h"
 #include "tests/cuda/parity_util.h"
@@ -164,9 +165,13 @@ struct GpuCase {
 #ifdef PRIMER_WITH_CUDA
 // The sequential passes with 128 or 32 value columns per CTA compute what 64 columns per CTA do (the same products
 // in the same order per element), through the launchers directly. On Hopper the 32 and 64 passes run on warpgroup MMA
-// and 128 on mma.sync: their fp32 sums of the same bf16 products agree to this bound as well. The second shape has
-// more CTAs than any GPU has SMs (B·H = 128 at 2 and 4 value blocks a head), so its passes take two shared-memory
-// stages where the first one's take three (takes_three_stages).
+// and 128 on mma.sync, which sum the same bf16 products in fp32 in another order: a value near a bf16 rounding
+// boundary, in an output or in a tile staged in bf16 between products (U, dU, the chunk states), may then round the
+// other way, and the gradient kernel spreads such a flip over a row. Those flips are rare: the 128 pass is held there
+// to a relative L2 error of 1e-4, a twentieth of one bf16 rounding (2⁻⁹) as if spread over every element; a wrong
+// column, row or chunk would be of order 1 (at B 8, H 16 a single wrong element of typical size is ~6e-4). The second
+// shape has more CTAs than any GPU has SMs (B·H = 128 at 2 and 4 value blocks a head), so its passes take two
+// shared-memory stages where the first one's take three (takes_three_stages).
 TEST(GatedDeltaRuleCuda, ValueBlocksAgree) {
   PRIMER_REQUIRE_CUDA();
   const uint64_t seed = test::fresh_seed();
@@ -200,8 +205,10 @@ TEST(GatedDeltaRuleCuda, ValueBlocksAgree) {
     const std::vector<Tensor> a = run(64), b = run(128), c = run(32);
     const char* names[] = {"o", "state_out", "dq", "dk", "dv", "dg", "dbeta", "dstate_in"};
     const std::string shape = " B " + std::to_string(B) + " H " + std::to_string(H);
+    const bool mixed_kernels = ops::cuda_ops::wgmma_available();  // 128 on mma.sync, 64 and 32 on wgmma
     for (size_t i = 0; i < a.size(); ++i) {
-      test::expect_close(b[i], a[i], 1e-6, 1e-5, names[i] + std::string(" (128 vs 64)") + shape);
+      test::expect_close(b[i], a[i], mixed_kernels ? 1e-4 : 1e-6, mixed_kernels ? INFINITY : 1e-5,
+                         names[i] + std::string(" (128 vs 64)") + shape);
       test::expect_close(c[i], a[i], 1e-6, 1e-5, names[i] + std::string(" (32 vs 64)") + shape);
     }
   }
