@@ -59,7 +59,54 @@ int current_device() {
   return d;
 }
 
+namespace {
+thread_local cudaStream_t beside_stream = nullptr;  // set while run_beside's `beside` issues its work
+
+// A device's second stream and the two events that fork it from the compute stream and join it back.
+struct SideStream {
+  cudaStream_t stream = nullptr;
+  cudaEvent_t fork = nullptr, join = nullptr;
+};
+SideStream& side_stream() {
+  static std::mutex mu;
+  static std::vector<SideStream> sides;
+  const int d = current_device();
+  std::lock_guard<std::mutex> lock(mu);
+  if (sides.empty()) sides.resize(device_count());
+  SideStream& s = sides[d];
+  if (!s.stream) {
+    PRIMER_CUDA_CHECK(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking));
+    PRIMER_CUDA_CHECK(cudaEventCreateWithFlags(&s.fork, cudaEventDisableTiming));
+    PRIMER_CUDA_CHECK(cudaEventCreateWithFlags(&s.join, cudaEventDisableTiming));
+  }
+  return s;
+}
+}  // namespace
+
+void run_beside(const std::function<void()>& main, const std::function<void()>& beside) {
+  PRIMER_CHECK(!beside_stream, "cuda::run_beside: calls do not nest");
+  const cudaStream_t compute = stream();
+  const SideStream& side = side_stream();
+  PRIMER_CUDA_CHECK(cudaEventRecord(side.fork, compute));
+  PRIMER_CUDA_CHECK(cudaStreamWaitEvent(side.stream, side.fork, 0));
+  // The join is recorded however `beside` or `main` ends, so that later work never runs ahead of what was issued.
+  struct Join {
+    const SideStream& side;
+    cudaStream_t compute;
+    ~Join() {
+      beside_stream = nullptr;
+      (void)cudaEventRecord(side.join, side.stream);
+      (void)cudaStreamWaitEvent(compute, side.join, 0);
+    }
+  } join{side, compute};
+  beside_stream = side.stream;
+  beside();
+  beside_stream = nullptr;
+  main();
+}
+
 cudaStream_t stream() {
+  if (beside_stream) return beside_stream;
   static std::mutex mu;
   static std::vector<cudaStream_t> streams;
   const int d = current_device();

@@ -4,6 +4,7 @@
 // and the rest fails with a clear error.
 #pragma once
 #include <cstddef>
+#include <functional>
 
 #ifdef PRIMER_WITH_CUDA
 #include <cuda_runtime_api.h>
@@ -33,7 +34,12 @@ void copy(void* dst, const void* src, size_t bytes, CopyKind kind);
 void memset_zero(void* dst, size_t bytes);
 
 #ifdef PRIMER_WITH_CUDA
-cudaStream_t stream();  // the current device's compute stream
+cudaStream_t stream();  // the current device's compute stream (inside run_beside's `beside`: its second stream)
+// Runs `main` on the compute stream and `beside` on a second stream of the current device, at the same time: both
+// start after everything issued before, and everything issued after waits for both. For two kernels that neither read
+// what the other writes and that each leave most of the GPU idle (sequential passes over a sequence's chunks, a CTA
+// per few columns). `beside` only launches work on memory that outlives the call; calls do not nest.
+void run_beside(const std::function<void()>& main, const std::function<void()>& beside);
 [[noreturn]] void fail(cudaError_t err, const char* expr, const char* file, int line);
 [[noreturn]] void fail_cublas(int status, const char* expr, const char* file, int line);
 #endif

@@ -1,5 +1,6 @@
 // Gated DeltaNet-2's chunked backward on CUDA: the forward's chunk prep again (now also keeping A) and its state pass
-// storing the chunk-start states S and R; then
+// storing the chunk-start states S and R, the latter beside the reverse pass (3., which reads neither; two streams);
+// then
 //  3. the reverse state pass, one CTA per (64 value columns, head, batch) walking the chunks backwards with its slice
 //     of dS = ∂L/∂(state at the chunk's end) in fp32 registers:
 //       dR = Pᵀ dO + K̃ dS,   dS ← Diag(e^{G_c}) dS + Q̃ᵀ dO − Yᵀ dR,
@@ -566,17 +567,24 @@ void gated_delta_rule2_chunked_backward(const GatedDelta2Shape& d, const void* d
   const gdr2::Inputs in{static_cast<const bf16*>(q), static_cast<const bf16*>(k), static_cast<const bf16*>(v), g, b, w};
   const auto* dO = static_cast<const bf16*>(dout);
   auto* dv_ = static_cast<bf16*>(dv);
-  if (!scratch_from_forward) {  // else a keeping forward left A, R and the chunk states in place
-    gdr2::launch_chunk_prep(d, in, scale, s);
-    gdr2::launch_state_pass(d, scale, s, state_in, nullptr, nullptr, true);
-  }
-  if (d.key_dim == 64) {
-    gdr2::reverse_pass<64>(d, scale, dO, s, dstate_out, dstate_in);
-    gdr2::chunk_grads<64>(d, scale, in, dO, s, dq, dk, dv_, dg, db, dw);
+  const auto reverse_pass = [&] {
+    if (d.key_dim == 64)
+      gdr2::reverse_pass<64>(d, scale, dO, s, dstate_out, dstate_in);
+    else
+      gdr2::reverse_pass<128>(d, scale, dO, s, dstate_out, dstate_in);
+  };
+  if (scratch_from_forward) {  // a keeping forward left A, R and the chunk states in place
+    reverse_pass();
   } else {
-    gdr2::reverse_pass<128>(d, scale, dO, s, dstate_out, dstate_in);
-    gdr2::chunk_grads<128>(d, scale, in, dO, s, dq, dk, dv_, dg, db, dw);
+    gdr2::launch_chunk_prep(d, in, scale, s);
+    // The recompute of S and R and the reverse pass (which reads neither) each run a CTA per (value block, head,
+    // sequence): at long T and small B·H most SMs would idle, so they run at the same time, on two streams.
+    cuda::run_beside(reverse_pass, [&] { gdr2::launch_state_pass(d, scale, s, state_in, nullptr, nullptr, true); });
   }
+  if (d.key_dim == 64)
+    gdr2::chunk_grads<64>(d, scale, in, dO, s, dq, dk, dv_, dg, db, dw);
+  else
+    gdr2::chunk_grads<128>(d, scale, in, dO, s, dq, dk, dv_, dg, db, dw);
 }
 
 }  // namespace primer::ops::cuda_ops

@@ -1,5 +1,6 @@
 // The gated delta rule's backward on CUDA in four kernels: the forward's chunk prep again (now also keeping A) and
-// its state pass storing the chunk-start states and U; then
+// its state pass storing the chunk-start states and U, the latter beside the reverse pass (3., which does not read
+// them; two streams); then
 //  3. the reverse state pass, one CTA per (64 value columns, head, batch) walking the chunks backwards with its
 //     slice of dS = ∂L/∂(state at the chunk's end) in fp32 registers (the columns of dS never mix):
 //       dU = diag(D_last) K dS + Pᵀ dO,   dS ← γ_last dS + Qᵀ diag(scale·γ) dO − Wᵀ dU,
@@ -11,6 +12,8 @@
 //       dv = diag(β) Aᵀ dU,  dL = −Aᵀ (dW X_wᵀ + dU X_uᵀ) Aᵀ,  Dl = dL ⊙ diag(β) D (strictly lower),
 //     and the gate gradients as row sums (∂L/∂G_r = dq_r·q_r − dk_r·k_r on the output and state paths, plus the
 //     WY and L terms), reverse-cumsummed within the chunk. Row sums are combined in a fixed order: deterministic.
+#include <functional>
+
 #include "core/cuda_runtime.h"
 #include "core/ops/cuda/tile/warp_mma.cuh"
 #include "core/ops/cuda/dynamic_smem.h"
@@ -454,32 +457,36 @@ std::vector<GatedDeltaKernel> gated_delta_rule_backward_kernels(
   auto* dk_ = static_cast<bf16*>(dk);
   auto* dv_ = static_cast<bf16*>(dv);
   const int value_block = config.value_block ? config.value_block : gated_delta_rule_default_value_block(d);
+  std::function<void()> reverse_pass;
+  if (gdr::passes_take_wgmma(d, value_block))
+    reverse_pass = [=] { gdr::launch_reverse_pass_wgmma(d, in, dO, s, dstate_out, dstate_in, value_block); };
+  else if (d.key_dim == 64)
+    reverse_pass = [=] { gdr::reverse_pass<64, 64>(d, in, dO, s, dstate_out, dstate_in); };
+  else if (value_block == 32)
+    reverse_pass = [=] { gdr::reverse_pass<128, 32>(d, in, dO, s, dstate_out, dstate_in); };
+  else if (value_block == 64)
+    reverse_pass = [=] { gdr::reverse_pass<128, 64>(d, in, dO, s, dstate_out, dstate_in); };
+  else
+    reverse_pass = [=] { gdr::reverse_pass<128, 128>(d, in, dO, s, dstate_out, dstate_in); };
   std::vector<GatedDeltaKernel> kernels;
-  if (!config.scratch_from_forward) {  // else a keep_scratch forward left W, U, A and the chunk states in place
+  if (config.scratch_from_forward) {  // a keep_scratch forward left W, U, A and the chunk states in place
+    kernels.push_back({"reverse state pass", reverse_pass});
+  } else {
     const float eps = config.raw_key_eps;
     kernels.push_back({"chunk prep", [=] { gdr::launch_chunk_prep(d, raw, s, eps); }});
-    kernels.push_back({"state pass (recompute)",
-                       [=] { gdr::launch_state_pass(d, in, s, state_in, nullptr, nullptr, value_block, true); }});
+    // The recompute of the chunk-start states and U and the reverse pass read only the prep's and the call's inputs,
+    // and each runs a CTA per (value block, head, sequence), which at long T and small B·H leaves most SMs idle: they
+    // run at the same time, on two streams.
+    kernels.push_back({"state pass (recompute) beside the reverse state pass", [=] {
+                         cuda::run_beside(reverse_pass, [=] {
+                           gdr::launch_state_pass(d, in, s, state_in, nullptr, nullptr, value_block, true);
+                         });
+                       }});
   }
-  if (gdr::passes_take_wgmma(d, value_block)) {
-    kernels.push_back({"reverse state pass",
-                       [=] { gdr::launch_reverse_pass_wgmma(d, in, dO, s, dstate_out, dstate_in, value_block); }});
-    kernels.push_back({"chunk gradients", [=] { gdr::chunk_grads<128>(d, in, dO, s, dq_, dk_, dv_, dg, dbeta); }});
-  } else if (d.key_dim == 64) {
-    kernels.push_back({"reverse state pass", [=] { gdr::reverse_pass<64, 64>(d, in, dO, s, dstate_out, dstate_in); }});
+  if (d.key_dim == 64)
     kernels.push_back({"chunk gradients", [=] { gdr::chunk_grads<64>(d, in, dO, s, dq_, dk_, dv_, dg, dbeta); }});
-  } else {
-    if (value_block == 32)
-      kernels.push_back(
-          {"reverse state pass", [=] { gdr::reverse_pass<128, 32>(d, in, dO, s, dstate_out, dstate_in); }});
-    else if (value_block == 64)
-      kernels.push_back(
-          {"reverse state pass", [=] { gdr::reverse_pass<128, 64>(d, in, dO, s, dstate_out, dstate_in); }});
-    else
-      kernels.push_back(
-          {"reverse state pass", [=] { gdr::reverse_pass<128, 128>(d, in, dO, s, dstate_out, dstate_in); }});
+  else
     kernels.push_back({"chunk gradients", [=] { gdr::chunk_grads<128>(d, in, dO, s, dq_, dk_, dv_, dg, dbeta); }});
-  }
   return kernels;
 }
 
