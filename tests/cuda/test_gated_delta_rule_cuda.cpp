@@ -215,6 +215,71 @@ TEST(GatedDeltaRuleCuda, ValueBlocksAgree) {
 }
 #endif
 
+#ifdef PRIMER_WITH_CUDA
+// The forward in pieces (each piece's state pass beside the next piece's chunk prep, on two streams, the state passed
+// between them in fp32) computes exactly what one pass over every chunk does: the same kernels on the same values
+// chunk by chunk, so the results are bitwise equal. At chunk counts the pieces split unevenly (16 and 11 chunks), at
+// both head dims, with unit keys and raw ones (KZLA's path), and with the backward's scratch kept: the backward from a
+// pieced forward's scratch gives the same gradients as well.
+TEST(GatedDeltaRuleCuda, ForwardPiecesComputeWhatOnePassDoes) {
+  PRIMER_REQUIRE_CUDA();
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  for (const double eps : {-1.0, 1e-6})
+    for (const auto [B, T, H, D] : {std::array<int64_t, 4>{1, 1000, 3, 128}, std::array<int64_t, 4>{2, 700, 2, 64}}) {
+      const GpuCase in(B, T, H, D, seed);
+      const Tensor k = eps >= 0 ? ops::scale(in.k, 2.5) : in.k;
+      const ops::GatedDeltaDims d{B, T, H, D, D, 1.0 / std::sqrt(double(D))};
+      const bool raw = eps >= 0;
+      const Tensor ws = Tensor::empty({int64_t(ops::cuda_ops::gated_delta_rule_workspace_bytes(d, true, raw))},
+                                      DType::U8, Device::cuda());
+      auto run = [&](int pieces, bool keep) {
+        std::vector<Tensor> out{Tensor::empty(in.v.shape(), DType::BF16, Device::cuda()),
+                                Tensor::empty(in.s0.shape(), DType::F32, Device::cuda())};
+        if (keep)
+          out.insert(out.end(), {Tensor::empty(in.q.shape(), DType::BF16, Device::cuda()),
+                                 Tensor::empty(k.shape(), DType::BF16, Device::cuda()),
+                                 Tensor::empty(in.v.shape(), DType::BF16, Device::cuda()),
+                                 Tensor::empty(in.g.shape(), DType::F32, Device::cuda()),
+                                 Tensor::empty(in.g.shape(), DType::F32, Device::cuda()),
+                                 Tensor::empty(in.s0.shape(), DType::F32, Device::cuda())});
+        for (const Tensor& t : out) test::poison(t);
+        test::poison(ws);
+        ops::cuda_ops::GatedDeltaConfig config;
+        config.keep_scratch = keep;
+        config.forward_pieces = pieces;
+        config.raw_key_eps = raw ? float(eps) : -1.f;
+        ops::cuda_ops::gated_delta_rule_forward(d, in.q.data_ptr(), k.data_ptr(), in.v.data_ptr(), in.g.data<float>(),
+                                                in.beta.data<float>(), in.s0.data<float>(), out[0].data_ptr(),
+                                                out[1].data<float>(), ws.data_ptr(), config);
+        if (keep) {
+          config.scratch_from_forward = true;
+          ops::cuda_ops::gated_delta_rule_backward(d, in.dout.data_ptr(), in.q.data_ptr(), k.data_ptr(),
+                                                   in.v.data_ptr(), in.g.data<float>(), in.beta.data<float>(),
+                                                   in.s0.data<float>(), in.ds.data<float>(), out[2].data_ptr(),
+                                                   out[3].data_ptr(), out[4].data_ptr(), out[5].data<float>(),
+                                                   out[6].data<float>(), out[7].data<float>(), ws.data_ptr(), config);
+        }
+        std::vector<Tensor> host;
+        for (const Tensor& t : out) host.push_back(t.to(Device::cpu()).to(DType::F64));
+        return host;
+      };
+      const char* names[] = {"o", "state_out", "dq", "dk", "dv", "dg", "dbeta", "dstate_in"};
+      const std::string shape = " T " + std::to_string(T) + " D " + std::to_string(D) + (raw ? " raw keys" : "");
+      for (const bool keep : {false, true}) {
+        const std::vector<Tensor> one = run(1, keep);
+        for (const int pieces : {0, 3, 5}) {
+          const std::vector<Tensor> pieced = run(pieces, keep);
+          for (size_t i = 0; i < one.size(); ++i)
+            test::expect_close(pieced[i], one[i], 0, 0,
+                               names[i] + std::string(" in ") + std::to_string(pieces) + " pieces" +
+                                   (keep ? " (scratch kept)" : "") + shape);
+        }
+      }
+    }
+}
+#endif
+
 // A forward that keeps its chunk scratch (the autograd node's path) gives the output of one that does not, and the
 // backward reading that scratch instead of recomputing it gives the same gradients (the same kernels on the same
 // values: 1e-6 leaves room only for nothing), at both head dims and at B = 1 (32 value columns per block), with unit

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdio>
 #include <string>
+#include <utility>
 
 #include "core/autograd/functions.h"
 #include "core/cuda_runtime.h"
@@ -68,7 +69,8 @@ void bench_core(const CoreInputs& in, const std::string& shape, std::vector<benc
 }
 
 #ifdef PRIMER_WITH_CUDA
-// Every kernel of the core on its own (after one full run has filled the scratch it reads), per value block.
+// Every kernel of the core on its own (after one full run has filled the scratch it reads), per value block; at value
+// block 32 also with the forward in one piece (its prep before its pass, not beside it: GatedDeltaConfig).
 void bench_kernels(const CoreInputs& in, const std::string& shape) {
   const ops::GatedDeltaDims d{in.B, in.T, in.H, in.K, in.V, in.scale};
   const Tensor ws =
@@ -81,8 +83,9 @@ void bench_kernels(const CoreInputs& in, const std::string& shape) {
   const Tensor db = Tensor::empty(in.g.shape(), DType::F32, Device::cuda());
   const Tensor st = Tensor::empty({in.B, in.H, in.K, in.V}, DType::F32, Device::cuda());
   std::vector<bench::Row> rows;
-  for (int value_block : {32, 64, 128}) {
-    const ops::cuda_ops::GatedDeltaConfig config{value_block};
+  for (const auto& [value_block, pieces] : {std::pair{32, 0}, std::pair{32, 1}, std::pair{64, 0}, std::pair{128, 0}}) {
+    ops::cuda_ops::GatedDeltaConfig config{value_block};
+    config.forward_pieces = pieces;
     const auto fwd = ops::cuda_ops::gated_delta_rule_forward_kernels(
         d, in.q.data_ptr(), in.k.data_ptr(), in.v.data_ptr(), in.g.data<float>(), in.beta.data<float>(), nullptr,
         o.data_ptr(), st.data<float>(), ws.data_ptr(), config);
@@ -97,7 +100,7 @@ void bench_kernels(const CoreInputs& in, const std::string& shape) {
       for (const auto& kernel : fwd) kernel.launch();
       for (const auto& kernel : bwd) kernel.launch();
     });
-    const std::string vb = "value block " + std::to_string(value_block);
+    const std::string vb = "value block " + std::to_string(value_block) + (pieces == 1 ? ", one forward piece" : "");
     rows.push_back({{vb, "forward", bench::fixed(fwd_ms, 3), "100"}});
     for (const auto& kernel : fwd) {
       const double ms = bench::median_ms(kernel.launch);

@@ -20,6 +20,11 @@ struct GatedDeltaConfig {
   bool keep_scratch = false;
   // Backward: the workspace is such a forward's (same inputs), so the chunk prep and the recompute pass are skipped.
   bool scratch_from_forward = false;
+  // Forward: the sequence's chunks in this many pieces (0: automatic, gdr::forward_pieces), each piece's state pass
+  // running beside the next piece's chunk prep on a second stream. The pass runs a CTA per value block, head and
+  // sequence, so at small B·H it leaves most SMs idle, which the prep then fills. The results are the same for any
+  // count (the state passes between pieces in fp32).
+  int forward_pieces = 0;
   // ≥ 0: k and v are raw (Kaczmarz linear attention's step, core/ops/kaczmarz_delta_rule.h): the kernels run on
   // k̂ = r·k and v̂ = r·v with r = 1/sqrt(‖k‖² + raw_key_eps) per token (rounded to bf16 once, in the chunk prep), and
   // the backward's dk, dv are the raw k's and v's: dk = r·(dk̂ − (⟨dk̂, k̂⟩ + ⟨dv̂, v̂⟩)·k̂), dv = r·dv̂ — no pass of

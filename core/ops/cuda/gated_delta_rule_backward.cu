@@ -473,13 +473,14 @@ std::vector<GatedDeltaKernel> gated_delta_rule_backward_kernels(
     kernels.push_back({"reverse state pass", reverse_pass});
   } else {
     const float eps = config.raw_key_eps;
-    kernels.push_back({"chunk prep", [=] { gdr::launch_chunk_prep(d, raw, s, eps); }});
+    kernels.push_back({"chunk prep", [=] { gdr::launch_chunk_prep(d, raw, s, eps, gdr::all_chunks(d)); }});
     // The recompute of the chunk-start states and U and the reverse pass read only the prep's and the call's inputs,
     // and each runs a CTA per (value block, head, sequence), which at long T and small B·H leaves most SMs idle: they
     // run at the same time, on two streams.
     kernels.push_back({"state pass (recompute) beside the reverse state pass", [=] {
                          cuda::run_beside(reverse_pass, [=] {
-                           gdr::launch_state_pass(d, in, s, state_in, nullptr, nullptr, value_block, true);
+                           gdr::launch_state_pass(d, in, s, state_in, nullptr, nullptr, value_block, true,
+                                                  gdr::all_chunks(d));
                          });
                        }});
   }

@@ -51,7 +51,7 @@ template <int D> __global__ void __launch_bounds__(kThreads)
   float* sG = sL + kChunk * Ly::kLStride;
   float* sBeta = sG + kChunk;
 
-  const int n = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+  const int n = sz.chunk_begin + int(blockIdx.x), h = blockIdx.y, b = blockIdx.z;
   const int t0 = n * kChunk, valid = min(kChunk, sz.T - t0);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t in_row = (int64_t(b) * sz.T + t0) * sz.H + h;  // (b, t0, h) in [B, T, H]
@@ -223,7 +223,7 @@ template <int D, int BV, int kStages, bool kOutput, bool kStore> __global__ void
   // Chunk n's tiles into stage n % kStages: one cp.async group, empty past the last chunk, so that a wait counts
   // chunks.
   auto load = [&](int n) {
-    if (n < sz.chunks) {
+    if (n < sz.chunk_end) {
       const Stage st = stage(n);
       const int t0 = n * kChunk, valid = min(kChunk, sz.T - t0);
       const int64_t in_row = (int64_t(b) * sz.T + t0) * sz.H + h, crow = bh * int64_t(sz.chunks) * kChunk + t0;
@@ -239,8 +239,8 @@ template <int D, int BV, int kStages, bool kOutput, bool kStore> __global__ void
     tile::cp_async_commit();
   };
 
-  for (int n = 0; n + 1 < kStages; ++n) load(n);
-  for (int n = 0; n < sz.chunks; ++n) {
+  for (int n = sz.chunk_begin; n + 1 < sz.chunk_begin + kStages; ++n) load(n);
+  for (int n = sz.chunk_begin; n < sz.chunk_end; ++n) {
     const Stage st = stage(n);
     load(n + kStages - 1);  // that stage was released by the previous iteration's last barrier
     tile::cp_async_wait<kStages - 1>();
@@ -293,22 +293,24 @@ template <int D, int BV, int kStages, bool kOutput, bool kStore> __global__ void
     });
 }
 
-template <int D> void chunk_prep(const GatedDeltaDims& d, const Inputs& in, const Scratch& s, float raw_key_eps) {
+template <int D>
+void chunk_prep(const GatedDeltaDims& d, const Inputs& in, const Scratch& s, float raw_key_eps, ChunkRange piece) {
   allow_dynamic_smem<chunk_prep_kernel<D>>(PrepLayout<D>::kBytes);
-  const dim3 grid(unsigned(chunks_of(d)), unsigned(d.heads), unsigned(d.batch));
-  chunk_prep_kernel<D><<<grid, kThreads, PrepLayout<D>::kBytes, cuda::stream()>>>(sizes_of(d), in, s, raw_key_eps);
+  const dim3 grid(unsigned(piece.end - piece.begin), unsigned(d.heads), unsigned(d.batch));
+  chunk_prep_kernel<D>
+      <<<grid, kThreads, PrepLayout<D>::kBytes, cuda::stream()>>>(sizes_of(d, piece), in, s, raw_key_eps);
   PRIMER_CUDA_CHECK_LAUNCH();
 }
 
 template <int D, int BV, bool kOutput, bool kStore> void state_pass(const GatedDeltaDims& d, const Inputs& in,
                                                                     const Scratch& s, const float* state_in, bf16* o,
-                                                                    float* state_out) {
+                                                                    float* state_out, ChunkRange piece) {
   const dim3 grid(unsigned(D / BV), unsigned(d.heads), unsigned(d.batch));
   auto launch = [&](auto stages) {
     using Ly = PassLayout<D, BV, kOutput, decltype(stages)::value>;
     constexpr auto kernel = state_pass_kernel<D, BV, Ly::kStages, kOutput, kStore>;
     allow_dynamic_smem<kernel>(Ly::kBytes);
-    kernel<<<grid, kThreads, Ly::kBytes, cuda::stream()>>>(sizes_of(d), in, s, state_in, o, state_out);
+    kernel<<<grid, kThreads, Ly::kBytes, cuda::stream()>>>(sizes_of(d, piece), in, s, state_in, o, state_out);
   };
   launch_with_stages<PassLayout<D, BV, kOutput, 3>::kBytes>(grid, launch);
   PRIMER_CUDA_CHECK_LAUNCH();
@@ -342,31 +344,44 @@ size_t carve_scratch(const GatedDeltaDims& d, bool backward, bool raw_keys, void
   take(s->k_hat, tokens * size_t(d.key_dim), raw_keys);
   take(s->v_hat, tokens * size_t(d.value_dim), raw_keys);
   take(s->key_scale, tokens, raw_keys);
+  take(s->piece_state, size_t(d.batch * d.heads * d.key_dim * d.value_dim), true);
   return offset;
 }
 
-void launch_chunk_prep(const GatedDeltaDims& d, const Inputs& in, const Scratch& s, float raw_key_eps) {
+void launch_chunk_prep(const GatedDeltaDims& d, const Inputs& in, const Scratch& s, float raw_key_eps,
+                       ChunkRange piece) {
   if (d.key_dim == 64)
-    chunk_prep<64>(d, in, s, raw_key_eps);
+    chunk_prep<64>(d, in, s, raw_key_eps, piece);
   else
-    chunk_prep<128>(d, in, s, raw_key_eps);
+    chunk_prep<128>(d, in, s, raw_key_eps, piece);
 }
 
 void launch_state_pass(const GatedDeltaDims& d, const Inputs& in, const Scratch& s, const float* state_in, bf16* o,
-                       float* state_out, int value_block, bool store) {
+                       float* state_out, int value_block, bool store, ChunkRange piece) {
   if (passes_take_wgmma(d, value_block))
-    return launch_state_pass_wgmma(d, in, s, state_in, o, state_out, value_block, store);
+    return launch_state_pass_wgmma(d, in, s, state_in, o, state_out, value_block, store, piece);
   with_pass_mode(o != nullptr, store, [&](auto output, auto keep) {
     constexpr bool kOutput = decltype(output)::value, kStore = decltype(keep)::value;
     if (d.key_dim == 64)
-      state_pass<64, 64, kOutput, kStore>(d, in, s, state_in, o, state_out);
+      state_pass<64, 64, kOutput, kStore>(d, in, s, state_in, o, state_out, piece);
     else if (value_block == 32)
-      state_pass<128, 32, kOutput, kStore>(d, in, s, state_in, o, state_out);
+      state_pass<128, 32, kOutput, kStore>(d, in, s, state_in, o, state_out, piece);
     else if (value_block == 64)
-      state_pass<128, 64, kOutput, kStore>(d, in, s, state_in, o, state_out);
+      state_pass<128, 64, kOutput, kStore>(d, in, s, state_in, o, state_out, piece);
     else
-      state_pass<128, 128, kOutput, kStore>(d, in, s, state_in, o, state_out);
+      state_pass<128, 128, kOutput, kStore>(d, in, s, state_in, o, state_out, piece);
   });
+}
+
+std::vector<ChunkRange> forward_pieces(const GatedDeltaDims& d, int value_block, int requested) {
+  const int chunks = int(chunks_of(d));
+  int count = requested;
+  if (count <= 0)
+    count = leaves_half_the_sms_idle(d.batch * d.heads * (d.value_dim / value_block)) && chunks >= 8 ? 4 : 1;
+  count = std::max(1, std::min(count, chunks));
+  std::vector<ChunkRange> pieces;
+  for (int i = 0; i < count; ++i) pieces.push_back({chunks * i / count, chunks * (i + 1) / count});
+  return pieces;
 }
 
 }  // namespace primer::ops::cuda_ops::gdr
@@ -409,10 +424,24 @@ std::vector<GatedDeltaKernel> gated_delta_rule_forward_kernels(const GatedDeltaD
   const gdr::Inputs scaled = gdr::scaled_inputs(in, s);
   const int value_block = config.value_block ? config.value_block : gated_delta_rule_default_value_block(d);
   const float eps = config.raw_key_eps;
-  return {{"chunk prep", [=] { gdr::launch_chunk_prep(d, in, s, eps); }},
-          {keep ? "state pass + output + stored states" : "state pass + output", [=] {
-             gdr::launch_state_pass(d, scaled, s, state_in, static_cast<gdr::bf16*>(o), state_out, value_block, keep);
-           }}};
+  const std::vector<gdr::ChunkRange> pieces = gdr::forward_pieces(d, value_block, config.forward_pieces);
+  const auto prep = [=](gdr::ChunkRange piece) { gdr::launch_chunk_prep(d, in, s, eps, piece); };
+  std::vector<GatedDeltaKernel> kernels{{"chunk prep", [=] { prep(pieces[0]); }}};
+  for (size_t j = 0; j < pieces.size(); ++j) {
+    // Between pieces the state waits in the scratch (each CTA reads and writes only its own columns of it).
+    const float* from = j == 0 ? state_in : s.piece_state;
+    float* to = j + 1 == pieces.size() ? state_out : s.piece_state;
+    const auto pass = [=] {
+      gdr::launch_state_pass(d, scaled, s, from, static_cast<gdr::bf16*>(o), to, value_block, keep, pieces[j]);
+    };
+    if (j + 1 == pieces.size())
+      kernels.push_back({keep ? "state pass + output + stored states" : "state pass + output", pass});
+    else  // the pass on run_beside's second stream, whose blocks are placed first
+      kernels.push_back({keep ? "state pass + output + stored states, beside the next piece's chunk prep"
+                              : "state pass + output, beside the next piece's chunk prep",
+                         [=] { cuda::run_beside([=] { prep(pieces[j + 1]); }, pass); }});
+  }
+  return kernels;
 }
 
 void gated_delta_rule_forward(const GatedDeltaDims& d, const void* q, const void* k, const void* v, const float* g,

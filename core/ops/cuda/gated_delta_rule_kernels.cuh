@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
+#include <vector>
 
 #include "core/cuda_runtime.h"
 #include "core/ops/cuda/dynamic_smem.h"
@@ -48,6 +49,7 @@ struct Scratch {
   bf16* k_hat = nullptr;
   bf16* v_hat = nullptr;
   float* key_scale = nullptr;
+  float* piece_state = nullptr;  // [B, H, K, V] the state between two pieces of a forward (ForwardPieces)
 };
 
 inline int64_t chunks_of(const GatedDeltaDims& d) { return (d.time + kChunk - 1) / kChunk; }
@@ -78,13 +80,31 @@ struct Inputs {
   const float *g, *beta;  // [B, T, H]
 };
 
-// Sizes the kernels index with (int: T·H·D fits easily; products that may not are taken in int64).
+// Chunks [begin, end) of the sequence. The forward may run its prep and state pass in pieces: the prep of the first,
+// then each piece's state pass beside the next piece's prep on a second stream (cuda::run_beside), since a pass (a
+// CTA per value block, head and sequence) can leave most SMs idle (GatedDeltaConfig::forward_pieces).
+struct ChunkRange {
+  int begin, end;
+};
+inline ChunkRange all_chunks(const GatedDeltaDims& d) { return {0, int(chunks_of(d))}; }
+// The pieces of a forward, consecutive and nearly equal: `requested` of them, or where that is 0, four where the
+// state pass leaves half the SMs idle and there are at least 8 chunks, else one.
+std::vector<ChunkRange> forward_pieces(const GatedDeltaDims& d, int value_block, int requested);
+
+// Sizes the kernels index with (int: T·H·D fits easily; products that may not are taken in int64), and the chunks
+// the prep and the forward's state pass walk (all of them unless a launcher passes a piece).
 struct Sizes {
   int T, H, chunks;
   float scale;
+  int chunk_begin, chunk_end;
 };
 inline Sizes sizes_of(const GatedDeltaDims& d) {
-  return {int(d.time), int(d.heads), int(chunks_of(d)), float(d.scale)};
+  return {int(d.time), int(d.heads), int(chunks_of(d)), float(d.scale), 0, int(chunks_of(d))};
+}
+inline Sizes sizes_of(const GatedDeltaDims& d, ChunkRange piece) {
+  Sizes sz = sizes_of(d);
+  sz.chunk_begin = piece.begin, sz.chunk_end = piece.end;
+  return sz;
 }
 
 // Copies 64 floats (16-byte aligned) into shared memory with 16 threads (part of the caller's cp.async group).
@@ -92,24 +112,26 @@ __device__ __forceinline__ void load_row_async(float* smem, const float* global)
   if (threadIdx.x < 16) tile::cp_async_16(smem + 4 * threadIdx.x, global + 4 * threadIdx.x, true);
 }
 
-// Chunk prep for every chunk (writes G2, P, W, u, and A when s.A is set). With s.k_hat set, k and v are raw: the
-// prep scales each token's pair by r = 1/sqrt(‖k‖² + raw_key_eps) and writes k̂, v̂ and r to the scratch.
-void launch_chunk_prep(const GatedDeltaDims& d, const Inputs& in, const Scratch& s, float raw_key_eps);
+// Chunk prep for every chunk of `piece` (writes G2, P, W, u, and A when s.A is set). With s.k_hat set, k and v are
+// raw: the prep scales each token's pair by r = 1/sqrt(‖k‖² + raw_key_eps) and writes k̂, v̂ and r to the scratch.
+void launch_chunk_prep(const GatedDeltaDims& d, const Inputs& in, const Scratch& s, float raw_key_eps,
+                       ChunkRange piece);
 // What the kernels after the prep read: the inputs, with k and v replaced by the prep's k̂ and v̂ for raw keys.
 inline Inputs scaled_inputs(const Inputs& in, const Scratch& s) {
   return s.k_hat ? Inputs{in.q, s.k_hat, s.v_hat, in.g, in.beta} : in;
 }
-// The sequential state pass, each CTA owning `value_block` (32, 64 or 128) value columns. Forward: o (bf16
-// [B, T, H, V]) and state_out (nullable). Backward recompute (o null): the chunk-start states and U into the scratch;
-// `store` (with o) writes those too, for a backward that keeps the forward's scratch.
+// The sequential state pass over the chunks of `piece`, each CTA owning `value_block` (32, 64 or 128) value columns,
+// from state_in (the state at the piece's start; null: zeros) to state_out (at its end; nullable). Forward: o (bf16
+// [B, T, H, V]). Backward recompute (o null): the chunk-start states and U into the scratch; `store` (with o) writes
+// those too, for a backward that keeps the forward's scratch.
 void launch_state_pass(const GatedDeltaDims& d, const Inputs& in, const Scratch& s, const float* state_in, bf16* o,
-                       float* state_out, int value_block, bool store);
+                       float* state_out, int value_block, bool store, ChunkRange piece);
 // The sequential passes on Hopper's warpgroup MMA, where passes_take_wgmma: key dim 128, value blocks of 32 or 64, and
 // wgmma_available(). launch_state_pass takes the first (gated_delta_rule_state_pass_wgmma.cu) there; the backward
 // takes the reverse pass (gated_delta_rule_reverse_pass_wgmma.cu; the mma.sync one is in gated_delta_rule_backward.cu).
 bool passes_take_wgmma(const GatedDeltaDims& d, int value_block);
 void launch_state_pass_wgmma(const GatedDeltaDims& d, const Inputs& in, const Scratch& s, const float* state_in,
-                             bf16* o, float* state_out, int value_block, bool store);
+                             bf16* o, float* state_out, int value_block, bool store, ChunkRange piece);
 void launch_reverse_pass_wgmma(const GatedDeltaDims& d, const Inputs& in, const bf16* dout, const Scratch& s,
                                const float* dstate_out, float* dstate_in, int value_block);
 

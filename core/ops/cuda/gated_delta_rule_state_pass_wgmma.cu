@@ -95,7 +95,7 @@ template <int BV, int kStages, bool kOutput, bool kStore> __global__ void __laun
   // Chunk n's tiles into stage n % kStages: one cp.async group, empty past the last chunk, so that a wait counts
   // chunks.
   auto load = [&](int n) {
-    if (n < sz.chunks) {
+    if (n < sz.chunk_end) {
       const Stage st = stage(n);
       const int t0 = n * kChunk, valid = min(kChunk, sz.T - t0);
       const int64_t in_row = (int64_t(b) * sz.T + t0) * sz.H + h, crow = bh * int64_t(sz.chunks) * kChunk + t0;
@@ -112,8 +112,8 @@ template <int BV, int kStages, bool kOutput, bool kStore> __global__ void __laun
     tile::cp_async_commit();
   };
 
-  for (int n = 0; n + 1 < kStages; ++n) load(n);
-  for (int n = 0; n < sz.chunks; ++n) {
+  for (int n = sz.chunk_begin; n + 1 < sz.chunk_begin + kStages; ++n) load(n);
+  for (int n = sz.chunk_begin; n < sz.chunk_end; ++n) {
     const Stage st = stage(n);
     const int t0 = n * kChunk, valid = min(kChunk, sz.T - t0);
     const int64_t crow = bh * int64_t(sz.chunks) * kChunk + t0;
@@ -206,13 +206,13 @@ template <int BV, int kStages, bool kOutput, bool kStore> __global__ void __laun
 
 template <int BV, bool kOutput, bool kStore> void state_pass_wgmma(const GatedDeltaDims& d, const Inputs& in,
                                                                    const Scratch& s, const float* state_in, bf16* o,
-                                                                   float* state_out) {
+                                                                   float* state_out, ChunkRange piece) {
   const dim3 grid(unsigned(kKeys / BV), unsigned(d.heads), unsigned(d.batch));
   auto launch = [&](auto stages) {
     using Ly = WgmmaPassLayout<BV, kOutput, decltype(stages)::value>;
     constexpr auto kernel = state_pass_wgmma_kernel<BV, Ly::kStages, kOutput, kStore>;
     allow_dynamic_smem<kernel>(Ly::kBytes);
-    kernel<<<grid, kThreads, Ly::kBytes, cuda::stream()>>>(sizes_of(d), in, s, state_in, o, state_out);
+    kernel<<<grid, kThreads, Ly::kBytes, cuda::stream()>>>(sizes_of(d, piece), in, s, state_in, o, state_out);
   };
   launch_with_stages<WgmmaPassLayout<BV, kOutput, 3>::kBytes>(grid, launch);
   PRIMER_CUDA_CHECK_LAUNCH();
@@ -225,13 +225,13 @@ bool passes_take_wgmma(const GatedDeltaDims& d, int value_block) {
 }
 
 void launch_state_pass_wgmma(const GatedDeltaDims& d, const Inputs& in, const Scratch& s, const float* state_in,
-                             bf16* o, float* state_out, int value_block, bool store) {
+                             bf16* o, float* state_out, int value_block, bool store, ChunkRange piece) {
   with_pass_mode(o != nullptr, store, [&](auto output, auto keep) {
     constexpr bool kOutput = decltype(output)::value, kStore = decltype(keep)::value;
     if (value_block == 32)
-      state_pass_wgmma<32, kOutput, kStore>(d, in, s, state_in, o, state_out);
+      state_pass_wgmma<32, kOutput, kStore>(d, in, s, state_in, o, state_out, piece);
     else
-      state_pass_wgmma<64, kOutput, kStore>(d, in, s, state_in, o, state_out);
+      state_pass_wgmma<64, kOutput, kStore>(d, in, s, state_in, o, state_out, piece);
   });
 }
 
