@@ -40,9 +40,8 @@ cudaStream_t stream();  // the current device's compute stream (inside run_besid
 // what the other writes and that each leave most of the GPU idle (sequential passes over a sequence's chunks, a CTA
 // per few columns). The second stream has the higher priority, so that where both kernels' blocks wait for SMs,
 // `beside`'s are placed first: give it the kernel of few long-lived blocks. `beside` only launches work on memory
-// that outlives the call; calls do not nest. With
-// PRIMER_ONE_STREAM=1 in the environment both run on the compute stream, `beside` first (to measure what the second
-// stream gains, or to rule it out).
+// that outlives the call; calls do not nest. With PRIMER_ONE_STREAM=1 in the environment both run on the compute
+// stream, `beside` first (to measure what the second stream gains, or to rule it out).
 void run_beside(const std::function<void()>& main, const std::function<void()>& beside);
 [[noreturn]] void fail(cudaError_t err, const char* expr, const char* file, int line);
 [[noreturn]] void fail_cublas(int status, const char* expr, const char* file, int line);

@@ -10,6 +10,9 @@
 //     o = scale·diag(γ) Q S + P U, S ← γ_last S + Kᵀ diag(D_last) U, U never leaving the chip. The backward's
 //     recompute runs the same kernel storing the chunk-start states and U instead of o. On Hopper, at key dim 128
 //     and value blocks of 32 or 64, gated_delta_rule_state_pass_wgmma.cu runs it instead.
+// Where the pass leaves half the SMs idle, the forward runs both kernels on pieces of the sequence: each piece's pass
+// beside the next piece's prep on a second stream (forward_pieces, cuda::run_beside), the state between pieces in
+// fp32 in the scratch.
 #include <algorithm>
 #include <type_traits>
 
