@@ -98,14 +98,10 @@ struct Sizes {
   float scale;
   int chunk_begin, chunk_end;
 };
-inline Sizes sizes_of(const GatedDeltaDims& d) {
-  return {int(d.time), int(d.heads), int(chunks_of(d)), float(d.scale), 0, int(chunks_of(d))};
-}
 inline Sizes sizes_of(const GatedDeltaDims& d, ChunkRange piece) {
-  Sizes sz = sizes_of(d);
-  sz.chunk_begin = piece.begin, sz.chunk_end = piece.end;
-  return sz;
+  return {int(d.time), int(d.heads), int(chunks_of(d)), float(d.scale), piece.begin, piece.end};
 }
+inline Sizes sizes_of(const GatedDeltaDims& d) { return sizes_of(d, all_chunks(d)); }
 
 // Copies 64 floats (16-byte aligned) into shared memory with 16 threads (part of the caller's cp.async group).
 __device__ __forceinline__ void load_row_async(float* smem, const float* global) {
