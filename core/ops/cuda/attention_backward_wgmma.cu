@@ -1,17 +1,24 @@
-// Hopper (sm_90a) flash attention backward with warpgroup MMA. One CTA of two warpgroups per (128-key tile, kv
-// head, batch); warpgroup w owns keys 64w..64w+63 and keeps their dK and dV (64 x Dh each) in registers while
-// 64-query tiles of every query head of the GQA group stream through shared memory (three stages: Q and dO by
-// bulk tensor copies that one thread issues, completing on a barrier per stage; lse and delta by cp.async), so
-// dK/dV are summed over the group without atomics and written once. Per query tile and warpgroup:
+// Hopper (sm_90a) flash attention backward with warpgroup MMA, warp-specialised. One CTA per (128-key tile, kv
+// head, batch) of two consumer warpgroups and a producer warpgroup. Consumer warpgroup w owns keys 64w..64w+63 and
+// keeps their dK and dV (64 x Dh each) in registers while 64-query tiles of every query head of the GQA group stream
+// through shared memory; so dK/dV are summed over the group without atomics and written once. Per query tile and
+// consumer warpgroup:
 //   S^T = K_w Q^T and dP^T = V_w dO^T                        (from shared memory; K_w, V_w from registers at Dh 64)
 //   P^T = exp2(S^T scale log2(e) - lse log2(e)),  dS^T = P^T (dP^T - delta) scale   (masked on edge tiles only)
 //   dV += P^T dO and dK += dS^T Q                            (P^T, dS^T as register A fragments)
 //   dQ  = dS K                                               (dS^T through shared memory)
-// The warpgroups split dQ's columns, each reducing over all 128 keys, so that each query tile's dQ leaves a CTA once
-// (at head_dim 64 each warpgroup reduced over its own keys before, and the CTA added two partial dQs to the buffer).
+// The warpgroups split dQ's columns, each reducing over all 128 keys, so that each query tile's dQ leaves a CTA once.
 // dQ is staged in shared memory and added to the fp32 buffer by bulk tensor reduce-adds (TMA): not bitwise
 // deterministic, like FlashAttention-2's atomics, but with far less load on the memory pipeline than per-thread
 // atomics.
+//
+// Roles (FlashAttention-3's backward, Shah et al. 2024, and its hopper/mainloop_bwd_sm90_tma_gmma_ws.hpp): the
+// producer warpgroup gives its registers to the consumers (setmaxnreg). Its first warp loads K and V once and then
+// each step's Q and dO (bulk tensor copies) and lse and delta (cp.async) into a stage, completing on the stage's
+// "full" barrier once the consumers have released it ("empty"); its second warp adds each warpgroup's staged dQ into
+// the buffer and tells the warpgroup when the staging may be written again. The consumers meet each other once per
+// query tile, when both halves of dS^T are in shared memory (double-buffered, so no second barrier guards its
+// reuse), and meet the producers only at mbarriers: no CTA-wide barrier in the loop.
 //
 // Two sources (B'MOJO-F's in-context and fading windows): the grid covers both sources' key tiles, each CTA with
 // its source's keys, values, mask, queries and dQ buffer; dO, lse and delta are the merged softmax's, shared.
@@ -20,9 +27,8 @@
 // whole 128-byte lines, where each thread's own 4-byte stores used half of every sector and held the CTA (and the next
 // one) longer.
 //
-// Schedule: one CTA barrier per tile, after which both warpgroups' dS^T and the next tile's Q/dO are in shared
-// memory. Each warpgroup issues the next tile's S^T right behind this tile's dQ, so the tensor cores run it while
-// dQ is staged; the next dP^T runs while the probabilities are computed.
+// Schedule per consumer warpgroup: each issues the next tile's S^T right behind this tile's dQ, so the tensor cores run
+// it while dQ is staged; the next dP^T runs while the probabilities are computed.
 #include "core/cuda_runtime.h"
 #include "core/ops/cuda/attention_backward_common.cuh"
 #include "core/ops/cuda/dynamic_smem.h"
@@ -40,7 +46,13 @@ using wgmma::mn_major_step;
 using wgmma::Sw128Tile;
 
 template <int kDh> struct WgmmaBackwardTraits {
-  static constexpr int kBlockN = 128, kBlockM = 64, kThreads = 256, kStages = 3;
+  // Two consumer warpgroups and a producer warpgroup: a whole warpgroup so that registers can move from it to the
+  // consumers (setmaxnreg; the register file is split among the four schedulers).
+  static constexpr int kBlockN = 128, kBlockM = 64, kConsumers = 256, kThreads = 384, kStages = 2;
+  static constexpr int kProducerRegisters = 24, kConsumerRegisters = 240;
+  static_assert(kThreads == kConsumers + 128, "two consumer warpgroups and one producer warpgroup");
+  static_assert((kProducerRegisters + 2 * kConsumerRegisters) * 32 <= 16384,
+                "each scheduler's 16K registers hold one warp of each warpgroup");
   static constexpr int kDqCols = kDh / 2;     // dQ columns one warpgroup computes
   using KTile = Sw128Tile<kBlockN, kDh>;      // K, V: [key][d]
   using QTile = Sw128Tile<kBlockM, kDh>;      // Q, dO: [query][d]
@@ -48,11 +60,14 @@ template <int kDh> struct WgmmaBackwardTraits {
   // dQ staging, per warpgroup its columns as boxes of the dQ tensor map: [64 queries][32 fp32 columns] each.
   static constexpr int kDqBoxes = kDqCols / 32, kDqBox = kBlockM * 32, kDqStaging = 2 * kDqBoxes * kDqBox;
   static_assert(kDqCols % 32 == 0, "a warpgroup's dQ columns are whole 32-column boxes");
-  // K, V; the stages of Q and dO; dS^T; dQ staging; the stages of lse and delta; the stages' barriers; slack to
+  // The barriers: K and V landed; per stage full and empty; per consumer warpgroup its dQ staged and its staging free.
+  static constexpr int kBarriers = 1 + 2 * kStages + 4;
+  // K, V; the stages of Q and dO; two buffers of dS^T; dQ staging; the stages of lse and delta; the barriers; slack to
   // align to 1024 bytes.
   static constexpr int kSmemBytes =
-      (2 * KTile::kElems + 2 * kStages * QTile::kElems + STile::kElems) * int(sizeof(bf16)) +
-      (kDqStaging + 2 * kStages * kBlockM) * int(sizeof(float)) + kStages * 8 + 1024;
+      (2 * KTile::kElems + 2 * kStages * QTile::kElems + 2 * STile::kElems) * int(sizeof(bf16)) +
+      (kDqStaging + 2 * kStages * kBlockM) * int(sizeof(float)) + kBarriers * 8 + 1024;
+  static_assert(kSmemBytes <= 227 * 1024, "within a Hopper block's shared memory");
 };
 
 #ifdef PRIMER_WGMMA
@@ -60,6 +75,11 @@ template <int kDh> struct WgmmaBackwardTraits {
 __device__ __forceinline__ void cp_async_4(void* smem, const void* global, bool valid) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(tile::smem_address(smem)), "l"(global),
                "r"(valid ? 4 : 0));
+}
+// An arrival on `bar` once this thread's earlier cp.async copies have landed; the barrier counts it among the
+// arrivals it was initialised with (.noinc).
+__device__ __forceinline__ void cp_async_arrive(uint64_t* bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(tile::smem_address(bar)) : "memory");
 }
 
 // Offset of (row, col < 64) in a warpgroup's two staged dQ boxes: 128-byte rows whose 16-byte chunks are
@@ -88,12 +108,13 @@ __device__ __forceinline__ void accumulators_to_a(uint32_t (&a)[4][4], const flo
 }
 #endif
 
-// Tensor maps: each source's queries, dQ buffer, dK and dV (the one-source kernel reads index 0 only), and dO.
+// Tensor maps: each source's queries, keys, values, dQ buffer, dK and dV (the one-source kernel reads index 0 only),
+// and dO.
 struct BackwardMaps {
-  CUtensorMap q[2], dq[2], dk[2], dv[2], dout;
+  CUtensorMap q[2], k[2], v[2], dq[2], dk[2], dv[2], dout;
 };
 
-template <int kDh, bool kTwoSources> __global__ void __launch_bounds__(256, 1)
+template <int kDh, bool kTwoSources> __global__ void __launch_bounds__(WgmmaBackwardTraits<kDh>::kThreads, 1)
     attention_backward_wgmma_kernel(const __grid_constant__ BackwardArgs a0, const __grid_constant__ BackwardArgs a1,
                                     const __grid_constant__ BackwardMaps maps) {
 #ifdef PRIMER_WGMMA
@@ -101,44 +122,43 @@ template <int kDh, bool kTwoSources> __global__ void __launch_bounds__(256, 1)
   using KTile = typename Tr::KTile;
   using QTile = typename Tr::QTile;
   using STile = typename Tr::STile;
-  constexpr int kBlockN = Tr::kBlockN, kBlockM = Tr::kBlockM, kThreads = Tr::kThreads, kStages = Tr::kStages;
+  constexpr int kBlockN = Tr::kBlockN, kBlockM = Tr::kBlockM, kStages = Tr::kStages;
   constexpr int kDqCols = Tr::kDqCols;
   extern __shared__ unsigned char smem_raw[];
   unsigned char* smem = wgmma::aligned_tiles(smem_raw);
   bf16* sK = reinterpret_cast<bf16*>(smem);
   bf16* sV = sK + KTile::kElems;
-  bf16* sQ = sV + KTile::kElems;             // [kStages]
-  bf16* sdO = sQ + kStages * QTile::kElems;  // [kStages]
-  bf16* sdS = sdO + kStages * QTile::kElems;
-  float* sDq = reinterpret_cast<float*>(sdS + STile::kElems);  // 1024-byte aligned, as the 128-byte swizzle needs
-  float* sLse = sDq + Tr::kDqStaging;                          // [kStages][kBlockM]
-  float* sDelta = sLse + kStages * kBlockM;                    // [kStages][kBlockM]
-  uint64_t* queries_full = reinterpret_cast<uint64_t*>(sDelta + kStages * kBlockM);  // [kStages]: Q and dO landed
+  bf16* sQ = sV + KTile::kElems;                                   // [kStages]
+  bf16* sdO = sQ + kStages * QTile::kElems;                        // [kStages]
+  bf16* sdS = sdO + kStages * QTile::kElems;                       // [2]: step s's in buffer s % 2
+  float* sDq = reinterpret_cast<float*>(sdS + 2 * STile::kElems);  // 1024-byte aligned, as the 128-byte swizzle needs
+  float* sLse = sDq + Tr::kDqStaging;                              // [kStages][kBlockM]
+  float* sDelta = sLse + kStages * kBlockM;                        // [kStages][kBlockM]
+  uint64_t* kv_full = reinterpret_cast<uint64_t*>(sDelta + kStages * kBlockM);
+  uint64_t* full = kv_full + 1;         // [kStages]: Q, dO, lse and delta landed
+  uint64_t* empty = full + kStages;     // [kStages]: every consumer warp is done with the stage
+  uint64_t* dq_full = empty + kStages;  // [2]: warpgroup w's dQ staged
+  uint64_t* dq_empty = dq_full + 2;     // [2]: warpgroup w's staging read by the reduce-adds
 
   // Blocks [0, tiles0) take source 0's key tiles, the rest source 1's.
   const int tiles0 = kTwoSources ? (a0.mask.Tk + kBlockN - 1) / kBlockN : int(gridDim.x);
   const bool second = kTwoSources && int(blockIdx.x) >= tiles0;
   const BackwardArgs& a = second ? a1 : a0;
   const int source = second ? 1 : 0;
-  const CUtensorMap* q_map = &maps.q[source];
-  const CUtensorMap* dq_map = &maps.dq[source];
   const int key_tile = second ? int(blockIdx.x) - tiles0 : int(blockIdx.x);
   // Causal: early keys feed the most queries; blocks start in index order, so these go first and the light late key
   // tiles fill the last wave (2-4% at B = 1, T 16-32K on an H200).
   const int n0 = key_tile * kBlockN;
   const int kvh = blockIdx.y, b = blockIdx.z;
-  const int tid = threadIdx.x, wg = tid / 128;
-  const int warp = tid / 32 % 4, lane = tid % 32, g = lane / 4, t = lane % 4;
+  const int warp_id = threadIdx.x / 32, lane = threadIdx.x % 32;
   const Mask& mask = a.mask;
-  const int64_t kv_stride = int64_t(a.Hkv) * kDh;
-  const int64_t kv_base = (int64_t(b) * mask.Tk * a.Hkv + kvh) * kDh;
-  const int key0 = n0 + 64 * wg;  // this warpgroup's keys
 
   int q_lo, q_hi;
   mask.query_range(n0, min(n0 + kBlockN, mask.Tk), &q_lo, &q_hi);
   const int tile_begin = q_lo / kBlockM, tiles = q_hi > q_lo ? (q_hi + kBlockM - 1) / kBlockM - tile_begin : 0;
   const int steps = tiles * a.group;  // (query head of the group, query tile) pairs
-  // Steps run over the query tiles of each head of the group in turn; a cursor walks them without divisions.
+  // Steps run over the query tiles of each head of the group in turn; each role walks them with its own cursor, without
+  // divisions. Step s uses stage s % kStages, the stage's barriers in phase s / kStages.
   struct Cursor {
     int stage, h, m0;
   };
@@ -149,33 +169,82 @@ template <int kDh, bool kTwoSources> __global__ void __launch_bounds__(256, 1)
     if (c.m0 == m0_end) c.m0 = m0_begin, ++c.h;
     return c;
   };
+  auto parity = [](int step) { return (step / kStages) & 1; };
+  const Cursor first{0, kvh * a.group, m0_begin};
 
-  // Each call closes one cp.async group (empty past the last step), so waits can count steps. Step s's Q and dO
-  // complete on queries_full[s % kStages], phase s / kStages (rows past Tq read as zeros).
-  Cursor loading{0, kvh * a.group, m0_begin};  // the next step to load
-  auto load_queries = [&](int step) {
-    if (step < steps) {
-      const int stage = loading.stage, h = loading.h, m0 = loading.m0;
-      loading = next(loading);
-      if (tid == 0) {
-        tma::arrive_expect_bytes(&queries_full[stage], 2 * QTile::kElems * int(sizeof(bf16)));
+  if (threadIdx.x == 0) {
+    tma::barrier_init(kv_full, 1);
+    for (int i = 0; i < kStages; ++i) {
+      tma::barrier_init(&full[i], 1 + 32);  // the copies' issuer, and each lane's cp.async of lse and delta
+      tma::barrier_init(&empty[i], 8);      // the consumer warps
+    }
+    for (int w = 0; w < 2; ++w) {
+      tma::barrier_init(&dq_full[w], 4);  // the warpgroup's warps
+      tma::barrier_init(&dq_empty[w], 1);
+    }
+    tma::fence_barrier_init();
+  }
+  __syncthreads();  // the last CTA-wide barrier: from here on the roles meet at mbarriers (the consumers also at named
+                    // barriers of their own)
+
+  if (warp_id >= 8) {  // the producer warpgroup
+    wgmma::set_max_registers<Tr::kProducerRegisters, false>();
+    if (warp_id == 8) {  // the loads
+      if (lane == 0) {
+        tma::arrive_expect_bytes(kv_full, 2 * KTile::kElems * int(sizeof(bf16)));
 #pragma unroll
         for (int c = 0; c < kDh / 64; ++c) {
-          tma::load_4d(sQ + stage * QTile::kElems + c * QTile::kBlockElems, q_map, &queries_full[stage], 64 * c, h, m0,
-                       b);
-          tma::load_4d(sdO + stage * QTile::kElems + c * QTile::kBlockElems, &maps.dout, &queries_full[stage], 64 * c,
-                       h, m0, b);
+          tma::load_4d(sK + c * KTile::kBlockElems, &maps.k[source], kv_full, 64 * c, kvh, n0, b);
+          tma::load_4d(sV + c * KTile::kBlockElems, &maps.v[source], kv_full, 64 * c, kvh, n0, b);
         }
       }
-      if (tid < 2 * kBlockM) {  // rows past Tq read as 0: finite, and masked out
-        const int i = tid % kBlockM, row = m0 + i;
-        const bool valid = row < mask.Tq;
-        const float* src = (tid < kBlockM ? a.lse : a.delta) + (int64_t(b) * a.Hq + h) * mask.Tq + (valid ? row : 0);
-        cp_async_4((tid < kBlockM ? sLse : sDelta) + stage * kBlockM + i, src, valid);
+      Cursor cur = first;
+      for (int step = 0; step < steps; ++step, cur = next(cur)) {
+        const int stage = cur.stage;
+        if (step >= kStages) tma::wait(&empty[stage], parity(step) ^ 1);  // the use kStages steps back
+        if (lane == 0) {
+          tma::arrive_expect_bytes(&full[stage], 2 * QTile::kElems * int(sizeof(bf16)));
+#pragma unroll
+          for (int c = 0; c < kDh / 64; ++c) {
+            tma::load_4d(sQ + stage * QTile::kElems + c * QTile::kBlockElems, &maps.q[source], &full[stage], 64 * c,
+                         cur.h, cur.m0, b);
+            tma::load_4d(sdO + stage * QTile::kElems + c * QTile::kBlockElems, &maps.dout, &full[stage], 64 * c, cur.h,
+                         cur.m0, b);
+          }
+        }
+        const int64_t row_base = (int64_t(b) * a.Hq + cur.h) * mask.Tq;
+#pragma unroll
+        for (int i = lane; i < kBlockM; i += 32) {  // rows past Tq read as 0: finite, and masked out
+          const int row = cur.m0 + i;
+          const bool valid = row < mask.Tq;
+          cp_async_4(sLse + stage * kBlockM + i, a.lse + row_base + (valid ? row : 0), valid);
+          cp_async_4(sDelta + stage * kBlockM + i, a.delta + row_base + (valid ? row : 0), valid);
+        }
+        cp_async_arrive(&full[stage]);
       }
+    } else if (warp_id == 9 && lane == 0) {  // dQ into the fp32 buffer, one bulk tensor reduce-add per box
+      Cursor cur = first;
+      for (int step = 0; step < steps; ++step, cur = next(cur))
+        for (int w = 0; w < 2; ++w) {
+          tma::wait(&dq_full[w], step & 1);
+          const float* staged = sDq + w * Tr::kDqBoxes * Tr::kDqBox;
+#pragma unroll
+          for (int box = 0; box < Tr::kDqBoxes; ++box)  // rows past Tq are clipped
+            tma::reduce_add_4d(&maps.dq[source], staged + box * Tr::kDqBox, kDqCols * w + 32 * box, cur.h, cur.m0, b);
+          tma::commit_bulk_group();
+          tma::wait_bulk_groups<true>();
+          tma::arrive(&dq_empty[w]);
+        }
+      tma::wait_bulk_groups<false>();
     }
-    tile::cp_async_commit();
-  };
+    return;
+  }
+
+  wgmma::set_max_registers<Tr::kConsumerRegisters, true>();
+  const int wg = warp_id / 4, warp = warp_id % 4, g = lane / 4, t = lane % 4;
+  const int key0 = n0 + 64 * wg;  // this warpgroup's keys
+  // Barrier 1: both consumer warpgroups (256 threads).
+  constexpr int kConsumersMeet = 1;
 
   // At head_dim 64 the registers have room for this warpgroup's keys and values as the A operands of S^T and dP^T
   // (16 registers each), which then leave shared memory's bandwidth to the other operands at every step.
@@ -199,26 +268,12 @@ template <int kDh, bool kTwoSources> __global__ void __launch_bounds__(256, 1)
     wgmma::commit();
   };
 
-  if (tid == 0) {
-    for (int i = 0; i < kStages; ++i) tma::barrier_init(&queries_full[i], 1);
-    tma::fence_barrier_init();
-  }
-  __syncthreads();  // the barriers are initialised before anyone waits on them
-  auto wait_queries = [&](int step) { tma::wait(&queries_full[step % kStages], (step / kStages) & 1); };
-  wgmma::load_tile_async<kBlockN, kDh, kThreads>(sK, a.k + kv_base + n0 * kv_stride, kv_stride, mask.Tk - n0, tid);
-  wgmma::load_tile_async<kBlockN, kDh, kThreads>(sV, a.v + kv_base + n0 * kv_stride, kv_stride, mask.Tk - n0, tid);
-  load_queries(0);  // K, V and step 0's queries: one group
-  load_queries(1);
-
   float dk[kDh / 2], dv[kDh / 2];
 #pragma unroll
   for (int i = 0; i < kDh / 2; ++i) dk[i] = dv[i] = 0.f;
   float s[32], dp[32];
+  tma::wait(kv_full, 0);
   if (steps > 0) {
-    tile::cp_async_wait<1>();
-    wait_queries(0);
-    wgmma::fence_shared_for_async();
-    __syncthreads();
     if constexpr (kKvInRegisters) {  // fragment kk, register i: key row 8 (i % 2), columns 16kk + 8 (i / 2) + 2t
 #pragma unroll
       for (int kk = 0; kk < kDh / 16; ++kk)
@@ -229,16 +284,18 @@ template <int kDh, bool kTwoSources> __global__ void __launch_bounds__(256, 1)
           v_frag[kk][i] = *reinterpret_cast<const uint32_t*>(sV + offset);
         }
     }
+    tma::wait(&full[0], 0);
     issue_scores(s, sK, k_frag, sQ, 0);
   }
 
-  Cursor cur{0, kvh * a.group, m0_begin};
+  Cursor cur = first;
   for (int step = 0; step < steps; ++step, cur = next(cur)) {
-    const int stage = cur.stage, h = cur.h, m0 = cur.m0;
+    const int stage = cur.stage, m0 = cur.m0;
     const bf16* tQ = sQ + stage * QTile::kElems;
     const bf16* tdO = sdO + stage * QTile::kElems;
     const float* lse = sLse + stage * kBlockM;
     const float* delta = sDelta + stage * kBlockM;
+    bf16* tdS = sdS + (step & 1) * STile::kElems;
 
     // Accumulator element 4j + e: key my_key + 8 (e / 2), query m0 + 8j + 2t + e % 2.
     const int my_key = key0 + 16 * warp + g;
@@ -277,53 +334,48 @@ template <int kDh, bool kTwoSources> __global__ void __launch_bounds__(256, 1)
     wgmma::pin(dv);
     wgmma::pin(dk);
 
-    // dS^T to shared memory (fragment kk, register i holds key row 8 (i % 2), queries 16kk + 8 (i / 2) + 2t), once
-    // the other warpgroup's dQ product of the previous step has read it (barrier 1 + w: warpgroup w's dQ done).
-    if (step > 0) tile::barrier_sync(1 + (wg ^ 1), 256);
+    // dS^T to its buffer (fragment kk, register i holds key row 8 (i % 2), queries 16kk + 8 (i / 2) + 2t). The
+    // buffer's last readers, step - 2's dQ products, finished before either warpgroup met the other at step - 1.
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk)
 #pragma unroll
       for (int i = 0; i < 4; ++i)
         *reinterpret_cast<uint32_t*>(
-            sdS + STile::offset(64 * wg + 16 * warp + g + 8 * (i & 1), 16 * kk + 8 * (i >> 1) + 2 * t)) = dsa[kk][i];
-    // After this barrier: both warpgroups' dS^T and the next step's queries are in shared memory, the previous
-    // step's dQ staging has been read, and both warpgroups are done with step - 1's dK/dV products, so its stage
-    // takes step + 2's queries.
-    tile::cp_async_wait<0>();
-    if (step + 1 < steps) wait_queries(step + 1);
-    tma::wait_bulk_groups<true>();
+            tdS + STile::offset(64 * wg + 16 * warp + g + 8 * (i & 1), 16 * kk + 8 * (i >> 1) + 2 * t)) = dsa[kk][i];
     wgmma::fence_shared_for_async();
-    __syncthreads();
-    load_queries(step + 2);
+    tile::barrier_sync(kConsumersMeet, Tr::kConsumers);  // both halves of dS^T are in shared memory
 
     // dQ (64 queries x kDqCols) = dS K over all 128 keys, this warpgroup's columns kDqCols w ...
     float dq[kDqCols / 2];
-    const int dq_col0 = kDqCols * wg;
-    const uint64_t ds_mn = wgmma::mn_major<kBlockN, kBlockM>(sdS, 0, 0);
-    const uint64_t k_mn = wgmma::mn_major<kBlockN, kDh>(sK, 0, dq_col0);
+    const uint64_t ds_mn = wgmma::mn_major<kBlockN, kBlockM>(tdS, 0, 0);
+    const uint64_t k_mn = wgmma::mn_major<kBlockN, kDh>(sK, 0, kDqCols * wg);
     wgmma::fence();
 #pragma unroll
     for (int kk = 0; kk < kBlockN / 16; ++kk)
       wgmma::wgmma_ss<1, 1>(dq, advance(ds_mn, mn_major_step(16 * kk)), advance(k_mn, mn_major_step(16 * kk)), kk > 0);
     wgmma::commit();
-    // dK/dV done (their A fragments free) before the next step's S^T is issued behind dQ; its dP^T is issued at
-    // the top of the next step, so that only one of the two is held while dQ is. (A wait that leaves a group in
-    // flight across the loop's back edge would make the compiler serialize the wgmmas: the top waits for all.)
+    // dK/dV done (their A fragments free, the stage's Q and dO read: the stage is released) before the next step's
+    // S^T is issued behind dQ; its dP^T is issued at the top of the next step, so that only one of the two is held
+    // while dQ is. (A wait that leaves a group in flight across the loop's back edge would make the compiler
+    // serialize the wgmmas: the top waits for all.)
     wgmma::wait<1>();
     wgmma::pin(dv);
     wgmma::pin(dk);
     wgmma::pin(dq);
+    __syncwarp();  // the warp's reads of the stage's lse and delta, too
+    if (lane == 0) tma::arrive(&empty[stage]);
     // Issued unconditionally (past the last step it reads a stale stage and is discarded): accumulators that are
     // defined on only some paths would make the compiler serialize the wgmmas.
-    issue_scores(s, sK, k_frag, sQ, next(cur).stage);
+    const int next_stage = next(cur).stage;
+    if (step + 1 < steps) tma::wait(&full[next_stage], parity(step + 1));
+    issue_scores(s, sK, k_frag, sQ, next_stage);
     wgmma::wait<1>();
     wgmma::pin(dq);
 
-    if (step + 1 < steps) tile::barrier_arrive(1 + wg, 256);
-
     // dQ to this warpgroup's staging boxes (element 4j + e: query 16 warp + g + 8 (e / 2), column 8j + 2t + e % 2
-    // of its columns), then one bulk tensor reduce-add per box into the fp32 buffer (rows past Tq are clipped).
+    // of its columns) once the reduce-adds of the step before have read them; the producer's second warp adds them.
     float* staged = sDq + wg * Tr::kDqBoxes * Tr::kDqBox;
+    if (step > 0) tma::wait(&dq_empty[wg], (step - 1) & 1);
 #pragma unroll
     for (int j = 0; j < kDqCols / 8; ++j)
 #pragma unroll
@@ -331,24 +383,17 @@ template <int kDh, bool kTwoSources> __global__ void __launch_bounds__(256, 1)
         *reinterpret_cast<float2*>(staged + staged_dq_offset(16 * warp + g + 8 * r, 8 * j + 2 * t)) =
             make_float2(dq[4 * j + 2 * r], dq[4 * j + 2 * r + 1]);
     wgmma::fence_shared_for_async();
-    tile::barrier_sync(3 + wg, 128);
-    if (tid % 128 == 0) {
-#pragma unroll
-      for (int box = 0; box < Tr::kDqBoxes; ++box)
-        tma::reduce_add_4d(dq_map, staged + box * Tr::kDqBox, dq_col0 + 32 * box, h, m0, b);
-      tma::commit_bulk_group();
-    }
+    __syncwarp();
+    if (lane == 0) tma::arrive(&dq_full[wg]);
   }
-  tma::wait_bulk_groups<false>();  // the dQ reduce-adds (of threads 0 and 128)
   wgmma::wait<0>();
-  tile::cp_async_wait<0>();  // no query tile at all: K/V loads still land before they are overwritten
 
   // dK and dV, element 4j + e: key row 16 warp + g + 8 (e / 2) of this warpgroup's 64, column 8j + 2t + e % 2.
   // head_dim 128: through K's and V's tiles and one bulk tensor store per 64-column block (rows past Tk are clipped).
   // head_dim 64 keeps each thread's own stores: its kernel measured 2-6% slower forward + backward with the staged
   // ones (H200, same call, T 2K-32K: the main loop's code changed with them), where head_dim 128's gained 4% at T 2K.
   if constexpr (kDh == 128) {
-    __syncthreads();  // both warpgroups' products (dQ reads all of K) are done with K and V
+    tile::barrier_sync(kConsumersMeet, Tr::kConsumers);  // both warpgroups' products (dQ reads all of K) are done
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const int row = 64 * wg + 16 * warp + g + 8 * r;
@@ -361,8 +406,8 @@ template <int kDh, bool kTwoSources> __global__ void __launch_bounds__(256, 1)
       }
     }
     wgmma::fence_shared_for_async();
-    __syncthreads();
-    if (tid == 0) {
+    tile::barrier_sync(kConsumersMeet, Tr::kConsumers);
+    if (threadIdx.x == 0) {
 #pragma unroll
       for (int c = 0; c < kDh / 64; ++c) {
         tma::store_4d(&maps.dk[source], sK + c * KTile::kBlockElems, 64 * c, kvh, n0, b);
@@ -372,6 +417,8 @@ template <int kDh, bool kTwoSources> __global__ void __launch_bounds__(256, 1)
       tma::wait_bulk_groups<true>();  // read out of shared memory before the CTA exits
     }
   } else {
+    const int64_t kv_stride = int64_t(a.Hkv) * kDh;
+    const int64_t kv_base = (int64_t(b) * mask.Tk * a.Hkv + kvh) * kDh;
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const int key = key0 + 16 * warp + g + 8 * r;
@@ -401,6 +448,8 @@ template <int kDh, bool kTwoSources> void launch_wgmma(const BackwardArgs& a0, c
   for (int s = 0; s < 2; ++s) {
     const BackwardArgs& a = s == 1 && kTwoSources ? a1 : a0;
     maps.q[s] = token_head_tensor_map(a.q, B, a.mask.Tq, a.Hq, kDh, Tr::kBlockM);
+    maps.k[s] = token_head_tensor_map(a.k, B, a.mask.Tk, a.Hkv, kDh, Tr::kBlockN);
+    maps.v[s] = token_head_tensor_map(a.v, B, a.mask.Tk, a.Hkv, kDh, Tr::kBlockN);
     // dQ is reduced into dq_accum [B, Tq, Hq, Dh] fp32 in boxes of [64 queries][32 columns].
     maps.dq[s] =
         token_head_tensor_map(a.dq_accum, B, a.mask.Tq, a.Hq, kDh, Tr::kBlockM, CU_TENSOR_MAP_DATA_TYPE_FLOAT32);
