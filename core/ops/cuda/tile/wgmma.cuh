@@ -109,10 +109,12 @@ template <int kTiles> __device__ __forceinline__ float (&flat(float (&v)[kTiles]
 }
 
 // The reverse of load_tile_async: writes rows [0, kRows) and columns [0, kCols) of an Sw128Tile<kRows, kTileCols> to
-// global rows `row_stride` elements apart, 16 bytes a thread (whole sectors), `thread` of kThreads; kNegate flips
-// every element's sign on the way. The thread's shared reads all go out before its first store waits for one.
+// global rows `row_stride` elements apart, 16 bytes a thread (whole sectors), `thread` of kThreads; rows at or beyond
+// `rows` are not written (a sequence's last, padded chunk); kNegate flips every element's sign on the way. The
+// thread's shared reads all go out before its first store waits for one.
 template <int kRows, int kCols, int kThreads, int kTileCols = kCols, bool kNegate = false>
-__device__ __forceinline__ void store_tile_rows(bf16* global, int64_t row_stride, const bf16* smem, int thread) {
+__device__ __forceinline__ void store_tile_rows(bf16* global, int64_t row_stride, const bf16* smem, int thread,
+                                                int rows = kRows) {
   constexpr int kChunksPerRow = kCols / 8, kRowStep = kThreads / kChunksPerRow, kSteps = kRows / kRowStep;
   static_assert(
       kCols <= kTileCols && kThreads % kChunksPerRow == 0 && kRowStep % 8 == 0 && kRows % kRowStep == 0,
@@ -126,7 +128,7 @@ __device__ __forceinline__ void store_tile_rows(bf16* global, int64_t row_stride
 #pragma unroll
   for (int i = 0; i < kSteps; ++i) {
     if constexpr (kNegate) tile::negate_bf16x8(v[i]);
-    *reinterpret_cast<uint4*>(dst + i * kRowStep * row_stride) = v[i];
+    if (kRows == rows || row0 + i * kRowStep < rows) *reinterpret_cast<uint4*>(dst + i * kRowStep * row_stride) = v[i];
   }
 }
 
