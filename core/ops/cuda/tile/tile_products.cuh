@@ -16,6 +16,11 @@
 
 namespace primer::ops::cuda_ops::tile {
 
+// tile/mma.cuh's swizzle as a layout type (offset(row, col)), as wgmma::Sw128Tile<kRows, kCols> is one.
+template <int kRows, int kCols> struct SwizzledRows {
+  __device__ __forceinline__ static int offset(int row, int col) { return swizzle<kCols>(row, col); }
+};
+
 // What follows from where an element lives (Layout::offset): the accumulator stored as bf16, and a pair read back.
 template <class Layout> struct TileAccess {
   template <int kRows, int kCols, int kTiles>
@@ -35,6 +40,7 @@ struct WarpProducts : TileAccess<WarpProducts> {
   static constexpr int kAlignmentSlack = 0;  // shared-memory bytes kept in front of the tiles to align them
   __device__ __forceinline__ static bf16* tiles(unsigned char* smem) { return reinterpret_cast<bf16*>(smem); }
 
+  template <int kRows, int kCols> using Layout = SwizzledRows<kRows, kCols>;
   template <int kRows, int kCols> __device__ __forceinline__ static int offset(int row, int col) {
     return swizzle<kCols>(row, col);
   }
@@ -93,6 +99,7 @@ struct GroupProducts : TileAccess<GroupProducts> {
   static constexpr int kAlignmentSlack = 1024;  // swizzle atoms are 1024-byte aligned
   __device__ __forceinline__ static bf16* tiles(unsigned char* smem) { return wgmma::aligned_tiles<bf16>(smem); }
 
+  template <int kRows, int kCols> using Layout = wgmma::Sw128Tile<kRows, kCols>;
   template <int kRows, int kCols> __device__ __forceinline__ static int offset(int row, int col) {
     return wgmma::Sw128Tile<kRows, kCols>::offset(row, col);
   }
