@@ -19,7 +19,9 @@
 #include "core/ops/cuda/gla.h"
 #include "core/ops/cuda/gla_scan.h"
 #include "core/ops/cuda/gla_tiles.cuh"
+#include "core/ops/cuda/tile/tile_products.cuh"
 #include "core/ops/cuda/tile/warp_mma.cuh"
+#include "core/ops/cuda/wgmma_available.h"
 
 namespace primer::ops::cuda_ops {
 namespace {
@@ -49,17 +51,17 @@ template <int kK, int kV, bool kPrecise> struct GradTraits {
 };
 
 // Per-row dot products of the accumulator block (columns n0 …) with the same block of a shared tile (rows of the
-// chunk, kCols wide), summed over the quad: out[0] for row g, out[1] for row g + 8.
-template <int kCols, int kTiles> __device__ __forceinline__ void row_dots(const float (&acc)[kTiles][4],
-                                                                          const bf16* tile, int m0, int n0,
-                                                                          float (&out)[2]) {
+// chunk, kCols wide, laid out as P's tiles), summed over the quad: out[0] for row g, out[1] for row g + 8.
+template <class P, int kCols, int kTiles> __device__ __forceinline__ void row_dots(const float (&acc)[kTiles][4],
+                                                                                   const bf16* tile, int m0, int n0,
+                                                                                   float (&out)[2]) {
 #pragma unroll
   for (int rr = 0; rr < 2; ++rr) {
     const int r = m0 + gla::frag_row(2 * rr);
     float s = 0;
 #pragma unroll
     for (int j = 0; j < kTiles; ++j) {
-      const float2 x = gla::load_pair(tile + tile::swizzle<kCols>(r, n0 + gla::frag_col(j, 0)));
+      const float2 x = gla::load_pair(tile + P::template offset<kChunk, kCols>(r, n0 + gla::frag_col(j, 0)));
       s += x.x * acc[j][2 * rr] + x.y * acc[j][2 * rr + 1];
     }
     out[rr] = tile::row_sum(s);
@@ -75,27 +77,29 @@ template <class T, int kTiles> __device__ __forceinline__ void store_rows(T* bas
   }
 }
 
-template <class T, bool kPrecise, int kK, int kV> __global__ void __launch_bounds__(kThreads)
+template <class T, bool kPrecise, int kK, int kV, class P> __global__ void __launch_bounds__(kThreads)
     gla_grad_kernel(GradArgs a) {
   extern __shared__ __align__(128) unsigned char smem[];
-  bf16* sQ = reinterpret_cast<bf16*>(smem);  // [kChunk][kK]
-  bf16* sK = sQ + kChunk * kK;               // [kChunk][kK]
-  bf16* sV = sK + kChunk * kK;               // [kChunk][kV]
-  bf16* sDO = sV + kChunk * kV;              // [kChunk][kV]
-  bf16* sS = sDO + kChunk * kV;              // [kK][kV]  S_c
-  bf16* sE = sS + kK * kV;                   // [kK][kV]  dE_c
-  bf16* sA = sE + kK * kV;                   // [kChunk][kChunk]
-  bf16* sDA = sA + kChunk * kChunk;          // [kChunk][kChunk]
-  bf16* sQlo = sDA + kChunk * kChunk;        // [kChunk][kK], when kPrecise
-  bf16* sElo = sQlo + kChunk * kK;           // [kK][kV], when kPrecise
-  bf16* sSlo = sElo + kK * kV;               // [kK][kV], when kPrecise
+  bf16* sQ = P::tiles(smem);           // [kChunk][kK]
+  bf16* sK = sQ + kChunk * kK;         // [kChunk][kK]
+  bf16* sV = sK + kChunk * kK;         // [kChunk][kV]
+  bf16* sDO = sV + kChunk * kV;        // [kChunk][kV]
+  bf16* sS = sDO + kChunk * kV;        // [kK][kV]  S_c
+  bf16* sE = sS + kK * kV;             // [kK][kV]  dE_c
+  bf16* sA = sE + kK * kV;             // [kChunk][kChunk]
+  bf16* sDA = sA + kChunk * kChunk;    // [kChunk][kChunk]
+  bf16* sQlo = sDA + kChunk * kChunk;  // [kChunk][kK], when kPrecise
+  bf16* sElo = sQlo + kChunk * kK;     // [kK][kV], when kPrecise
+  bf16* sSlo = sElo + kK * kV;         // [kK][kV], when kPrecise
   __shared__ float sG[kChunk];
   __shared__ float sQdq[2][kChunk], sKdk[2][kChunk];  // per column half: q_r·dq_r, k_r·dk_r
   __shared__ float sLast[2][8];                       // per warp: Σ k·dk^state, e^{G_L}<dE, S>
 
   const int c = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int strip = warp % 4, half = warp / 4, m0 = strip * 16;
+  // (half from lane 0: a value the compiler knows to be warp-uniform, so that warpgroup MMA under a branch on it is
+  // not taken for divergent, which would serialise every wgmma)
+  const int strip = warp % 4, half = __shfl_sync(0xffffffffu, warp / 4, 0), m0 = strip * 16;
   const int H = a.heads, t0 = c * kChunk, valid = min(kChunk, a.time - t0);
   const int64_t row0 = int64_t(b) * a.time + t0;
   const int64_t stride_k = int64_t(H) * kK, stride_v = int64_t(H) * kV;
@@ -103,17 +107,17 @@ template <class T, bool kPrecise, int kK, int kV> __global__ void __launch_bound
   const int64_t off_state = ((int64_t(b) * H + h) * a.chunks + c) * kK * kV;
 
   // The chunk's inputs first; the two boundary states (needed from phase 2 on) land behind them during phase 1.
-  tile::load_tile_async<kChunk, kK, kThreads>(sQ, a.q + off_k, stride_k, valid);
-  if constexpr (kPrecise) tile::load_tile_async<kChunk, kK, kThreads>(sQlo, a.q_lo + off_k, stride_k, valid);
-  tile::load_tile_async<kChunk, kK, kThreads>(sK, a.k + off_k, stride_k, valid);
-  tile::load_tile_async<kChunk, kV, kThreads>(sV, a.v + off_v, stride_v, valid);
-  tile::load_tile_async<kChunk, kV, kThreads>(sDO, a.dout + off_v, stride_v, valid);
+  P::template load_async<kChunk, kK, kThreads>(sQ, a.q + off_k, stride_k, valid);
+  if constexpr (kPrecise) P::template load_async<kChunk, kK, kThreads>(sQlo, a.q_lo + off_k, stride_k, valid);
+  P::template load_async<kChunk, kK, kThreads>(sK, a.k + off_k, stride_k, valid);
+  P::template load_async<kChunk, kV, kThreads>(sV, a.v + off_v, stride_v, valid);
+  P::template load_async<kChunk, kV, kThreads>(sDO, a.dout + off_v, stride_v, valid);
   tile::cp_async_commit();
-  tile::load_tile_async<kK, kV, kThreads>(sS, a.states + off_state, kV, kK);
-  tile::load_tile_async<kK, kV, kThreads>(sE, a.dstates + off_state, kV, kK);
+  P::template load_async<kK, kV, kThreads>(sS, a.states + off_state, kV, kK);
+  P::template load_async<kK, kV, kThreads>(sE, a.dstates + off_state, kV, kK);
   if constexpr (kPrecise) {
-    tile::load_tile_async<kK, kV, kThreads>(sElo, a.dstates_lo + off_state, kV, kK);
-    tile::load_tile_async<kK, kV, kThreads>(sSlo, a.states_lo + off_state, kV, kK);
+    P::template load_async<kK, kV, kThreads>(sElo, a.dstates_lo + off_state, kV, kK);
+    P::template load_async<kK, kV, kThreads>(sSlo, a.states_lo + off_state, kV, kK);
   }
   tile::cp_async_commit();
   if (warp == 0) {
@@ -122,43 +126,49 @@ template <class T, bool kPrecise, int kK, int kV> __global__ void __launch_bound
     gla::chunk_cumsum_warp(g_lo, g_hi, sG);
   }
   tile::cp_async_wait<1>();
-  __syncthreads();
+  P::sync();
   const float G_last = sG[kChunk - 1];
   auto to_end = [&](int r) { return __expf(G_last - sG[r]); };
 
   // Phase 1: A (from Q Kᵀ) and dA (from dO Vᵀ), masked and decayed, to shared memory: rows 16·strip … +15 of the
-  // column tiles [np_begin, np_end) (those at or left of the diagonal), Q as hi + lo where it is precise; with split
-  // (std::true_type) the rounding residuals to dst_lo.
-  auto masked_product = [&](const bf16* X, const bf16* X_lo, const bf16* Y, auto cols_tag, int np_begin, int np_end,
+  // kPairs column tiles of 16 from np_begin, Q as hi + lo where it is precise; with split (std::true_type) the
+  // rounding residuals to dst_lo. A warp skips the tiles right of the diagonal (zeros either way, by the mask).
+  auto masked_product = [&](const bf16* X, const bf16* X_lo, const bf16* Y, auto cols_tag, auto pairs_tag, int np_begin,
                             bf16* dst, bf16* dst_lo, auto split) {
-    constexpr int kCols = decltype(cols_tag)::value;
-    float acc[kChunk / 8][4] = {};
-    auto accumulate = [&](const bf16* operand) {
+    constexpr int kCols = decltype(cols_tag)::value, kPairs = decltype(pairs_tag)::value;
+    float acc[2 * kPairs][4] = {};
+    if constexpr (P::kPerWarp) {
+      auto accumulate = [&](const bf16* operand) {
 #pragma unroll
-      for (int kk = 0; kk < kCols / 16; ++kk) {
-        uint32_t af[4];
-        tile::load_a<kCols>(af, operand, m0, kk * 16, lane);
+        for (int kk = 0; kk < kCols / 16; ++kk) {
+          uint32_t af[4];
+          tile::load_a<kCols>(af, operand, m0, kk * 16, lane);
 #pragma unroll
-        for (int np = 0; np < kChunk / 16; ++np) {
-          if (np < np_begin || np >= np_end || np > strip) continue;
-          uint32_t bf[4];
-          tile::load_b_pair_nk<kCols>(bf, Y, np * 16, kk * 16, lane);
-          tile::mma_bf16(acc[2 * np], af, bf[0], bf[1]);
-          tile::mma_bf16(acc[2 * np + 1], af, bf[2], bf[3]);
+          for (int p = 0; p < kPairs; ++p) {
+            if (np_begin + p > strip) continue;
+            uint32_t bf[4];
+            tile::load_b_pair_nk<kCols>(bf, Y, (np_begin + p) * 16, kk * 16, lane);
+            tile::mma_bf16(acc[2 * p], af, bf[0], bf[1]);
+            tile::mma_bf16(acc[2 * p + 1], af, bf[2], bf[3]);
+          }
         }
-      }
-    };
-    accumulate(X);
-    if (X_lo != nullptr) accumulate(X_lo);
+      };
+      accumulate(X);
+      if (X_lo != nullptr) accumulate(X_lo);
+    } else {
+      P::template abt_async<kCols, kChunk, kCols, kChunk, kCols>(acc, X, Y, m0, 16 * np_begin, lane);
+      if (X_lo != nullptr)
+        P::template abt_async<kCols, kChunk, kCols, kChunk, kCols>(acc, X_lo, Y, m0, 16 * np_begin, lane);
+      P::template wait<0>(acc);
+    }
 #pragma unroll
-    for (int j = 0; j < kChunk / 8; ++j) {
-      if (j < 2 * np_begin || j >= 2 * np_end) continue;
+    for (int j = 0; j < 2 * kPairs; ++j) {
 #pragma unroll
       for (int rr = 0; rr < 2; ++rr) {
-        const int r = m0 + gla::frag_row(2 * rr), col = gla::frag_col(j, 0);
+        const int r = m0 + gla::frag_row(2 * rr), col = 16 * np_begin + gla::frag_col(j, 0);
         const float w0 = col <= r ? a.scale * __expf(sG[r] - sG[col]) * acc[j][2 * rr] : 0.f;
         const float w1 = col + 1 <= r ? a.scale * __expf(sG[r] - sG[col + 1]) * acc[j][2 * rr + 1] : 0.f;
-        const int at = tile::swizzle<kChunk>(r, col);
+        const int at = P::template offset<kChunk, kChunk>(r, col);
         if constexpr (decltype(split)::value)
           tile::store_pair_split(dst + at, dst_lo + at, w0, w1);
         else
@@ -168,36 +178,40 @@ template <class T, bool kPrecise, int kK, int kV> __global__ void __launch_bound
   };
   constexpr auto kKeyCols = std::integral_constant<int, kK>{};
   constexpr auto kValueCols = std::integral_constant<int, kV>{};
+  constexpr auto kHalfPairs = std::integral_constant<int, kChunk / 32>{};
+  constexpr auto kAllPairs = std::integral_constant<int, kChunk / 16>{};
   // With a precise query, dA is a hi + lo pair too (its residual in sA until phase 4 needs A): dq's and dk's parts
   // within the chunk are sums of dA times k and q, and dg's terms q·dq and k·dk cancel, so one bf16 of dA (2^-9)
   // left the GKA layer's gate gradients up to 5e-2 off f64 (GkaMixerCuda.Bf16LayerAtTheDefaultRidge). Each warp
   // forms half of its strip's column tiles; A follows after phase 3.
   bf16* const sDAlo = sA;
   if constexpr (kPrecise)
-    masked_product(sDO, nullptr, sV, kValueCols, 2 * half, 2 * half + 2, sDA, sDAlo, std::true_type{});
+    masked_product(sDO, nullptr, sV, kValueCols, kHalfPairs, 2 * half, sDA, sDAlo, std::true_type{});
   else if (half == 0)
-    masked_product(sQ, nullptr, sK, kKeyCols, 0, kChunk / 16, sA, nullptr, std::false_type{});
+    masked_product(sQ, nullptr, sK, kKeyCols, kAllPairs, 0, sA, nullptr, std::false_type{});
   else
-    masked_product(sDO, nullptr, sV, kValueCols, 0, kChunk / 16, sDA, nullptr, std::false_type{});
+    masked_product(sDO, nullptr, sV, kValueCols, kAllPairs, 0, sDA, nullptr, std::false_type{});
   tile::cp_async_wait<0>();  // S_c and dE_c
-  __syncthreads();
+  P::sync();
 
   // Phase 2: dq = scale e^{G_r} (dO S_cᵀ) + dA K over columns [n0, n0 + kK/2) of K.
   {
     constexpr int kTiles = kK / 16;
     const int n0 = half * (kK / 2);
     float acc[kTiles][4] = {};
-    tile::mma_ABt<kV, kV, kV>(acc, sDO, sS, m0, n0, lane);
-    if constexpr (kPrecise) tile::mma_ABt<kV, kV, kV>(acc, sDO, sSlo, m0, n0, lane);
+    P::template abt_async<kV, kChunk, kV, kK, kV>(acc, sDO, sS, m0, n0, lane);
+    if constexpr (kPrecise) P::template abt_async<kV, kChunk, kV, kK, kV>(acc, sDO, sSlo, m0, n0, lane);
+    P::template wait<0>(acc);
     const float scale = a.scale;
     tile::scale_rows(acc, m0, lane, [&](int r) { return scale * __expf(sG[r]); });
-    tile::mma_AB<kChunk, kChunk, kK>(acc, sDA, sK, m0, n0, lane, 0, strip + 1);
-    if constexpr (kPrecise) tile::mma_AB<kChunk, kChunk, kK>(acc, sDAlo, sK, m0, n0, lane, 0, strip + 1);
+    P::template ab<kChunk, kChunk, kChunk, kChunk, kK>(acc, sDA, sK, m0, n0, lane, 0, strip + 1);
+    if constexpr (kPrecise)
+      P::template ab<kChunk, kChunk, kChunk, kChunk, kK>(acc, sDAlo, sK, m0, n0, lane, 0, strip + 1);
     float dots[2];
-    row_dots<kK>(acc, sQ, m0, n0, dots);
+    row_dots<P, kK>(acc, sQ, m0, n0, dots);
     if constexpr (kPrecise) {
       float lo_dots[2];
-      row_dots<kK>(acc, sQlo, m0, n0, lo_dots);
+      row_dots<P, kK>(acc, sQlo, m0, n0, lo_dots);
       dots[0] += lo_dots[0];
       dots[1] += lo_dots[1];
     }
@@ -213,21 +227,22 @@ template <class T, bool kPrecise, int kK, int kV> __global__ void __launch_bound
     constexpr int kTiles = kK / 16;
     const int n0 = half * (kK / 2);
     float acc[kTiles][4] = {};
-    tile::mma_ABt<kV, kV, kV>(acc, sV, sE, m0, n0, lane);
-    if constexpr (kPrecise) tile::mma_ABt<kV, kV, kV>(acc, sV, sElo, m0, n0, lane);
+    P::template abt_async<kV, kChunk, kV, kK, kV>(acc, sV, sE, m0, n0, lane);
+    if constexpr (kPrecise) P::template abt_async<kV, kChunk, kV, kK, kV>(acc, sV, sElo, m0, n0, lane);
+    P::template wait<0>(acc);
     tile::scale_rows(acc, m0, lane, to_end);
     float state_dots[2];
-    row_dots<kK>(acc, sK, m0, n0, state_dots);  // k_j · dk_j^state
+    row_dots<P, kK>(acc, sK, m0, n0, state_dots);  // k_j · dk_j^state
     // Each quad holds its two rows' sums: count them once.
     const float state_term = warp_sum(lane % 4 == 0 ? state_dots[0] + state_dots[1] : 0.f);
     if (lane == 0) sLast[0][warp] = state_term;
-    tile::mma_AtB<kChunk, kChunk, kK>(acc, sDA, sQ, m0, n0, lane, strip);  // dA_rj = 0 for r < j
+    P::template atb<kChunk, kChunk, kChunk, kChunk, kK>(acc, sDA, sQ, m0, n0, lane, strip);  // dA_rj = 0 for r < j
     if constexpr (kPrecise) {
-      tile::mma_AtB<kChunk, kChunk, kK>(acc, sDA, sQlo, m0, n0, lane, strip);
-      tile::mma_AtB<kChunk, kChunk, kK>(acc, sDAlo, sQ, m0, n0, lane, strip);
+      P::template atb<kChunk, kChunk, kChunk, kChunk, kK>(acc, sDA, sQlo, m0, n0, lane, strip);
+      P::template atb<kChunk, kChunk, kChunk, kChunk, kK>(acc, sDAlo, sQ, m0, n0, lane, strip);
     }
     float dots[2];
-    row_dots<kK>(acc, sK, m0, n0, dots);
+    row_dots<P, kK>(acc, sK, m0, n0, dots);
     if (lane % 4 == 0) {
       sKdk[half][m0 + gla::frag_row(0)] = dots[0];
       sKdk[half][m0 + gla::frag_row(2)] = dots[1];
@@ -237,8 +252,8 @@ template <class T, bool kPrecise, int kK, int kV> __global__ void __launch_bound
 
   if constexpr (kPrecise) {  // A, in place of dA's residual once phases 2 and 3 are done with it
     __syncthreads();
-    masked_product(sQ, sQlo, sK, kKeyCols, 2 * half, 2 * half + 2, sA, nullptr, std::false_type{});
-    __syncthreads();
+    masked_product(sQ, sQlo, sK, kKeyCols, kHalfPairs, 2 * half, sA, nullptr, std::false_type{});
+    P::sync();
   }
 
   // Phase 4: dv = e^{G_L−G_j} (K dE_c) + Aᵀ dO over columns [n0, n0 + kV/2) of V.
@@ -246,10 +261,11 @@ template <class T, bool kPrecise, int kK, int kV> __global__ void __launch_bound
     constexpr int kTiles = kV / 16;
     const int n0 = half * (kV / 2);
     float acc[kTiles][4] = {};
-    tile::mma_AB<kK, kK, kV>(acc, sK, sE, m0, n0, lane);
-    if constexpr (kPrecise) tile::mma_AB<kK, kK, kV>(acc, sK, sElo, m0, n0, lane);
+    P::template ab_async<kK, kChunk, kK, kK, kV>(acc, sK, sE, m0, n0, lane);
+    if constexpr (kPrecise) P::template ab_async<kK, kChunk, kK, kK, kV>(acc, sK, sElo, m0, n0, lane);
+    P::template wait<0>(acc);
     tile::scale_rows(acc, m0, lane, to_end);
-    tile::mma_AtB<kChunk, kChunk, kV>(acc, sA, sDO, m0, n0, lane, strip);
+    P::template atb<kChunk, kChunk, kChunk, kChunk, kV>(acc, sA, sDO, m0, n0, lane, strip);
     store_rows(static_cast<T*>(a.dv) + off_v, stride_v, m0, n0, valid, acc);
   }
 
@@ -297,9 +313,17 @@ template <class T, bool kPrecise, int kK, int kV> __global__ void __launch_bound
 
 template <class T, bool kPrecise, int kK, int kV> void launch_grad(const GradArgs& a, int batch) {
   using Tr = GradTraits<kK, kV, kPrecise>;
-  constexpr auto kernel = gla_grad_kernel<T, kPrecise, kK, kV>;
-  allow_dynamic_smem<kernel>(Tr::kSmemBytes);
-  kernel<<<dim3(unsigned(a.chunks), unsigned(a.heads), unsigned(batch)), kThreads, Tr::kSmemBytes, cuda::stream()>>>(a);
+  auto launch = [&](auto products) {
+    using Products = decltype(products);
+    constexpr auto kernel = gla_grad_kernel<T, kPrecise, kK, kV, Products>;
+    constexpr int kBytes = Tr::kSmemBytes + Products::kAlignmentSlack;
+    allow_dynamic_smem<kernel>(kBytes);
+    kernel<<<dim3(unsigned(a.chunks), unsigned(a.heads), unsigned(batch)), kThreads, kBytes, cuda::stream()>>>(a);
+  };
+  if (wgmma_available())
+    launch(tile::GroupProducts{});
+  else
+    launch(tile::WarpProducts{});
   PRIMER_CUDA_CHECK_LAUNCH();
 }
 

@@ -37,6 +37,7 @@ template <class Layout> struct TileAccess {
 };
 
 struct WarpProducts : TileAccess<WarpProducts> {
+  static constexpr bool kPerWarp = true;     // each warp multiplies its own fragments (and may skip some)
   static constexpr int kAlignmentSlack = 0;  // shared-memory bytes kept in front of the tiles to align them
   __device__ __forceinline__ static bf16* tiles(unsigned char* smem) { return reinterpret_cast<bf16*>(smem); }
 
@@ -59,21 +60,22 @@ struct WarpProducts : TileAccess<WarpProducts> {
   __device__ __forceinline__ static void sync() { __syncthreads(); }
 
   // acc += A·B (A stored [m][k], B stored [k][n]), A·Bᵀ (B stored [n][k]) and Aᵀ·B (A stored [k][m]), the stored
-  // tiles kARows × kACols and kBRows × kBCols, over a depth of kDepth.
+  // tiles kARows × kACols and kBRows × kBCols, over a depth of kDepth. A warp skips the 16-deep k-blocks outside
+  // [kk_begin, kk_end) (where a triangle leaves its operand zero); a warpgroup runs them all.
   template <int kDepth, int kARows, int kACols, int kBRows, int kBCols, int kTiles>
   __device__ __forceinline__ static void ab(float (&acc)[kTiles][4], const bf16* A, const bf16* B, int m0, int n0,
-                                            int lane) {
-    mma_AB<kDepth, kACols, kBCols>(acc, A, B, m0, n0, lane);
+                                            int lane, int kk_begin = 0, int kk_end = kDepth / 16) {
+    mma_AB<kDepth, kACols, kBCols>(acc, A, B, m0, n0, lane, kk_begin, kk_end);
   }
   template <int kDepth, int kARows, int kACols, int kBRows, int kBCols, int kTiles>
   __device__ __forceinline__ static void abt(float (&acc)[kTiles][4], const bf16* A, const bf16* Bt, int m0, int n0,
-                                             int lane) {
-    mma_ABt<kDepth, kACols, kBCols>(acc, A, Bt, m0, n0, lane);
+                                             int lane, int kk_begin = 0, int kk_end = kDepth / 16) {
+    mma_ABt<kDepth, kACols, kBCols>(acc, A, Bt, m0, n0, lane, kk_begin, kk_end);
   }
   template <int kDepth, int kARows, int kACols, int kBRows, int kBCols, int kTiles>
   __device__ __forceinline__ static void atb(float (&acc)[kTiles][4], const bf16* At, const bf16* B, int m0, int n0,
-                                             int lane) {
-    mma_AtB<kDepth, kACols, kBCols>(acc, At, B, m0, n0, lane);
+                                             int lane, int kk_begin = 0, int kk_end = kDepth / 16) {
+    mma_AtB<kDepth, kACols, kBCols>(acc, At, B, m0, n0, lane, kk_begin, kk_end);
   }
   // Issued products that may still run while the caller does other work, until wait (see GroupProducts): a warp's
   // mma.sync products are complete when issued.
@@ -96,6 +98,7 @@ struct WarpProducts : TileAccess<WarpProducts> {
 };
 
 struct GroupProducts : TileAccess<GroupProducts> {
+  static constexpr bool kPerWarp = false;
   static constexpr int kAlignmentSlack = 1024;  // swizzle atoms are 1024-byte aligned
   __device__ __forceinline__ static bf16* tiles(unsigned char* smem) { return wgmma::aligned_tiles<bf16>(smem); }
 
@@ -125,19 +128,19 @@ struct GroupProducts : TileAccess<GroupProducts> {
 
   template <int kDepth, int kARows, int kACols, int kBRows, int kBCols, int kTiles>
   __device__ __forceinline__ static void ab(float (&acc)[kTiles][4], const bf16* A, const bf16* B, int m0, int n0,
-                                            int lane) {
+                                            int lane, int = 0, int = 0) {
     ab_async<kDepth, kARows, kACols, kBRows, kBCols>(acc, A, B, m0, n0, lane);
     wait<0>(acc);
   }
   template <int kDepth, int kARows, int kACols, int kBRows, int kBCols, int kTiles>
   __device__ __forceinline__ static void abt(float (&acc)[kTiles][4], const bf16* A, const bf16* Bt, int m0, int n0,
-                                             int lane) {
+                                             int lane, int = 0, int = 0) {
     abt_async<kDepth, kARows, kACols, kBRows, kBCols>(acc, A, Bt, m0, n0, lane);
     wait<0>(acc);
   }
   template <int kDepth, int kARows, int kACols, int kBRows, int kBCols, int kTiles>
   __device__ __forceinline__ static void atb(float (&acc)[kTiles][4], const bf16* At, const bf16* B, int m0, int n0,
-                                             int lane) {
+                                             int lane, int = 0, int = 0) {
     atb_async<kDepth, kARows, kACols, kBRows, kBCols>(acc, At, B, m0, n0, lane);
     wait<0>(acc);
   }
