@@ -3,13 +3,16 @@
 //   WarpProducts  (sm_80+): each warp loads its operand fragments by ldmatrix and multiplies with mma.sync; tiles
 //                 in tile/mma.cuh's swizzle.
 //   GroupProducts (sm_90a): each warpgroup issues wgmma on operands the tensor cores read from shared memory once
-//                 per warpgroup (not once per warp); tiles in wgmma.cuh's 128-byte-swizzled column blocks. A kernel
-//                 bound by its warps' operand reads (ldmatrix of the same B tile by four warps) gains most.
-// Both hand back a warp's part of a 64-row output as tile::WarpGrid<64, 2N, 8> lays it out: warp w holds rows
-// 16·(w % 4) + {g, g + 8} and the columns of its half n0 = (w / 4)·N, which for wgmma is warpgroup w / 4 computing
-// the 64 × N block at n0 (wgmma.cuh: its accumulators have mma.sync's layout). So the epilogues (tile/warp_mma.cuh's
-// visitors) are shared; what differs is below: where an element lives, how tiles move, the barrier, the products.
-// GroupProducts' products are issued only in the sm_90a pass (launch its kernels where wgmma_available()).
+//                 per warpgroup (not once per warp); tiles in wgmma.cuh's 128-byte-swizzled column blocks. Products
+//                 issued ahead (*_async) run while the warps work on earlier results. On an H200 this took the
+//                 per-chunk gradient kernels 4–16% faster (docs/perf.md, "The per-chunk gradient kernels on warpgroup
+//                 MMA").
+// Both hand back a warp's part of a 64-row output as tile::WarpGrid<64, G·N, 4·G> lays it out for G warpgroups: warp w
+// holds rows 16·(w % 4) + {g, g + 8} and the columns n0 = (w / 4)·N onwards, which for wgmma is warpgroup w / 4
+// computing the 64 × N block at n0 (wgmma.cuh: its accumulators have mma.sync's layout). So the epilogues
+// (tile/warp_mma.cuh's visitors) are shared; what differs is below: where an element lives, how tiles move, the
+// barrier, the products. GroupProducts' products are issued only in the sm_90a pass (launch its kernels where
+// wgmma_available()).
 #pragma once
 #include "core/ops/cuda/tile/warp_mma.cuh"
 #include "core/ops/cuda/tile/wgmma.cuh"
@@ -21,18 +24,21 @@ template <int kRows, int kCols> struct SwizzledRows {
   __device__ __forceinline__ static int offset(int row, int col) { return swizzle<kCols>(row, col); }
 };
 
-// What follows from where an element lives (Layout::offset): the accumulator stored as bf16, and a pair read back.
-template <class Layout> struct TileAccess {
+// What follows from where an element lives (Products::Layout<kRows, kCols>::offset): its offset, the accumulator
+// stored as bf16, and a pair read back.
+template <class Products> struct TileAccess {
+  template <int kRows, int kCols> __device__ __forceinline__ static int offset(int row, int col) {
+    return Products::template Layout<kRows, kCols>::offset(row, col);
+  }
   template <int kRows, int kCols, int kTiles>
   __device__ __forceinline__ static void store(bf16* tile, const float (&acc)[kTiles][4], int m0, int n0, int lane) {
     for_each_pair(acc, m0, n0, lane, [&](int r, int c, float v0, float v1) {
-      *reinterpret_cast<uint32_t*>(tile + Layout::template offset<kRows, kCols>(r, c)) = pack_bf16(v0, v1);
+      *reinterpret_cast<uint32_t*>(tile + offset<kRows, kCols>(r, c)) = pack_bf16(v0, v1);
     });
   }
   // Elements (row, col) and (row, col + 1), col even.
   template <int kRows, int kCols> __device__ __forceinline__ static float2 pair(const bf16* tile, int row, int col) {
-    return __bfloat1622float2(
-        *reinterpret_cast<const __nv_bfloat162*>(tile + Layout::template offset<kRows, kCols>(row, col)));
+    return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(tile + offset<kRows, kCols>(row, col)));
   }
 };
 
@@ -42,9 +48,6 @@ struct WarpProducts : TileAccess<WarpProducts> {
   __device__ __forceinline__ static bf16* tiles(unsigned char* smem) { return reinterpret_cast<bf16*>(smem); }
 
   template <int kRows, int kCols> using Layout = SwizzledRows<kRows, kCols>;
-  template <int kRows, int kCols> __device__ __forceinline__ static int offset(int row, int col) {
-    return swizzle<kCols>(row, col);
-  }
   // The row of element e of a tile walked in storage order (the swizzle permutes within a row).
   template <int kRows, int kCols> __device__ __forceinline__ static int row_of_element(int e) { return e / kCols; }
 
@@ -103,9 +106,6 @@ struct GroupProducts : TileAccess<GroupProducts> {
   __device__ __forceinline__ static bf16* tiles(unsigned char* smem) { return wgmma::aligned_tiles<bf16>(smem); }
 
   template <int kRows, int kCols> using Layout = wgmma::Sw128Tile<kRows, kCols>;
-  template <int kRows, int kCols> __device__ __forceinline__ static int offset(int row, int col) {
-    return wgmma::Sw128Tile<kRows, kCols>::offset(row, col);
-  }
   template <int kRows, int kCols> __device__ __forceinline__ static int row_of_element(int e) {
     return e % (kRows * 64) / 64;  // column blocks of [kRows][64]
   }
