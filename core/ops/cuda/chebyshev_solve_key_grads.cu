@@ -99,9 +99,7 @@ template <int D, class T, class Products> __global__ void __launch_bounds__(kThr
       k_times_transposed(pb, s_s_lo);
     }
     k_times_transposed(pc, s_k);  // K Kᵀ
-    P::template wait<0>(pa);
-    P::template wait<0>(pb);
-    P::template wait<0>(pc);
+    P::template wait<0>(pa, pb, pc);
 #pragma unroll
     for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
@@ -148,8 +146,7 @@ template <int D, class T, class Products> __global__ void __launch_bounds__(kThr
     coef_h0[half] = 0.5f * __expf(s_g[row]) * s_w[row];
     coef_adj[half] = __expf(s_g[c.len - 1] - s_g[row]);
   }
-  P::template wait<kAdjointGroups>(dk);
-  P::template wait<kAdjointGroups>(y_h0);
+  P::template wait<kAdjointGroups>(dk, y_h0);
 #pragma unroll
   for (int nt = 0; nt < kNT; ++nt)
 #pragma unroll

@@ -97,7 +97,7 @@ struct WarpProducts : TileAccess<WarpProducts> {
                                                    int n0, int lane) {
     atb<kDepth, kARows, kACols, kBRows, kBCols>(acc, At, B, m0, n0, lane);
   }
-  template <int kPending, int kTiles> __device__ __forceinline__ static void wait(float (&)[kTiles][4]) {}
+  template <int kPending, class... Accs> __device__ __forceinline__ static void wait(Accs&...) {}
 };
 
 struct GroupProducts : TileAccess<GroupProducts> {
@@ -146,50 +146,49 @@ struct GroupProducts : TileAccess<GroupProducts> {
   }
 
   // The same products issued as one group each, left running: the caller may do other work (not touching acc) and
-  // issue more, then wait<N>(acc) once at most N groups issued after acc's are still in flight.
+  // issue more, then wait<N>(acc, ...) once at most N groups issued after acc's are still in flight (every
+  // accumulator named is then the caller's again).
   template <int kDepth, int kARows, int kACols, int kBRows, int kBCols, int kTiles>
   __device__ __forceinline__ static void ab_async(float (&acc)[kTiles][4], const bf16* A, const bf16* B, int, int n0,
                                                   int) {
-    issue<kDepth, 0, 1, wgmma::Sw128Tile<kARows, kACols>, false>(acc, wgmma::k_major<kARows, kACols>(A, 0, 0),
-                                                                 wgmma::mn_major<kBRows, kBCols>(B, 0, n0));
+    issue<kDepth, 0, 1, wgmma::Sw128Tile<kARows, kACols>, wgmma::Sw128Tile<kBRows, kBCols>>(
+        acc, wgmma::k_major<kARows, kACols>(A, 0, 0), wgmma::mn_major<kBRows, kBCols>(B, 0, n0));
   }
   template <int kDepth, int kARows, int kACols, int kBRows, int kBCols, int kTiles>
   __device__ __forceinline__ static void abt_async(float (&acc)[kTiles][4], const bf16* A, const bf16* Bt, int, int n0,
                                                    int) {
-    issue<kDepth, 0, 0, wgmma::Sw128Tile<kARows, kACols>, false, wgmma::Sw128Tile<kBRows, kBCols>>(
+    issue<kDepth, 0, 0, wgmma::Sw128Tile<kARows, kACols>, wgmma::Sw128Tile<kBRows, kBCols>>(
         acc, wgmma::k_major<kARows, kACols>(A, 0, 0), wgmma::k_major<kBRows, kBCols>(Bt, n0, 0));
   }
   template <int kDepth, int kARows, int kACols, int kBRows, int kBCols, int kTiles>
   __device__ __forceinline__ static void atb_async(float (&acc)[kTiles][4], const bf16* At, const bf16* B, int, int n0,
                                                    int) {
     static_assert(kACols == 64, "Aᵀ's 64 output rows are one column block");
-    issue<kDepth, 1, 1, wgmma::Sw128Tile<kARows, kACols>, true>(acc, wgmma::mn_major<kARows, kACols>(At, 0, 0),
-                                                                wgmma::mn_major<kBRows, kBCols>(B, 0, n0));
+    issue<kDepth, 1, 1, wgmma::Sw128Tile<kARows, kACols>, wgmma::Sw128Tile<kBRows, kBCols>>(
+        acc, wgmma::mn_major<kARows, kACols>(At, 0, 0), wgmma::mn_major<kBRows, kBCols>(B, 0, n0));
   }
-  template <int kPending, int kTiles> __device__ __forceinline__ static void wait(float (&acc)[kTiles][4]) {
+  template <int kPending, class... Accs> __device__ __forceinline__ static void wait(Accs&... accs) {
 #ifdef PRIMER_WGMMA
     wgmma::wait<kPending>();
-    wgmma::pin(wgmma::flat(acc));
+    (wgmma::pin(wgmma::flat(accs)), ...);
 #endif
   }
 
  private:
-  // The k-steps of one product issued back to back as one commit group.
-  // ATile / BTile: the K-major tiles whose k-steps cross column blocks (void: an MN-major operand, stepped by rows).
-  template <int kDepth, int kTransA, int kTransB, class ATile, bool kAMnMajor, class BTile = void, int kTiles>
+  // Byte offset of reduction index k0 in a stored operand tile: along its rows when MN-major (transposed), along its
+  // column blocks when K-major.
+  template <int kTrans, class Tile> __device__ __forceinline__ static int step(int k0) {
+    return kTrans ? wgmma::mn_major_step(k0) : wgmma::k_major_step<Tile>(k0);
+  }
+  // The k-steps of one product issued back to back as one commit group; ATile, BTile: the stored operand tiles.
+  template <int kDepth, int kTransA, int kTransB, class ATile, class BTile, int kTiles>
   __device__ __forceinline__ static void issue(float (&acc)[kTiles][4], uint64_t a, uint64_t b) {
 #ifdef PRIMER_WGMMA
     wgmma::fence();
 #pragma unroll
-    for (int kk = 0; kk < kDepth / 16; ++kk) {
-      const int a_step = kAMnMajor ? wgmma::mn_major_step(16 * kk) : wgmma::k_major_step<ATile>(16 * kk);
-      int b_step;
-      if constexpr (std::is_void_v<BTile>)
-        b_step = wgmma::mn_major_step(16 * kk);
-      else
-        b_step = wgmma::k_major_step<BTile>(16 * kk);
-      wgmma::wgmma_ss<kTransA, kTransB>(wgmma::flat(acc), wgmma::advance(a, a_step), wgmma::advance(b, b_step), 1);
-    }
+    for (int kk = 0; kk < kDepth / 16; ++kk)
+      wgmma::wgmma_ss<kTransA, kTransB>(wgmma::flat(acc), wgmma::advance(a, step<kTransA, ATile>(16 * kk)),
+                                        wgmma::advance(b, step<kTransB, BTile>(16 * kk)), 1);
     wgmma::commit();
 #else
     __trap();
