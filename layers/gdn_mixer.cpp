@@ -67,10 +67,11 @@ ag::Var GdnMixer::forward(const ag::Var& input, const MixerContext& ctx, const M
   const ag::Var x = carry.to_rows(input);
   const int64_t H = carry.local_heads(heads_), D = head_dim_;  // the heads the core runs
 
+  // k and v stay at their heads (GQA): the core reads each for its group's heads.
   const ExpandedHeads heads =
-      expand_qkv(branch(x, "q", q_heads_, 0, carry), branch(x, "k", kv_heads_, 1, carry),
-                 branch(x, "v", kv_heads_, 2, carry), H, kQkNormEps, k_expansion_ ? &*k_expansion_ : nullptr,
-                 v_expansion_ ? &*v_expansion_ : nullptr, step_ == DeltaStep::Gated);
+      grouped_qkv(branch(x, "q", q_heads_, 0, carry), branch(x, "k", kv_heads_, 1, carry),
+                  branch(x, "v", kv_heads_, 2, carry), H, kQkNormEps, k_expansion_ ? &*k_expansion_ : nullptr,
+                  v_expansion_ ? &*v_expansion_ : nullptr, step_ == DeltaStep::Gated);
   const ag::Var &q = heads.q, &k = heads.k, &v = heads.v;
 
   // The gates in f32 (f64 in references), A_log's dtype, as the op takes them.

@@ -37,6 +37,16 @@ ag::Var KvExpansion::forward(const ag::Var& x) {
   return ag::add(low_rank, ag::transpose(mixed, 2, 3));
 }
 
+ExpandedHeads grouped_qkv(const ag::Var& q, const ag::Var& k, const ag::Var& v, int64_t heads, double l2_eps,
+                          KvExpansion* k_expansion, KvExpansion* v_expansion, bool normalize_keys) {
+  ExpandedHeads out;
+  out.q = expand_heads(l2_normalize(q, l2_eps), heads / q->value.size(2));
+  const ag::Var keys = k_expansion ? k_expansion->forward(k) : k;
+  out.k = normalize_keys ? l2_normalize(keys, l2_eps) : keys;
+  out.v = v_expansion ? v_expansion->forward(v) : v;
+  return out;
+}
+
 ExpandedHeads expand_qkv(const ag::Var& q, const ag::Var& k, const ag::Var& v, int64_t heads, double l2_eps,
                          KvExpansion* k_expansion, KvExpansion* v_expansion, bool normalize_keys,
                          const ag::Var* kv_scale, std::optional<DType> out_dtype, bool kv_bf16) {

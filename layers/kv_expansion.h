@@ -35,6 +35,11 @@ struct ExpandedHeads {
   ag::Var q, k, v;
   Tensor k_bf16, v_bf16;  // defined iff kv_bf16 was asked
 };
+// GDN's and KZLA's heads: q as expand_qkv forms it; k (normalised unless normalize_keys is false) and v through the
+// expansions where given, else left at their Hk heads, which the gated delta rule reads for every head of their group
+// (ops::gated_delta_rule) instead of taking copies.
+ExpandedHeads grouped_qkv(const ag::Var& q, const ag::Var& k, const ag::Var& v, int64_t heads, double l2_eps,
+                          KvExpansion* k_expansion, KvExpansion* v_expansion, bool normalize_keys);
 ExpandedHeads expand_qkv(const ag::Var& q, const ag::Var& k, const ag::Var& v, int64_t heads, double l2_eps,
                          KvExpansion* k_expansion, KvExpansion* v_expansion, bool normalize_keys = true,
                          const ag::Var* kv_scale = nullptr, std::optional<DType> out_dtype = std::nullopt,

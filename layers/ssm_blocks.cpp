@@ -82,8 +82,8 @@ ag::Var linear_state_output(const LinearStateCore& core, const ag::Var& v, const
                  v->value.describe(), e.describe());
     const Tensor zero_values = Tensor::zeros(s, v->value.dtype(), v->value.device());
     through_transition =
-        core(ag::constant(zero_values), ag::constant(identity_states(e.size(0), s[2], s[3], e.dtype(), e.device())),
-             &summary.transition);
+        core(ag::constant(zero_values),
+             ag::constant(identity_states(e.size(0), e.size(1), s[3], e.dtype(), e.device())), &summary.transition);
     return summary;
   });
   return from_zero ? ag::add(from_zero, state_readout(through_transition, s0)) : core(v, s0, carry.recurrent_out(slot));

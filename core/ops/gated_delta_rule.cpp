@@ -6,7 +6,9 @@
 #include "core/ops/cpu/gated_delta_rule.h"
 #include "core/ops/cuda/gated_delta_rule.h"
 #include "core/ops/dispatch.h"
+#include "core/ops/elementwise.h"
 #include "core/ops/key_norm_scale.h"
+#include "core/ops/reduce.h"
 
 namespace primer::ops {
 namespace {
@@ -25,11 +27,15 @@ GatedDeltaDims check_inputs(const char* op, const Tensor& q, const Tensor& k, co
   const DType sd = state_dtype(q);
   expect(g, op, "g", q.device(), {sd});
   expect(beta, op, "beta", q.device(), {sd});
-  expect_shape(k, op, "k", q.shape());
-  PRIMER_CHECK(v.dim() == 4 && v.size(0) == q.size(0) && v.size(1) == q.size(1) && v.size(2) == q.size(2),
-               "{}: argument 'v' is {}, expected [B, T, H, V] with [B, T, H] = [{}, {}, {}] as q", op, v.describe(),
-               q.size(0), q.size(1), q.size(2));
-  const GatedDeltaDims d{q.size(0), q.size(1), q.size(2), q.size(3), v.size(3), scale};
+  PRIMER_CHECK(k.dim() == 4 && k.size(0) == q.size(0) && k.size(1) == q.size(1) && k.size(3) == q.size(3) &&
+                   k.size(2) > 0 && q.size(2) % k.size(2) == 0,
+               "{}: argument 'k' is {}, expected [B, T, Hk, K] with [B, T] = [{}, {}] and K = {} as q, and Hk "
+               "dividing q's {} heads",
+               op, k.describe(), q.size(0), q.size(1), q.size(3), q.size(2));
+  PRIMER_CHECK(v.dim() == 4 && v.size(0) == q.size(0) && v.size(1) == q.size(1) && v.size(2) == k.size(2),
+               "{}: argument 'v' is {}, expected [B, T, Hk, V] with [B, T, Hk] = [{}, {}, {}] as k", op, v.describe(),
+               k.size(0), k.size(1), k.size(2));
+  const GatedDeltaDims d{q.size(0), q.size(1), q.size(2), q.size(3), v.size(3), scale, k.size(2)};
   expect_shape(g, op, "g", {d.batch, d.time, d.heads});
   expect_shape(beta, op, "beta", {d.batch, d.time, d.heads});
   PRIMER_CHECK(d.key_dim > 0 && d.value_dim > 0, "{}: q is {} and v {}, expected non-empty head dims", op, q.describe(),
@@ -47,6 +53,22 @@ GatedDeltaDims check_inputs(const char* op, const Tensor& q, const Tensor& k, co
 }
 
 Shape state_shape(const GatedDeltaDims& d) { return {d.batch, d.heads, d.key_dim, d.value_dim}; }
+Shape output_shape(const GatedDeltaDims& d) { return {d.batch, d.time, d.heads, d.value_dim}; }
+
+// Grouped keys or values [B, T, Hk, ·] repeated to every head [B, T, H, ·] (a head's group's copy next to it), for the
+// paths that take one per head: the CPU's and the reference.
+Tensor every_head(const Tensor& t, int64_t heads) {
+  const int64_t B = t.size(0), T = t.size(1), hk = t.size(2), D = t.size(3);
+  if (hk == heads) return t;
+  const Tensor ones = Tensor::full({heads / hk, 1}, 1.0, t.dtype(), t.device());
+  return mul(t.contiguous().view({B * T, hk, 1, D}), ones).view({B, T, heads, D});
+}
+// The per-head gradients [B, T, H, ·] of grouped keys or values, summed over each group: [B, T, Hk, ·].
+Tensor summed_over_groups(const Tensor& t, int64_t kv_heads) {
+  const int64_t B = t.size(0), T = t.size(1), heads = t.size(2), D = t.size(3);
+  if (heads == kv_heads) return t;
+  return sum(t.contiguous().view({B * T, kv_heads, heads / kv_heads, D}), 2).view({B, T, kv_heads, D});
+}
 Tensor contiguous_or_null(const Tensor& t) { return t.defined() ? t.contiguous() : Tensor(); }
 template <class T> const T* ptr(const Tensor& t) { return t.defined() ? t.data<T>() : nullptr; }
 template <class T> T* mut_ptr(const Tensor& t) { return t.defined() ? t.data<T>() : nullptr; }
@@ -82,8 +104,9 @@ Tensor gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const
   Tensor o;
   if (q.is_cpu()) {
     const KeyNormScaled scaled = raw_keys ? key_norm_scale(k, v, raw_key_eps) : KeyNormScaled{k, v, Tensor()};
-    const Tensor qc = q.contiguous(), kc = scaled.k.contiguous(), vc = scaled.v.contiguous();
-    o = Tensor::empty(v.shape(), v.dtype(), v.device());
+    const Tensor qc = q.contiguous(), kc = every_head(scaled.k, d.heads).contiguous(),
+                 vc = every_head(scaled.v, d.heads).contiguous();
+    o = Tensor::empty(output_shape(d), v.dtype(), v.device());
     dispatch_cpu_float(q.dtype(), op, [&](auto tag) {
       using T = decltype(tag);
       cpu::gated_delta_rule_chunked<T>(d, qc.data<T>(), kc.data<T>(), vc.data<T>(), gc.data<T>(), bc.data<T>(),
@@ -92,7 +115,7 @@ Tensor gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const
   } else {
     PRIMER_ON_CUDA([&] {
       const Tensor qb = as_bf16(q), kb = as_bf16(k), vb = as_bf16(v);
-      const Tensor ob = Tensor::empty(v.shape(), DType::BF16, v.device());
+      const Tensor ob = Tensor::empty(output_shape(d), DType::BF16, v.device());
       const bool keep = kept_scratch != nullptr;
       const Tensor ws = workspace(d, keep, raw_keys, q.device());
       cuda_ops::GatedDeltaConfig config;
@@ -116,7 +139,7 @@ GatedDeltaGrads gated_delta_rule_backward(const Tensor& dout, const Tensor& q, c
   constexpr const char* op = "gated_delta_rule_backward";
   const GatedDeltaDims d = check_inputs(op, q, k, v, g, beta, scale, state_in);
   expect(dout, op, "dout", q.device(), {v.dtype()});
-  expect_shape(dout, op, "dout", v.shape());
+  expect_shape(dout, op, "dout", output_shape(d));
   if (dstate_out.defined()) {
     expect(dstate_out, op, "dstate_out", q.device(), {state_dtype(q)});
     expect_shape(dstate_out, op, "dstate_out", state_shape(d));
@@ -131,10 +154,11 @@ GatedDeltaGrads gated_delta_rule_backward(const Tensor& dout, const Tensor& q, c
   if (q.is_cpu()) {
     // Raw keys: the chunked backward on k̂, v̂, then key_norm_scale's backward to the raw k, v.
     const KeyNormScaled scaled = raw_keys ? key_norm_scale(k, v, raw_key_eps) : KeyNormScaled{k, v, Tensor()};
-    const Tensor qc = q.contiguous(), kc = scaled.k.contiguous(), vc = scaled.v.contiguous(), doc = dout.contiguous();
+    const Tensor qc = q.contiguous(), kc = every_head(scaled.k, d.heads).contiguous(),
+                 vc = every_head(scaled.v, d.heads).contiguous(), doc = dout.contiguous();
     r.dq = Tensor::empty(q.shape(), q.dtype(), q.device());
-    r.dk = Tensor::empty(k.shape(), k.dtype(), k.device());
-    r.dv = Tensor::empty(v.shape(), v.dtype(), v.device());
+    r.dk = Tensor::empty(q.shape(), k.dtype(), k.device());
+    r.dv = Tensor::empty(output_shape(d), v.dtype(), v.device());
     dispatch_cpu_float(q.dtype(), op, [&](auto tag) {
       using T = decltype(tag);
       cpu::gated_delta_rule_chunked_backward<T>(d, doc.data<T>(), qc.data<T>(), kc.data<T>(), vc.data<T>(),
@@ -142,6 +166,8 @@ GatedDeltaGrads gated_delta_rule_backward(const Tensor& dout, const Tensor& q, c
                                                 r.dk.data<T>(), r.dv.data<T>(), r.dg.data<T>(), r.dbeta.data<T>(),
                                                 mut_ptr<T>(r.dstate_in));
     });
+    r.dk = summed_over_groups(r.dk, k.size(2));
+    r.dv = summed_over_groups(r.dv, v.size(2));
     if (raw_keys) {
       const KeyNormScaleGrads raw = key_norm_scale_backward(r.dk, r.dv, k, v, scaled.r);
       r.dk = raw.dk;
@@ -151,8 +177,8 @@ GatedDeltaGrads gated_delta_rule_backward(const Tensor& dout, const Tensor& q, c
     PRIMER_ON_CUDA([&] {
       const Tensor qb = as_bf16(q), kb = as_bf16(k), vb = as_bf16(v), dob = as_bf16(dout);
       const Tensor dq = Tensor::empty(q.shape(), DType::BF16, q.device());
-      const Tensor dk = Tensor::empty(k.shape(), DType::BF16, k.device());
-      const Tensor dv = Tensor::empty(v.shape(), DType::BF16, v.device());
+      const Tensor dk = Tensor::empty(q.shape(), DType::BF16, k.device());  // every head's: summed over groups below
+      const Tensor dv = Tensor::empty(output_shape(d), DType::BF16, v.device());
       cuda_ops::GatedDeltaConfig config;
       config.scratch_from_forward = kept_scratch.defined();
       config.raw_key_eps = raw_keys ? float(raw_key_eps) : -1.f;
@@ -167,8 +193,8 @@ GatedDeltaGrads gated_delta_rule_backward(const Tensor& dout, const Tensor& q, c
                                           dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), r.dg.data<float>(),
                                           r.dbeta.data<float>(), mut_ptr<float>(r.dstate_in), ws.data_ptr(), config);
       r.dq = like(dq, q.dtype());
-      r.dk = like(dk, k.dtype());
-      r.dv = like(dv, v.dtype());
+      r.dk = like(summed_over_groups(dk, k.size(2)), k.dtype());
+      r.dv = like(summed_over_groups(dv, v.size(2)), v.dtype());
     }());
   }
   return r;
@@ -188,9 +214,9 @@ Tensor gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const
   constexpr const char* op = "reference::gated_delta_rule";
   const GatedDeltaDims d = check_inputs(op, q, k, v, g, beta, scale, state_in);
   expect_f64_cpu(op, q);
-  const Tensor qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous(), gc = g.contiguous(),
-               bc = beta.contiguous(), sc = contiguous_or_null(state_in);
-  Tensor o = Tensor::empty(v.shape(), DType::F64);
+  const Tensor qc = q.contiguous(), kc = every_head(k, d.heads).contiguous(), vc = every_head(v, d.heads).contiguous(),
+               gc = g.contiguous(), bc = beta.contiguous(), sc = contiguous_or_null(state_in);
+  Tensor o = Tensor::empty(output_shape(d), DType::F64);
   Tensor st = state_out ? Tensor::empty(state_shape(d), DType::F64) : Tensor();
   cpu::gated_delta_rule_reference(d, qc.data<double>(), kc.data<double>(), vc.data<double>(), gc.data<double>(),
                                   bc.data<double>(), ptr<double>(sc), o.data<double>(), mut_ptr<double>(st));
@@ -205,18 +231,18 @@ GatedDeltaGrads gated_delta_rule_backward(const Tensor& dout, const Tensor& q, c
   const GatedDeltaDims d = check_inputs(op, q, k, v, g, beta, scale, state_in);
   expect_f64_cpu(op, q);
   expect(dout, op, "dout", q.device(), {DType::F64});
-  expect_shape(dout, op, "dout", v.shape());
+  expect_shape(dout, op, "dout", output_shape(d));
   if (dstate_out.defined()) {
     expect(dstate_out, op, "dstate_out", q.device(), {DType::F64});
     expect_shape(dstate_out, op, "dstate_out", state_shape(d));
   }
-  const Tensor qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous(), gc = g.contiguous(),
-               bc = beta.contiguous(), sc = contiguous_or_null(state_in), dsc = contiguous_or_null(dstate_out),
-               doc = dout.contiguous();
+  const Tensor qc = q.contiguous(), kc = every_head(k, d.heads).contiguous(), vc = every_head(v, d.heads).contiguous(),
+               gc = g.contiguous(), bc = beta.contiguous(), sc = contiguous_or_null(state_in),
+               dsc = contiguous_or_null(dstate_out), doc = dout.contiguous();
   GatedDeltaGrads r;
   r.dq = Tensor::empty(q.shape(), DType::F64);
-  r.dk = Tensor::empty(k.shape(), DType::F64);
-  r.dv = Tensor::empty(v.shape(), DType::F64);
+  r.dk = Tensor::empty(q.shape(), DType::F64);
+  r.dv = Tensor::empty(output_shape(d), DType::F64);
   r.dg = Tensor::empty(g.shape(), DType::F64);
   r.dbeta = Tensor::empty(beta.shape(), DType::F64);
   if (state_in.defined()) r.dstate_in = Tensor::empty(state_shape(d), DType::F64);
@@ -224,6 +250,8 @@ GatedDeltaGrads gated_delta_rule_backward(const Tensor& dout, const Tensor& q, c
       d, doc.data<double>(), qc.data<double>(), kc.data<double>(), vc.data<double>(), gc.data<double>(),
       bc.data<double>(), ptr<double>(sc), ptr<double>(dsc), r.dq.data<double>(), r.dk.data<double>(),
       r.dv.data<double>(), r.dg.data<double>(), r.dbeta.data<double>(), mut_ptr<double>(r.dstate_in));
+  r.dk = summed_over_groups(r.dk, k.size(2));
+  r.dv = summed_over_groups(r.dv, v.size(2));
   return r;
 }
 

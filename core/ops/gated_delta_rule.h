@@ -9,7 +9,9 @@
 
 namespace primer::ops {
 
-// q, k [B, T, H, K]; v [B, T, H, V]; g [B, T, H] log decay; beta [B, T, H] write strength.
+// q [B, T, H, K]; k [B, T, Hk, K]; v [B, T, Hk, V]; g [B, T, H] log decay; beta [B, T, H] write strength. Hk divides
+// H: grouped-query keys and values, head h reading key/value head h / (H / Hk) (as if each were repeated to its
+// group's heads, which the CUDA kernels do by indexing instead of copies; their gradients are summed over each group).
 // CPU: every tensor f32 or every tensor f64. CUDA: q, k, v all bf16 or all f32; g, beta and state_in f32.
 // Returns o [B, T, H, V] in v's dtype. If state_out is non-null it receives S_T [B, H, K, V] (f32; f64 for f64).
 // If kept_scratch is non-null, on CUDA it receives the chunk scratch the backward would recompute (the chunk-start

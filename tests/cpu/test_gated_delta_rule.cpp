@@ -55,6 +55,47 @@ TEST(GatedDeltaRuleReference, BackwardMatchesFiniteDifferences) {
   }
 }
 
+// Grouped-query keys and values (k, v with Hk of q's H heads): head h reads key/value head h / (H / Hk). The
+// reference's backward against finite differences (each group's gradient is the sum over its heads), its values
+// against the same inputs with k and v repeated to every head by hand, and the chunked f64 path against both.
+TEST(GatedDeltaRuleReference, GroupedKeysAndValuesAreSharedByTheirHeads) {
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const int64_t B = 2, T = 5, H = 4, Hk = 2, K = 3, V = 4;
+  GatedDeltaInputs in = test::gated_delta_inputs(B, T, H, K, V, seed);
+  in.k = in.k.slice(2, 0, Hk).contiguous();
+  in.v = in.v.slice(2, 0, Hk).contiguous();
+  check_reference_gradients(in, true, seed);
+
+  auto repeated = [&](const Tensor& t) {  // [B, T, Hk, D] → [B, T, H, D], head h holding h / (H / Hk)
+    const int64_t D = t.size(3);
+    const std::vector<double> x = t.to_vector<double>();
+    std::vector<double> y(size_t(B * T * H * D));
+    for (int64_t bt = 0; bt < B * T; ++bt)
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t i = 0; i < D; ++i) y[size_t((bt * H + h) * D + i)] = x[size_t((bt * Hk + h / (H / Hk)) * D + i)];
+    return Tensor::from_vector(y, {B, T, H, D}, DType::F64);
+  };
+  Tensor st_grouped, st_repeated, st_chunked;
+  const Tensor grouped = ops::reference::gated_delta_rule(in.q, in.k, in.v, in.g, in.beta, 0.7, in.state, &st_grouped);
+  const Tensor by_hand = ops::reference::gated_delta_rule(in.q, repeated(in.k), repeated(in.v), in.g, in.beta, 0.7,
+                                                          in.state, &st_repeated);
+  test::expect_close(grouped, by_hand, 1e-15, 1e-15, "o");
+  test::expect_close(st_grouped, st_repeated, 1e-15, 1e-15, "state_out");
+  const Tensor chunked = ops::gated_delta_rule(in.q, in.k, in.v, in.g, in.beta, 0.7, in.state, &st_chunked);
+  test::expect_close(chunked, grouped, 1e-12, 1.0, "chunked o");
+  test::expect_close(st_chunked, st_grouped, 1e-12, 1.0, "chunked state_out");
+  const Tensor dout = test::randn({B, T, H, V}, seed + 11);
+  const ops::GatedDeltaGrads r =
+      ops::reference::gated_delta_rule_backward(dout, in.q, in.k, in.v, in.g, in.beta, 0.7, in.state, Tensor());
+  const ops::GatedDeltaGrads d =
+      ops::gated_delta_rule_backward(dout, in.q, in.k, in.v, in.g, in.beta, 0.7, in.state, Tensor());
+  EXPECT_EQ(d.dk.shape(), in.k.shape());
+  EXPECT_EQ(d.dv.shape(), in.v.shape());
+  test::expect_close(d.dk, r.dk, 1e-12, 1.0, "chunked dk");
+  test::expect_close(d.dv, r.dv, 1e-12, 1.0, "chunked dv");
+}
+
 // Properties that pin the reference to the recurrence itself rather than to its own backward: with β = 1 the state
 // returns exactly v for the key just written (the delta rule's correction); with β = 0 it only decays by e^g.
 TEST(GatedDeltaRuleReference, WritesRetrievableValuesAndDecays) {
@@ -205,6 +246,15 @@ TEST(GatedDeltaRule, RejectsBadArguments) {
         ops::gated_delta_rule(in.q, in.k, in.v, in.g, in.beta, 1.0, in.state.reshape({2, 4, 4}), nullptr);
       },
       {"gated_delta_rule", "'state_in'"});
+  const GatedDeltaInputs three_heads = test::gated_delta_inputs(1, 3, 3, 4, 4, 2);  // 3 does not divide q's 2
+  test::expect_error(
+      [&] { ops::gated_delta_rule(in.q, three_heads.k, three_heads.v, in.g, in.beta, 1.0, Tensor(), nullptr); },
+      {"gated_delta_rule", "'k'", "dividing"});
+  test::expect_error(
+      [&] {
+        ops::gated_delta_rule(in.q, in.k, in.v.slice(2, 0, 1).contiguous(), in.g, in.beta, 1.0, Tensor(), nullptr);
+      },
+      {"gated_delta_rule", "'v'", "as k"});
   test::expect_error(
       [&] {
         ops::reference::gated_delta_rule(in.q.to(DType::F32), in.k.to(DType::F32), in.v.to(DType::F32),

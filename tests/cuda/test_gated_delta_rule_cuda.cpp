@@ -1,6 +1,7 @@
 // The CUDA gated delta rule against the f64 token-by-token reference on the same rounded inputs: o, the final
 // state and every gradient (q, k, v, g, β, the initial state, with a final-state gradient flowing in), for
-// T ∈ {1, 5, 64, 100, 200}, K = V ∈ {64, 128}, with and without an initial state, bf16 and f32 q/k/v, β up to 2;
+// T ∈ {1, 5, 64, 100, 200}, K = V ∈ {64, 128}, with and without an initial state, bf16 and f32 q/k/v, β up to 2,
+// k and v of every head or shared by groups of 2 or 4 heads;
 // chaining [x1; x2] as x1 then x2 from its state; the Gated DeltaNet and KZLA layers in bf16 against the f64 CPU
 // layer; and Kaczmarz linear attention's core (through these kernels) against its own f64 reference.
 //
@@ -82,12 +83,14 @@ struct Case {
   bool with_state;
   double beta_max;
   DType dtype;
+  int64_t kv_group = 1;  // q's heads per key/value head (grouped k and v, read by each head of their group)
 };
 
 std::string case_name(const ::testing::TestParamInfo<Case>& i) {
   const Case& c = i.param;
   return "T" + std::to_string(c.T) + "_D" + std::to_string(c.D) + (c.with_state ? "_state" : "_nostate") +
-         (c.beta_max > 1 ? "_negeig" : "") + (c.dtype == DType::BF16 ? "_bf16" : "_f32");
+         (c.beta_max > 1 ? "_negeig" : "") + (c.dtype == DType::BF16 ? "_bf16" : "_f32") +
+         (c.kv_group > 1 ? "_gqa" + std::to_string(c.kv_group) : "");
 }
 
 class GatedDeltaRuleCuda : public ::testing::TestWithParam<Case> {};
@@ -97,11 +100,11 @@ TEST_P(GatedDeltaRuleCuda, MatchesTheF64Reference) {
   const uint64_t seed = test::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   const Case& c = GetParam();
-  const int64_t H = 2, B = rows_for(c.T, H);
+  const int64_t H = 2 * c.kv_group, B = rows_for(c.T, H), Hk = H / c.kv_group;
   const double scale = 1.0 / std::sqrt(double(c.D));
   const test::GatedDeltaInputs in = test::gated_delta_inputs(B, c.T, H, c.D, c.D, seed, c.beta_max);
   auto gpu = [&](const Tensor& t, DType dt) { return t.to(dt).to(Device::cuda()); };
-  const Tensor q = gpu(in.q, c.dtype), k = gpu(in.k, c.dtype), v = gpu(in.v, c.dtype);
+  const Tensor q = gpu(in.q, c.dtype), k = gpu(in.k.slice(2, 0, Hk), c.dtype), v = gpu(in.v.slice(2, 0, Hk), c.dtype);
   const Tensor g = gpu(in.g, DType::F32), beta = gpu(in.beta, DType::F32);
   const Tensor state = c.with_state ? gpu(in.state, DType::F32) : Tensor();
   const Tensor dout = gpu(test::randn({B, c.T, H, c.D}, seed + 11), c.dtype);
@@ -144,6 +147,9 @@ std::vector<Case> all_cases() {
   cases.push_back({200, 128, true, 2.0, DType::BF16});  // β ∈ (0, 2): negative eigenvalues allowed
   cases.push_back({100, 64, true, 1.0, DType::F32});
   cases.push_back({200, 128, false, 1.0, DType::F32});
+  cases.push_back({100, 64, true, 1.0, DType::BF16, 2});  // grouped keys and values: dk, dv summed over each group
+  cases.push_back({200, 128, false, 2.0, DType::BF16, 2});
+  cases.push_back({5, 128, true, 1.0, DType::BF16, 4});
   return cases;
 }
 

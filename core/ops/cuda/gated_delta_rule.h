@@ -1,6 +1,8 @@
 // CUDA launchers for the chunked gated delta rule (compute stream, no host sync). q, k, v, o and their gradients
 // are dense bf16; g, beta, the states and dg, dbeta dense f32. Head dims K = V ∈ {64, 128}. Tensor-core products
-// take bf16 operands with fp32 accumulation; the running state and its gradient stay fp32 on chip.
+// take bf16 operands with fp32 accumulation; the running state and its gradient stay fp32 on chip. k and v have
+// d.kv_heads heads (GatedDeltaDims::kv_group), but dk and dv are written for every head, [B, T, H, K|V]: the
+// caller sums each group's (one head's gradient is a CTA's, and a group's heads run in different CTAs).
 #pragma once
 #include <cstddef>
 #include <functional>

@@ -82,7 +82,8 @@ template <int D, int BV, int kStages> __global__ void __launch_bounds__(kThreads
       const int t0 = n * kChunk, valid = min(kChunk, sz.T - t0);
       const int64_t in_row = (int64_t(b) * sz.T + t0) * sz.H + h, crow = bh * int64_t(sz.chunks) * kChunk + t0;
       tile::load_tile_async<kChunk, D, kThreads>(st.Q, in.q + in_row * D, row_stride, valid);
-      tile::load_tile_async<kChunk, D, kThreads>(st.K, in.k + in_row * D, row_stride, valid);
+      tile::load_tile_async<kChunk, D, kThreads>(st.K, in.k + kv_offset(sz, in, b, t0, h, D), kv_stride(sz, in, D),
+                                                 valid);
       tile::load_tile_async<kChunk, D, kThreads>(st.W, s.W + crow * D, D, kChunk);
       tile::load_tile_async<kChunk, BV, kThreads>(st.dO, dout + in_row * D + col0, row_stride, valid);
       tile::load_tile_async<kChunk, kChunk, kThreads>(st.P, s.P + crow * kChunk, kChunk, kChunk);
@@ -197,11 +198,12 @@ template <int D, class Products> __global__ void __launch_bounds__(kThreads)
   const int64_t in_row = (int64_t(b) * sz.T + t0) * sz.H + h, row_stride = int64_t(sz.H) * D;
   const int64_t crow = bh * int64_t(sz.chunks) * kChunk + t0;
   const int64_t state = (bh * sz.chunks + n) * D * D;
+  const int64_t kv_at = kv_offset(sz, in, b, t0, h, D), kv_step = kv_stride(sz, in, D);
 
   // Four cp.async groups in the order the phases need them, so that later tiles land while earlier phases compute.
   P::template load_async<kChunk, D, kThreads>(sdO, dout + in_row * D, row_stride, valid);
   P::template load_async<kChunk, D, kThreads>(sU, s.U + crow * D, D, kChunk);
-  P::template load_async<kChunk, D, kThreads>(sK, in.k + in_row * D, row_stride, valid);
+  P::template load_async<kChunk, D, kThreads>(sK, in.k + kv_at, kv_step, valid);
   load_row_async(sG, s.G2 + crow);
   tile::cp_async_commit();
   P::template load_async<D, D, kThreads>(sS, s.states + state, D, D);
@@ -210,7 +212,7 @@ template <int D, class Products> __global__ void __launch_bounds__(kThreads)
   P::template load_async<D, D, kThreads>(sdS, s.dstates + state, D, D);
   P::template load_async<kChunk, D, kThreads>(sdU, s.dU + crow * D, D, kChunk);
   tile::cp_async_commit();
-  P::template load_async<kChunk, D, kThreads>(sV, in.v + in_row * D, row_stride, valid);
+  P::template load_async<kChunk, D, kThreads>(sV, in.v + kv_at, kv_step, valid);
   P::template load_async<kChunk, kChunk, kThreads>(sA, s.A + crow * kChunk, kChunk, kChunk);
   tile::cp_async_commit();
   if (threadIdx.x < kChunk)
@@ -482,7 +484,12 @@ std::vector<GatedDeltaKernel> gated_delta_rule_backward_kernels(
   using gdr::bf16;
   gdr::Scratch s;
   gdr::carve_scratch(d, true, config.raw_keys(), workspace, &s);
-  const gdr::Inputs raw{static_cast<const bf16*>(q), static_cast<const bf16*>(k), static_cast<const bf16*>(v), g, beta};
+  const gdr::Inputs raw{static_cast<const bf16*>(q),
+                        static_cast<const bf16*>(k),
+                        static_cast<const bf16*>(v),
+                        g,
+                        beta,
+                        int(d.kv_group())};
   const gdr::Inputs in = gdr::scaled_inputs(raw, s);  // what every kernel after the prep reads
   const bf16* dO = static_cast<const bf16*>(dout);
   auto* dq_ = static_cast<bf16*>(dq);

@@ -60,10 +60,11 @@ template <int D> __global__ void __launch_bounds__(kThreads)
   const int64_t in_row = (int64_t(b) * sz.T + t0) * sz.H + h;  // (b, t0, h) in [B, T, H]
   const int64_t row_stride = int64_t(sz.H) * D;
   const int64_t crow = (int64_t(b) * sz.H + h) * int64_t(sz.chunks) * kChunk + t0;  // scratch row of token t0
+  const int64_t kv_at = kv_offset(sz, in, b, t0, h, D), kv_step = kv_stride(sz, in, D);
 
   tile::load_tile_async<kChunk, D, kThreads>(sQ, in.q + in_row * D, row_stride, valid);
-  tile::load_tile_async<kChunk, D, kThreads>(sK, in.k + in_row * D, row_stride, valid);
-  tile::load_tile_async<kChunk, D, kThreads>(sV, in.v + in_row * D, row_stride, valid);
+  tile::load_tile_async<kChunk, D, kThreads>(sK, in.k + kv_at, kv_step, valid);
+  tile::load_tile_async<kChunk, D, kThreads>(sV, in.v + kv_at, kv_step, valid);
   tile::cp_async_commit();
 
   // In-chunk inclusive cumsum of g (log2 units) by two warp scans; padded rows have g = β = 0.
@@ -231,7 +232,8 @@ template <int D, int BV, int kStages, bool kOutput, bool kStore> __global__ void
       const int t0 = n * kChunk, valid = min(kChunk, sz.T - t0);
       const int64_t in_row = (int64_t(b) * sz.T + t0) * sz.H + h, crow = bh * int64_t(sz.chunks) * kChunk + t0;
       tile::load_tile_async<kChunk, D, kThreads>(st.W, s.W + crow * D, D, kChunk);
-      tile::load_tile_async<kChunk, D, kThreads>(st.K, in.k + in_row * D, row_stride, valid);
+      tile::load_tile_async<kChunk, D, kThreads>(st.K, in.k + kv_offset(sz, in, b, t0, h, D), kv_stride(sz, in, D),
+                                                 valid);
       tile::load_tile_async<kChunk, BV, kThreads>(st.u, s.u + crow * D + col0, D, kChunk);
       if constexpr (kOutput) {
         tile::load_tile_async<kChunk, D, kThreads>(st.Q, in.q + in_row * D, row_stride, valid);
@@ -422,8 +424,12 @@ std::vector<GatedDeltaKernel> gated_delta_rule_forward_kernels(const GatedDeltaD
   gdr::Scratch s;
   const bool keep = config.keep_scratch;
   gdr::carve_scratch(d, keep, config.raw_keys(), workspace, &s);
-  const gdr::Inputs in{static_cast<const gdr::bf16*>(q), static_cast<const gdr::bf16*>(k),
-                       static_cast<const gdr::bf16*>(v), g, beta};
+  const gdr::Inputs in{static_cast<const gdr::bf16*>(q),
+                       static_cast<const gdr::bf16*>(k),
+                       static_cast<const gdr::bf16*>(v),
+                       g,
+                       beta,
+                       int(d.kv_group())};
   const gdr::Inputs scaled = gdr::scaled_inputs(in, s);
   const int value_block = config.value_block ? config.value_block : gated_delta_rule_default_value_block(d);
   const float eps = config.raw_key_eps;

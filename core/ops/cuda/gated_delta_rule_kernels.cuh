@@ -76,8 +76,11 @@ size_t carve_scratch(const GatedDeltaDims& d, bool backward, bool raw_keys, void
 
 // The inputs every kernel reads.
 struct Inputs {
-  const bf16 *q, *k, *v;  // [B, T, H, K|V]
+  const bf16 *q, *k, *v;  // q [B, T, H, K]; k, v [B, T, H / kv_group, K|V]
   const float *g, *beta;  // [B, T, H]
+  // The heads that share a key/value head (grouped-query attention's groups): head h reads k's and v's head
+  // h / kv_group where a layer would otherwise copy each of them kv_group times.
+  int kv_group = 1;
 };
 
 // Chunks [begin, end) of the sequence. The forward may run its prep and state pass in pieces: the prep of the first,
@@ -103,6 +106,15 @@ inline Sizes sizes_of(const GatedDeltaDims& d, ChunkRange piece) {
 }
 inline Sizes sizes_of(const GatedDeltaDims& d) { return sizes_of(d, all_chunks(d)); }
 
+// Where the key/value row of (sequence b, token t, head h) starts in k or v (head dim `dim`), and the step from one
+// token's row to the next.
+__host__ __device__ inline int64_t kv_offset(const Sizes& sz, const Inputs& in, int b, int t, int h, int dim) {
+  return ((int64_t(b) * sz.T + t) * (sz.H / in.kv_group) + h / in.kv_group) * dim;
+}
+__host__ __device__ inline int64_t kv_stride(const Sizes& sz, const Inputs& in, int dim) {
+  return int64_t(sz.H / in.kv_group) * dim;
+}
+
 // Copies 64 floats (16-byte aligned) into shared memory with 16 threads (part of the caller's cp.async group).
 __device__ __forceinline__ void load_row_async(float* smem, const float* global) {
   if (threadIdx.x < 16) tile::cp_async_16(smem + 4 * threadIdx.x, global + 4 * threadIdx.x, true);
@@ -114,7 +126,7 @@ void launch_chunk_prep(const GatedDeltaDims& d, const Inputs& in, const Scratch&
                        ChunkRange piece);
 // What the kernels after the prep read: the inputs, with k and v replaced by the prep's k̂ and v̂ for raw keys.
 inline Inputs scaled_inputs(const Inputs& in, const Scratch& s) {
-  return s.k_hat ? Inputs{in.q, s.k_hat, s.v_hat, in.g, in.beta} : in;
+  return s.k_hat ? Inputs{in.q, s.k_hat, s.v_hat, in.g, in.beta, 1} : in;  // k̂, v̂ have every head
 }
 // The sequential state pass over the chunks of `piece`, each CTA owning `value_block` (32, 64 or 128) value columns,
 // from state_in (the state at the piece's start; null: zeros) to state_out (at its end; nullable). Forward: o (bf16

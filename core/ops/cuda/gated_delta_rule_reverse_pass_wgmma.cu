@@ -90,7 +90,8 @@ template <int BV, int kStages> __global__ void __launch_bounds__(kThreads)
       const int64_t in_row = (int64_t(b) * sz.T + t0) * sz.H + h, crow = bh * int64_t(sz.chunks) * kChunk + t0;
       const int t = int(threadIdx.x);
       wgmma::load_tile_async<kChunk, D, kThreads>(st.Q, in.q + in_row * D, row_stride, valid, t);
-      wgmma::load_tile_async<kChunk, D, kThreads>(st.K, in.k + in_row * D, row_stride, valid, t);
+      wgmma::load_tile_async<kChunk, D, kThreads>(st.K, in.k + kv_offset(sz, in, b, t0, h, D), kv_stride(sz, in, D),
+                                                  valid, t);
       wgmma::load_tile_async<kChunk, D, kThreads>(st.W, s.W + crow * D, D, kChunk, t);
       wgmma::load_tile_async<kChunk, BV, kThreads, 64>(st.dO, dout + in_row * D + col0, row_stride, valid, t);
       wgmma::load_tile_async<kChunk, kChunk, kThreads>(st.P, s.P + crow * kChunk, kChunk, kChunk, t);

@@ -101,7 +101,8 @@ template <int BV, int kStages, bool kOutput, bool kStore> __global__ void __laun
       const int64_t in_row = (int64_t(b) * sz.T + t0) * sz.H + h, crow = bh * int64_t(sz.chunks) * kChunk + t0;
       const int t = int(threadIdx.x);
       wgmma::load_tile_async<kChunk, D, kThreads>(st.W, s.W + crow * D, D, kChunk, t);
-      wgmma::load_tile_async<kChunk, D, kThreads>(st.K, in.k + in_row * D, row_stride, valid, t);
+      wgmma::load_tile_async<kChunk, D, kThreads>(st.K, in.k + kv_offset(sz, in, b, t0, h, D), kv_stride(sz, in, D),
+                                                  valid, t);
       tile::load_tile_async<kChunk, BV, kThreads>(st.u, s.u + crow * D + col0, D, kChunk);
       if constexpr (kOutput) {
         wgmma::load_tile_async<kChunk, D, kThreads>(st.Q, in.q + in_row * D, row_stride, valid, t);
