@@ -60,7 +60,8 @@ ag::Var Gdn2Mixer::branch(const ag::Var& x, const char* name, int64_t heads, siz
   const std::string conv = kConvs[slot];
   const ag::Var w = gdn2_.use_short_conv ? weight(conv + ".weight") : nullptr;
   const ag::Var bias = gdn2_.use_short_conv && gdn2_.conv_bias ? weight(conv + ".bias") : nullptr;
-  return conv_heads(y, w, bias, true, heads, head_dim_, slot, carry);
+  // q and k L2-normalised per head in their conv's pass.
+  return conv_heads(y, w, bias, true, heads, head_dim_, slot, carry, slot < 2 ? kQkNormEps : -1);
 }
 
 ag::Var Gdn2Mixer::forward(const ag::Var& input, const MixerContext& ctx, const MixerState* state_in,
@@ -72,7 +73,7 @@ ag::Var Gdn2Mixer::forward(const ag::Var& input, const MixerContext& ctx, const 
   const int64_t local = carry.local_heads(H);  // the heads the core runs
 
   const ExpandedHeads heads = expand_qkv(branch(x, "q", q_heads_, 0, carry), branch(x, "k", kv_heads_, 1, carry),
-                                         branch(x, "v", kv_heads_, 2, carry), local, kQkNormEps, nullptr, nullptr);
+                                         branch(x, "v", kv_heads_, 2, carry), local, -1, nullptr, nullptr);
 
   // The gates and the state are in A_log's dtype (f32; f64 in references), as the core's inputs except on CUDA
   // (below). The gates are

@@ -52,12 +52,13 @@ GdnMixer::GdnMixer(const ModelConfig& c, const std::string& prefix, ParameterReg
   }
 }
 
-ag::Var GdnMixer::branch(const ag::Var& x, const char* name, int64_t heads, size_t slot, const StateCarry& carry) {
+ag::Var GdnMixer::branch(const ag::Var& x, const char* name, int64_t heads, size_t slot, const StateCarry& carry,
+                         bool l2_normalized) {
   const ag::Var y = ag::linear(x, weight(std::string(name) + "_proj.weight"));
   const std::string conv = kConvs[slot];
   const ag::Var w = gdn_.use_short_conv ? weight(conv + ".weight") : nullptr;
   const ag::Var bias = gdn_.use_short_conv && gdn_.conv_bias ? weight(conv + ".bias") : nullptr;
-  return conv_heads(y, w, bias, true, heads, head_dim_, slot, carry);
+  return conv_heads(y, w, bias, true, heads, head_dim_, slot, carry, l2_normalized ? kQkNormEps : -1);
 }
 
 ag::Var GdnMixer::forward(const ag::Var& input, const MixerContext& ctx, const MixerState* state_in,
@@ -67,12 +68,16 @@ ag::Var GdnMixer::forward(const ag::Var& input, const MixerContext& ctx, const M
   const ag::Var x = carry.to_rows(input);
   const int64_t H = carry.local_heads(heads_), D = head_dim_;  // the heads the core runs
 
-  // k and v stay at their heads (GQA): the core reads each for its group's heads.
-  const ExpandedHeads heads =
-      grouped_qkv(branch(x, "q", q_heads_, 0, carry), branch(x, "k", kv_heads_, 1, carry),
-                  branch(x, "v", kv_heads_, 2, carry), H, kQkNormEps, k_expansion_ ? &*k_expansion_ : nullptr,
-                  v_expansion_ ? &*v_expansion_ : nullptr, step_ == DeltaStep::Gated);
-  const ag::Var &q = heads.q, &k = heads.k, &v = heads.v;
+  // q and k L2-normalised (KZLA's k stays raw) in their short convs' pass; k after Adaptive GQA where that expands
+  // it. q is repeated where it has fewer heads than k; k and v stay at theirs (GQA): the core reads each for its
+  // group's heads.
+  const bool normalize_keys = step_ == DeltaStep::Gated;
+  const ag::Var q_heads = branch(x, "q", q_heads_, 0, carry, true);
+  const ag::Var q = expand_heads(q_heads, H / q_heads->value.size(2));
+  ag::Var k = branch(x, "k", kv_heads_, 1, carry, normalize_keys && !k_expansion_);
+  if (k_expansion_) k = normalize_keys ? l2_normalize(k_expansion_->forward(k), kQkNormEps) : k_expansion_->forward(k);
+  ag::Var v = branch(x, "v", kv_heads_, 2, carry, false);
+  if (v_expansion_) v = v_expansion_->forward(v);
 
   // The gates in f32 (f64 in references), A_log's dtype, as the op takes them.
   // The gates are token-local: formed on this rank's tokens, then moved with their heads under A2A.

@@ -1,7 +1,8 @@
 // Gated DeltaNet (the GDN token of hybrid patterns), exactly as the Priming reference implementation builds it
 // (awslabs/hybrid-model-factory). Per token, with H = max(Hq, Hk) heads of size D:
-//   q, k, v = silu(short_conv(W x)) (silu(W x) without short convolutions); k, v repeated to H heads (GQA, or
-//   Adaptive GQA with kv_proj_rank: layers/kv_expansion.h), q, k L2-normalised per head (eps 1e-6 inside the root);
+//   q, k, v = silu(short_conv(W x)) (silu(W x) without short convolutions); q, k L2-normalised per head (eps 1e-6
+//   inside the root; in the conv's pass); k, v shared by groups of H / Hk heads (GQA, read in place by the core), or
+//   expanded to H heads by Adaptive GQA with kv_proj_rank (layers/kv_expansion.h) before k's norm;
 //   β = σ(b_proj x) (×2 with allow_neg_eigval), g = −exp(A_log) · softplus(gk_proj x + dt_bias) in f32;
 //   o = gated delta rule(q, k, v, g, β, scale D^-1/2) per head;
 //   y = o_proj(RMSNorm_D(o) · o_norm ⊙ silu(g_proj x))   (plain RMSNorm without use_gate).
@@ -55,8 +56,9 @@ class GdnMixer : public SequenceMixer {
   static double core_backward_flops(int64_t key_dim, int64_t value_dim);
 
  private:
-  // silu(short_conv(W x)) as [B, T, heads, D]; `slot` indexes the conv states.
-  ag::Var branch(const ag::Var& x, const char* name, int64_t heads, size_t slot, const StateCarry& carry);
+  // silu(short_conv(W x)) as [B, T, heads, D], each head L2-normalised when asked; `slot` indexes the conv states.
+  ag::Var branch(const ag::Var& x, const char* name, int64_t heads, size_t slot, const StateCarry& carry,
+                 bool l2_normalized);
   ag::Var weight(const std::string& name) { return params_.get(prefix_ + "." + name).var; }
 
   ModelConfig config_;

@@ -66,10 +66,11 @@ void GkaMixer::set_num_iter(int64_t num_iter) {
   gka_.num_iter = num_iter;
 }
 
-ag::Var GkaMixer::branch(const ag::Var& x, const char* name, int64_t heads, size_t slot, const StateCarry& carry) {
+ag::Var GkaMixer::branch(const ag::Var& x, const char* name, int64_t heads, size_t slot, const StateCarry& carry,
+                         bool l2_normalized) {
   const ag::Var y = ag::linear(x, weight(std::string(name) + "_proj.weight"));
   const ag::Var w = slot < 2 || gka_.use_v_conv ? weight(std::string(kConvs[slot]) + ".weight") : nullptr;
-  return conv_heads(y, w, nullptr, false, heads, head_dim_, slot, carry);
+  return conv_heads(y, w, nullptr, false, heads, head_dim_, slot, carry, l2_normalized ? kL2Eps : -1);
 }
 
 ag::Var GkaMixer::head_gate(const ag::Var& projected, const char* name, double offset) {
@@ -82,9 +83,12 @@ ag::Var GkaMixer::forward(const ag::Var& input, const MixerContext& ctx, const M
                          {q_heads_, kv_heads_, k_expansion_.has_value()});
   const ag::Var x = carry.to_rows(input);
   const int64_t H = carry.local_heads(heads_), D = head_dim_;  // the heads the core runs
-  // The projections first: their GEMMs keep the GPU busy while the host issues the gates' small ops.
-  const ag::Var q_branch = branch(x, "q", q_heads_, 0, carry), k_branch = branch(x, "k", kv_heads_, 1, carry),
-                v_branch = branch(x, "v", kv_heads_, 2, carry);
+  // The projections first: their GEMMs keep the GPU busy while the host issues the gates' small ops. q and k
+  // leave their convs L2-normalised (in the conv's pass), unless Adaptive GQA expands k before its norm.
+  const bool normed_in_conv = !k_expansion_;
+  const ag::Var q_branch = branch(x, "q", q_heads_, 0, carry, normed_in_conv),
+                k_branch = branch(x, "k", kv_heads_, 1, carry, normed_in_conv),
+                v_branch = branch(x, "v", kv_heads_, 2, carry, false);
 
   // The per-head projections in use (decay a, β, α) as one GEMM.
   std::vector<std::string> gates;
@@ -110,7 +114,7 @@ ag::Var GkaMixer::forward(const ag::Var& input, const MixerContext& ctx, const M
     beta = carry.to_heads(head_gate(gate_input("b"), "b", kBetaFloor));  // [B, T, H]
   }
   const ExpandedHeads heads =
-      expand_qkv(q_branch, k_branch, v_branch, H, kL2Eps, k_expansion_ ? &*k_expansion_ : nullptr,
+      expand_qkv(q_branch, k_branch, v_branch, H, normed_in_conv ? -1 : kL2Eps, k_expansion_ ? &*k_expansion_ : nullptr,
                  v_expansion_ ? &*v_expansion_ : nullptr, true, beta ? &beta : nullptr,
                  precise ? std::optional(DType::F32) : std::nullopt, precise && beta && x->value.is_cuda());
   const ag::Var &q = heads.q, &k = heads.k, &v = heads.v;

@@ -55,8 +55,9 @@ class GkaMixer : public SequenceMixer {
   static double core_forward_flops(int64_t head_dim, int64_t num_iter);
 
  private:
-  // short_conv(W x) with SiLU as [B, T, heads, D]; `slot` indexes the conv states.
-  ag::Var branch(const ag::Var& x, const char* name, int64_t heads, size_t slot, const StateCarry& carry);
+  // short_conv(W x) with SiLU as [B, T, heads, D], each head L2-normalised when asked; `slot` indexes the conv states.
+  ag::Var branch(const ag::Var& x, const char* name, int64_t heads, size_t slot, const StateCarry& carry,
+                 bool l2_normalized);
   // σ(W x + b) + offset per head [B, T, H] in f32 (f64 beside f64), from `projected` = W x (name_proj's weight).
   ag::Var head_gate(const ag::Var& projected, const char* name, double offset = 0.0);
   ag::Var weight(const std::string& name) { return params_.get(prefix_ + "." + name).var; }

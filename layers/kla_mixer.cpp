@@ -54,7 +54,8 @@ KlaMixer::KlaMixer(const ModelConfig& c, const std::string& prefix, ParameterReg
 ag::Var KlaMixer::branch(const ag::Var& x, const char* name, int64_t heads, size_t slot, const StateCarry& carry) {
   const ag::Var y = ag::linear(x, weight(std::string(name) + "_proj.weight"));
   const ag::Var w = kla_.use_short_conv ? weight(std::string(kConvs[slot]) + ".weight") : nullptr;
-  return conv_heads(y, w, nullptr, true, heads, head_dim_, slot, carry);
+  // q and k L2-normalised per head in their conv's pass.
+  return conv_heads(y, w, nullptr, true, heads, head_dim_, slot, carry, slot < 2 ? kQkNormEps : -1);
 }
 
 ag::Var KlaMixer::forward(const ag::Var& x, const MixerContext& ctx, const MixerState* state_in,
@@ -63,7 +64,7 @@ ag::Var KlaMixer::forward(const ag::Var& x, const MixerContext& ctx, const Mixer
   // The filter's precision scan is a Möbius map, not affine in the state: no P2P (the decoder runs KLA by USP).
   const StateCarry carry(ctx, state_in, state_out, kla_.use_short_conv ? 3 : 0, 2, prefix_);
   const ExpandedHeads heads = expand_qkv(branch(x, "q", q_heads_, 0, carry), branch(x, "k", kv_heads_, 1, carry),
-                                         branch(x, "v", kv_heads_, 2, carry), H, kQkNormEps, nullptr, nullptr);
+                                         branch(x, "v", kv_heads_, 2, carry), H, -1, nullptr, nullptr);
 
   // The filter computes in the dynamics' dtype (f32; f64 in references): precisions span decades.
   const ag::Var lambda_log = weight("lambda_log");

@@ -37,16 +37,6 @@ ag::Var KvExpansion::forward(const ag::Var& x) {
   return ag::add(low_rank, ag::transpose(mixed, 2, 3));
 }
 
-ExpandedHeads grouped_qkv(const ag::Var& q, const ag::Var& k, const ag::Var& v, int64_t heads, double l2_eps,
-                          KvExpansion* k_expansion, KvExpansion* v_expansion, bool normalize_keys) {
-  ExpandedHeads out;
-  out.q = expand_heads(l2_normalize(q, l2_eps), heads / q->value.size(2));
-  const ag::Var keys = k_expansion ? k_expansion->forward(k) : k;
-  out.k = normalize_keys ? l2_normalize(keys, l2_eps) : keys;
-  out.v = v_expansion ? v_expansion->forward(v) : v;
-  return out;
-}
-
 ExpandedHeads expand_qkv(const ag::Var& q, const ag::Var& k, const ag::Var& v, int64_t heads, double l2_eps,
                          KvExpansion* k_expansion, KvExpansion* v_expansion, bool normalize_keys,
                          const ag::Var* kv_scale, std::optional<DType> out_dtype, bool kv_bf16) {
@@ -56,9 +46,13 @@ ExpandedHeads expand_qkv(const ag::Var& q, const ag::Var& k, const ag::Var& v, i
                "inputs; got {}, {} and {}",
                kv_scale ? "a scale" : "no scale", dtype_name(dtype), q->value.describe());
   auto cast = [&](const ag::Var& x) { return x->value.dtype() == dtype ? x : ag::cast(x, dtype); };
+  PRIMER_CHECK(l2_eps >= 0 || !k_expansion,
+               "expand_qkv: Adaptive GQA's keys are normalised after their expansion, "
+               "here (l2_eps ≥ 0), not in their conv's pass");
+  const bool normed = l2_eps < 0;  // q and k arrive L2-normalised (their short convs' pass)
   ExpandedHeads out;
-  out.q = cast(expand_heads(l2_normalize(q, l2_eps), heads / q->value.size(2)));
-  auto key_norm = [&](const ag::Var& x) { return normalize_keys ? l2_normalize(x, l2_eps) : x; };
+  out.q = cast(expand_heads(normed ? q : l2_normalize(q, l2_eps), heads / q->value.size(2)));
+  auto key_norm = [&](const ag::Var& x) { return normalize_keys && !normed ? l2_normalize(x, l2_eps) : x; };
   // x's heads (Hk, or already H after an expansion) repeated to H, and scaled and cast in the same pass when asked.
   auto spread = [&](const ag::Var& x, Tensor& rounded) {
     return kv_scale ? ag::scale_heads(x, *kv_scale, nullptr, heads,

@@ -25,21 +25,17 @@ class KvExpansion {
   ParameterRegistry& params_;
 };
 
-// The heads of GDN and GKA: q [B, T, Hq, D], k and v [B, T, Hk, D] → H heads each, q and k L2-normalised (eps
-// inside the root). k and v are repeated (plain GQA, which commutes with the norm) or, when expansions are given,
-// go through Adaptive GQA before k's norm, as the reference does. normalize_keys false leaves k raw (KZLA). With
-// kv_scale ([B, T, H], f32: GKA's β) k and v leave scaled per row and head, in the pass that repeats their heads.
-// out_dtype (f32 from bf16: GKA's precise mode) casts the three; k and v in that same pass when scaled, which with
-// kv_bf16 (CUDA) also writes them rounded to bf16: the GLA's operands (ops::GlaOperands), formed where k and v are.
+// The heads of GKA, GDN-2 and KLA: q [B, T, Hq, D], k and v [B, T, Hk, D] → H heads each, q and k L2-normalised
+// (l2_eps inside the root; l2_eps < 0: they arrive normalised, by their short convs' pass). k and v are repeated (plain
+// GQA, which commutes with the norm) or, when expansions are given, go through Adaptive GQA before k's norm, as the
+// reference does. normalize_keys false leaves k raw (KZLA). With kv_scale ([B, T, H], f32: GKA's β) k and v leave
+// scaled per row and head, in the pass that repeats their heads. out_dtype (f32 from bf16: GKA's precise mode) casts
+// the three; k and v in that same pass when scaled, which with kv_bf16 (CUDA) also writes them rounded to bf16: the
+// GLA's operands (ops::GlaOperands), formed where k and v are.
 struct ExpandedHeads {
   ag::Var q, k, v;
   Tensor k_bf16, v_bf16;  // defined iff kv_bf16 was asked
 };
-// GDN's and KZLA's heads: q as expand_qkv forms it; k (normalised unless normalize_keys is false) and v through the
-// expansions where given, else left at their Hk heads, which the gated delta rule reads for every head of their group
-// (ops::gated_delta_rule) instead of taking copies.
-ExpandedHeads grouped_qkv(const ag::Var& q, const ag::Var& k, const ag::Var& v, int64_t heads, double l2_eps,
-                          KvExpansion* k_expansion, KvExpansion* v_expansion, bool normalize_keys);
 ExpandedHeads expand_qkv(const ag::Var& q, const ag::Var& k, const ag::Var& v, int64_t heads, double l2_eps,
                          KvExpansion* k_expansion, KvExpansion* v_expansion, bool normalize_keys = true,
                          const ag::Var* kv_scale = nullptr, std::optional<DType> out_dtype = std::nullopt,

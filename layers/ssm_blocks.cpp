@@ -23,26 +23,29 @@ std::array<int64_t, 3> add_qkv_projections(ParameterRegistry& params, const std:
 }
 
 ag::Var short_conv(const ag::Var& x, const ag::Var& weight, const ag::Var& bias, bool silu, const ag::Var& state_in,
-                   ag::Var* state_out) {
+                   ag::Var* state_out, int64_t l2_head_dim, double l2_eps) {
   const Shape& w = weight->value.shape();
   PRIMER_CHECK(w.size() == 3 && w[1] == 1, "short_conv: weight '{}' is {}, expected [C, 1, K]", weight->name,
                weight->value.describe());
-  return ag::causal_conv1d(x, ag::reshape(weight, {w[0], w[2]}), bias, silu, state_in, state_out);
+  const ag::Var taps = ag::reshape(weight, {w[0], w[2]});
+  return l2_head_dim > 0 ? ag::causal_conv1d_l2(x, taps, bias, silu, state_in, state_out, l2_head_dim, l2_eps)
+                         : ag::causal_conv1d(x, taps, bias, silu, state_in, state_out);
 }
 
 ag::Var conv_heads(const ag::Var& y, const ag::Var& conv_weight, const ag::Var& conv_bias, bool silu_without_conv,
-                   int64_t heads, int64_t head_dim, size_t slot, const StateCarry& carry) {
+                   int64_t heads, int64_t head_dim, size_t slot, const StateCarry& carry, double l2_eps) {
   // Under A2A the conv runs on the whole sequence for this rank's heads, with their rows of the weight and bias.
   const ag::Var h = carry.to_heads(ag::reshape(y, {y->value.size(0), y->value.size(1), heads, head_dim}));
   const Shape& s = h->value.shape();
   ag::Var out = ag::reshape(h, {s[0], s[1], s[2] * head_dim});
-  if (conv_weight) {
-    out = short_conv(out, carry.own_heads(conv_weight, 0), carry.own_heads(conv_bias, 0), true,
-                     carry.conv_in(slot, out, conv_weight->value.size(2)), carry.conv_out(slot));
-  } else if (silu_without_conv) {
-    out = ag::unary(ops::Unary::Silu, out);
-  }
-  return ag::reshape(out, s);
+  const bool normed = l2_eps >= 0;
+  if (conv_weight)
+    return ag::reshape(short_conv(out, carry.own_heads(conv_weight, 0), carry.own_heads(conv_bias, 0), true,
+                                  carry.conv_in(slot, out, conv_weight->value.size(2)), carry.conv_out(slot),
+                                  normed ? head_dim : 0, l2_eps),
+                       s);
+  if (silu_without_conv) out = ag::unary(ops::Unary::Silu, out);
+  return normed ? l2_normalize(ag::reshape(out, s), l2_eps) : ag::reshape(out, s);
 }
 
 ChunkSummary scalar_decay_summary(const ag::Var& k, const ag::Var& v, const ag::Var& g) {

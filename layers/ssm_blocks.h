@@ -21,15 +21,18 @@ namespace primer::layers {
 std::array<int64_t, 3> add_qkv_projections(ParameterRegistry& params, const std::string& prefix, const ModelConfig& c);
 
 // Depthwise causal conv over time of x [B, T, C] with weight [C, 1, K] (the Hugging Face layout), optional bias
-// [C] (null: none) and SiLU, carrying the last K−1 inputs: state_in [B, C, K−1] (null: zeros), *state_out.
+// [C] (null: none) and SiLU, carrying the last K−1 inputs: state_in [B, C, K−1] (null: zeros), *state_out. With
+// l2_head_dim > 0 each head of that many output channels is then L2-normalised (ag::causal_conv1d_l2, l2_eps inside
+// the root).
 ag::Var short_conv(const ag::Var& x, const ag::Var& weight, const ag::Var& bias, bool silu, const ag::Var& state_in,
-                   ag::Var* state_out);
+                   ag::Var* state_out, int64_t l2_head_dim = 0, double l2_eps = 0);
 
 // A projected branch y [B, T, heads·D] → [B, T, heads, D]: silu(short_conv(y)) with conv_weight [C, 1, K] (bias
 // optional), its state carried at conv `slot` of `carry`; with no conv_weight, silu(y) when silu_without_conv, else
-// y unchanged. Under A2A (carry.to_heads) → [B, T_whole, heads/P, D], this rank's heads.
+// y unchanged. With l2_eps ≥ 0 each head is then L2-normalised (l2_normalize; in the conv's pass where there is a
+// conv). Under A2A (carry.to_heads) → [B, T_whole, heads/P, D], this rank's heads.
 ag::Var conv_heads(const ag::Var& y, const ag::Var& conv_weight, const ag::Var& conv_bias, bool silu_without_conv,
-                   int64_t heads, int64_t head_dim, size_t slot, const StateCarry& carry);
+                   int64_t heads, int64_t head_dim, size_t slot, const StateCarry& carry, double l2_eps = -1);
 
 // The P2P summary of a scalar-decay recurrence S_t = exp(g_t)·S_{t−1} + k_t v_tᵀ over chunk rows (k [R, T, H, K],
 // v [R, T, H, V], g [R, T, H]): its final state from zero (through the GLA kernels) and the log decay Σ_t g_t.

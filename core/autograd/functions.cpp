@@ -353,6 +353,21 @@ Var causal_conv1d(const Var& x, const Var& w, const Var& bias, bool silu) {
   return causal_conv1d(x, w, bias, silu, nullptr, nullptr);
 }
 
+namespace {
+// The conv's gradients from dy (the gradient at its output) and dso (at its final state; may be undefined).
+void conv_backward(const Tensor& dy, const Var& x, const Var& w, const Var& bias, bool silu, const Var& state_in,
+                   const Tensor& dso) {
+  const Tensor dw = grad_accumulator_or_scratch(w);
+  const Tensor db = bias && bias->requires_grad ? grad_accumulator(bias) : Tensor();
+  const Tensor b = bias ? bias->value : Tensor(), s = state_in ? state_in->value : Tensor();
+  Tensor ds;
+  const bool want_ds = state_in && state_in->requires_grad;
+  accumulate_grad(
+      x, ops::causal_conv1d_backward(dy, x->value, w->value, b, silu, s, dso, dw, db, want_ds ? &ds : nullptr));
+  if (want_ds) accumulate_grad(state_in, ds);
+}
+}  // namespace
+
 Var causal_conv1d(const Var& x, const Var& w, const Var& bias, bool silu, const Var& state_in, Var* state_out) {
   const Tensor b = bias ? bias->value : Tensor();
   const Tensor s = state_in ? state_in->value : Tensor();
@@ -363,15 +378,34 @@ Var causal_conv1d(const Var& x, const Var& w, const Var& bias, bool silu, const 
   if (needs_grad({&x, &w, &bias, &state_in})) {
     std::vector<Var> outs{y};
     if (so) outs.push_back(so);
-    record("causal_conv1d", outs, [x, w, bias, b, s, y, so, state_in, silu] {
-      const Tensor dw = grad_accumulator_or_scratch(w);
-      const Tensor db = bias && bias->requires_grad ? grad_accumulator(bias) : Tensor();
-      const Tensor dso = so ? so->grad : Tensor();
-      Tensor ds;
-      const bool want_ds = state_in && state_in->requires_grad;
-      accumulate_grad(x, ops::causal_conv1d_backward(grad_or_zeros(y), x->value, w->value, b, silu, s, dso, dw, db,
-                                                     want_ds ? &ds : nullptr));
-      if (want_ds) accumulate_grad(state_in, ds);
+    record("causal_conv1d", outs, [x, w, bias, y, so, state_in, silu] {
+      conv_backward(grad_or_zeros(y), x, w, bias, silu, state_in, so ? so->grad : Tensor());
+    });
+  }
+  return y;
+}
+
+Var causal_conv1d_l2(const Var& x, const Var& w, const Var& bias, bool silu, const Var& state_in, Var* state_out,
+                     int64_t head_dim, double eps) {
+  const Tensor b = bias ? bias->value : Tensor();
+  const Tensor s = state_in ? state_in->value : Tensor();
+  Tensor st, rstd;
+  Var y =
+      output(ops::causal_conv1d_l2(x->value, w->value, b, silu, s, state_out ? &st : nullptr, head_dim, eps, &rstd));
+  Var so = state_out ? output(st) : nullptr;
+  if (state_out) *state_out = so;
+  if (needs_grad({&x, &w, &bias, &state_in})) {
+    std::vector<Var> outs{y};
+    if (so) outs.push_back(so);
+    record("causal_conv1d_l2", outs, [x, w, bias, y, so, state_in, silu, head_dim, eps, rstd] {
+      const Shape& shape = y->value.shape();
+      const Shape heads{shape[0], shape[1], shape[2] / head_dim, head_dim};
+      ops::NormSpec spec{eps, ops::NormGate::None, true};
+      spec.from_output = true;
+      const Tensor dy = ops::rmsnorm_backward(grad_or_zeros(y).contiguous().view(heads), y->value.view(heads), Tensor(),
+                                              Tensor(), rstd, spec, Tensor())
+                            .dx;
+      conv_backward(dy.view(shape), x, w, bias, silu, state_in, so ? so->grad : Tensor());
     });
   }
   return y;

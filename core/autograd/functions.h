@@ -56,6 +56,10 @@ Var causal_conv1d(const Var& x, const Var& w, const Var& bias, bool silu);
 // With a carried state (see ops::causal_conv1d): state_in [B, C, K-1] (null Var: zeros) and, if state_out is
 // non-null, the last K-1 inputs after x. Gradients flow into state_in and out of *state_out.
 Var causal_conv1d(const Var& x, const Var& w, const Var& bias, bool silu, const Var& state_in, Var* state_out);
+// The same, then each head of head_dim output channels L2-normalised per token (ops::causal_conv1d_l2: in the conv's
+// pass on CUDA). The backward takes the norm's gradient from its output, then the conv's.
+Var causal_conv1d_l2(const Var& x, const Var& w, const Var& bias, bool silu, const Var& state_in, Var* state_out,
+                     int64_t head_dim, double eps);
 // One causal conv over channels held as separate parts x_i [B, T, C_i] (Mamba-2's x | B | C), none joined and no
 // output split: part i runs with rows [o_i, o_i + C_i) of w [ΣC_i, K] and bias, and with those channels of the one
 // state [B, ΣC_i, K-1] (state_in null: zeros; *state_out, if non-null, receives the parts' final states joined).

@@ -3,6 +3,7 @@
 #include "core/ops/cpu/conv1d.h"
 #include "core/ops/cuda/conv1d.h"
 #include "core/ops/dispatch.h"
+#include "core/ops/rmsnorm.h"
 
 namespace primer::ops {
 
@@ -77,6 +78,33 @@ Tensor causal_conv1d(const Tensor& x, const Tensor& w, const Tensor& bias, bool 
   }
   if (state_out) *state_out = st;
   return y;
+}
+
+Tensor causal_conv1d_l2(const Tensor& x, const Tensor& w, const Tensor& bias, bool silu, const Tensor& state_in,
+                        Tensor* state_out, int64_t head_dim, double eps, Tensor* rstd_out) {
+  constexpr const char* op = "causal_conv1d_l2";
+  const Conv1dDims d = check_inputs(op, x, w, bias, state_in);
+  PRIMER_CHECK(head_dim > 0 && d.channels % head_dim == 0 && eps >= 0,
+               "{}: head_dim {} must divide x's {} channels and eps ({}) be ≥ 0", op, head_dim, d.channels, eps);
+  const Shape heads{d.batch, d.time, d.channels / head_dim, head_dim};
+#ifdef PRIMER_WITH_CUDA
+  if (x.is_cuda() && silu) {
+    const Tensor xc = x.contiguous();
+    Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+    if (cuda_ops::causal_conv1d_fuses_head_norm(d, x.dtype(), xc.data_ptr(), y.data_ptr(), int(head_dim))) {
+      const Tensor wc = w.contiguous(), bc = contiguous_or_null(bias), sc = contiguous_or_null(state_in);
+      Tensor st = state_out ? Tensor::empty(state_shape(d), x.dtype(), x.device()) : Tensor();
+      Tensor rstd = Tensor::empty({d.batch * d.time * (d.channels / head_dim)}, DType::F32, x.device());
+      cuda_ops::causal_conv1d(d, x.dtype(), xc.data_ptr(), wc.data_ptr(), raw(bc), silu, raw(sc), y.data_ptr(),
+                              st.defined() ? st.data_ptr() : nullptr, {int(head_dim), float(eps), rstd.data<float>()});
+      if (state_out) *state_out = st;
+      if (rstd_out) *rstd_out = rstd;
+      return y;
+    }
+  }
+#endif
+  const Tensor y = causal_conv1d(x, w, bias, silu, state_in, state_out);
+  return rmsnorm(y.view(heads), Tensor(), Tensor(), NormSpec{eps, NormGate::None, true}, rstd_out).view(x.shape());
 }
 
 Tensor causal_conv1d_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& bias, bool silu,

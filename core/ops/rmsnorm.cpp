@@ -47,6 +47,8 @@ int64_t check_inputs(const char* op, const Tensor& x, const Tensor& w, const Ten
     expect_shape(z, op, "z", x.shape());
   }
   PRIMER_CHECK(spec.eps >= 0, "{}: eps is {}, expected >= 0", op, spec.eps);
+  PRIMER_CHECK(!spec.from_output || (spec.gate == NormGate::None && !w.defined()),
+               "{}: spec.from_output (x the norm's output) needs no gate and a unit weight", op);
   return D;
 }
 
@@ -55,7 +57,7 @@ Tensor contiguous_or_none(const Tensor& t) { return t.defined() ? t.contiguous()
 
 [[maybe_unused]] cuda_ops::NormShape cuda_shape(const Tensor& x, const Tensor& w, const NormSpec& spec) {
   const int64_t D = x.size(-1);
-  return {x.numel() / D, D, w.defined() ? w.numel() / D : 0, int(spec.gate), spec.l2, x.dtype()};
+  return {x.numel() / D, D, w.defined() ? w.numel() / D : 0, int(spec.gate), spec.l2, x.dtype(), spec.from_output};
 }
 
 }  // namespace

@@ -14,6 +14,9 @@ struct NormSpec {
   double eps = 1e-6;
   NormGate gate = NormGate::None;
   bool l2 = false;
+  // Backward only: x is the norm's output y = x_in·r (no gate, unit weight) instead of its input, for a norm formed
+  // in another op's pass that kept no input (ops::causal_conv1d_l2). Then dx_in = r·(dy − y·inv_n·Σ dy·y).
+  bool from_output = false;
 };
 
 // x [..., D] (f32/bf16 on CUDA; f32/f64 on CPU); w of x's dtype: [D], [G, D] with x [..., G, D] (per-head weights:
@@ -29,8 +32,9 @@ struct NormGrads {
   Tensor dx, dz;  // dz undefined without a gate
 };
 
-// The gradients of y given dy; accumulates dw_accum (f32 like w, f64 for f64 x; undefined iff w is) += Σ over rows
-// of dy ∂y/∂w. Deterministic on CUDA (per-block partial sums reduced in a fixed order; no float atomics).
+// The gradients of y given dy (x the input, or the output under spec.from_output); accumulates dw_accum (f32 like w,
+// f64 for f64 x; undefined iff w is) += Σ over rows of dy ∂y/∂w. Deterministic on CUDA (per-block partial sums reduced
+// in a fixed order; no float atomics).
 NormGrads rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& z, const Tensor& rstd,
                            const NormSpec& spec, const Tensor& dw_accum);
 inline Tensor rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& rstd,

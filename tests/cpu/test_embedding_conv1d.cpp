@@ -2,8 +2,10 @@
 
 #include <cmath>
 
+#include "core/autograd/functions.h"
 #include "core/ops/conv1d.h"
 #include "core/ops/embedding.h"
+#include "core/ops/rmsnorm.h"
 #include "tests/support/test_util.h"
 
 namespace primer {
@@ -145,6 +147,52 @@ void conv_gradcheck(int64_t T, int K, bool silu, uint64_t seed) {
     return std::vector<Tensor>{dx, dw, db, dstate};
   };
   test::run_gradcheck(check, seed);
+}
+
+// The conv with each head of its output L2-normalised (GDN's and GKA's q and k): its value is the conv then the norm,
+// and its autograd node's backward (the norm's from its output, then the conv's) matches finite differences for x,
+// w, bias and state_in, with gradients arriving at y and at the final state.
+TEST(CausalConv1d, HeadNormalisedGradientsMatchFiniteDifferences) {
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const int64_t B = 2, T = 6, D = 3, C = 2 * D;
+  const int K = 4;
+  const double eps = 1e-3;
+  const ConvInputs in = conv_inputs(B, T, C, K, seed);
+  for (bool silu : {false, true}) {
+    SCOPED_TRACE(silu ? "silu" : "no silu");
+    Tensor state_out, rstd, plain_state;
+    const Tensor y = ops::causal_conv1d_l2(in.x, in.w, in.bias, silu, in.state, &state_out, D, eps, &rstd);
+    const Tensor conv = ops::causal_conv1d(in.x, in.w, in.bias, silu, in.state, &plain_state);
+    Tensor r;
+    const Tensor normed = ops::rmsnorm(conv.view({B, T, C / D, D}), Tensor(), Tensor(),
+                                       ops::NormSpec{eps, ops::NormGate::None, true}, &r);
+    test::expect_close(y, normed.view({B, T, C}), 1e-15, 1e-15, "y");
+    test::expect_close(rstd, r, 1e-15, 1e-15, "rstd");
+    test::expect_close(state_out, plain_state, 0, 0, "state_out");
+
+    test::GradCheck check;
+    check.inputs = {in.x, in.w, in.bias, in.state};
+    check.names = {"x", "w", "bias", "state_in"};
+    check.forward = [&](const std::vector<Tensor>& v) {
+      Tensor st;
+      const Tensor out = ops::causal_conv1d_l2(v[0], v[1], v[2], silu, v[3], &st, D, eps, nullptr);
+      return std::vector<Tensor>{out, st};
+    };
+    check.backward = [&](const std::vector<Tensor>& v, const std::vector<Tensor>& g) {
+      std::vector<ag::Var> leaves;
+      for (const Tensor& t : v) leaves.push_back(ag::leaf(t));
+      ag::Var so;
+      const ag::Var out = ag::causal_conv1d_l2(leaves[0], leaves[1], leaves[2], silu, leaves[3], &so, D, eps);
+      out->grad = g[0];
+      so->grad = g[1];
+      ag::current_tape().backward();
+      return std::vector<Tensor>{leaves[0]->grad, leaves[1]->grad, leaves[2]->grad, leaves[3]->grad};
+    };
+    test::run_gradcheck(check, seed);
+  }
+  EXPECT_ERROR_MENTIONS(ops::causal_conv1d_l2(in.x, in.w, in.bias, true, in.state, nullptr, 4, eps, nullptr),
+                        "causal_conv1d_l2", "head_dim 4", "6 channels");
 }
 
 TEST(CausalConv1d, GradientsShortSequence) {  // T < K-1: state_out reaches into state_in

@@ -83,6 +83,29 @@ TEST(GatedRmsNorm, VariantsMatchTheirDefinitions) {
   }
 }
 
+// The backward from the output (NormSpec::from_output: x is y = x_in·r, for a norm formed in another op's pass)
+// gives what the backward from the input gives, for the L2 and the RMS norm with unit weight.
+TEST(GatedRmsNorm, BackwardFromTheOutputIsTheBackwardFromTheInput) {
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  for (bool l2 : {true, false}) {
+    SCOPED_TRACE(l2 ? "l2" : "rms");
+    ops::NormSpec spec{1e-5, NormGate::None, l2};
+    const Tensor x = test::randn({kB, kT, kG, kD}, seed), dy = test::randn({kB, kT, kG, kD}, seed + 1);
+    Tensor rstd;
+    const Tensor y = ops::rmsnorm(x, Tensor(), Tensor(), spec, &rstd);
+    const Tensor from_input = ops::rmsnorm_backward(dy, x, Tensor(), Tensor(), rstd, spec, Tensor()).dx;
+    spec.from_output = true;
+    const Tensor from_output = ops::rmsnorm_backward(dy, y, Tensor(), Tensor(), rstd, spec, Tensor()).dx;
+    test::expect_close(from_output, from_input, 1e-13, 1e-13, "dx");
+  }
+  ops::NormSpec spec{1e-5, NormGate::None, true};
+  spec.from_output = true;
+  const Tensor x = test::randn({kB, kD}, seed), w = test::randn({kD}, seed + 1);
+  expect_error([&] { ops::rmsnorm_backward(x, x, w, Tensor(), Tensor::full({kB}, 1.0, DType::F64), spec, w); },
+               {"rmsnorm_backward", "from_output", "unit weight"});
+}
+
 TEST(GatedRmsNorm, GradientsOfXWAndZ) {
   const uint64_t seed = test::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));

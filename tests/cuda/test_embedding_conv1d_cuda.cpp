@@ -2,8 +2,10 @@
 
 #include <cmath>
 
+#include "core/autograd/functions.h"
 #include "core/ops/conv1d.h"
 #include "core/ops/embedding.h"
+#include "tests/cuda/parity_util.h"
 #include "tests/support/test_util.h"
 
 // CUDA vs CPU parity. The CPU reference runs in f64 on the very values the GPU saw (bf16 inputs are rounded first
@@ -154,6 +156,78 @@ TEST(CausalConv1dCuda, BackwardMatchesCpuAndIsDeterministic) {
         expect_same_bits(dw_again, dw, "dw_accum");
         expect_same_bits(db_again, db, "dbias_accum");
       }
+}
+
+// The conv with each head L2-normalised (ag::causal_conv1d_l2) against the CPU's conv then norm in f64 on the values
+// the GPU saw, into a poisoned pool: y, r and the final state, then every gradient through the autograd node. Heads of
+// 128 and 64 channels run in the conv's pass (16 and 8 lanes of 16-byte bf16 packs, 32 and 16 of f32 ones), a head of
+// 48 f32 channels (12 lanes) and an unaligned x run the conv and the norm in turn; SiLU off runs them in turn too.
+// Tolerances: the outputs' as above (one bf16 rounding of y, the conv's output rounded before its norm as the
+// unfused ops do); dx and dstate_in pass two more roundings (ŷ, read back by the norm's backward, and the gradient
+// at the conv's output, stored in the inputs' dtype between the two backward kernels), so twice the output bound;
+// the parameter gradients sum B·T such terms, each rounded once in bf16 (4e-3) or summed in another order (1e-4).
+TEST(CausalConv1dCuda, HeadNormalisedMatchesCpu) {
+  PRIMER_REQUIRE_CUDA();
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  struct NormCase {
+    DType dt;
+    int64_t batch, time, heads, head_dim;
+    bool silu, unaligned;
+  };
+  const NormCase cases[] = {{DType::BF16, 2, 150, 4, 128, true, false}, {DType::BF16, 1, 37, 6, 64, true, false},
+                            {DType::F32, 2, 70, 2, 128, true, false},   {DType::F32, 1, 90, 4, 64, true, false},
+                            {DType::F32, 2, 33, 3, 48, true, false},    {DType::BF16, 2, 40, 2, 128, true, true},
+                            {DType::BF16, 1, 50, 2, 64, false, false}};
+  const double eps = 1e-6;
+  const int K = 4;
+  for (const NormCase& c : cases) {
+    const int64_t C = c.heads * c.head_dim;
+    SCOPED_TRACE(describe({c.batch, c.time, C, K, true}, c.dt, c.silu) + " head_dim " + std::to_string(c.head_dim) +
+                 (c.unaligned ? " unaligned" : ""));
+    const Device gpu = Device::cuda();
+    // Unaligned: x starts one element into its buffer, so its rows start off the 16-byte packs.
+    const int64_t n = c.batch * c.time * C;
+    const Tensor x = test::randn({n + 1}, seed, c.dt, gpu)
+                         .slice(0, c.unaligned ? 1 : 0, n + (c.unaligned ? 1 : 0))
+                         .view({c.batch, c.time, C});
+    const Tensor w = test::randn({C, K}, seed + 1, c.dt, gpu, 0.5);
+    const Tensor bias = test::randn({C}, seed + 2, c.dt, gpu);
+    const Tensor state = test::randn({c.batch, C, K - 1}, seed + 3, c.dt, gpu);
+    const Tensor dy = test::randn({c.batch, c.time, C}, seed + 4, c.dt, gpu);
+    const Tensor dstate_out = test::randn({c.batch, C, K - 1}, seed + 5, c.dt, gpu);
+
+    struct Run {
+      Tensor y, rstd, state_out;
+      std::vector<Tensor> grads;
+    };
+    auto run = [&](auto to) {
+      std::vector<ag::Var> leaves;
+      for (const Tensor& t : {x, w, bias, state}) leaves.push_back(ag::leaf(to(t)));
+      ag::Var so;
+      const ag::Var y = ag::causal_conv1d_l2(leaves[0], leaves[1], leaves[2], c.silu, leaves[3], &so, c.head_dim, eps);
+      Tensor rstd;
+      ops::causal_conv1d_l2(to(x), to(w), to(bias), c.silu, to(state), nullptr, c.head_dim, eps, &rstd);
+      y->grad = to(dy);
+      so->grad = to(dstate_out);
+      ag::current_tape().backward();
+      Run r{y->value, rstd, so->value, {}};
+      for (const ag::Var& l : leaves) r.grads.push_back(l->grad);
+      return r;
+    };
+    test::poison_pool();
+    const Run got = run([](const Tensor& t) { return t; });
+    const Run want = run([](const Tensor& t) { return reference(t); });
+    test::expect_close(got.y, want.y, output_tol(c.dt), output_abs_tol(c.dt), "y");
+    test::expect_close(got.rstd, want.rstd, output_tol(c.dt), 1.0, "rstd");
+    test::expect_close(got.state_out, want.state_out, 0, 0, "state_out (a copy of inputs)");
+    const char* names[] = {"dx", "dw", "dbias", "dstate_in"};
+    for (size_t i = 0; i < 4; ++i) {
+      const bool param = i == 1 || i == 2;
+      const double tol = param ? (c.dt == DType::BF16 ? 4e-3 : 1e-4) : 2 * output_tol(c.dt);
+      test::expect_close(got.grads[i], want.grads[i], tol, param ? 1.0 : 2 * output_abs_tol(c.dt), names[i]);
+    }
+  }
 }
 
 }  // namespace

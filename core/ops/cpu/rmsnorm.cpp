@@ -63,13 +63,13 @@ template <class T> void backward(T* dx, T* dz, T* dw, const T* dy, const T* x, c
   for (int64_t r = 0; r < shape.rows; ++r) {
     const T* xr = x + r * D;
     const T* zr = z_row(r);
-    const double rs = double(rstd[r]);
+    const double rs = double(rstd[r]), to_uhat = spec.from_output ? 1.0 : rs;  // x itself is û when it is the output
     double dot = 0;
     for (int64_t i = 0; i < D; ++i)
-      dot += gated_dy(r, i) * shape.weight(w, r, i) * element(xr[i], zr, i, spec.gate).u * rs;
+      dot += gated_dy(r, i) * shape.weight(w, r, i) * element(xr[i], zr, i, spec.gate).u * to_uhat;
     for (int64_t i = 0; i < D; ++i) {
       const Elem e = element(xr[i], zr, i, spec.gate);
-      const double wi = shape.weight(w, r, i), uhat = e.u * rs;
+      const double wi = shape.weight(w, r, i), uhat = e.u * to_uhat;
       const double du = rs * (gated_dy(r, i) * wi - uhat * dot * inv_n);
       dx[r * D + i] = T(spec.gate == NormGate::Before ? du * e.s : du);
       if (spec.gate == NormGate::Before) dz[r * D + i] = T(du * double(xr[i]) * e.ds);

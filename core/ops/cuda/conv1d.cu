@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <type_traits>
 
+#include "core/check.h"
 #include "core/cuda_runtime.h"
 #include "core/ops/cuda/tile/async_rows.cuh"
 #include "core/ops/cuda/conv1d.h"
@@ -97,12 +98,24 @@ __device__ __forceinline__ float dsilu(float z) {
 template <class T, int N, int kSources> using ConvRows =
     AsyncRows<int(sizeof(T)) * N, kSources, kPrefetchDepth, (N > 1)>;
 
-template <class T, int K, int N, bool kSilu> __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
-    conv1d_forward_kernel(ConvIn<T> in, int64_t span, T* __restrict__ y) {
+// Each head's L2 norm in the forward's pass (kNorm): a head's channels are `lanes` consecutive threads of a warp
+// (head_dim / N, a power of two up to 32, heads aligned to them), which walk the same time steps, so a token's sum of
+// squares over the head is a butterfly of shuffles among them.
+struct HeadNormArgs {
+  float* rstd;  // [B, T, C / head_dim]
+  int head_dim, lanes;
+  float eps;
+};
+
+template <class T, int K, int N, bool kSilu, bool kNorm> __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
+    conv1d_forward_kernel(ConvIn<T> in, int64_t span, T* __restrict__ y, HeadNormArgs norm) {
   extern __shared__ __align__(16) unsigned char smem[];
   const int64_t c0 = (int64_t(blockIdx.x) * kBlockX + threadIdx.x) * N;
   const int64_t t0 = (int64_t(blockIdx.y) * kBlockY + threadIdx.y) * span;
   if (c0 >= in.channels || t0 >= in.time) return;
+  // This thread's head's lanes: whole heads return together above, so they all reach every shuffle.
+  [[maybe_unused]] const unsigned head_lanes =
+      kNorm && norm.lanes < 32 ? ((1u << norm.lanes) - 1u) << (threadIdx.x & ~unsigned(norm.lanes - 1)) : ~0u;
   const int64_t t1 = min(t0 + span, in.time), b = blockIdx.z, C = in.channels, first = t0 - (K - 1);
   const T* x_row = in.x + (b * in.time + t0) * C + c0;  // x of the row being used (from t0 on)
   T* y_row = y + (b * in.time + t0) * C + c0;
@@ -140,6 +153,20 @@ template <class T, int K, int N, bool kSilu> __global__ void __launch_bounds__(k
     if constexpr (kSilu)
 #pragma unroll
       for (int n = 0; n < N; ++n) z[n] *= sigmoid(z[n]);
+    if constexpr (kNorm) {  // as ops::rmsnorm's l2 would, reading the conv's output rounded to T
+      float sum_sq = 0.f;
+#pragma unroll
+      for (int n = 0; n < N; ++n) {
+        z[n] = to_float(from_float<T>(z[n]));
+        sum_sq += z[n] * z[n];
+      }
+      for (int offset = 1; offset < norm.lanes; offset <<= 1) sum_sq += __shfl_xor_sync(head_lanes, sum_sq, offset);
+      const float r = rsqrtf(sum_sq + norm.eps);
+#pragma unroll
+      for (int n = 0; n < N; ++n) z[n] *= r;
+      const int64_t heads = in.channels / norm.head_dim;
+      if ((threadIdx.x & unsigned(norm.lanes - 1)) == 0) norm.rstd[(b * in.time + t) * heads + c0 / norm.head_dim] = r;
+    }
     store_floats<T, N>(y_row, z);
     push<K - 1, N>(win, cur);
   }
@@ -429,9 +456,22 @@ ConvIn<T> conv_in(const Conv1dDims& d, const void* x, const void* w, const void*
 
 }  // namespace
 
+bool causal_conv1d_fuses_head_norm(const Conv1dDims& d, DType dtype, const void* x, const void* y, int head_dim) {
+  const int pack = kForwardPackBytes / int(dtype_size(dtype)), lanes = head_dim / pack;
+  bool packed = d.channels % pack == 0;
+  for (const void* p : {x, y}) packed = packed && reinterpret_cast<uintptr_t>(p) % kForwardPackBytes == 0;
+  return packed && head_dim > 0 && head_dim % pack == 0 && lanes <= 32 && (lanes & (lanes - 1)) == 0 &&
+         d.channels % head_dim == 0;
+}
+
 void causal_conv1d(const Conv1dDims& d, DType dtype, const void* x, const void* w, const void* bias, bool silu,
-                   const void* state_in, void* y, void* state_out) {
+                   const void* state_in, void* y, void* state_out, const ConvHeadNorm& head_norm) {
   if (d.batch == 0 || d.channels == 0) return;
+  const bool norm = head_norm.head_dim > 0;
+  PRIMER_CHECK(!norm || (silu && causal_conv1d_fuses_head_norm(d, dtype, x, y, head_norm.head_dim)),
+               "cuda_ops::causal_conv1d: a head norm in the conv's pass needs SiLU and "
+               "causal_conv1d_fuses_head_norm (head_dim {}, {} channels)",
+               head_norm.head_dim, d.channels);
   visit_io_type(dtype, [&](auto tag) {
     using T = decltype(tag);
     const ConvIn<T> in = conv_in<T>(d, x, w, bias, state_in);
@@ -442,11 +482,20 @@ void causal_conv1d(const Conv1dDims& d, DType dtype, const void* x, const void* 
           constexpr int N = decltype(n_tag)::value;
           const Launch l = launch_for(d, N);
           const size_t smem = ConvRows<T, N, 1>::smem_bytes(kThreads);
-          visit_silu(silu, [&](auto silu_tag) {
-            auto kernel = conv1d_forward_kernel<T, K, N, decltype(silu_tag)::value>;
+          auto launch = [&](auto kernel, const HeadNormArgs& args) {
             allow_dynamic_smem(kernel, smem);
-            kernel<<<l.grid, l.block, smem, cuda::stream()>>>(in, l.span, static_cast<T*>(y));
+            kernel<<<l.grid, l.block, smem, cuda::stream()>>>(in, l.span, static_cast<T*>(y), args);
             PRIMER_CUDA_CHECK_LAUNCH();
+          };
+          if constexpr (N > 1) {  // (the check above: packed when normed)
+            if (norm) {
+              launch(conv1d_forward_kernel<T, K, N, true, true>,
+                     {head_norm.rstd, head_norm.head_dim, head_norm.head_dim / N, head_norm.eps});
+              return;
+            }
+          }
+          visit_silu(silu, [&](auto silu_tag) {
+            launch(conv1d_forward_kernel<T, K, N, decltype(silu_tag)::value, false>, HeadNormArgs{});
           });
         });
       if (state_out) {

@@ -153,7 +153,7 @@ template <class T, int N, bool kWide, int P, int kGate> __global__ void __launch
     rmsnorm_backward_kernel(T* __restrict__ dx, T* __restrict__ dz, float* __restrict__ dw_partial,
                             const T* __restrict__ dy, const T* __restrict__ x, const T* __restrict__ w,
                             const T* __restrict__ z, const float* __restrict__ rstd, int64_t rows, int D, int G,
-                            int row_threads, float n_div) {
+                            int row_threads, float n_div, bool x_is_output) {
   extern __shared__ __align__(16) unsigned char staged[];
   __shared__ float scratch[kMaxRowThreads / kWarp];
   const int lane = threadIdx.x % row_threads, group = threadIdx.x / row_threads;
@@ -191,6 +191,7 @@ template <class T, int N, bool kWide, int P, int kGate> __global__ void __launch
     const int64_t row = first_row + i * step + group;
     const bool active = row < rows;
     const float rs = active ? rstd[row] : 0.f;
+    const float to_uhat = x_is_output ? 1.f : rs;  // û = u·r, or x itself when it is the output
     Pack<T, N, kWide> xs[P], ds[P], zs[P];
     constexpr int kC = kGate != 0 ? P : 1;  // the gate's terms, computed once per element
     float gu[kC][N], gs[kC][N], gds[kC][N];
@@ -213,7 +214,7 @@ template <class T, int N, bool kWide, int P, int kGate> __global__ void __launch
       }
     }
     fetch(i + kBackwardDepth<P> - 1);
-    const float mean_dot = group_sum(dot, row_threads, scratch) * rs / n_div;
+    const float mean_dot = group_sum(dot, row_threads, scratch) * to_uhat / n_div;
 #pragma unroll
     for (int j = 0; j < P; ++j) {
       const int p = lane + j * row_threads;
@@ -224,7 +225,7 @@ template <class T, int N, bool kWide, int P, int kGate> __global__ void __launch
           GateTerms<0> t(xs[j][k], 0.f);
           if constexpr (kGate != 0) t.u = gu[j][k], t.s = gs[j][k], t.ds = gds[j][k];
           const float dy_k = kGate == 1 ? ds[j][k] * t.s : ds[j][k], w_k = wr ? ws[j][k] : 1.f;
-          const float uhat = t.u * rs, du = rs * (dy_k * w_k - uhat * mean_dot);
+          const float uhat = t.u * to_uhat, du = rs * (dy_k * w_k - uhat * mean_dot);
           if constexpr (kGate == 2) {
             dx_out.set(k, du * t.s);
             dz_out.set(k, du * xs[j][k] * t.ds);
@@ -332,7 +333,7 @@ void backward_with(const Layout& l, const NormArgs<T>& a, const NormShape& s) {
   }
   kernel<<<unsigned(blocks), l.threads(), smem, cuda::stream()>>>(a.dx, a.dz, partial_ptr, a.dy, a.x, a.w, a.z,
                                                                   a.rstd_in, s.rows, int(s.D), G, l.row_threads,
-                                                                  s.l2 ? 1.f : float(s.D));
+                                                                  s.l2 ? 1.f : float(s.D), s.from_output);
   PRIMER_CUDA_CHECK_LAUNCH();
   if (!a.dw) return;
   // Splits so that about two blocks per SM sum, each slice over at least ~4 parts.

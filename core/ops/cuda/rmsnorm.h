@@ -19,6 +19,7 @@ struct NormShape {
   int gate;             // ops::NormGate: 0 none, 1 after, 2 before (z null without a gate)
   bool l2;              // rsqrt(Σx² + eps) instead of rsqrt(mean(x²) + eps)
   DType dtype;
+  bool from_output = false;  // backward: x is the output x_in·r (ops::NormSpec::from_output)
 };
 
 // y, x, z [rows, D]; w [G, D]; rstd f32 [rows] (may be null).
