@@ -7,6 +7,7 @@
 #include "core/ops/embedding.h"
 #include "core/ops/gemm.h"
 #include "core/ops/reduce.h"
+#include "core/ops/repeat_interleave.h"
 #include "core/ops/rmsnorm.h"
 #include "core/ops/rmsnorm_rope.h"
 #include "core/ops/rope.h"
@@ -59,24 +60,13 @@ Var mul(const Var& a, const Var& b) {
 }
 
 Var repeat_interleave(const Var& x, int dim, int64_t repeats) {
-  const Shape& s = x->value.shape();
-  if (dim < 0) dim += int(s.size());
-  PRIMER_CHECK(dim >= 0 && dim < int(s.size()) && repeats >= 1, "repeat_interleave: dim {} and repeats {} for {}", dim,
-               repeats, x->value.describe());
+  const Tensor value = ops::repeat_interleave(x->value, dim, repeats);  // (validates dim and repeats)
   if (repeats == 1) return x;
-  int64_t outer = 1, inner = 1;
-  for (int d = 0; d < dim; ++d) outer *= s[size_t(d)];
-  for (size_t d = size_t(dim) + 1; d < s.size(); ++d) inner *= s[d];
-  const int64_t n = s[size_t(dim)];
-  Shape out_shape = s;
-  out_shape[size_t(dim)] = n * repeats;
-  // [outer, n, 1, inner] · ones [repeats, 1]: each slice written `repeats` times by one broadcast pass.
-  const Tensor ones = Tensor::full({repeats, 1}, 1.0, x->value.dtype(), x->value.device());
-  Var y = output(ops::mul(x->value.contiguous().view({outer, n, 1, inner}), ones).view(out_shape));
+  Var y = output(value);
   if (needs_grad({&x}))
-    record("repeat_interleave", {y}, [x, y, outer, n, repeats, inner] {
+    record("repeat_interleave", {y}, [x, y, dim, repeats] {
       // The copies' gradients summed (no product with the ones, as mul's backward would make).
-      accumulate_grad(x, ops::sum(y->grad.contiguous().view({outer, n, repeats, inner}), 2).view(x->value.shape()));
+      accumulate_grad(x, ops::sum_repeats(y->grad, dim, repeats));
     });
   return y;
 }

@@ -1,5 +1,7 @@
 #include "core/ops/conv1d.h"
 
+#include <utility>
+
 #include "core/ops/cpu/conv1d.h"
 #include "core/ops/cuda/conv1d.h"
 #include "core/ops/dispatch.h"
@@ -57,27 +59,51 @@ void conv1d_backward_cuda(const Conv1dDims& d, const Tensor& dy, const Tensor& x
 }
 #endif
 
-}  // namespace
+// Each head's L2 norm asked of the conv's pass: heads of head_dim channels, eps inside the root, r per row into *rstd.
+struct HeadNormAsked {
+  int64_t head_dim;
+  double eps;
+  Tensor* rstd;
+};
 
-Tensor causal_conv1d(const Tensor& x, const Tensor& w, const Tensor& bias, bool silu, const Tensor& state_in,
-                     Tensor* state_out) {
-  constexpr const char* op = "causal_conv1d";
-  const Conv1dDims d = check_inputs(op, x, w, bias, state_in);
+// The conv's output (and final state). With `norm`, each head is also normalised in the conv's own pass where the
+// CUDA kernel can (SiLU, cuda_ops::causal_conv1d_fuses_head_norm); the result says whether it was.
+std::pair<Tensor, bool> conv_forward(const char* op, const Conv1dDims& d, const Tensor& x, const Tensor& w,
+                                     const Tensor& bias, bool silu, const Tensor& state_in, Tensor* state_out,
+                                     [[maybe_unused]] const HeadNormAsked* norm) {
   const Tensor xc = x.contiguous(), wc = w.contiguous(), bc = contiguous_or_null(bias),
                sc = contiguous_or_null(state_in);
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
   Tensor st = state_out ? Tensor::empty(state_shape(d), x.dtype(), x.device()) : Tensor();
+  bool normed = false;
   if (x.is_cpu()) {
     dispatch_cpu_float(x.dtype(), op, [&](auto tag) {
       using T = decltype(tag);
       cpu::causal_conv1d<T>(d, xc.data<T>(), wc.data<T>(), ptr<T>(bc), silu, ptr<T>(sc), y.data<T>(), ptr<T>(st));
     });
   } else {
-    PRIMER_ON_CUDA(cuda_ops::causal_conv1d(d, x.dtype(), xc.data_ptr(), wc.data_ptr(), raw(bc), silu, raw(sc),
-                                           y.data_ptr(), st.defined() ? st.data_ptr() : nullptr));
+    PRIMER_ON_CUDA([&] {
+      cuda_ops::ConvHeadNorm head_norm;
+      if (norm && silu &&
+          cuda_ops::causal_conv1d_fuses_head_norm(d, x.dtype(), xc.data_ptr(), y.data_ptr(), int(norm->head_dim))) {
+        *norm->rstd = Tensor::empty({d.batch * d.time * (d.channels / norm->head_dim)}, DType::F32, x.device());
+        head_norm = {int(norm->head_dim), float(norm->eps), norm->rstd->data<float>()};
+        normed = true;
+      }
+      cuda_ops::causal_conv1d(d, x.dtype(), xc.data_ptr(), wc.data_ptr(), raw(bc), silu, raw(sc), y.data_ptr(),
+                              st.defined() ? st.data_ptr() : nullptr, head_norm);
+    }());
   }
   if (state_out) *state_out = st;
-  return y;
+  return {y, normed};
+}
+
+}  // namespace
+
+Tensor causal_conv1d(const Tensor& x, const Tensor& w, const Tensor& bias, bool silu, const Tensor& state_in,
+                     Tensor* state_out) {
+  constexpr const char* op = "causal_conv1d";
+  return conv_forward(op, check_inputs(op, x, w, bias, state_in), x, w, bias, silu, state_in, state_out, nullptr).first;
 }
 
 Tensor causal_conv1d_l2(const Tensor& x, const Tensor& w, const Tensor& bias, bool silu, const Tensor& state_in,
@@ -86,24 +112,14 @@ Tensor causal_conv1d_l2(const Tensor& x, const Tensor& w, const Tensor& bias, bo
   const Conv1dDims d = check_inputs(op, x, w, bias, state_in);
   PRIMER_CHECK(head_dim > 0 && d.channels % head_dim == 0 && eps >= 0,
                "{}: head_dim {} must divide x's {} channels and eps ({}) be ≥ 0", op, head_dim, d.channels, eps);
-  const Shape heads{d.batch, d.time, d.channels / head_dim, head_dim};
-#ifdef PRIMER_WITH_CUDA
-  if (x.is_cuda() && silu) {
-    const Tensor xc = x.contiguous();
-    Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
-    if (cuda_ops::causal_conv1d_fuses_head_norm(d, x.dtype(), xc.data_ptr(), y.data_ptr(), int(head_dim))) {
-      const Tensor wc = w.contiguous(), bc = contiguous_or_null(bias), sc = contiguous_or_null(state_in);
-      Tensor st = state_out ? Tensor::empty(state_shape(d), x.dtype(), x.device()) : Tensor();
-      Tensor rstd = Tensor::empty({d.batch * d.time * (d.channels / head_dim)}, DType::F32, x.device());
-      cuda_ops::causal_conv1d(d, x.dtype(), xc.data_ptr(), wc.data_ptr(), raw(bc), silu, raw(sc), y.data_ptr(),
-                              st.defined() ? st.data_ptr() : nullptr, {int(head_dim), float(eps), rstd.data<float>()});
-      if (state_out) *state_out = st;
-      if (rstd_out) *rstd_out = rstd;
-      return y;
-    }
+  Tensor rstd;
+  const HeadNormAsked norm{head_dim, eps, &rstd};
+  const auto [y, normed] = conv_forward(op, d, x, w, bias, silu, state_in, state_out, &norm);
+  if (normed) {
+    if (rstd_out) *rstd_out = rstd;
+    return y;
   }
-#endif
-  const Tensor y = causal_conv1d(x, w, bias, silu, state_in, state_out);
+  const Shape heads{d.batch, d.time, d.channels / head_dim, head_dim};
   return rmsnorm(y.view(heads), Tensor(), Tensor(), NormSpec{eps, NormGate::None, true}, rstd_out).view(x.shape());
 }
 

@@ -6,9 +6,8 @@
 #include "core/ops/cpu/gated_delta_rule.h"
 #include "core/ops/cuda/gated_delta_rule.h"
 #include "core/ops/dispatch.h"
-#include "core/ops/elementwise.h"
 #include "core/ops/key_norm_scale.h"
-#include "core/ops/reduce.h"
+#include "core/ops/repeat_interleave.h"
 
 namespace primer::ops {
 namespace {
@@ -55,20 +54,10 @@ GatedDeltaDims check_inputs(const char* op, const Tensor& q, const Tensor& k, co
 Shape state_shape(const GatedDeltaDims& d) { return {d.batch, d.heads, d.key_dim, d.value_dim}; }
 Shape output_shape(const GatedDeltaDims& d) { return {d.batch, d.time, d.heads, d.value_dim}; }
 
-// Grouped keys or values [B, T, Hk, ·] repeated to every head [B, T, H, ·] (a head's group's copy next to it), for the
-// paths that take one per head: the CPU's and the reference.
-Tensor every_head(const Tensor& t, int64_t heads) {
-  const int64_t B = t.size(0), T = t.size(1), hk = t.size(2), D = t.size(3);
-  if (hk == heads) return t;
-  const Tensor ones = Tensor::full({heads / hk, 1}, 1.0, t.dtype(), t.device());
-  return mul(t.contiguous().view({B * T, hk, 1, D}), ones).view({B, T, heads, D});
-}
-// The per-head gradients [B, T, H, ·] of grouped keys or values, summed over each group: [B, T, Hk, ·].
-Tensor summed_over_groups(const Tensor& t, int64_t kv_heads) {
-  const int64_t B = t.size(0), T = t.size(1), heads = t.size(2), D = t.size(3);
-  if (heads == kv_heads) return t;
-  return sum(t.contiguous().view({B * T, kv_heads, heads / kv_heads, D}), 2).view({B, T, kv_heads, D});
-}
+// Grouped keys or values [B, T, Hk, ·] repeated to every head [B, T, H, ·], for the paths that take one per head (the
+// CPU's and the reference); and per-head gradients [B, T, H, ·] summed over each group: [B, T, Hk, ·].
+Tensor every_head(const Tensor& t, int64_t heads) { return repeat_interleave(t, 2, heads / t.size(2)); }
+Tensor summed_over_groups(const Tensor& t, int64_t kv_heads) { return sum_repeats(t, 2, t.size(2) / kv_heads); }
 Tensor contiguous_or_null(const Tensor& t) { return t.defined() ? t.contiguous() : Tensor(); }
 template <class T> const T* ptr(const Tensor& t) { return t.defined() ? t.data<T>() : nullptr; }
 template <class T> T* mut_ptr(const Tensor& t) { return t.defined() ? t.data<T>() : nullptr; }
