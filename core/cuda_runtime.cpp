@@ -118,6 +118,14 @@ void run_beside(const std::function<void()>& main, const std::function<void()>& 
   main();
 }
 
+bool dependent_launch_enabled() {
+  static const bool enabled = [] {
+    const char* v = std::getenv("PRIMER_NO_DEPENDENT_LAUNCH");
+    return !(v && *v && *v != '0');
+  }();
+  return enabled;
+}
+
 cudaStream_t stream() {
   if (beside_stream) return beside_stream;
   static std::mutex mu;

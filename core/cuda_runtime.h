@@ -43,6 +43,9 @@ cudaStream_t stream();  // the current device's compute stream (inside run_besid
 // that outlives the call; calls do not nest. With PRIMER_ONE_STREAM=1 in the environment both run on the compute
 // stream, `beside` first (to measure what the second stream gains, or to rule it out).
 void run_beside(const std::function<void()>& main, const std::function<void()>& beside);
+// Whether kernels start with Programmatic Dependent Launch (core/ops/cuda/dependent_launch.cuh): yes unless
+// PRIMER_NO_DEPENDENT_LAUNCH=1 is in the environment.
+bool dependent_launch_enabled();
 [[noreturn]] void fail(cudaError_t err, const char* expr, const char* file, int line);
 [[noreturn]] void fail_cublas(int status, const char* expr, const char* file, int line);
 #endif
@@ -55,8 +58,6 @@ void run_beside(const std::function<void()>& main, const std::function<void()>& 
     cudaError_t primer_err_ = (expr);                                                             \
     if (primer_err_ != cudaSuccess) ::primer::cuda::fail(primer_err_, #expr, __FILE__, __LINE__); \
   } while (0)
-// After a kernel launch: catches bad launch configurations immediately.
-#define PRIMER_CUDA_CHECK_LAUNCH() PRIMER_CUDA_CHECK(cudaGetLastError())
 #define PRIMER_CUBLAS_CHECK(expr)                                                            \
   do {                                                                                       \
     int primer_st_ = static_cast<int>(expr);                                                 \

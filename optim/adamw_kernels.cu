@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "core/cuda_runtime.h"
+#include "core/ops/cuda/dependent_launch.cuh"
 #include "core/ops/cuda/tile/block_reduce.cuh"
 #include "core/storage.h"
 #include "optim/adamw_kernels.h"
@@ -54,6 +55,7 @@ __device__ __forceinline__ float adamw_element(float& master, float& m, float& v
 
 __global__ void __launch_bounds__(kThreads)
     adamw_kernel(const __grid_constant__ Batch<AdamWBuffers> batch, const AdamWStep s, const float* grad_sumsq) {
+  cuda::await_prior_grid();
   const ChunkOf c(batch, blockIdx.x);
   const AdamWBuffers& p = batch.tensors[c.t];
   const float coef = clip_coefficient(s, grad_sumsq);
@@ -95,6 +97,7 @@ __global__ void __launch_bounds__(kThreads)
 // partial[offset + b] = Σ g² over block b's chunk.
 __global__ void __launch_bounds__(kThreads)
     sumsq_chunks_kernel(const __grid_constant__ Batch<GradSpan> batch, float* partial, int64_t offset) {
+  cuda::await_prior_grid();
   const ChunkOf c(batch, blockIdx.x);
   const float* g = batch.tensors[c.t].grad;
   float s = 0;
@@ -107,6 +110,7 @@ constexpr int kSumThreads = 1024;
 
 // *out = Σ partial[0 .. n) in double: thread t takes t, t + 1024, ..., then a fixed tree.
 __global__ void __launch_bounds__(kSumThreads) sum_chunks_kernel(const float* partial, int64_t n, float* out) {
+  cuda::await_prior_grid();
   __shared__ double totals[kSumThreads];
   double s = 0;
   for (int64_t i = threadIdx.x; i < n; i += kSumThreads) s += double(partial[i]);
@@ -139,8 +143,7 @@ template <class Item, class Launch> void for_each_batch(const std::vector<Item>&
 
 void adamw_update_cuda(const std::vector<AdamWBuffers>& params, const AdamWStep& s, const float* grad_sumsq) {
   for_each_batch(params, [&](const Batch<AdamWBuffers>& batch) {
-    adamw_kernel<<<unsigned(batch.chunks()), kThreads, 0, cuda::stream()>>>(batch, s, grad_sumsq);
-    PRIMER_CUDA_CHECK_LAUNCH();
+    cuda::launch_dependent(adamw_kernel, unsigned(batch.chunks()), kThreads, 0, batch, s, grad_sumsq);
   });
 }
 
@@ -157,12 +160,10 @@ void grad_sumsq_cuda(const std::vector<GradSpan>& grads, float* sumsq) {
   float* partial_ptr = static_cast<float*>(partial->data());
   int64_t offset = 0;
   for_each_batch(grads, [&](const Batch<GradSpan>& batch) {
-    sumsq_chunks_kernel<<<unsigned(batch.chunks()), kThreads, 0, cuda::stream()>>>(batch, partial_ptr, offset);
-    PRIMER_CUDA_CHECK_LAUNCH();
+    cuda::launch_dependent(sumsq_chunks_kernel, unsigned(batch.chunks()), kThreads, 0, batch, partial_ptr, offset);
     offset += batch.chunks();
   });
-  sum_chunks_kernel<<<1, kSumThreads, 0, cuda::stream()>>>(partial_ptr, chunks, sumsq);
-  PRIMER_CUDA_CHECK_LAUNCH();
+  cuda::launch_dependent(sum_chunks_kernel, 1, kSumThreads, 0, partial_ptr, chunks, sumsq);
 }
 
 }  // namespace primer::optim

@@ -11,6 +11,7 @@
 #include "core/cuda_runtime.h"
 #include "core/ops/cuda/attention.h"
 #include "core/ops/cuda/attention_backward_common.cuh"
+#include "core/ops/cuda/dependent_launch.cuh"
 #include "core/ops/cuda/dynamic_smem.h"
 #include "core/ops/cuda/wgmma_available.h"
 
@@ -29,6 +30,7 @@ template <int kDh, int kBlock> struct BackwardTraits {
 
 // Key and query tiles are both kBlock rows: a warp owns 16 keys for dK/dV and 16 queries for dQ.
 template <int kDh, int kBlock> __global__ void __launch_bounds__(2 * kBlock) attention_backward_kernel(BackwardArgs a) {
+  cuda::await_prior_grid();
   using Tr = BackwardTraits<kDh, kBlock>;
   constexpr int kThreads = Tr::kThreads, kMT = kBlock / 8, kDT = kDh / 8, kTile = kBlock * kDh;
   constexpr int kDqCols = 32;  // dQ columns per pass: bounds the registers the dQ product needs
@@ -205,13 +207,8 @@ void launch_delta(float* delta, float* dq_accum, float* dq_accum2, const bf16* d
   const int64_t rows = int64_t(B) * Tq * Hq;
   constexpr int kThreads = 256;
   const unsigned blocks = unsigned((rows + kThreads / 32 - 1) / (kThreads / 32));
-  if (Dh == 64)
-    attn::attention_delta_kernel<64>
-        <<<blocks, kThreads, 0, cuda::stream()>>>(delta, dq_accum, dq_accum2, dout, out, rows, Tq, Hq);
-  else
-    attn::attention_delta_kernel<128>
-        <<<blocks, kThreads, 0, cuda::stream()>>>(delta, dq_accum, dq_accum2, dout, out, rows, Tq, Hq);
-  PRIMER_CUDA_CHECK_LAUNCH();
+  cuda::launch_dependent(Dh == 64 ? attn::attention_delta_kernel<64> : attn::attention_delta_kernel<128>, blocks,
+                         kThreads, 0, delta, dq_accum, dq_accum2, dout, out, rows, Tq, Hq);
 }
 
 template <int kDh, int kBlock> void launch_backward(const BackwardArgs& a, int B) {
@@ -219,8 +216,7 @@ template <int kDh, int kBlock> void launch_backward(const BackwardArgs& a, int B
   constexpr auto kernel = attention_backward_kernel<kDh, kBlock>;
   allow_dynamic_smem<kernel>(Tr::kSmemBytes);
   const dim3 grid((a.mask.Tk + kBlock - 1) / kBlock, a.Hkv, B);
-  kernel<<<grid, Tr::kThreads, Tr::kSmemBytes, cuda::stream()>>>(a);
-  PRIMER_CUDA_CHECK_LAUNCH();
+  cuda::launch_dependent(kernel, grid, Tr::kThreads, Tr::kSmemBytes, a);
 }
 
 // One source's kernel arguments.

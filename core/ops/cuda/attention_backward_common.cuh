@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "core/ops/cuda/attention_mask.cuh"
+#include "core/ops/cuda/dependent_launch.cuh"
 #include "core/ops/cuda/tile/mma.cuh"
 
 namespace primer::ops::cuda_ops::attn {
@@ -28,6 +29,7 @@ struct BackwardArgs {
 template <int kDh> __global__ void attention_delta_kernel(float* __restrict__ delta, float* __restrict__ dq_accum,
                                                           float* __restrict__ dq_accum2, const bf16* __restrict__ dout,
                                                           const bf16* __restrict__ out, int64_t rows, int Tq, int Hq) {
+  cuda::await_prior_grid();
   const int64_t row = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   if (row >= rows) return;
   const int lane = threadIdx.x % 32;

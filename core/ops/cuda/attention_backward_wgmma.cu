@@ -31,6 +31,7 @@
 // it while dQ is staged; the next dP^T runs while the probabilities are computed.
 #include "core/cuda_runtime.h"
 #include "core/ops/cuda/attention_backward_common.cuh"
+#include "core/ops/cuda/dependent_launch.cuh"
 #include "core/ops/cuda/dynamic_smem.h"
 #include "core/ops/cuda/tile/named_barrier.cuh"
 #include "core/ops/cuda/tile/tma.cuh"
@@ -122,6 +123,7 @@ struct BackwardMaps {
 template <int kDh, bool kTwoSources> __global__ void __launch_bounds__(WgmmaBackwardTraits<kDh>::kThreads, 1)
     attention_backward_wgmma_kernel(const __grid_constant__ BackwardArgs a0, const __grid_constant__ BackwardArgs a1,
                                     const __grid_constant__ BackwardMaps maps) {
+  cuda::await_prior_grid();
 #ifdef PRIMER_WGMMA
   using Tr = WgmmaBackwardTraits<kDh>;
   using KTile = typename Tr::KTile;
@@ -469,8 +471,7 @@ template <int kDh, bool kTwoSources> void launch_wgmma(const BackwardArgs& a0, c
   maps.dout = token_head_tensor_map(a0.dout, B, a0.mask.Tq, a0.Hq, kDh, Tr::kBlockM);
   auto key_tiles = [](const BackwardArgs& a) { return (a.mask.Tk + Tr::kBlockN - 1) / Tr::kBlockN; };
   const dim3 grid(key_tiles(a0) + (kTwoSources ? key_tiles(a1) : 0), a0.Hkv, B);
-  kernel<<<grid, Tr::kThreads, Tr::kSmemBytes, cuda::stream()>>>(a0, a1, maps);
-  PRIMER_CUDA_CHECK_LAUNCH();
+  cuda::launch_dependent(kernel, grid, Tr::kThreads, Tr::kSmemBytes, a0, a1, maps);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include "core/ops/cuda/attention.h"
 #include "core/ops/cuda/attention_forward_wgmma.h"
 #include "core/ops/cuda/attention_mask.cuh"
+#include "core/ops/cuda/dependent_launch.cuh"
 #include "core/ops/cuda/tile/mma.cuh"
 #include "core/ops/cuda/dynamic_smem.h"
 #include "core/ops/cuda/wgmma_available.h"
@@ -35,6 +36,7 @@ template <int kDh, int kWarps, int kBlockN> struct ForwardTraits {
 
 template <int kDh, int kWarps, int kBlockN> __global__ void __launch_bounds__(32 * kWarps)
     attention_forward_kernel(ForwardArgs a) {
+  cuda::await_prior_grid();
   using Tr = ForwardTraits<kDh, kWarps, kBlockN>;
   constexpr int kBlockM = Tr::kBlockM, kThreads = Tr::kThreads, kNT = kBlockN / 8, kDT = kDh / 8;
   extern __shared__ __align__(128) unsigned char smem[];
@@ -173,8 +175,7 @@ template <int kDh, int kWarps, int kBlockN> void launch_forward(const ForwardArg
   constexpr auto kernel = attention_forward_kernel<kDh, kWarps, kBlockN>;
   allow_dynamic_smem<kernel>(Tr::kSmemBytes);
   const dim3 grid((a.mask.Tq + Tr::kBlockM - 1) / Tr::kBlockM, a.Hq, B);
-  kernel<<<grid, Tr::kThreads, Tr::kSmemBytes, cuda::stream()>>>(a);
-  PRIMER_CUDA_CHECK_LAUNCH();
+  cuda::launch_dependent(kernel, grid, Tr::kThreads, Tr::kSmemBytes, a);
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include "core/cuda_runtime.h"
 #include "core/ops/cuda/attention_forward_wgmma.h"
 #include "core/ops/cuda/attention_mask.cuh"
+#include "core/ops/cuda/dependent_launch.cuh"
 #include "core/ops/cuda/dynamic_smem.h"
 #include "core/ops/cuda/tile/named_barrier.cuh"
 #include "core/ops/cuda/tile/tma.cuh"
@@ -116,6 +117,7 @@ __device__ __forceinline__ void pack_probabilities(uint32_t (&p)[kBlockN / 16][4
 // tile: source 0's tiles, then (two sources) source 1's.
 template <int kDh, bool kTwoSources> __global__ void __launch_bounds__(Traits<kDh, kTwoSources>::kThreads, 1)
     attention_forward_wgmma_kernel(const __grid_constant__ ForwardArgs a, const __grid_constant__ ForwardMaps maps) {
+  cuda::await_prior_grid();
 #ifdef PRIMER_WGMMA
   using Tr = Traits<kDh, kTwoSources>;
   constexpr int kBlockM = Tr::kBlockM, kBlockN = Tr::kBlockN;
@@ -319,8 +321,7 @@ template <int kDh, bool kTwoSources> void launch(const ForwardArgs& a, const voi
   }
   if (!kTwoSources) maps.q[1] = maps.q[0], maps.k[1] = maps.k[0], maps.v[1] = maps.v[0];
   maps.out = token_head_tensor_map(a.out, B, d[0].Tq, d[0].Hq, kDh, Tr::kBlockM);
-  kernel<<<grid, Tr::kThreads, Tr::kSmemBytes, cuda::stream()>>>(a, maps);
-  PRIMER_CUDA_CHECK_LAUNCH();
+  cuda::launch_dependent(kernel, grid, Tr::kThreads, Tr::kSmemBytes, a, maps);
 }
 
 template <bool kTwoSources> void forward(void* out, float* lse, const void* const (&q)[2], const void* const (&k)[2],

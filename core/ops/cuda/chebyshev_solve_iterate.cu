@@ -10,6 +10,7 @@
 // Where wgmma runs (sm_90a) launch_iterate hands the work to chebyshev_solve_iterate_wgmma.cu instead; this kernel
 // serves other GPUs and PRIMER_NO_WGMMA=1.
 #include "core/cuda_runtime.h"
+#include "core/ops/cuda/dependent_launch.cuh"
 #include "core/ops/cuda/tile/block_reduce.cuh"
 #include "core/ops/cuda/chebyshev_solve_iterate.cuh"
 #include "core/ops/cuda/chebyshev_solve_kernels.h"
@@ -110,6 +111,7 @@ __device__ __forceinline__ void chunk_matvec(float (&Y)[D / 16][4], const float 
 
 template <int D, class T, bool kBackward, bool kSplit> __global__ void __launch_bounds__(kThreads, 1)
     iterate_kernel(IterateArgs a) {
+  cuda::await_prior_grid();
   constexpr int kNT = D / 16;
   extern __shared__ __align__(128) unsigned char smem[];
   Tiles<D> s;
@@ -200,8 +202,7 @@ template <int D, class T, bool kBackward, bool kSplit> void launch(const Iterate
   constexpr int kBytes = IterateSmem<D, kSplit>::kBytes;
   allow_dynamic_smem<kernel>(kBytes);
   const dim3 grid(unsigned(d.chunks()), unsigned(d.heads_total()));
-  kernel<<<grid, kThreads, kBytes, cuda::stream()>>>(a);
-  PRIMER_CUDA_CHECK_LAUNCH();
+  cuda::launch_dependent(kernel, grid, kThreads, kBytes, a);
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include "core/cuda_runtime.h"
 #include "core/ops/cuda/chebyshev_solve_iterate.cuh"
 #include "core/ops/cuda/chebyshev_solve_kernels.h"
+#include "core/ops/cuda/dependent_launch.cuh"
 #include "core/ops/cuda/dynamic_smem.h"
 #include "core/ops/cuda/tile/block_reduce.cuh"
 #include "core/ops/cuda/tile/warp_mma.cuh"
@@ -280,6 +281,7 @@ template <int kThreads> __device__ __forceinline__ float block_pow2_scale(float 
 // rows through the mask.
 template <int D, class T, bool kBackward, bool kSplit, class Op>
 __global__ void __launch_bounds__(Layout<D>::kThreads, 1) iterate_wgmma_kernel(IterateArgs a) {
+  cuda::await_prior_grid();
 #ifdef PRIMER_WGMMA
   constexpr bool kF16 = std::is_same_v<Op, __half>;
   static_assert(!kF16 || kSplit == kBackward, "the fp16 mode's backward keeps the pair buffers for H x");
@@ -470,8 +472,7 @@ void launch(const IterateArgs& a, const ChebyshevDims& d) {
   constexpr int kBytes = IterateSmem<D, kSplit>::kBytes;
   allow_dynamic_smem<kernel>(kBytes);
   const dim3 grid(unsigned(d.chunks()), unsigned(d.heads_total()));
-  kernel<<<grid, Layout<D>::kThreads, kBytes, cuda::stream()>>>(a);
-  PRIMER_CUDA_CHECK_LAUNCH();
+  cuda::launch_dependent(kernel, grid, Layout<D>::kThreads, kBytes, a);
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include "core/cuda_runtime.h"
 #include "core/ops/cuda/chebyshev_solve_common.cuh"
 #include "core/ops/cuda/chebyshev_solve_kernels.h"
+#include "core/ops/cuda/dependent_launch.cuh"
 #include "core/ops/cuda/dynamic_smem.h"
 #include "core/ops/cuda/tile/tile_products.cuh"
 #include "core/ops/cuda/wgmma_available.h"
@@ -38,6 +39,7 @@ template <int D, bool kPrecise> struct KeyGradSmem {
 
 template <int D, class T, class Products> __global__ void __launch_bounds__(kThreads, 1)
     key_gradients_kernel(KeyGradArgs a) {
+  cuda::await_prior_grid();
   using P = Products;
   constexpr bool kPrecise = std::is_same_v<T, float>;
   constexpr int kNT = D / 16;
@@ -204,13 +206,12 @@ void launch_key_gradients(const ChebyshevDims& d, DType dtype, const void* s, co
         constexpr auto kernel = key_gradients_kernel<D, T, Products>;
         constexpr int kBytes = KeyGradSmem<D, std::is_same_v<T, float>>::kBytes + Products::kAlignmentSlack;
         allow_dynamic_smem<kernel>(kBytes);
-        kernel<<<dim3(unsigned(d.chunks()), unsigned(d.heads_total())), kThreads, kBytes, cuda::stream()>>>(a);
+        cuda::launch_dependent(kernel, dim3(unsigned(d.chunks()), unsigned(d.heads_total())), kThreads, kBytes, a);
       };
       if (wgmma_available())
         launch(tile::GroupProducts{});
       else
         launch(tile::WarpProducts{});
-      PRIMER_CUDA_CHECK_LAUNCH();
     });
   });
 }

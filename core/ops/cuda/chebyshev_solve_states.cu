@@ -10,6 +10,7 @@
 // both ways read them); H200, B 4, T 4096, precise: 0.528 -> 0.498 ms. The forward's (two 64-deep products a chunk)
 // gained nothing that way (0.246 ms either way; bf16 keys 0.279 -> 0.294), so it stays on mma.sync.
 #include "core/cuda_runtime.h"
+#include "core/ops/cuda/dependent_launch.cuh"
 #include "core/ops/cuda/tile/block_reduce.cuh"
 #include "core/ops/cuda/chebyshev_solve_common.cuh"
 #include "core/ops/cuda/chebyshev_solve_kernels.h"
@@ -55,6 +56,7 @@ struct StatesArgs {
 };
 
 template <int D, class T> __global__ void __launch_bounds__(kThreads) chunk_states_kernel(StatesArgs a) {
+  cuda::await_prior_grid();
   __shared__ __align__(128) bf16 s_hi[kC * 64], s_lo[kC * 64], s_b[kC * 64];
   __shared__ float s_g[kC], s_m[kC];
   constexpr int kTilesPerSide = D / 64;
@@ -120,6 +122,7 @@ template <class T> constexpr int state_gradients_smem_bytes() {
 }
 
 template <int D, class T, class P> __global__ void __launch_bounds__(kThreads) state_gradients_kernel(StateGradArgs a) {
+  cuda::await_prior_grid();
   constexpr bool kPrecise = std::is_same_v<T, float>;
   // The chunk's update is one product over kTokens: A (stored [token][r]) and B below.
   constexpr int kTokens = (kPrecise ? 4 : 2) * kC;
@@ -232,8 +235,7 @@ void launch_chunk_states(const ChebyshevDims& d, DType dtype, const void* k, con
   with_dtype(dtype, [&](auto tag) {
     using T = decltype(tag);
     with_dim(d.dim, [&](auto dim) {
-      chunk_states_kernel<decltype(dim)::value, T><<<grid, kThreads, 0, cuda::stream()>>>(a);
-      PRIMER_CUDA_CHECK_LAUNCH();
+      cuda::launch_dependent(chunk_states_kernel<decltype(dim)::value, T>, grid, kThreads, 0, a);
     });
   });
 }
@@ -251,13 +253,12 @@ void launch_state_gradients(const ChebyshevDims& d, DType dtype, const void* s, 
         constexpr auto kernel = state_gradients_kernel<decltype(dim)::value, T, Products>;
         constexpr int kBytes = state_gradients_smem_bytes<T>() + Products::kAlignmentSlack;
         allow_dynamic_smem<kernel>(kBytes);
-        kernel<<<grid, kThreads, kBytes, cuda::stream()>>>(a);
+        cuda::launch_dependent(kernel, grid, kThreads, kBytes, a);
       };
       if (wgmma_available())
         launch(tile::GroupProducts{});
       else
         launch(tile::WarpProducts{});
-      PRIMER_CUDA_CHECK_LAUNCH();
     });
   });
 }

@@ -3,6 +3,7 @@
 
 #include "core/check.h"
 #include "core/cuda_runtime.h"
+#include "core/ops/cuda/dependent_launch.cuh"
 #include "core/ops/cuda/tile/async_rows.cuh"
 #include "core/ops/cuda/conv1d.h"
 #include "core/ops/cuda/sm_count.h"
@@ -109,6 +110,7 @@ struct HeadNormArgs {
 
 template <class T, int K, int N, bool kSilu, bool kNorm> __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
     conv1d_forward_kernel(ConvIn<T> in, int64_t span, T* __restrict__ y, HeadNormArgs norm) {
+  cuda::await_prior_grid();
   extern __shared__ __align__(16) unsigned char smem[];
   const int64_t c0 = (int64_t(blockIdx.x) * kBlockX + threadIdx.x) * N;
   const int64_t t0 = (int64_t(blockIdx.y) * kBlockY + threadIdx.y) * span;
@@ -174,6 +176,7 @@ template <class T, int K, int N, bool kSilu, bool kNorm> __global__ void __launc
 
 // state_out[b, c, j] = input position T-(K-1)+j: one thread per element.
 template <class T, int K> __global__ void conv1d_state_out_kernel(ConvIn<T> in, T* __restrict__ state_out) {
+  cuda::await_prior_grid();
   const int64_t total = in.batch * in.channels * (K - 1);
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t j = i % (K - 1), c = (i / (K - 1)) % in.channels, b = i / ((K - 1) * in.channels);
@@ -195,6 +198,7 @@ template <class T, int K, int N> constexpr size_t backward_smem_bytes() {
 template <class T, int K, int N, bool kSilu> __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
     conv1d_backward_kernel(ConvIn<T> in, int64_t span, const T* __restrict__ dy, const T* __restrict__ dstate_out,
                            T* __restrict__ dx, float* __restrict__ partials) {
+  cuda::await_prior_grid();
   extern __shared__ __align__(16) unsigned char smem[];
   const int64_t c0 = (int64_t(blockIdx.x) * kBlockX + threadIdx.x) * N;
   const int64_t t0 = (int64_t(blockIdx.y) * kBlockY + threadIdx.y) * span;
@@ -320,6 +324,7 @@ template <class T, int K, int N, bool kSilu> __global__ void __launch_bounds__(k
 template <class T, int K> __global__ void conv1d_dstate_in_kernel(ConvIn<T> in, bool silu, const T* __restrict__ dy,
                                                                   const T* __restrict__ dstate_out,
                                                                   T* __restrict__ dstate_in) {
+  cuda::await_prior_grid();
   const int64_t total = in.batch * in.channels * (K - 1), steps = in.time;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t j = i % (K - 1), c = (i / (K - 1)) % in.channels, b = i / ((K - 1) * in.channels);
@@ -353,6 +358,7 @@ template <class T, int K> __global__ void conv1d_dstate_in_kernel(ConvIn<T> in, 
 __global__ void __launch_bounds__(kBlockX* kBlockY)
     reduce_partials_kernel(const float* __restrict__ partials, int64_t rows, int64_t channels, int taps,
                            float* __restrict__ dw, float* __restrict__ dbias) {
+  cuda::await_prior_grid();
   __shared__ float stripe[kBlockY][kBlockX];
   const int64_t width = channels * (taps + 1), m = int64_t(blockIdx.x) * kBlockX + threadIdx.x;
   float acc = 0.f;
@@ -484,8 +490,7 @@ void causal_conv1d(const Conv1dDims& d, DType dtype, const void* x, const void* 
           const size_t smem = ConvRows<T, N, 1>::smem_bytes(kThreads);
           auto launch = [&](auto kernel, const HeadNormArgs& args) {
             allow_dynamic_smem(kernel, smem);
-            kernel<<<l.grid, l.block, smem, cuda::stream()>>>(in, l.span, static_cast<T*>(y), args);
-            PRIMER_CUDA_CHECK_LAUNCH();
+            cuda::launch_dependent(kernel, l.grid, l.block, smem, in, l.span, static_cast<T*>(y), args);
           };
           if constexpr (N > 1) {  // (the check above: packed when normed)
             if (norm) {
@@ -500,8 +505,7 @@ void causal_conv1d(const Conv1dDims& d, DType dtype, const void* x, const void* 
         });
       if (state_out) {
         const int64_t n = d.batch * d.channels * (K - 1);
-        conv1d_state_out_kernel<T, K><<<grid_for(n, 256), 256, 0, cuda::stream()>>>(in, static_cast<T*>(state_out));
-        PRIMER_CUDA_CHECK_LAUNCH();
+        cuda::launch_dependent(conv1d_state_out_kernel<T, K>, grid_for(n, 256), 256, 0, in, static_cast<T*>(state_out));
       }
     });
   });
@@ -531,23 +535,20 @@ void causal_conv1d_backward(const Conv1dDims& d, DType dtype, const void* dy, co
             auto kernel = conv1d_backward_kernel<T, K, N, decltype(silu_tag)::value>;
             const size_t smem = backward_smem_bytes<T, K, N>();
             allow_dynamic_smem(kernel, smem);
-            kernel<<<l.grid, l.block, smem, cuda::stream()>>>(in, l.span, static_cast<const T*>(dy),
-                                                              static_cast<const T*>(dstate_out), static_cast<T*>(dx),
-                                                              workspace);
-            PRIMER_CUDA_CHECK_LAUNCH();
+            cuda::launch_dependent(kernel, l.grid, l.block, smem, in, l.span, static_cast<const T*>(dy),
+                                   static_cast<const T*>(dstate_out), static_cast<T*>(dx), workspace);
           });
           const int64_t width = d.channels * (K + 1);
-          reduce_partials_kernel<<<unsigned((width + kBlockX - 1) / kBlockX), dim3(kBlockX, kBlockY), 0,
-                                   cuda::stream()>>>(workspace, d.batch * l.grid.y, d.channels, K, dw_accum,
-                                                     dbias_accum);
-          PRIMER_CUDA_CHECK_LAUNCH();
+          cuda::launch_dependent(reduce_partials_kernel, unsigned((width + kBlockX - 1) / kBlockX),
+                                 dim3(kBlockX, kBlockY), 0, workspace, d.batch * l.grid.y, d.channels, K, dw_accum,
+                                 dbias_accum);
         });
       }
       if (dstate_in) {
         const int64_t n = d.batch * d.channels * (K - 1);
-        conv1d_dstate_in_kernel<T, K><<<grid_for(n, 256), 256, 0, cuda::stream()>>>(
-            in, silu, static_cast<const T*>(dy), static_cast<const T*>(dstate_out), static_cast<T*>(dstate_in));
-        PRIMER_CUDA_CHECK_LAUNCH();
+        cuda::launch_dependent(conv1d_dstate_in_kernel<T, K>, grid_for(n, 256), 256, 0, in, silu,
+                               static_cast<const T*>(dy), static_cast<const T*>(dstate_out),
+                               static_cast<T*>(dstate_in));
       }
     });
   });

@@ -2,6 +2,7 @@
 
 #include "core/cuda_runtime.h"
 #include "core/ops/cuda/copy.h"
+#include "core/ops/cuda/dependent_launch.cuh"
 #include "core/ops/cuda/tile/device_types.cuh"
 #include "core/ops/cuda/tile/vector_io.cuh"
 
@@ -36,6 +37,7 @@ __device__ __forceinline__ int64_t offset_of(const Layout& l, int64_t n) {
 // Doubles would lose nothing, but f32 math suffices for every float pair except those touching f64/i64.
 template <class S, class D>
 __global__ void copy_kernel(D* dst, Layout dl, bool dst_dense, const S* src, Layout sl, bool src_dense, int64_t n) {
+  cuda::await_prior_grid();
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t so = src_dense ? i : offset_of(sl, i);
     const int64_t d_o = dst_dense ? i : offset_of(dl, i);
@@ -55,6 +57,7 @@ template <class S, class D> __device__ __forceinline__ D convert(S x) {
 // projection's output, transposes of [.., H, D] head tensors: the strided copies the layers make).
 template <int V, class S, class D>
 __global__ void copy_packs_kernel(D* dst, Layout dl, const S* src, Layout sl, int64_t packs_per_row, int64_t packs) {
+  cuda::await_prior_grid();
   const int last = dl.ndim - 1;
   for (int64_t p = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; p < packs; p += int64_t(gridDim.x) * blockDim.x) {
     int64_t row = p / packs_per_row;
@@ -93,6 +96,7 @@ template <class T> constexpr bool kFloatFamily =
 // last n % V elements one by one: 87-89% of the copy bandwidth on an H200 for f32 to bf16, where the strided pack
 // kernel (its index divisions per pack) took ~80 µs for what now takes 55.
 template <int V, class S, class D> __global__ void convert_dense_kernel(D* dst, const S* src, int64_t n) {
+  cuda::await_prior_grid();
   const int64_t packs = n / V;
   for (int64_t p = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; p < packs; p += int64_t(gridDim.x) * blockDim.x) {
     float v[V];
@@ -105,6 +109,7 @@ template <int V, class S, class D> __global__ void convert_dense_kernel(D* dst, 
 }
 
 template <class D> __global__ void fill_kernel(D* dst, Layout dl, bool dense, D value, int64_t n) {
+  cuda::await_prior_grid();
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
     dst[dense ? i : offset_of(dl, i)] = value;
 }
@@ -125,25 +130,21 @@ void copy(const StridedDesc& dst, const StridedDesc& src) {
       if constexpr (kFloatFamily<S> && kFloatFamily<D>) {
         constexpr int kV = kPack<D>;  // one 16-byte store a pack
         if (dst.contiguous && src.contiguous && n > 0 && aligned16(dst.data) && aligned16(src.data)) {
-          convert_dense_kernel<kV, S, D><<<grid_for((n + kV - 1) / kV, 256), 256, 0, cuda::stream()>>>(
-              static_cast<D*>(dst.data), static_cast<const S*>(src.data), n);
-          PRIMER_CUDA_CHECK_LAUNCH();
+          cuda::launch_dependent(convert_dense_kernel<kV, S, D>, grid_for((n + kV - 1) / kV, 256), 256, 0,
+                                 static_cast<D*>(dst.data), static_cast<const S*>(src.data), n);
           return;
         }
       }
       constexpr int V = kPack<S> < kPack<D> ? kPack<S> : kPack<D>;
       if (V > 1 && n > 0 && rows_in_packs(dst, V, sizeof(D)) && rows_in_packs(src, V, sizeof(S))) {
         const int64_t packs = n / V;
-        copy_packs_kernel<V, S, D><<<grid_for(packs, 256), 256, 0, cuda::stream()>>>(
-            static_cast<D*>(dst.data), layout_of(dst), static_cast<const S*>(src.data), layout_of(src),
-            dst.shape[dst.ndim - 1] / V, packs);
-        PRIMER_CUDA_CHECK_LAUNCH();
+        cuda::launch_dependent(copy_packs_kernel<V, S, D>, grid_for(packs, 256), 256, 0, static_cast<D*>(dst.data),
+                               layout_of(dst), static_cast<const S*>(src.data), layout_of(src),
+                               dst.shape[dst.ndim - 1] / V, packs);
         return;
       }
-      copy_kernel<S, D><<<grid_for(n, 256), 256, 0, cuda::stream()>>>(static_cast<D*>(dst.data), layout_of(dst),
-                                                                      dst.contiguous, static_cast<const S*>(src.data),
-                                                                      layout_of(src), src.contiguous, n);
-      PRIMER_CUDA_CHECK_LAUNCH();
+      cuda::launch_dependent(copy_kernel<S, D>, grid_for(n, 256), 256, 0, static_cast<D*>(dst.data), layout_of(dst),
+                             dst.contiguous, static_cast<const S*>(src.data), layout_of(src), src.contiguous, n);
     });
   });
 }
@@ -159,9 +160,8 @@ void fill(const StridedDesc& dst, double value) {
       v = __float2half_rn(float(value));
     else
       v = static_cast<D>(value);
-    fill_kernel<D>
-        <<<grid_for(n, 256), 256, 0, cuda::stream()>>>(static_cast<D*>(dst.data), layout_of(dst), dst.contiguous, v, n);
-    PRIMER_CUDA_CHECK_LAUNCH();
+    cuda::launch_dependent(fill_kernel<D>, grid_for(n, 256), 256, 0, static_cast<D*>(dst.data), layout_of(dst),
+                           dst.contiguous, v, n);
   });
 }
 
@@ -169,6 +169,7 @@ namespace {
 
 // Packs of 8 where x, hi and lo are 16-byte aligned: two 16-byte loads, two 16-byte stores; the rest one by one.
 __global__ void split_bf16_kernel(bool aligned, const float* x, __nv_bfloat16* hi, __nv_bfloat16* lo, int64_t n) {
+  cuda::await_prior_grid();
   constexpr int V = 8;
   const int64_t packs = aligned ? n / V : 0;
   for (int64_t p = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; p < packs; p += int64_t(gridDim.x) * blockDim.x) {
@@ -191,10 +192,10 @@ __global__ void split_bf16_kernel(bool aligned, const float* x, __nv_bfloat16* h
 
 void split_bf16(const float* x, void* hi, void* lo, int64_t n) {
   if (n == 0) return;
-  const bool packs = aligned16(x) && aligned16(hi) && aligned16(lo);  // whole tensors from the allocator are
-  split_bf16_kernel<<<grid_for((n + 7) / 8, 256), 256, 0, cuda::stream()>>>(packs, x, static_cast<__nv_bfloat16*>(hi),
-                                                                            static_cast<__nv_bfloat16*>(lo), n);
-  PRIMER_CUDA_CHECK_LAUNCH();
+  const bool packs = aligned16(x) && aligned16(hi) && aligned16(lo);
+  cuda::launch_dependent(  // whole tensors from the allocator are
+      split_bf16_kernel, grid_for((n + 7) / 8, 256), 256, 0, packs, x, static_cast<__nv_bfloat16*>(hi),
+      static_cast<__nv_bfloat16*>(lo), n);
 }
 
 }  // namespace primer::ops::cuda_ops

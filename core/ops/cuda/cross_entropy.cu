@@ -1,7 +1,9 @@
 #include <cmath>
+#include <type_traits>
 
 #include "core/cuda_runtime.h"
 #include "core/ops/cuda/cross_entropy.h"
+#include "core/ops/cuda/dependent_launch.cuh"
 #include "core/ops/cuda/tile/device_types.cuh"
 
 namespace primer::ops::cuda_ops {
@@ -69,6 +71,7 @@ template <class F, class F4> __device__ void for_row(const float* z, int64_t voc
 template <class G> __global__ void __launch_bounds__(kRowThreads)
     xent_rows_kernel(const float* logits, G* grad, const int32_t* targets, int64_t vocab, int64_t ignore_index,
                      float grad_scale, float* row_loss) {
+  cuda::await_prior_grid();
   const int64_t row = blockIdx.x;
   const float* z = logits + row * vocab;
   G* g = grad + row * vocab;
@@ -106,6 +109,7 @@ template <class G> __global__ void __launch_bounds__(kRowThreads)
 constexpr int kSumThreads = 1024;
 
 __global__ void __launch_bounds__(kSumThreads) sum_kernel(const float* v, int64_t n, float* out) {
+  cuda::await_prior_grid();
   __shared__ double partial[kSumThreads / 32];
   double s = 0;
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) s += double(v[i]);
@@ -125,9 +129,8 @@ void xent_rows(const float* logits, DType grad_type, void* grad, const int32_t* 
                int64_t ignore_index, float grad_scale, float* row_loss) {
   if (rows == 0) return;
   auto launch = [&](auto* g) {
-    xent_rows_kernel<<<unsigned(rows), kRowThreads, 0, cuda::stream()>>>(logits, g, targets, vocab, ignore_index,
-                                                                         grad_scale, row_loss);
-    PRIMER_CUDA_CHECK_LAUNCH();
+    cuda::launch_dependent(xent_rows_kernel<std::remove_pointer_t<decltype(g)>>, unsigned(rows), kRowThreads, 0, logits,
+                           g, targets, vocab, ignore_index, grad_scale, row_loss);
   };
   if (grad_type == DType::BF16)
     launch(static_cast<__nv_bfloat16*>(grad));
@@ -136,8 +139,7 @@ void xent_rows(const float* logits, DType grad_type, void* grad, const int32_t* 
 }
 
 void sum_losses(const float* row_loss, int64_t n, float* out) {
-  sum_kernel<<<1, kSumThreads, 0, cuda::stream()>>>(row_loss, n, out);
-  PRIMER_CUDA_CHECK_LAUNCH();
+  cuda::launch_dependent(sum_kernel, 1, kSumThreads, 0, row_loss, n, out);
 }
 
 }  // namespace primer::ops::cuda_ops

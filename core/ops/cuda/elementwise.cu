@@ -2,6 +2,7 @@
 #include <type_traits>
 
 #include "core/cuda_runtime.h"
+#include "core/ops/cuda/dependent_launch.cuh"
 #include "core/ops/cuda/tile/device_types.cuh"
 #include "core/ops/cuda/elementwise.h"
 #include "core/ops/cuda/tile/vector_io.cuh"
@@ -50,6 +51,7 @@ template <class F> void with_unary(Unary op, F&& f) {
 // out[i] = f(in[i]...) over n dense elements, V elements (one vector access per array) per thread step.
 template <int V, class F, class Out, class... In>
 __global__ void map_dense_kernel(int64_t n, F f, Out* out, const In*... in) {
+  cuda::await_prior_grid();
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   const int64_t first = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   const int64_t packs = n / V;
@@ -67,11 +69,11 @@ __global__ void map_dense_kernel(int64_t n, F f, Out* out, const In*... in) {
 template <class F, class Out, class... In> void map_dense(int64_t n, F f, Out* out, const In*... in) {
   constexpr int V = kPack<Out>;
   if (pack_aligned<V>(out) && (pack_aligned<V>(in) && ...)) {
-    map_dense_kernel<V><<<grid_for((n + V - 1) / V, kThreads), kThreads, 0, cuda::stream()>>>(n, f, out, in...);
+    cuda::launch_dependent(map_dense_kernel<V, F, Out, In...>, grid_for((n + V - 1) / V, kThreads), kThreads, 0, n, f,
+                           out, in...);
   } else {
-    map_dense_kernel<1><<<grid_for(n, kThreads), kThreads, 0, cuda::stream()>>>(n, f, out, in...);
+    cuda::launch_dependent(map_dense_kernel<1, F, Out, In...>, grid_for(n, kThreads), kThreads, 0, n, f, out, in...);
   }
-  PRIMER_CUDA_CHECK_LAUNCH();
 }
 
 // Output shape and both inputs' strides over it (stride 0 on broadcast dims), by value in kernel parameters.
@@ -109,6 +111,7 @@ __device__ __forceinline__ void broadcast_pack(T* o, const T* a, int64_t sa, con
 // the vector case, which then loads packs or repeats one value).
 template <int V, class T, class F>
 __global__ void broadcast_kernel(T* out, const T* a, const T* b, BroadcastLayout l, int64_t rows, F f) {
+  cuda::await_prior_grid();
   const int last = l.ndim - 1;
   const int64_t inner = l.shape[last], sa = l.a_strides[last], sb = l.b_strides[last];
   const int64_t run = int64_t(blockDim.x) * V * kRunPacksPerThread;
@@ -127,6 +130,7 @@ __global__ void broadcast_kernel(T* out, const T* a, const T* b, BroadcastLayout
 // thread step with its row's offsets, so that a block spans many rows instead of idling on one.
 template <int V, class T, class F>
 __global__ void broadcast_narrow_kernel(T* out, const T* a, const T* b, BroadcastLayout l, int64_t packs, F f) {
+  cuda::await_prior_grid();
   const int last = l.ndim - 1;
   const int64_t inner = l.shape[last], sa = l.a_strides[last], sb = l.b_strides[last], packs_per_row = inner / V;
   for (int64_t p = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; p < packs; p += int64_t(gridDim.x) * blockDim.x) {
@@ -153,13 +157,13 @@ template <int V, class T, class F>
 void launch_broadcast(T* out, const T* a, const T* b, const BroadcastLayout& l, int64_t rows, int64_t inner, F f) {
   if (inner / V < kThreads) {
     const int64_t packs = rows * (inner / V);
-    broadcast_narrow_kernel<V><<<grid_for(packs, kThreads), kThreads, 0, cuda::stream()>>>(out, a, b, l, packs, f);
+    cuda::launch_dependent(broadcast_narrow_kernel<V, T, F>, grid_for(packs, kThreads), kThreads, 0, out, a, b, l,
+                           packs, f);
   } else {
     const int64_t run = int64_t(kThreads) * V * kRunPacksPerThread;
-    broadcast_kernel<V>
-        <<<grid_for(rows * ((inner + run - 1) / run), 1), kThreads, 0, cuda::stream()>>>(out, a, b, l, rows, f);
+    cuda::launch_dependent(broadcast_kernel<V, T, F>, grid_for(rows * ((inner + run - 1) / run), 1), kThreads, 0, out,
+                           a, b, l, rows, f);
   }
-  PRIMER_CUDA_CHECK_LAUNCH();
 }
 
 template <class T, class F> void broadcast(const StridedDesc& out, const StridedDesc& a, const StridedDesc& b, F f) {

@@ -1,6 +1,7 @@
 #include <cub/device/device_radix_sort.cuh>
 
 #include "core/cuda_runtime.h"
+#include "core/ops/cuda/dependent_launch.cuh"
 #include "core/ops/cuda/embedding.h"
 #include "core/ops/cuda/tile/vector_io.cuh"
 
@@ -18,6 +19,7 @@ template <class F> void visit_ids(DType id_dtype, F&& f) {
 template <class T, class I, int N> __global__ void gather_rows_kernel(const T* __restrict__ weight,
                                                                       const I* __restrict__ ids, int64_t n_tokens,
                                                                       int64_t vocab, int64_t dim, T* __restrict__ out) {
+  cuda::await_prior_grid();
   const int64_t packs = dim / N;
   const int64_t total = n_tokens * packs;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
@@ -37,6 +39,7 @@ template <class T, class I, int N> __global__ void gather_rows_kernel(const T* _
 // Sort keys: the id, or `vocab` for an out-of-range id so that it sorts last and is skipped.
 template <class I> __global__ void make_sort_keys_kernel(const I* __restrict__ ids, int64_t n_tokens, int64_t vocab,
                                                          uint32_t* __restrict__ keys, int32_t* __restrict__ positions) {
+  cuda::await_prior_grid();
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n_tokens; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t id = ids[i];
     keys[i] = (id >= 0 && id < vocab) ? uint32_t(id) : uint32_t(vocab);
@@ -50,6 +53,7 @@ template <class T, int N>
 __global__ void sum_rows_by_id_kernel(const T* __restrict__ dy, const uint32_t* __restrict__ keys,
                                       const int32_t* __restrict__ positions, int64_t n_tokens, int64_t vocab,
                                       int64_t dim, float* __restrict__ dweight) {
+  cuda::await_prior_grid();
   const int64_t first = blockIdx.x;
   const uint32_t key = keys[first];
   if (key >= vocab || (first > 0 && keys[first - 1] == key)) return;
@@ -106,9 +110,8 @@ void embedding(const void* weight, DType dtype, const void* ids, DType id_dtype,
       auto launch = [&](auto n_tag) {
         constexpr int N = decltype(n_tag)::value;
         const int64_t total = n_tokens * (dim / N);
-        gather_rows_kernel<T, I, N><<<grid_for(total, 256), 256, 0, cuda::stream()>>>(
-            static_cast<const T*>(weight), static_cast<const I*>(ids), n_tokens, vocab, dim, static_cast<T*>(out));
-        PRIMER_CUDA_CHECK_LAUNCH();
+        cuda::launch_dependent(gather_rows_kernel<T, I, N>, grid_for(total, 256), 256, 0, static_cast<const T*>(weight),
+                               static_cast<const I*>(ids), n_tokens, vocab, dim, static_cast<T*>(out));
       };
       if (dim % kPack<T> == 0 && aligned16(weight) && aligned16(out))
         launch(std::integral_constant<int, kPack<T>>{});
@@ -134,9 +137,8 @@ void embedding_backward(const void* dy, DType dtype, const void* ids, DType id_d
 
   visit_ids(id_dtype, [&](auto i) {
     using I = decltype(i);
-    make_sort_keys_kernel<I><<<grid_for(n_tokens, 256), 256, 0, cuda::stream()>>>(static_cast<const I*>(ids), n_tokens,
-                                                                                  vocab, keys_in, pos_in);
-    PRIMER_CUDA_CHECK_LAUNCH();
+    cuda::launch_dependent(make_sort_keys_kernel<I>, grid_for(n_tokens, 256), 256, 0, static_cast<const I*>(ids),
+                           n_tokens, vocab, keys_in, pos_in);
   });
   PRIMER_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(ws + 4 * slot, sort_bytes, keys_in, keys_out, pos_in, pos_out,
                                                     int(n_tokens), 0, key_bits(vocab), cuda::stream()));
@@ -144,9 +146,8 @@ void embedding_backward(const void* dy, DType dtype, const void* ids, DType id_d
     using T = decltype(t);
     auto launch = [&](auto n_tag) {
       constexpr int N = decltype(n_tag)::value;
-      sum_rows_by_id_kernel<T, N><<<unsigned(n_tokens), block_for_packs(dim / N), 0, cuda::stream()>>>(
-          static_cast<const T*>(dy), keys_out, pos_out, n_tokens, vocab, dim, dweight);
-      PRIMER_CUDA_CHECK_LAUNCH();
+      cuda::launch_dependent(sum_rows_by_id_kernel<T, N>, unsigned(n_tokens), block_for_packs(dim / N), 0,
+                             static_cast<const T*>(dy), keys_out, pos_out, n_tokens, vocab, dim, dweight);
     };
     if (dim % kPack<T> == 0 && aligned16(dy) && aligned16(dweight))
       launch(std::integral_constant<int, kPack<T>>{});

@@ -1,4 +1,5 @@
 #include "core/cuda_runtime.h"
+#include "core/ops/cuda/dependent_launch.cuh"
 #include "core/ops/cuda/dynamic_smem.h"
 #include "core/ops/cuda/gated_delta_rule2.h"
 #include "core/ops/cuda/tile/device_types.cuh"
@@ -208,6 +209,7 @@ template <int R> struct ForwardStage {
 // Four CTAs per SM (128 registers a thread): the recurrence hides its latency behind other warps.
 template <class T, int R, bool kTrain> __global__ void __launch_bounds__(kThreads, 4)
     forward_kernel(const ForwardArgs a) {
+  cuda::await_prior_grid();
   __shared__ ForwardStage<R> st;
   const Layout& at = a.at;
   const Tile tl(at);
@@ -415,6 +417,7 @@ __device__ void flush_partials(const BackwardSmem<R>& m, const BackwardArgs& a, 
 
 // One CTA per SM at K = 128 (its shared memory), so it may take every register it wants.
 template <class T, int R> __global__ void __launch_bounds__(kThreads, 1) backward_kernel(const BackwardArgs a) {
+  cuda::await_prior_grid();
   extern __shared__ float smem[];
   const BackwardSmem<R> m(smem);
   const Layout& at = a.at;
@@ -546,8 +549,7 @@ void gated_delta_rule2_forward(const GatedDelta2Shape& s, DType dtype, const voi
   const ForwardArgs args{layout_of(s), q, k, v, g, b, w, state_in, scale, o, state_out, nullptr, nullptr};
   visit(dtype, rows_per_lane(s), [&](auto tag, auto rows) {
     using T = decltype(tag);
-    forward_kernel<T, decltype(rows)::value, false><<<grid_of(s), kThreads, 0, cuda::stream()>>>(args);
-    PRIMER_CUDA_CHECK_LAUNCH();
+    cuda::launch_dependent(forward_kernel<T, decltype(rows)::value, false>, grid_of(s), kThreads, 0, args);
   });
 }
 
@@ -564,12 +566,10 @@ void gated_delta_rule2_backward(const GatedDelta2Shape& s, DType dtype, const vo
   visit(dtype, rows_per_lane(s), [&](auto tag, auto rows) {
     using T = decltype(tag);
     constexpr int R = decltype(rows)::value;
-    forward_kernel<T, R, true><<<grid_of(s), kThreads, 0, cuda::stream()>>>(fwd);
-    PRIMER_CUDA_CHECK_LAUNCH();
+    cuda::launch_dependent(forward_kernel<T, R, true>, grid_of(s), kThreads, 0, fwd);
     const int smem = int(BackwardSmem<R>::floats() * sizeof(float));
     allow_dynamic_smem<backward_kernel<T, R>>(smem);
-    backward_kernel<T, R><<<grid_of(s), kThreads, smem, cuda::stream()>>>(bwd);
-    PRIMER_CUDA_CHECK_LAUNCH();
+    cuda::launch_dependent(backward_kernel<T, R>, grid_of(s), kThreads, smem, bwd);
   });
 }
 

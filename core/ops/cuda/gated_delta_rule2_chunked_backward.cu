@@ -16,6 +16,7 @@
 //     gradient element has one owning thread for the whole kernel, which accumulates it in the f32 output itself (∂L/∂G
 //     in shared memory until its cumulative sum): deterministic, no atomics.
 #include "core/cuda_runtime.h"
+#include "core/ops/cuda/dependent_launch.cuh"
 #include "core/ops/cuda/dynamic_smem.h"
 #include "core/ops/cuda/gated_delta_rule2_chunked.h"
 #include "core/ops/cuda/gated_delta_rule2_chunked_kernels.cuh"
@@ -52,6 +53,7 @@ template <int D> struct ReverseLayout {
 
 template <int D> __global__ void __launch_bounds__(kThreads)
     reverse_pass_kernel(Sizes sz, const bf16* dout, Scratch s, const float* dstate_out, float* dstate_in) {
+  cuda::await_prior_grid();
   constexpr int BV = kValueBlock;
   using Ly = ReverseLayout<D>;
   using GS = WarpGrid<D, BV, kThreads / 32>;
@@ -160,6 +162,7 @@ template <int D> __global__ void __launch_bounds__(kGradThreads)
     chunk_grads_kernel(Sizes sz, Inputs in, const bf16* __restrict__ dout, Scratch s, float* __restrict__ dq,
                        float* __restrict__ dk, bf16* __restrict__ dv, float* __restrict__ dg, float* __restrict__ db,
                        float* __restrict__ dw) {
+  cuda::await_prior_grid();
   using Ly = GradLayout<D>;
   using G64 = WarpGrid<kChunk, kChunk, kGradThreads / 32>;
   using GD = WarpGrid<kChunk, D, kGradThreads / 32>;
@@ -536,18 +539,16 @@ template <int D> void reverse_pass(const GatedDelta2Shape& d, float scale, const
   using Ly = ReverseLayout<D>;
   allow_dynamic_smem<reverse_pass_kernel<D>>(Ly::kBytes);
   const dim3 grid(unsigned(D / kValueBlock), unsigned(d.heads), unsigned(d.batch));
-  reverse_pass_kernel<D>
-      <<<grid, kThreads, Ly::kBytes, cuda::stream()>>>(sizes_of(d, scale), dout, s, dstate_out, dstate_in);
-  PRIMER_CUDA_CHECK_LAUNCH();
+  cuda::launch_dependent(reverse_pass_kernel<D>, grid, kThreads, Ly::kBytes, sizes_of(d, scale), dout, s, dstate_out,
+                         dstate_in);
 }
 
 template <int D> void chunk_grads(const GatedDelta2Shape& d, float scale, const Inputs& in, const bf16* dout,
                                   const Scratch& s, float* dq, float* dk, bf16* dv, float* dg, float* db, float* dw) {
   allow_dynamic_smem<chunk_grads_kernel<D>>(GradLayout<D>::kBytes);
   const dim3 grid(unsigned(chunks_of(d)), unsigned(d.heads), unsigned(d.batch));
-  chunk_grads_kernel<D><<<grid, kGradThreads, GradLayout<D>::kBytes, cuda::stream()>>>(sizes_of(d, scale), in, dout, s,
-                                                                                       dq, dk, dv, dg, db, dw);
-  PRIMER_CUDA_CHECK_LAUNCH();
+  cuda::launch_dependent(chunk_grads_kernel<D>, grid, kGradThreads, GradLayout<D>::kBytes, sizes_of(d, scale), in, dout,
+                         s, dq, dk, dv, dg, db, dw);
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include <type_traits>
 
 #include "core/cuda_runtime.h"
+#include "core/ops/cuda/dependent_launch.cuh"
 #include "core/ops/cuda/dynamic_smem.h"
 #include "core/ops/cuda/gated_delta_rule2_chunked.h"
 #include "core/ops/cuda/gated_delta_rule2_chunked_kernels.cuh"
@@ -47,6 +48,7 @@ __device__ __forceinline__ void put_pair(bf16* tile_base, int offset, float x, f
 }
 
 template <int D> __global__ void __launch_bounds__(kPrepThreads) chunk_prep_kernel(Sizes sz, Inputs in, Scratch s) {
+  cuda::await_prior_grid();
   using Ly = PrepLayout<D>;
   extern __shared__ __align__(128) unsigned char smem[];
   bf16* sQ = reinterpret_cast<bf16*>(smem);
@@ -257,6 +259,7 @@ template <int D, bool kOutput> struct PassLayout {
 // kOutput: write o (and S_T); kStore: write each chunk's starting state and R for the backward.
 template <int D, bool kOutput, bool kStore> __global__ void __launch_bounds__(kThreads)
     state_pass_kernel(Sizes sz, Scratch s, const float* state_in, bf16* o, float* state_out) {
+  cuda::await_prior_grid();
   constexpr int BV = kValueBlock;
   using Ly = PassLayout<D, kOutput>;
   using GS = WarpGrid<D, BV, kThreads / 32>;       // the state slice [D][BV]
@@ -356,8 +359,7 @@ template <int D, bool kOutput, bool kStore> __global__ void __launch_bounds__(kT
 template <int D> void chunk_prep(const GatedDelta2Shape& d, const Inputs& in, float scale, const Scratch& s) {
   allow_dynamic_smem<chunk_prep_kernel<D>>(PrepLayout<D>::kBytes);
   const dim3 grid(unsigned(chunks_of(d)), unsigned(d.heads), unsigned(d.batch));
-  chunk_prep_kernel<D><<<grid, kPrepThreads, PrepLayout<D>::kBytes, cuda::stream()>>>(sizes_of(d, scale), in, s);
-  PRIMER_CUDA_CHECK_LAUNCH();
+  cuda::launch_dependent(chunk_prep_kernel<D>, grid, kPrepThreads, PrepLayout<D>::kBytes, sizes_of(d, scale), in, s);
 }
 
 template <int D, bool kOutput, bool kStore> void state_pass(const GatedDelta2Shape& d, float scale, const Scratch& s,
@@ -366,8 +368,7 @@ template <int D, bool kOutput, bool kStore> void state_pass(const GatedDelta2Sha
   constexpr auto kernel = state_pass_kernel<D, kOutput, kStore>;
   allow_dynamic_smem<kernel>(Ly::kBytes);
   const dim3 grid(unsigned(D / kValueBlock), unsigned(d.heads), unsigned(d.batch));
-  kernel<<<grid, kThreads, Ly::kBytes, cuda::stream()>>>(sizes_of(d, scale), s, state_in, o, state_out);
-  PRIMER_CUDA_CHECK_LAUNCH();
+  cuda::launch_dependent(kernel, grid, kThreads, Ly::kBytes, sizes_of(d, scale), s, state_in, o, state_out);
 }
 
 size_t align_up(size_t bytes) { return (bytes + 255) / 256 * 256; }

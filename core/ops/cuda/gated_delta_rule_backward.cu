@@ -18,6 +18,7 @@
 #include <functional>
 
 #include "core/cuda_runtime.h"
+#include "core/ops/cuda/dependent_launch.cuh"
 #include "core/ops/cuda/tile/tile_products.cuh"
 #include "core/ops/cuda/tile/warp_mma.cuh"
 #include "core/ops/cuda/dynamic_smem.h"
@@ -45,6 +46,7 @@ template <int D, int BV, int Stages> struct ReverseLayout {
 
 template <int D, int BV, int kStages> __global__ void __launch_bounds__(kThreads)
     reverse_pass_kernel(Sizes sz, Inputs in, const bf16* dout, Scratch s, const float* dstate_out, float* dstate_in) {
+  cuda::await_prior_grid();
   using Ly = ReverseLayout<D, BV, kStages>;
   using GS = WarpGrid<D, BV, kThreads / 32>;
   using GU = WarpGrid<kChunk, BV, kThreads / 32>;
@@ -158,6 +160,7 @@ template <int D> struct GradLayout {
 template <int D, class Products> __global__ void __launch_bounds__(kThreads)
     chunk_grads_kernel(Sizes sz, Inputs in, const bf16* dout, Scratch s, bf16* dq, bf16* dk, bf16* dv, float* dg,
                        float* dbeta) {
+  cuda::await_prior_grid();
   using Ly = GradLayout<D>;
   using G64 = WarpGrid<kChunk, kChunk, kThreads / 32>;
   using GD = WarpGrid<kChunk, D, kThreads / 32>;
@@ -439,10 +442,9 @@ template <int D, int BV> void reverse_pass(const GatedDeltaDims& d, const Inputs
     using Ly = ReverseLayout<D, BV, decltype(stages)::value>;
     constexpr auto kernel = reverse_pass_kernel<D, BV, Ly::kStages>;
     allow_dynamic_smem<kernel>(Ly::kBytes);
-    kernel<<<grid, kThreads, Ly::kBytes, cuda::stream()>>>(sizes_of(d), in, dout, s, dstate_out, dstate_in);
+    cuda::launch_dependent(kernel, grid, kThreads, Ly::kBytes, sizes_of(d), in, dout, s, dstate_out, dstate_in);
   };
   launch_with_stages<ReverseLayout<D, BV, 3>::kBytes>(grid, launch);
-  PRIMER_CUDA_CHECK_LAUNCH();
 }
 
 template <int D> void chunk_grads(const GatedDeltaDims& d, const Inputs& in, const bf16* dout, const Scratch& s,
@@ -453,13 +455,12 @@ template <int D> void chunk_grads(const GatedDeltaDims& d, const Inputs& in, con
     constexpr auto kernel = chunk_grads_kernel<D, Products>;
     constexpr size_t bytes = GradLayout<D>::kBytes + Products::kAlignmentSlack;
     allow_dynamic_smem<kernel>(bytes);
-    kernel<<<grid, kThreads, bytes, cuda::stream()>>>(sizes_of(d), in, dout, s, dq, dk, dv, dg, dbeta);
+    cuda::launch_dependent(kernel, grid, kThreads, bytes, sizes_of(d), in, dout, s, dq, dk, dv, dg, dbeta);
   };
   if (wgmma_available())
     launch(GroupProducts{});
   else
     launch(WarpProducts{});
-  PRIMER_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include <type_traits>
 
 #include "core/cuda_runtime.h"
+#include "core/ops/cuda/dependent_launch.cuh"
 #include "core/ops/cuda/tile/unit_lower_inverse.cuh"
 #include "core/ops/cuda/tile/warp_mma.cuh"
 #include "core/ops/cuda/dynamic_smem.h"
@@ -44,6 +45,7 @@ template <int D> struct PrepLayout {
 
 template <int D> __global__ void __launch_bounds__(kThreads)
     chunk_prep_kernel(Sizes sz, Inputs in, Scratch s, float raw_key_eps) {
+  cuda::await_prior_grid();
   using Ly = PrepLayout<D>;
   extern __shared__ __align__(128) unsigned char smem[];
   bf16* sQ = reinterpret_cast<bf16*>(smem);
@@ -192,6 +194,7 @@ template <int D, int BV, bool kOutput, int Stages> struct PassLayout {
 // (the backward's recompute pass stores only; a forward whose scratch the backward keeps does both).
 template <int D, int BV, int kStages, bool kOutput, bool kStore> __global__ void __launch_bounds__(kThreads)
     state_pass_kernel(Sizes sz, Inputs in, Scratch s, const float* state_in, bf16* o, float* state_out) {
+  cuda::await_prior_grid();
   using Ly = PassLayout<D, BV, kOutput, kStages>;
   using GS = WarpGrid<D, BV, kThreads / 32>;       // the state slice [D][BV]
   using GU = WarpGrid<kChunk, BV, kThreads / 32>;  // U and o [64][BV]
@@ -302,9 +305,8 @@ template <int D>
 void chunk_prep(const GatedDeltaDims& d, const Inputs& in, const Scratch& s, float raw_key_eps, ChunkRange piece) {
   allow_dynamic_smem<chunk_prep_kernel<D>>(PrepLayout<D>::kBytes);
   const dim3 grid(unsigned(piece.end - piece.begin), unsigned(d.heads), unsigned(d.batch));
-  chunk_prep_kernel<D>
-      <<<grid, kThreads, PrepLayout<D>::kBytes, cuda::stream()>>>(sizes_of(d, piece), in, s, raw_key_eps);
-  PRIMER_CUDA_CHECK_LAUNCH();
+  cuda::launch_dependent(chunk_prep_kernel<D>, grid, kThreads, PrepLayout<D>::kBytes, sizes_of(d, piece), in, s,
+                         raw_key_eps);
 }
 
 template <int D, int BV, bool kOutput, bool kStore> void state_pass(const GatedDeltaDims& d, const Inputs& in,
@@ -315,10 +317,9 @@ template <int D, int BV, bool kOutput, bool kStore> void state_pass(const GatedD
     using Ly = PassLayout<D, BV, kOutput, decltype(stages)::value>;
     constexpr auto kernel = state_pass_kernel<D, BV, Ly::kStages, kOutput, kStore>;
     allow_dynamic_smem<kernel>(Ly::kBytes);
-    kernel<<<grid, kThreads, Ly::kBytes, cuda::stream()>>>(sizes_of(d, piece), in, s, state_in, o, state_out);
+    cuda::launch_dependent(kernel, grid, kThreads, Ly::kBytes, sizes_of(d, piece), in, s, state_in, o, state_out);
   };
   launch_with_stages<PassLayout<D, BV, kOutput, 3>::kBytes>(grid, launch);
-  PRIMER_CUDA_CHECK_LAUNCH();
 }
 
 size_t align_up(size_t bytes) { return (bytes + 255) / 256 * 256; }

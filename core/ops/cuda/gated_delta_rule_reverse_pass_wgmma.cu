@@ -12,6 +12,7 @@
 // within a warp (which would make ptxas serialise every wgmma). Two barriers a chunk: dS staged, then −dU and
 // scale·γ ⊙ dO staged; the next chunks' tiles arrive by cp.async one or two chunks ahead.
 #include "core/cuda_runtime.h"
+#include "core/ops/cuda/dependent_launch.cuh"
 #include "core/ops/cuda/dynamic_smem.h"
 #include "core/ops/cuda/gated_delta_rule_kernels.cuh"
 #include "core/ops/cuda/tile/warp_mma.cuh"
@@ -44,6 +45,7 @@ template <int BV, int Stages> struct WgmmaReverseLayout {
 template <int BV, int kStages> __global__ void __launch_bounds__(kThreads)
     reverse_pass_wgmma_kernel(Sizes sz, Inputs in, const bf16* dout, Scratch s, const float* dstate_out,
                               float* dstate_in) {
+  cuda::await_prior_grid();
 #ifdef PRIMER_WGMMA
   constexpr int D = kKeys;
   using Ly = WgmmaReverseLayout<BV, kStages>;
@@ -197,10 +199,9 @@ template <int BV> void reverse_pass_wgmma(const GatedDeltaDims& d, const Inputs&
     using Ly = WgmmaReverseLayout<BV, decltype(stages)::value>;
     constexpr auto kernel = reverse_pass_wgmma_kernel<BV, Ly::kStages>;
     allow_dynamic_smem<kernel>(Ly::kBytes);
-    kernel<<<grid, kThreads, Ly::kBytes, cuda::stream()>>>(sizes_of(d), in, dout, s, dstate_out, dstate_in);
+    cuda::launch_dependent(kernel, grid, kThreads, Ly::kBytes, sizes_of(d), in, dout, s, dstate_out, dstate_in);
   };
   launch_with_stages<WgmmaReverseLayout<BV, 3>::kBytes>(grid, launch);
-  PRIMER_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace

@@ -20,6 +20,7 @@
 #include <type_traits>
 
 #include "core/cuda_runtime.h"
+#include "core/ops/cuda/dependent_launch.cuh"
 #include "core/ops/cuda/dynamic_smem.h"
 #include "core/ops/cuda/gated_delta_rule_kernels.cuh"
 #include "core/ops/cuda/pass_mode.h"
@@ -54,6 +55,7 @@ template <int BV, bool kOutput, int Stages> struct WgmmaPassLayout {
 
 template <int BV, int kStages, bool kOutput, bool kStore> __global__ void __launch_bounds__(kThreads)
     state_pass_wgmma_kernel(Sizes sz, Inputs in, Scratch s, const float* state_in, bf16* o, float* state_out) {
+  cuda::await_prior_grid();
 #ifdef PRIMER_WGMMA
   constexpr int D = kKeys;
   using Ly = WgmmaPassLayout<BV, kOutput, kStages>;
@@ -213,10 +215,9 @@ template <int BV, bool kOutput, bool kStore> void state_pass_wgmma(const GatedDe
     using Ly = WgmmaPassLayout<BV, kOutput, decltype(stages)::value>;
     constexpr auto kernel = state_pass_wgmma_kernel<BV, Ly::kStages, kOutput, kStore>;
     allow_dynamic_smem<kernel>(Ly::kBytes);
-    kernel<<<grid, kThreads, Ly::kBytes, cuda::stream()>>>(sizes_of(d, piece), in, s, state_in, o, state_out);
+    cuda::launch_dependent(kernel, grid, kThreads, Ly::kBytes, sizes_of(d, piece), in, s, state_in, o, state_out);
   };
   launch_with_stages<WgmmaPassLayout<BV, kOutput, 3>::kBytes>(grid, launch);
-  PRIMER_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace

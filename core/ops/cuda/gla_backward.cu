@@ -15,6 +15,7 @@
 
 #include "core/check.h"
 #include "core/cuda_runtime.h"
+#include "core/ops/cuda/dependent_launch.cuh"
 #include "core/ops/cuda/dynamic_smem.h"
 #include "core/ops/cuda/gla.h"
 #include "core/ops/cuda/gla_scan.h"
@@ -79,6 +80,7 @@ template <class T, int kTiles> __device__ __forceinline__ void store_rows(T* bas
 
 template <class T, bool kPrecise, int kK, int kV, class P> __global__ void __launch_bounds__(kThreads)
     gla_grad_kernel(GradArgs a) {
+  cuda::await_prior_grid();
   extern __shared__ __align__(128) unsigned char smem[];
   bf16* sQ = P::tiles(smem);           // [kChunk][kK]
   bf16* sK = sQ + kChunk * kK;         // [kChunk][kK]
@@ -318,13 +320,12 @@ template <class T, bool kPrecise, int kK, int kV> void launch_grad(const GradArg
     constexpr auto kernel = gla_grad_kernel<T, kPrecise, kK, kV, Products>;
     constexpr int kBytes = Tr::kSmemBytes + Products::kAlignmentSlack;
     allow_dynamic_smem<kernel>(kBytes);
-    kernel<<<dim3(unsigned(a.chunks), unsigned(a.heads), unsigned(batch)), kThreads, kBytes, cuda::stream()>>>(a);
+    cuda::launch_dependent(kernel, dim3(unsigned(a.chunks), unsigned(a.heads), unsigned(batch)), kThreads, kBytes, a);
   };
   if (wgmma_available())
     launch(tile::GroupProducts{});
   else
     launch(tile::WarpProducts{});
-  PRIMER_CUDA_CHECK_LAUNCH();
 }
 
 template <class T, bool kPrecise> void dispatch_grad(const GradArgs& a, const GlaDims& d) {

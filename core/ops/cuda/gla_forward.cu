@@ -8,6 +8,7 @@
 // Q_hi S_hi + Q_lo S_hi + Q_hi S_lo.
 #include "core/check.h"
 #include "core/cuda_runtime.h"
+#include "core/ops/cuda/dependent_launch.cuh"
 #include "core/ops/cuda/dynamic_smem.h"
 #include "core/ops/cuda/gla.h"
 #include "core/ops/cuda/gla_scan.h"
@@ -38,6 +39,7 @@ template <int kK, int kV, bool kPrecise> struct OutputTraits {
 
 template <class T, bool kPrecise, int kK, int kV> __global__ void __launch_bounds__(kThreads)
     gla_output_kernel(OutputArgs a) {
+  cuda::await_prior_grid();
   using Tr = OutputTraits<kK, kV, kPrecise>;
   extern __shared__ __align__(128) unsigned char smem[];
   bf16* sQ = reinterpret_cast<bf16*>(smem);  // [kChunk][kK]
@@ -149,8 +151,8 @@ template <class T, bool kPrecise, int kK, int kV> void launch_output(const Outpu
   using Tr = OutputTraits<kK, kV, kPrecise>;
   constexpr auto kernel = gla_output_kernel<T, kPrecise, kK, kV>;
   allow_dynamic_smem<kernel>(Tr::kSmemBytes);
-  kernel<<<dim3(unsigned(a.chunks), unsigned(a.heads), unsigned(batch)), kThreads, Tr::kSmemBytes, cuda::stream()>>>(a);
-  PRIMER_CUDA_CHECK_LAUNCH();
+  cuda::launch_dependent(kernel, dim3(unsigned(a.chunks), unsigned(a.heads), unsigned(batch)), kThreads, Tr::kSmemBytes,
+                         a);
 }
 
 template <class T, bool kPrecise> void dispatch_output(const OutputArgs& a, const GlaDims& d) {

@@ -11,6 +11,7 @@
 
 #include "core/check.h"
 #include "core/cuda_runtime.h"
+#include "core/ops/cuda/dependent_launch.cuh"
 #include "core/ops/cuda/dynamic_smem.h"
 #include "core/ops/cuda/gla_scan.h"
 #include "core/ops/cuda/gla_tiles.cuh"
@@ -55,6 +56,7 @@ template <int kTiles> __device__ __forceinline__ void store_state(bf16* out, bf1
 }
 
 template <int kK, int kSlice, bool kLo> __global__ void __launch_bounds__(kThreads, 2) gla_scan_kernel(ScanLaunch p) {
+  cuda::await_prior_grid();
   using Tr = ScanTraits<kK, kSlice, kLo>;
   extern __shared__ __align__(128) unsigned char smem[];
   bf16* ring = reinterpret_cast<bf16*>(smem);
@@ -195,8 +197,7 @@ template <int kK, int kSlice, bool kLo> void launch_scan(const ScanLaunch& p, in
   constexpr auto kernel = gla_scan_kernel<kK, kSlice, kLo>;
   allow_dynamic_smem<kernel>(Tr::kSmemBytes);
   const dim3 grid(unsigned(p.value_dim / kSlice), unsigned(p.heads), unsigned(p.batch * count));
-  kernel<<<grid, kThreads, Tr::kSmemBytes, cuda::stream()>>>(p);
-  PRIMER_CUDA_CHECK_LAUNCH();
+  cuda::launch_dependent(kernel, grid, kThreads, Tr::kSmemBytes, p);
 }
 
 }  // namespace

@@ -1,4 +1,5 @@
 #include "core/cuda_runtime.h"
+#include "core/ops/cuda/dependent_launch.cuh"
 #include "core/ops/cuda/dynamic_smem.h"
 #include "core/ops/cuda/kalman_scan.h"
 #include "core/ops/cuda/tile/device_types.cuh"
@@ -197,6 +198,7 @@ struct ForwardArgs {
 };
 
 template <class T, bool kVariance> __global__ void __launch_bounds__(kMaxThreads) forward_kernel(ForwardArgs args) {
+  cuda::await_prior_grid();
   __shared__ Stage stage;
   __shared__ float partial[kVariance ? 2 : 1][kStage * kMaxWarps * kChannels];
   const Layout& at = args.at;
@@ -279,6 +281,7 @@ __device__ __forceinline__ float reduce_scatter_over_channels(const float (&dq)[
 
 template <class T, bool kVariance> __global__ void __launch_bounds__(kMaxThreads, 2)
     backward_kernel(BackwardArgs args) {
+  cuda::await_prior_grid();
   extern __shared__ float2 piece_start[];  // [kPiecesPerChunk][threads][kSlots]: state at each piece's start
   __shared__ Stage stage;
   __shared__ float partial[2][kStage * kMaxWarps * kChannels];
@@ -474,11 +477,10 @@ void kalman_scan_forward(const KalmanScanShape& s, DType dtype, const void* q, c
   visit_token_type(dtype, [&](auto tag) {
     using T = decltype(tag);
     if (y_var) {
-      forward_kernel<T, true><<<grid_of(s), threads, 0, cuda::stream()>>>(args);
+      cuda::launch_dependent(forward_kernel<T, true>, grid_of(s), threads, 0, args);
     } else {
-      forward_kernel<T, false><<<grid_of(s), threads, 0, cuda::stream()>>>(args);
+      cuda::launch_dependent(forward_kernel<T, false>, grid_of(s), threads, 0, args);
     }
-    PRIMER_CUDA_CHECK_LAUNCH();
   });
 }
 
@@ -519,12 +521,11 @@ void kalman_scan_backward(const KalmanScanShape& s, DType dtype, const void* dy,
     using T = decltype(tag);
     if (dy_var) {
       allow_dynamic_smem<backward_kernel<T, true>>(kMaxSmem);
-      backward_kernel<T, true><<<grid_of(s), threads, smem, cuda::stream()>>>(args);
+      cuda::launch_dependent(backward_kernel<T, true>, grid_of(s), threads, smem, args);
     } else {
       allow_dynamic_smem<backward_kernel<T, false>>(kMaxSmem);
-      backward_kernel<T, false><<<grid_of(s), threads, smem, cuda::stream()>>>(args);
+      cuda::launch_dependent(backward_kernel<T, false>, grid_of(s), threads, smem, args);
     }
-    PRIMER_CUDA_CHECK_LAUNCH();
   });
 }
 

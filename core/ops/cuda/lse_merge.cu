@@ -1,4 +1,5 @@
 #include "core/cuda_runtime.h"
+#include "core/ops/cuda/dependent_launch.cuh"
 #include "core/ops/cuda/lse_merge.h"
 #include "core/ops/cuda/tile/device_types.cuh"
 
@@ -13,6 +14,7 @@ template <class T> __global__ void __launch_bounds__(kWarp* kWarpsPerBlock)
     merge_kernel(T* __restrict__ out, float* __restrict__ lse, const T* __restrict__ out_a,
                  const float* __restrict__ lse_a, const T* __restrict__ out_b, const float* __restrict__ lse_b,
                  int64_t B, int64_t Tn, int64_t H, int Dh) {
+  cuda::await_prior_grid();
   const int64_t row = int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp;  // (b, t, h) of out
   const int lane = threadIdx.x % kWarp;
   if (row >= B * Tn * H) return;  // whole warps leave together
@@ -35,11 +37,9 @@ void lse_merge(void* out, float* lse, const void* out_a, const float* lse_a, con
   if (rows == 0) return;
   visit_float(dtype, [&](auto tag) {
     using E = decltype(tag);
-    merge_kernel<E>
-        <<<unsigned((rows + kWarpsPerBlock - 1) / kWarpsPerBlock), kWarp * kWarpsPerBlock, 0, cuda::stream()>>>(
-            static_cast<E*>(out), lse, static_cast<const E*>(out_a), lse_a, static_cast<const E*>(out_b), lse_b, B, T,
-            H, int(Dh));
-    PRIMER_CUDA_CHECK_LAUNCH();
+    cuda::launch_dependent(merge_kernel<E>, unsigned((rows + kWarpsPerBlock - 1) / kWarpsPerBlock),
+                           kWarp * kWarpsPerBlock, 0, static_cast<E*>(out), lse, static_cast<const E*>(out_a), lse_a,
+                           static_cast<const E*>(out_b), lse_b, B, T, H, int(Dh));
   });
 }
 

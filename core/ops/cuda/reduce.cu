@@ -1,6 +1,8 @@
 #include <algorithm>
+#include <type_traits>
 
 #include "core/cuda_runtime.h"
+#include "core/ops/cuda/dependent_launch.cuh"
 #include "core/ops/cuda/tile/block_reduce.cuh"
 #include "core/ops/cuda/tile/device_types.cuh"
 #include "core/ops/cuda/reduce.h"
@@ -30,6 +32,7 @@ int64_t split_count(int64_t independent_blocks, int64_t length, int64_t min_chun
 // Block b reduces chunk (b % splits) of row (b / splits) of x [rows, r]; out[b] = multiplier * sum.
 template <bool Square, class In, class Out>
 __global__ void row_sum_kernel(Out* out, const In* x, int64_t r, int64_t chunk, int64_t splits, float multiplier) {
+  cuda::await_prior_grid();
   const int64_t row = blockIdx.x / splits, begin = (blockIdx.x % splits) * chunk;
   const int64_t end = begin + chunk < r ? begin + chunk : r;
   float acc = 0.f;
@@ -45,6 +48,7 @@ __global__ void row_sum_kernel(Out* out, const In* x, int64_t r, int64_t chunk, 
 // Short rows (a head's width): warp w of the grid sums row w; out[row] = multiplier * sum.
 template <bool Square, class In, class Out>
 __global__ void row_sum_warp_kernel(Out* out, const In* x, int64_t rows, int64_t r, float multiplier) {
+  cuda::await_prior_grid();
   const int64_t row = blockIdx.x * int64_t(blockDim.x / 32) + threadIdx.x / 32;
   if (row >= rows) return;
   const int lane = int(threadIdx.x % 32);
@@ -59,6 +63,7 @@ __global__ void row_sum_warp_kernel(Out* out, const In* x, int64_t rows, int64_t
 // columns of one o over the r rows, in order; out [outer, inner] = multiplier * sums.
 template <int V, class In, class Out>
 __global__ void col_sum_short_kernel(Out* out, const In* x, int64_t outer, int64_t r, int64_t inner, float multiplier) {
+  cuda::await_prior_grid();
   const int64_t packs_per_row = inner / V, packs = outer * packs_per_row;
   for (int64_t p = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; p < packs; p += int64_t(gridDim.x) * blockDim.x) {
     const int64_t o = p / packs_per_row, c = (p - o * packs_per_row) * V;
@@ -77,6 +82,7 @@ __global__ void col_sum_short_kernel(Out* out, const In* x, int64_t outer, int64
 // columns per thread (one vector load per row when V > 1); out [outer, splits, inner] = multiplier * partial sums.
 template <int V, class In, class Out> __global__ void col_sum_kernel(Out* out, const In* x, int64_t r, int64_t inner,
                                                                      int64_t chunk, int64_t splits, float multiplier) {
+  cuda::await_prior_grid();
   const int64_t tiles = (inner + kColX * V - 1) / (kColX * V);
   const int64_t tile = blockIdx.x % tiles, rest = blockIdx.x / tiles;
   const int64_t split = rest % splits, o = rest / splits;
@@ -116,20 +122,16 @@ void reduce_rows(Out* out, const In* x, int64_t rows, int64_t r, bool squares, f
   if (splits == 1 && r <= kWarpRowMax) {
     constexpr int kWarps = kRowThreads / 32;
     const unsigned blocks = unsigned(ceil_div(rows, kWarps));
-    if (squares)
-      row_sum_warp_kernel<true><<<blocks, kRowThreads, 0, cuda::stream()>>>(out, x, rows, r, multiplier);
-    else
-      row_sum_warp_kernel<false><<<blocks, kRowThreads, 0, cuda::stream()>>>(out, x, rows, r, multiplier);
-    PRIMER_CUDA_CHECK_LAUNCH();
+    cuda::launch_dependent(squares ? row_sum_warp_kernel<true, In, Out> : row_sum_warp_kernel<false, In, Out>, blocks,
+                           kRowThreads, 0, out, x, rows, r, multiplier);
     return;
   }
   auto launch = [&](auto* dst, const auto* src, int64_t length, int64_t chunk, int64_t parts, bool sq, float mult) {
     const unsigned blocks = unsigned(rows * parts);
-    if (sq)
-      row_sum_kernel<true><<<blocks, kRowThreads, 0, cuda::stream()>>>(dst, src, length, chunk, parts, mult);
-    else
-      row_sum_kernel<false><<<blocks, kRowThreads, 0, cuda::stream()>>>(dst, src, length, chunk, parts, mult);
-    PRIMER_CUDA_CHECK_LAUNCH();
+    using I = std::remove_const_t<std::remove_pointer_t<decltype(src)>>;
+    using O = std::remove_pointer_t<decltype(dst)>;
+    cuda::launch_dependent(sq ? row_sum_kernel<true, I, O> : row_sum_kernel<false, I, O>, blocks, kRowThreads, 0, dst,
+                           src, length, chunk, parts, mult);
   };
   if (splits == 1) return launch(out, x, r, r, 1, squares, multiplier);
   const auto partial = partial_buffer(rows * splits);
@@ -146,24 +148,22 @@ void launch_columns(Out* out, const In* x, int64_t outer, int64_t r, int64_t inn
   const int64_t chunk = ceil_div(r, splits);
   if (inner % V == 0 && pack_aligned<V>(x)) {
     const unsigned blocks = unsigned(outer * splits * ceil_div(inner, kColX * V));
-    col_sum_kernel<V><<<blocks, threads, 0, cuda::stream()>>>(out, x, r, inner, chunk, splits, multiplier);
+    cuda::launch_dependent(col_sum_kernel<V, In, Out>, blocks, threads, 0, out, x, r, inner, chunk, splits, multiplier);
   } else {
     const unsigned blocks = unsigned(outer * splits * ceil_div(inner, kColX));
-    col_sum_kernel<1><<<blocks, threads, 0, cuda::stream()>>>(out, x, r, inner, chunk, splits, multiplier);
+    cuda::launch_dependent(col_sum_kernel<1, In, Out>, blocks, threads, 0, out, x, r, inner, chunk, splits, multiplier);
   }
-  PRIMER_CUDA_CHECK_LAUNCH();
 }
 
 template <class T> void reduce_columns(T* out, const T* x, int64_t outer, int64_t r, int64_t inner, float multiplier) {
   if (r < kShortColRows) {
     constexpr int V = kPack<T>;
     if (inner % V == 0 && pack_aligned<V>(x))
-      col_sum_short_kernel<V><<<grid_for(outer * inner / V, kRowThreads), kRowThreads, 0, cuda::stream()>>>(
-          out, x, outer, r, inner, multiplier);
+      cuda::launch_dependent(col_sum_short_kernel<V, T, T>, grid_for(outer * inner / V, kRowThreads), kRowThreads, 0,
+                             out, x, outer, r, inner, multiplier);
     else
-      col_sum_short_kernel<1><<<grid_for(outer * inner, kRowThreads), kRowThreads, 0, cuda::stream()>>>(
-          out, x, outer, r, inner, multiplier);
-    PRIMER_CUDA_CHECK_LAUNCH();
+      cuda::launch_dependent(col_sum_short_kernel<1, T, T>, grid_for(outer * inner, kRowThreads), kRowThreads, 0, out,
+                             x, outer, r, inner, multiplier);
     return;
   }
   const int64_t splits = split_count(outer * ceil_div(inner, kColX * kPack<T>), r, kMinColChunk);

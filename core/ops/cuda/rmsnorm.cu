@@ -3,6 +3,7 @@
 #include <type_traits>
 
 #include "core/cuda_runtime.h"
+#include "core/ops/cuda/dependent_launch.cuh"
 #include "core/ops/cuda/tile/async_rows.cuh"
 #include "core/ops/cuda/rmsnorm.h"
 #include "core/ops/cuda/tile/rowops_vec.cuh"
@@ -90,6 +91,7 @@ template <class T, int N, bool kWide, int P, int kGate> __global__ void __launch
     rmsnorm_forward_kernel(T* __restrict__ y, float* __restrict__ rstd, const T* __restrict__ x,
                            const T* __restrict__ w, const T* __restrict__ z, int64_t rows, int D, int G,
                            int row_threads, float eps, float n_div) {
+  cuda::await_prior_grid();
   __shared__ float scratch[kMaxRowThreads / kWarp];
   const int lane = threadIdx.x % row_threads, packs = D / N;
   const int64_t row = int64_t(blockIdx.x) * (blockDim.x / row_threads) + threadIdx.x / row_threads;
@@ -154,6 +156,7 @@ template <class T, int N, bool kWide, int P, int kGate> __global__ void __launch
                             const T* __restrict__ dy, const T* __restrict__ x, const T* __restrict__ w,
                             const T* __restrict__ z, const float* __restrict__ rstd, int64_t rows, int D, int G,
                             int row_threads, float n_div, bool x_is_output) {
+  cuda::await_prior_grid();
   extern __shared__ __align__(16) unsigned char staged[];
   __shared__ float scratch[kMaxRowThreads / kWarp];
   const int lane = threadIdx.x % row_threads, group = threadIdx.x / row_threads;
@@ -262,6 +265,7 @@ constexpr int kSumSlices = 32;
 // order. With one split the total is added to dw[g, c]; else it goes to split_sums[z, g, c].
 __global__ void sum_partials_kernel(float* __restrict__ dw, float* __restrict__ split_sums,
                                     const float* __restrict__ partial, int parts, int D, int G) {
+  cuda::await_prior_grid();
   __shared__ float slice_sum[kSumSlices][kWarp + 1];
   const int c = blockIdx.x * kWarp + threadIdx.x, g = blockIdx.y, z = blockIdx.z, splits = gridDim.z;
   const int J = parts / G, j_begin = int(int64_t(J) * z / splits), j_end = int(int64_t(J) * (z + 1) / splits);
@@ -283,6 +287,7 @@ __global__ void sum_partials_kernel(float* __restrict__ dw, float* __restrict__ 
 
 // dw[i] += Σ_z split_sums[z, i] in split order, i < G·D.
 __global__ void sum_splits_kernel(float* __restrict__ dw, const float* __restrict__ split_sums, int splits, int64_t n) {
+  cuda::await_prior_grid();
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n) return;
   float total = 0;
@@ -300,9 +305,9 @@ template <class T> struct NormArgs {
 template <class T, int N, bool kWide, int P, int kGate>
 void forward_with(const Layout& l, const NormArgs<T>& a, const NormShape& s, float eps) {
   const int64_t blocks = (s.rows + l.rows_per_block - 1) / l.rows_per_block;
-  rmsnorm_forward_kernel<T, N, kWide, P, kGate><<<unsigned(blocks), l.threads(), 0, cuda::stream()>>>(
-      a.y, a.rstd, a.x, a.w, a.z, s.rows, int(s.D), int(s.weight_rows), l.row_threads, eps, s.l2 ? 1.f : float(s.D));
-  PRIMER_CUDA_CHECK_LAUNCH();
+  cuda::launch_dependent(rmsnorm_forward_kernel<T, N, kWide, P, kGate>, unsigned(blocks), l.threads(), 0, a.y, a.rstd,
+                         a.x, a.w, a.z, s.rows, int(s.D), int(s.weight_rows), l.row_threads, eps,
+                         s.l2 ? 1.f : float(s.D));
 }
 
 int gcd(int a, int b) { return b == 0 ? a : gcd(b, a % b); }
@@ -331,10 +336,8 @@ void backward_with(const Layout& l, const NormArgs<T>& a, const NormShape& s) {
     partial = allocate(Device::cuda(cuda::current_device()), size_t(parts) * size_t(s.D) * sizeof(float));
     partial_ptr = static_cast<float*>(partial->data());
   }
-  kernel<<<unsigned(blocks), l.threads(), smem, cuda::stream()>>>(a.dx, a.dz, partial_ptr, a.dy, a.x, a.w, a.z,
-                                                                  a.rstd_in, s.rows, int(s.D), G, l.row_threads,
-                                                                  s.l2 ? 1.f : float(s.D), s.from_output);
-  PRIMER_CUDA_CHECK_LAUNCH();
+  cuda::launch_dependent(kernel, unsigned(blocks), l.threads(), smem, a.dx, a.dz, partial_ptr, a.dy, a.x, a.w, a.z,
+                         a.rstd_in, s.rows, int(s.D), G, l.row_threads, s.l2 ? 1.f : float(s.D), s.from_output);
   if (!a.dw) return;
   // Splits so that about two blocks per SM sum, each slice over at least ~4 parts.
   const int column_blocks = int((s.D + kWarp - 1) / kWarp), per_row = parts / G;
@@ -345,13 +348,11 @@ void backward_with(const Layout& l, const NormArgs<T>& a, const NormShape& s) {
     split_sums = allocate(Device::cuda(cuda::current_device()), size_t(splits) * size_t(G * s.D) * sizeof(float));
     split_ptr = static_cast<float*>(split_sums->data());
   }
-  sum_partials_kernel<<<dim3(unsigned(column_blocks), unsigned(G), unsigned(splits)), dim3(kWarp, kSumSlices), 0,
-                        cuda::stream()>>>(a.dw, split_ptr, partial_ptr, parts, int(s.D), G);
-  PRIMER_CUDA_CHECK_LAUNCH();
+  cuda::launch_dependent(sum_partials_kernel, dim3(unsigned(column_blocks), unsigned(G), unsigned(splits)),
+                         dim3(kWarp, kSumSlices), 0, a.dw, split_ptr, partial_ptr, parts, int(s.D), G);
   if (splits == 1) return;
   const int64_t n = int64_t(G) * s.D;
-  sum_splits_kernel<<<unsigned((n + 255) / 256), 256, 0, cuda::stream()>>>(a.dw, split_ptr, splits, n);
-  PRIMER_CUDA_CHECK_LAUNCH();
+  cuda::launch_dependent(sum_splits_kernel, unsigned((n + 255) / 256), 256, 0, a.dw, split_ptr, splits, n);
 }
 
 template <auto V> using Const = std::integral_constant<decltype(V), V>;

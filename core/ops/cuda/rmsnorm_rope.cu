@@ -1,6 +1,7 @@
 #include <algorithm>
 
 #include "core/cuda_runtime.h"
+#include "core/ops/cuda/dependent_launch.cuh"
 #include "core/ops/cuda/rmsnorm_rope.h"
 #include "core/ops/cuda/sm_count.h"
 #include "core/ops/cuda/tile/rowops_vec.cuh"
@@ -59,6 +60,7 @@ template <class T, int R> __global__ void __launch_bounds__(kThreads)
     norm_rope_forward_kernel(T* __restrict__ y, float* __restrict__ rstd, const T* __restrict__ x,
                              const T* __restrict__ w, const int32_t* __restrict__ positions,
                              const float* __restrict__ inv_freq, int64_t tokens, int heads, float eps) {
+  cuda::await_prior_grid();
   constexpr int N = kVec16<T>, D = R * N;
   const int lane = threadIdx.x % R;
   const int64_t token = int64_t(blockIdx.x) * (kThreads / R) + threadIdx.x / R;
@@ -101,6 +103,7 @@ template <class T, class TD, int R> __global__ void __launch_bounds__(kThreads, 
                               const T* __restrict__ x, const T* __restrict__ w, const float* __restrict__ rstd,
                               const int32_t* __restrict__ positions, const float* __restrict__ inv_freq, int64_t tokens,
                               int heads) {
+  cuda::await_prior_grid();
   constexpr int N = kVec16<T>, D = R * N, kGroups = kThreads / R;
   __shared__ float block_dw[kGroups][D];
   const int lane = threadIdx.x % R, group = threadIdx.x / R;
@@ -186,10 +189,9 @@ void rmsnorm_rope_forward(void* y, float* rstd, const void* x, const void* w, co
     using T = decltype(tag);
     constexpr int R = decltype(lanes)::value;
     const int64_t blocks = (s.tokens + kThreads / R - 1) / (kThreads / R);
-    norm_rope_forward_kernel<T, R><<<unsigned(blocks), kThreads, 0, cuda::stream()>>>(
-        static_cast<T*>(y), rstd, static_cast<const T*>(x), static_cast<const T*>(w), positions, inv_freq, s.tokens,
-        int(s.heads), eps);
-    PRIMER_CUDA_CHECK_LAUNCH();
+    cuda::launch_dependent(norm_rope_forward_kernel<T, R>, unsigned(blocks), kThreads, 0, static_cast<T*>(y), rstd,
+                           static_cast<const T*>(x), static_cast<const T*>(w), positions, inv_freq, s.tokens,
+                           int(s.heads), eps);
   });
 }
 
@@ -206,11 +208,9 @@ void rmsnorm_rope_backward(void* dx, float* dw_partial, const void* dy, DType dy
     using T = decltype(tag);
     constexpr int R = decltype(lanes)::value;
     auto launch = [&](const auto* d) {
-      norm_rope_backward_kernel<T, std::remove_cv_t<std::remove_pointer_t<decltype(d)>>, R>
-          <<<blocks, kThreads, 0, cuda::stream()>>>(static_cast<T*>(dx), dw_partial, d, static_cast<const T*>(x),
-                                                    static_cast<const T*>(w), rstd, positions, inv_freq, s.tokens,
-                                                    int(s.heads));
-      PRIMER_CUDA_CHECK_LAUNCH();
+      cuda::launch_dependent(norm_rope_backward_kernel<T, std::remove_cv_t<std::remove_pointer_t<decltype(d)>>, R>,
+                             blocks, kThreads, 0, static_cast<T*>(dx), dw_partial, d, static_cast<const T*>(x),
+                             static_cast<const T*>(w), rstd, positions, inv_freq, s.tokens, int(s.heads));
     };
     if (dy_dtype == DType::F32)
       launch(static_cast<const float*>(dy));

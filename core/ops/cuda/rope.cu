@@ -1,4 +1,5 @@
 #include "core/cuda_runtime.h"
+#include "core/ops/cuda/dependent_launch.cuh"
 #include "core/ops/cuda/rope.h"
 #include "core/ops/cuda/tile/rowops_vec.cuh"
 
@@ -13,6 +14,7 @@ constexpr int kHeadsPerThread = 4;  // cos/sin of one (token, frequency) pack ar
 template <class T, int N>
 __global__ void rope_kernel(T* __restrict__ y, const T* __restrict__ x, const int32_t* __restrict__ positions,
                             const float* __restrict__ inv_freq, int64_t tokens, int heads, int half, float sin_sign) {
+  cuda::await_prior_grid();
   const int packs = half / N;
   const int head_groups = (heads + kHeadsPerThread - 1) / kHeadsPerThread;
   const int64_t idx = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
@@ -59,14 +61,13 @@ void rope(void* y, const void* x, const int32_t* positions, const float* inv_fre
     // Both halves of every head start on a 16-byte boundary when half is a multiple of the pack.
     if (half % V == 0 && aligned16({x, y})) {
       const int64_t threads = tokens * head_groups * (half / V);
-      rope_kernel<T, V><<<unsigned((threads + kThreads - 1) / kThreads), kThreads, 0, cuda::stream()>>>(
-          yp, xp, positions, inv_freq, tokens, int(heads), half, sin_sign);
+      cuda::launch_dependent(rope_kernel<T, V>, unsigned((threads + kThreads - 1) / kThreads), kThreads, 0, yp, xp,
+                             positions, inv_freq, tokens, int(heads), half, sin_sign);
     } else {
       const int64_t threads = tokens * head_groups * half;
-      rope_kernel<T, 1><<<unsigned((threads + kThreads - 1) / kThreads), kThreads, 0, cuda::stream()>>>(
-          yp, xp, positions, inv_freq, tokens, int(heads), half, sin_sign);
+      cuda::launch_dependent(rope_kernel<T, 1>, unsigned((threads + kThreads - 1) / kThreads), kThreads, 0, yp, xp,
+                             positions, inv_freq, tokens, int(heads), half, sin_sign);
     }
-    PRIMER_CUDA_CHECK_LAUNCH();
   });
 }
 

@@ -1,4 +1,5 @@
 #include "core/cuda_runtime.h"
+#include "core/ops/cuda/dependent_launch.cuh"
 #include "core/ops/cuda/scale_heads.h"
 #include "core/ops/cuda/tile/device_types.cuh"
 #include "core/ops/cuda/tile/vector_io.cuh"
@@ -34,6 +35,7 @@ template <class TX, class TO, int V> __global__ void __launch_bounds__(kThreads)
     forward_kernel(TO* __restrict__ out, const TX* __restrict__ x, const float* __restrict__ s,
                    const TO* __restrict__ base, __nv_bfloat16* __restrict__ hi, __nv_bfloat16* __restrict__ lo,
                    ScaleHeadsDims d) {
+  cuda::await_prior_grid();
   const int64_t packs = d.head_dim / V, index = int64_t(blockIdx.x) * kThreads + threadIdx.x;
   if (index >= d.rows * d.x_heads * packs) return;
   const int64_t x_row = index / packs, p = index % packs, row = x_row / d.x_heads, j = x_row % d.x_heads;
@@ -72,6 +74,7 @@ template <class TX, class TO, int V> __global__ void __launch_bounds__(kThreads)
                     const TO* __restrict__ dout, const TO* __restrict__ dout_part, const TX* __restrict__ x,
                     const float* __restrict__ s, const TO* __restrict__ base, const TX* __restrict__ dx_addend,
                     ScaleHeadsDims d, int group_threads) {
+  cuda::await_prior_grid();
   const int64_t packs = d.head_dim / V, H = d.x_heads * d.groups;
   const int64_t thread = int64_t(blockIdx.x) * kThreads + threadIdx.x, x_row = thread / group_threads;
   const int lane = int(thread % group_threads);
@@ -150,10 +153,9 @@ void scale_heads_forward(void* out, const void* x, const float* s, const void* b
     with_pack<TX>(d, {out, x, base, hi, lo}, [&](auto pack) {
       constexpr int V = decltype(pack)::value;
       const int64_t threads = d.rows * d.x_heads * (d.head_dim / V);
-      forward_kernel<TX, TO, V><<<unsigned((threads + kThreads - 1) / kThreads), kThreads, 0, cuda::stream()>>>(
-          static_cast<TO*>(out), static_cast<const TX*>(x), s, static_cast<const TO*>(base),
-          static_cast<__nv_bfloat16*>(hi), static_cast<__nv_bfloat16*>(lo), d);
-      PRIMER_CUDA_CHECK_LAUNCH();
+      cuda::launch_dependent(forward_kernel<TX, TO, V>, unsigned((threads + kThreads - 1) / kThreads), kThreads, 0,
+                             static_cast<TO*>(out), static_cast<const TX*>(x), s, static_cast<const TO*>(base),
+                             static_cast<__nv_bfloat16*>(hi), static_cast<__nv_bfloat16*>(lo), d);
     });
   });
 }
@@ -171,11 +173,10 @@ void scale_heads_backward(void* dx, float* ds_rows, void* dbase, const void* dou
       int group_threads = 1;  // the smallest power of two holding a row's packs, at most a warp
       while (group_threads < kWarp && group_threads < packs) group_threads *= 2;
       const int64_t threads = d.rows * d.x_heads * group_threads;
-      backward_kernel<TX, TO, V><<<unsigned((threads + kThreads - 1) / kThreads), kThreads, 0, cuda::stream()>>>(
-          static_cast<TX*>(dx), ds_rows, static_cast<TO*>(dbase), static_cast<const TO*>(dout),
-          static_cast<const TO*>(dout_part), static_cast<const TX*>(x), s, static_cast<const TO*>(base),
-          static_cast<const TX*>(dx_addend), d, group_threads);
-      PRIMER_CUDA_CHECK_LAUNCH();
+      cuda::launch_dependent(backward_kernel<TX, TO, V>, unsigned((threads + kThreads - 1) / kThreads), kThreads, 0,
+                             static_cast<TX*>(dx), ds_rows, static_cast<TO*>(dbase), static_cast<const TO*>(dout),
+                             static_cast<const TO*>(dout_part), static_cast<const TX*>(x), s,
+                             static_cast<const TO*>(base), static_cast<const TX*>(dx_addend), d, group_threads);
     });
   });
 }

@@ -1,4 +1,5 @@
 #include "core/cuda_runtime.h"
+#include "core/ops/cuda/dependent_launch.cuh"
 #include "core/ops/cuda/sigmoid_gate.h"
 #include "core/ops/cuda/tile/device_types.cuh"
 #include "core/ops/elementwise_math.h"
@@ -17,6 +18,7 @@ __device__ float gate_input(const Ta* __restrict__ a, const Tb* __restrict__ bia
 template <class Ta, class Tb> __global__ void __launch_bounds__(kThreads)
     forward_kernel(float* __restrict__ y, const Ta* __restrict__ a, const Tb* __restrict__ bias, float offset,
                    SigmoidGateDims d) {
+  cuda::await_prior_grid();
   const int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x;
   if (i < d.rows * d.params) y[i] = math::sigmoid(gate_input(a, bias, i, d.params)) + offset;
 }
@@ -24,6 +26,7 @@ template <class Ta, class Tb> __global__ void __launch_bounds__(kThreads)
 template <class Ta, class Tb> __global__ void __launch_bounds__(kThreads)
     backward_kernel(Ta* __restrict__ da, const float* __restrict__ dy, const Ta* __restrict__ a,
                     const Tb* __restrict__ bias, SigmoidGateDims d) {
+  cuda::await_prior_grid();
   const int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x;
   if (i >= d.rows * d.params) return;
   const float s = math::sigmoid(gate_input(a, bias, i, d.params));
@@ -45,9 +48,8 @@ void sigmoid_gate_forward(float* y, const void* a, const void* bias, float offse
   visit_types(a_dtype, bias_dtype, [&](auto a_tag, auto b_tag) {
     using Ta = decltype(a_tag);
     using Tb = decltype(b_tag);
-    forward_kernel<Ta, Tb><<<blocks_for(d), kThreads, 0, cuda::stream()>>>(y, static_cast<const Ta*>(a),
-                                                                           static_cast<const Tb*>(bias), offset, d);
-    PRIMER_CUDA_CHECK_LAUNCH();
+    cuda::launch_dependent(forward_kernel<Ta, Tb>, blocks_for(d), kThreads, 0, y, static_cast<const Ta*>(a),
+                           static_cast<const Tb*>(bias), offset, d);
   });
 }
 
@@ -57,9 +59,8 @@ void sigmoid_gate_backward(void* da, const float* dy, const void* a, const void*
   visit_types(a_dtype, bias_dtype, [&](auto a_tag, auto b_tag) {
     using Ta = decltype(a_tag);
     using Tb = decltype(b_tag);
-    backward_kernel<Ta, Tb><<<blocks_for(d), kThreads, 0, cuda::stream()>>>(
-        static_cast<Ta*>(da), dy, static_cast<const Ta*>(a), static_cast<const Tb*>(bias), d);
-    PRIMER_CUDA_CHECK_LAUNCH();
+    cuda::launch_dependent(backward_kernel<Ta, Tb>, blocks_for(d), kThreads, 0, static_cast<Ta*>(da), dy,
+                           static_cast<const Ta*>(a), static_cast<const Tb*>(bias), d);
   });
 }
 

@@ -2,6 +2,7 @@
 #include <type_traits>
 
 #include "core/cuda_runtime.h"
+#include "core/ops/cuda/dependent_launch.cuh"
 #include "core/ops/cuda/tile/block_reduce.cuh"
 #include "core/ops/cuda/tile/device_types.cuh"
 #include "core/ops/cuda/softmax.h"
@@ -62,6 +63,7 @@ template <bool kWarpRows> __device__ __forceinline__ RowThreads row_threads() {
 }
 
 template <bool kWarpRows, class T> __global__ void softmax_kernel(T* y, const T* x, int64_t rows, int64_t cols) {
+  cuda::await_prior_grid();
   const int64_t row = row_index<kWarpRows>();
   if (row >= rows) return;  // only whole warps of a warp-per-row block leave; block mode has no spare rows
   const RowThreads t = row_threads<kWarpRows>();
@@ -80,6 +82,7 @@ template <bool kWarpRows, class T> __global__ void softmax_kernel(T* y, const T*
 
 template <bool kWarpRows, class T>
 __global__ void softmax_backward_kernel(T* dx, const T* y, const T* dy, int64_t rows, int64_t cols) {
+  cuda::await_prior_grid();
   const int64_t row = row_index<kWarpRows>();
   if (row >= rows) return;
   const RowThreads t = row_threads<kWarpRows>();
@@ -102,7 +105,6 @@ template <class Launch> void launch_rows(int64_t rows, int64_t cols, Launch&& la
   } else {
     launch(std::false_type{}, unsigned(rows), cols <= 8192 ? 256 : 1024);
   }
-  PRIMER_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace
@@ -111,8 +113,8 @@ void softmax(void* y, const void* x, DType dtype, int64_t rows, int64_t cols) {
   visit_float(dtype, [&](auto t) {
     using T = decltype(t);
     launch_rows(rows, cols, [&](auto warp_rows, unsigned blocks, int threads) {
-      softmax_kernel<decltype(warp_rows)::value>
-          <<<blocks, threads, 0, cuda::stream()>>>(static_cast<T*>(y), static_cast<const T*>(x), rows, cols);
+      cuda::launch_dependent(softmax_kernel<decltype(warp_rows)::value, T>, blocks, threads, 0, static_cast<T*>(y),
+                             static_cast<const T*>(x), rows, cols);
     });
   });
 }
@@ -121,8 +123,8 @@ void softmax_backward(void* dx, const void* y, const void* dy, DType dtype, int6
   visit_float(dtype, [&](auto t) {
     using T = decltype(t);
     launch_rows(rows, cols, [&](auto warp_rows, unsigned blocks, int threads) {
-      softmax_backward_kernel<decltype(warp_rows)::value><<<blocks, threads, 0, cuda::stream()>>>(
-          static_cast<T*>(dx), static_cast<const T*>(y), static_cast<const T*>(dy), rows, cols);
+      cuda::launch_dependent(softmax_backward_kernel<decltype(warp_rows)::value, T>, blocks, threads, 0,
+                             static_cast<T*>(dx), static_cast<const T*>(y), static_cast<const T*>(dy), rows, cols);
     });
   });
 }

@@ -1,4 +1,5 @@
 #include "core/cuda_runtime.h"
+#include "core/ops/cuda/dependent_launch.cuh"
 #include "core/ops/cuda/ssm_decay.h"
 #include "core/ops/cuda/tile/device_types.cuh"
 #include "core/ops/elementwise_math.h"
@@ -12,6 +13,7 @@ constexpr int kThreads = 256;
 template <class T> __global__ void __launch_bounds__(kThreads)
     forward_kernel(float* __restrict__ g, float* __restrict__ delta, const T* __restrict__ a,
                    const float* __restrict__ A_log, const float* __restrict__ dt_bias, SsmDecayDims d) {
+  cuda::await_prior_grid();
   const int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x;
   if (i >= d.rows * d.params) return;
   const int64_t p = i % d.params;
@@ -24,6 +26,7 @@ template <class T> __global__ void __launch_bounds__(kThreads)
     backward_kernel(T* __restrict__ da, float* __restrict__ dz_out, float* __restrict__ dg_g,
                     const float* __restrict__ dg, const float* __restrict__ ddelta, const T* __restrict__ a,
                     const float* __restrict__ A_log, const float* __restrict__ dt_bias, SsmDecayDims d) {
+  cuda::await_prior_grid();
   const int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x;
   if (i >= d.rows * d.params) return;
   const int64_t p = i % d.params;
@@ -44,9 +47,8 @@ void ssm_decay_forward(float* g, float* delta, const void* a, const float* A_log
   if (d.rows * d.params == 0) return;
   visit_float(a_dtype, [&](auto tag) {
     using T = decltype(tag);
-    forward_kernel<T>
-        <<<blocks_for(d), kThreads, 0, cuda::stream()>>>(g, delta, static_cast<const T*>(a), A_log, dt_bias, d);
-    PRIMER_CUDA_CHECK_LAUNCH();
+    cuda::launch_dependent(forward_kernel<T>, blocks_for(d), kThreads, 0, g, delta, static_cast<const T*>(a), A_log,
+                           dt_bias, d);
   });
 }
 
@@ -55,9 +57,8 @@ void ssm_decay_backward(void* da, float* dz, float* dg_g, const float* dg, const
   if (d.rows * d.params == 0) return;
   visit_float(a_dtype, [&](auto tag) {
     using T = decltype(tag);
-    backward_kernel<T><<<blocks_for(d), kThreads, 0, cuda::stream()>>>(static_cast<T*>(da), dz, dg_g, dg, ddelta,
-                                                                       static_cast<const T*>(a), A_log, dt_bias, d);
-    PRIMER_CUDA_CHECK_LAUNCH();
+    cuda::launch_dependent(backward_kernel<T>, blocks_for(d), kThreads, 0, static_cast<T*>(da), dz, dg_g, dg, ddelta,
+                           static_cast<const T*>(a), A_log, dt_bias, d);
   });
 }
 

@@ -1,5 +1,6 @@
 
 #include "core/cuda_runtime.h"
+#include "core/ops/cuda/dependent_launch.cuh"
 #include "core/ops/cuda/tile/rowops_vec.cuh"
 #include "core/ops/cuda/swiglu.h"
 
@@ -13,6 +14,7 @@ __device__ __forceinline__ float sigmoid(float g) { return 1.f / (1.f + expf(-g)
 // Each thread handles packs of N elements, grid-stride over n / N packs.
 template <class T, int N> __global__ void swiglu_forward_kernel(T* __restrict__ h, const T* __restrict__ gate,
                                                                 const T* __restrict__ up, int64_t packs) {
+  cuda::await_prior_grid();
   for (int64_t p = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; p < packs; p += int64_t(gridDim.x) * blockDim.x) {
     Pack<T, N> g, u, out;
     g.load(gate + p * N);
@@ -27,6 +29,7 @@ template <class T, int N> __global__ void swiglu_forward_kernel(T* __restrict__ 
 template <class T, int N> __global__ void swiglu_backward_kernel(T* __restrict__ dgate, T* __restrict__ dup,
                                                                  const T* __restrict__ dh, const T* __restrict__ gate,
                                                                  const T* __restrict__ up, int64_t packs) {
+  cuda::await_prior_grid();
   for (int64_t p = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; p < packs; p += int64_t(gridDim.x) * blockDim.x) {
     Pack<T, N> d, g, u, dg, du;
     d.load(dh + p * N);
@@ -52,11 +55,10 @@ void swiglu_forward(void* h, const void* gate, const void* up, int64_t n, DType 
     auto* hp = static_cast<T*>(h);
     const auto *gp = static_cast<const T*>(gate), *up_ = static_cast<const T*>(up);
     if (n % V == 0 && aligned16({h, gate, up})) {
-      swiglu_forward_kernel<T, V><<<grid_for(n / V, kThreads), kThreads, 0, cuda::stream()>>>(hp, gp, up_, n / V);
+      cuda::launch_dependent(swiglu_forward_kernel<T, V>, grid_for(n / V, kThreads), kThreads, 0, hp, gp, up_, n / V);
     } else {
-      swiglu_forward_kernel<T, 1><<<grid_for(n, kThreads), kThreads, 0, cuda::stream()>>>(hp, gp, up_, n);
+      cuda::launch_dependent(swiglu_forward_kernel<T, 1>, grid_for(n, kThreads), kThreads, 0, hp, gp, up_, n);
     }
-    PRIMER_CUDA_CHECK_LAUNCH();
   });
 }
 
@@ -67,12 +69,12 @@ void swiglu_backward(void* dgate, void* dup, const void* dh, const void* gate, c
     auto *dgp = static_cast<T*>(dgate), *dup_ = static_cast<T*>(dup);
     const auto *dhp = static_cast<const T*>(dh), *gp = static_cast<const T*>(gate), *up_ = static_cast<const T*>(up);
     if (n % V == 0 && aligned16({dgate, dup, dh, gate, up})) {
-      swiglu_backward_kernel<T, V>
-          <<<grid_for(n / V, kThreads), kThreads, 0, cuda::stream()>>>(dgp, dup_, dhp, gp, up_, n / V);
+      cuda::launch_dependent(swiglu_backward_kernel<T, V>, grid_for(n / V, kThreads), kThreads, 0, dgp, dup_, dhp, gp,
+                             up_, n / V);
     } else {
-      swiglu_backward_kernel<T, 1><<<grid_for(n, kThreads), kThreads, 0, cuda::stream()>>>(dgp, dup_, dhp, gp, up_, n);
+      cuda::launch_dependent(swiglu_backward_kernel<T, 1>, grid_for(n, kThreads), kThreads, 0, dgp, dup_, dhp, gp, up_,
+                             n);
     }
-    PRIMER_CUDA_CHECK_LAUNCH();
   });
 }
 
