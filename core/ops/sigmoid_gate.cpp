@@ -64,8 +64,8 @@ SigmoidGateGrads sigmoid_gate_backward(const Tensor& dy, const Tensor& a, const 
       T* dx = grads.da.data<T>();
 #pragma omp parallel for schedule(static)
       for (int64_t i = 0; i < d.rows * d.params; ++i) {
-        const double s = math::sigmoid(double(x[i]) + (b ? double(b[i % d.params]) : 0.0));
-        dx[i] = T(double(g[i]) * s * (1.0 - s));
+        const double z = double(x[i]) + (b ? double(b[i % d.params]) : 0.0);
+        dx[i] = T(double(g[i]) * math::unary_derivative(Unary::Sigmoid, z));
       }
     });
   } else {

@@ -29,8 +29,7 @@ template <class Ta, class Tb> __global__ void __launch_bounds__(kThreads)
   cuda::await_prior_grid();
   const int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x;
   if (i >= d.rows * d.params) return;
-  const float s = math::sigmoid(gate_input(a, bias, i, d.params));
-  da[i] = from_float<Ta>(dy[i] * s * (1.f - s));
+  da[i] = from_float<Ta>(dy[i] * math::unary_derivative(Unary::Sigmoid, gate_input(a, bias, i, d.params)));
 }
 
 unsigned blocks_for(const SigmoidGateDims& d) { return unsigned((d.rows * d.params + kThreads - 1) / kThreads); }
