@@ -6,6 +6,8 @@
 
 #include <cmath>
 #include <functional>
+#include <utility>
+#include <vector>
 
 #include "core/ops/cast.h"
 #ifdef PRIMER_WITH_CUDA
@@ -192,6 +194,46 @@ TEST(CopyCuda, HostDeviceRoundTrips) {
     test::poison(back);
     back.transpose(0, 1).copy_from(dev);
     expect_equal(back.transpose(0, 1), hv.to(DType::F32), fmt::format("device -> host view {}", dtype_name(dt)));
+  }
+}
+
+// zero_() and same-dtype copies of contiguous views at byte offsets and lengths (shorter and longer than a 16-byte
+// store; copies between views equally and unequally far from 16-byte alignment): every byte of the view written,
+// every byte around it as it was.
+TEST(CopyCuda, ZerosAndDenseCopiesWriteEveryByteOfTheViewAndNoOther) {
+  PRIMER_REQUIRE_CUDA();
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const int64_t n = 5000;
+  const Tensor host = base_values({n}, seed, DType::U8);
+  const std::vector<int64_t> values = host.to_vector<int64_t>();
+  const Tensor source = host.to(Device::cuda());
+  for (const auto& [begin, end] : std::vector<std::pair<int64_t, int64_t>>{
+           {0, n}, {1, n - 3}, {7, 8}, {15, 33}, {16, 4096}, {3, 18}, {17, 17 + 1601}, {4000, 4005}}) {
+    const Tensor dev = host.to(Device::cuda());
+    dev.slice(0, begin, end).zero_();
+    const std::vector<int64_t> got = dev.to_vector<int64_t>();
+    for (int64_t i = 0; i < n; ++i)
+      ASSERT_EQ(got[size_t(i)], begin <= i && i < end ? 0 : values[size_t(i)])
+          << "byte " << i << " after zeroing [" << begin << ", " << end << ")";
+    for (const int64_t shift : {int64_t(0), int64_t(16), int64_t(5)}) {  // src at dst's alignment, or not
+      if (end + shift > n) continue;
+      const Tensor copied = Tensor::zeros({n}, DType::U8, Device::cuda());
+      copied.slice(0, begin, end).copy_from(source.slice(0, begin + shift, end + shift));
+      const std::vector<int64_t> c = copied.to_vector<int64_t>();
+      for (int64_t i = 0; i < n; ++i)
+        ASSERT_EQ(c[size_t(i)], begin <= i && i < end ? values[size_t(i + shift)] : 0)
+            << "byte " << i << " after copying [" << begin + shift << ", " << end + shift << ") to [" << begin << ", "
+            << end << ")";
+    }
+  }
+  // Wider dtypes through the same bytes: an f32 view at a 4-byte offset, a bf16 one at a 2-byte offset.
+  for (DType dt : {DType::F32, DType::BF16, DType::F64}) {
+    const Tensor dev = base_values({3, 999}, seed + 1, dt).to(Device::cuda());
+    dev.select(0, 1).slice(0, 1, 998).zero_();
+    const Tensor want = base_values({3, 999}, seed + 1, dt);
+    want.select(0, 1).slice(0, 1, 998).fill_(0.0);
+    expect_equal(dev.to(Device::cpu()), want, fmt::format("zero_ of a row of {}", dtype_name(dt)));
   }
 }
 
