@@ -29,8 +29,10 @@
 //
 // Schedule per consumer warpgroup: each issues the next tile's S^T right behind this tile's dQ, so the tensor cores run
 // it while dQ is staged; the next dP^T runs while the probabilities are computed.
+
 #include "core/cuda_runtime.h"
 #include "core/ops/cuda/attention_backward_common.cuh"
+#include "core/ops/cuda/attention_tile_order.cuh"
 #include "core/ops/cuda/dependent_launch.cuh"
 #include "core/ops/cuda/dynamic_smem.h"
 #include "core/ops/cuda/tile/named_barrier.cuh"
@@ -122,7 +124,8 @@ struct BackwardMaps {
 
 template <int kDh, bool kTwoSources> __global__ void __launch_bounds__(WgmmaBackwardTraits<kDh>::kThreads, 1)
     attention_backward_wgmma_kernel(const __grid_constant__ BackwardArgs a0, const __grid_constant__ BackwardArgs a1,
-                                    const __grid_constant__ BackwardMaps maps) {
+                                    const __grid_constant__ BackwardMaps maps,
+                                    const __grid_constant__ TileOrder order) {
   cuda::await_prior_grid();
 #ifdef PRIMER_WGMMA
   using Tr = WgmmaBackwardTraits<kDh>;
@@ -149,16 +152,18 @@ template <int kDh, bool kTwoSources> __global__ void __launch_bounds__(WgmmaBack
   uint64_t* dq_full = empty + kStages;
   uint64_t* dq_empty = dq_full + 2 * Tr::kDqBuffers;
 
-  // Blocks [0, tiles0) take source 0's key tiles, the rest source 1's.
-  const int tiles0 = kTwoSources ? (a0.mask.Tk + kBlockN - 1) / kBlockN : int(gridDim.x);
-  const bool second = kTwoSources && int(blockIdx.x) >= tiles0;
+  // A row is a (key/value head, sequence) pair; its tiles [0, tiles0) are source 0's key tiles, the rest source 1's.
+  // Causal: early keys feed the most queries, and each group of rows takes its tiles in index order, so these go
+  // first and the light late key tiles fill the last wave.
+  int tile, row;
+  order.place(int(blockIdx.x), &tile, &row);
+  const int tiles0 = kTwoSources ? (a0.mask.Tk + kBlockN - 1) / kBlockN : order.tiles;
+  const bool second = kTwoSources && tile >= tiles0;
   const BackwardArgs& a = second ? a1 : a0;
   const int source = second ? 1 : 0;
-  const int key_tile = second ? int(blockIdx.x) - tiles0 : int(blockIdx.x);
-  // Causal: early keys feed the most queries; blocks start in index order, so these go first and the light late key
-  // tiles fill the last wave (2-4% at B = 1, T 16-32K on an H200).
+  const int key_tile = second ? tile - tiles0 : tile;
   const int n0 = key_tile * kBlockN;
-  const int kvh = blockIdx.y, b = blockIdx.z;
+  const int kvh = row % a0.Hkv, b = row / a0.Hkv;
   const int warp_id = threadIdx.x / 32, lane = threadIdx.x % 32;
   const Mask& mask = a.mask;
 
@@ -470,8 +475,11 @@ template <int kDh, bool kTwoSources> void launch_wgmma(const BackwardArgs& a0, c
   }
   maps.dout = token_head_tensor_map(a0.dout, B, a0.mask.Tq, a0.Hq, kDh, Tr::kBlockM);
   auto key_tiles = [](const BackwardArgs& a) { return (a.mask.Tk + Tr::kBlockN - 1) / Tr::kBlockN; };
-  const dim3 grid(key_tiles(a0) + (kTwoSources ? key_tiles(a1) : 0), a0.Hkv, B);
-  cuda::launch_dependent(kernel, grid, Tr::kThreads, Tr::kSmemBytes, a0, a1, maps);
+  // What a row's CTAs stream: for each query head of the group, its queries, output gradients and fp32 dQ.
+  auto row_bytes = [](const BackwardArgs& a) { return int64_t(a.group) * a.mask.Tq * kDh * (2 + 2 + 4); };
+  const TileOrder order = grouped_tile_order(key_tiles(a0) + (kTwoSources ? key_tiles(a1) : 0), a0.Hkv * B,
+                                             row_bytes(a0) + (kTwoSources ? row_bytes(a1) : 0));
+  cuda::launch_dependent(kernel, dim3(order.blocks()), Tr::kThreads, Tr::kSmemBytes, a0, a1, maps, order);
 }
 
 }  // namespace

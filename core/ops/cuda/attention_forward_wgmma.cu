@@ -15,6 +15,7 @@
 #include "core/cuda_runtime.h"
 #include "core/ops/cuda/attention_forward_wgmma.h"
 #include "core/ops/cuda/attention_mask.cuh"
+#include "core/ops/cuda/attention_tile_order.cuh"
 #include "core/ops/cuda/dependent_launch.cuh"
 #include "core/ops/cuda/dynamic_smem.h"
 #include "core/ops/cuda/tile/named_barrier.cuh"
@@ -116,7 +117,8 @@ __device__ __forceinline__ void pack_probabilities(uint32_t (&p)[kBlockN / 16][4
 // The warpgroups take turns issuing their products, so one's softmax overlaps the other's products. A step is one key
 // tile: source 0's tiles, then (two sources) source 1's.
 template <int kDh, bool kTwoSources> __global__ void __launch_bounds__(Traits<kDh, kTwoSources>::kThreads, 1)
-    attention_forward_wgmma_kernel(const __grid_constant__ ForwardArgs a, const __grid_constant__ ForwardMaps maps) {
+    attention_forward_wgmma_kernel(const __grid_constant__ ForwardArgs a, const __grid_constant__ ForwardMaps maps,
+                                   const __grid_constant__ attn::TileOrder order) {
   cuda::await_prior_grid();
 #ifdef PRIMER_WGMMA
   using Tr = Traits<kDh, kTwoSources>;
@@ -133,8 +135,11 @@ template <int kDh, bool kTwoSources> __global__ void __launch_bounds__(Traits<kD
   uint64_t* v_empty = k_empty + 2;  // [2]
 
   const int Tq = a.mask0.Tq;
-  const int m0 = (gridDim.x - 1 - blockIdx.x) * kBlockM;  // longest causal rows first
-  const int h = blockIdx.y, b = blockIdx.z, kvh = h / a.group;
+  // A row is a (query head, sequence) pair; each group of rows takes its query tiles longest causal rows first.
+  int tile, row;
+  order.place(int(blockIdx.x), &tile, &row);
+  const int m0 = (order.tiles - 1 - tile) * kBlockM;
+  const int h = row % a.Hq, b = row / a.Hq, kvh = h / a.group;
   const int warp_id = threadIdx.x / 32, lane = threadIdx.x % 32;
 
   // Each source's key tiles [begin, begin + count) that the query tile reaches.
@@ -312,7 +317,6 @@ template <int kDh, bool kTwoSources> void launch(const ForwardArgs& a, const voi
   constexpr auto kernel = attention_forward_wgmma_kernel<kDh, kTwoSources>;
   allow_dynamic_smem<kernel>(Tr::kSmemBytes);
   const int B = int(d[0].B);
-  const dim3 grid((a.mask0.Tq + Tr::kBlockM - 1) / Tr::kBlockM, a.Hq, B);
   ForwardMaps maps;
   for (int s = 0; s < (kTwoSources ? 2 : 1); ++s) {
     maps.q[s] = token_head_tensor_map(q[s], B, d[s].Tq, d[s].Hq, kDh, Tr::kBlockM);
@@ -321,7 +325,12 @@ template <int kDh, bool kTwoSources> void launch(const ForwardArgs& a, const voi
   }
   if (!kTwoSources) maps.q[1] = maps.q[0], maps.k[1] = maps.k[0], maps.v[1] = maps.v[0];
   maps.out = token_head_tensor_map(a.out, B, d[0].Tq, d[0].Hq, kDh, Tr::kBlockM);
-  cuda::launch_dependent(kernel, grid, Tr::kThreads, Tr::kSmemBytes, a, maps);
+  // What a row's CTAs stream: the keys and values of each source, shared by the group's query heads (adjacent rows).
+  int64_t row_bytes = 0;
+  for (int s = 0; s < (kTwoSources ? 2 : 1); ++s) row_bytes += d[s].Tk * kDh * 4 / a.group;
+  const attn::TileOrder order =
+      attn::grouped_tile_order(int((a.mask0.Tq + Tr::kBlockM - 1) / Tr::kBlockM), a.Hq * B, row_bytes);
+  cuda::launch_dependent(kernel, dim3(order.blocks()), Tr::kThreads, Tr::kSmemBytes, a, maps, order);
 }
 
 template <bool kTwoSources> void forward(void* out, float* lse, const void* const (&q)[2], const void* const (&k)[2],

@@ -1,4 +1,5 @@
-// Multiprocessor count of the current device, for launchers that size grids to whole waves of resident blocks.
+// The current device's multiprocessor count and L2 size, for launchers that size grids to whole waves of resident
+// blocks or order their blocks to share the L2.
 #pragma once
 #include "core/cuda_runtime.h"
 
@@ -12,6 +13,15 @@ inline int sm_count() {
     return n > 0 ? n : 1;
   }();
   return count;
+}
+
+inline int64_t l2_cache_bytes() {
+  static const int64_t bytes = [] {
+    int n = 0;
+    PRIMER_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrL2CacheSize, cuda::current_device()));
+    return int64_t(n);
+  }();
+  return bytes;
 }
 
 // True when a launch of `blocks` long-lived blocks (the sequential chunk passes: one block per value slice, head and
