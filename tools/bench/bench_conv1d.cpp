@@ -1,5 +1,8 @@
-// Causal depthwise conv1d (bf16, K=4, bias, SiLU) and embedding gather/scatter-add: time and bandwidth against the
-// device-to-device copy ceiling. Bytes counted are the minimum each op must move.
+// Causal depthwise conv1d (bf16, bias, SiLU) and embedding gather/scatter-add: time and bandwidth against the
+// device-to-device copy ceiling. Bytes counted are the minimum each op must move. The shapes are options; the defaults
+// are docs/perf.md's (conv: B 4, T 4096, C 4096 and 6144, K 4; embedding: Qwen3's vocabulary, D 1024, 16,384 ids).
+#include <fmt/format.h>
+
 #include <cstdio>
 #include <set>
 #include <string>
@@ -9,6 +12,7 @@
 #include "core/ops/embedding.h"
 #include "core/rng.h"
 #include "core/tensor.h"
+#include "tools/bench/common/bench_args.h"
 #include "tools/bench/common/bench_util.h"
 
 using namespace primer;
@@ -32,7 +36,20 @@ Tensor randn(const Shape& shape, DType dt, uint64_t key) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  int64_t B = 4, T = 4096, K = 4, V = 151936, D = 1024, N = 16384;
+  std::vector<int64_t> channels{4096, 6144};
+  CLI::App app{"bench_conv1d: causal depthwise conv1d and the embedding's gather and scatter-add"};
+  app.add_option("--batch", B, "conv: sequences")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--seq", T, "conv: tokens per sequence")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--channels", channels, "conv: channels, one or more")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--kernel", K, "conv: kernel width")->capture_default_str()->check(CLI::Range(2, 8));
+  app.add_option("--vocab", V, "embedding: rows of the table")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--dim", D, "embedding: row width")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--ids", N, "embedding: ids looked up")->capture_default_str()->check(CLI::PositiveNumber);
+  bench::parse_or_exit(app, argc, argv);
   if (!cuda::available()) {
     std::puts("bench_conv1d: no CUDA device");
     return 0;
@@ -42,9 +59,8 @@ int main() {
               bench::today().c_str(), copy_gbps);
   std::vector<bench::Row> rows;
 
-  const int64_t B = 4, T = 4096, K = 4;
-  for (int64_t C : {4096, 6144}) {
-    const std::string shape = "B=4 T=4096 C=" + std::to_string(C) + " K=4 bf16";
+  for (int64_t C : channels) {
+    const std::string shape = fmt::format("B={} T={} C={} K={} bf16", B, T, C, K);
     const Tensor x = randn({B, T, C}, DType::BF16, 1), dy = randn({B, T, C}, DType::BF16, 2);
     const Tensor w = randn({C, K}, DType::BF16, 3), bias = randn({C}, DType::BF16, 4);
     const Tensor dw = Tensor::zeros({C, K}, DType::F32, Device::cuda()),
@@ -57,14 +73,13 @@ int main() {
     rows.push_back(row("conv1d bwd (dy, x read, dx written)", shape, bwd, 3 * act_bytes, copy_gbps));
   }
 
-  const int64_t V = 151936, D = 1024, N = 16384;
   const Tensor table = randn({V, D}, DType::BF16, 5), dy = randn({N, D}, DType::BF16, 6);
   std::vector<int64_t> id_values(N);
   for (int64_t i = 0; i < N; ++i) id_values[size_t(i)] = int64_t(uniform01(7, uint64_t(i)) * double(V)) % V;
   const size_t unique = std::set<int64_t>(id_values.begin(), id_values.end()).size();
   const Tensor ids = Tensor::from_vector(id_values, {N}, DType::I32, Device::cuda());
   const Tensor dtable = Tensor::zeros({V, D}, DType::F32, Device::cuda());
-  const std::string shape = "V=151936 D=1024 N=16384 bf16";
+  const std::string shape = fmt::format("V={} D={} N={} bf16", V, D, N);
   const double efwd = bench::median_ms([&] { (void)ops::embedding(table, ids); });
   rows.push_back(row("embedding fwd (rows read, out written)", shape, efwd, 2.0 * N * D * 2, copy_gbps));
   const double ebwd = bench::median_ms([&] { ops::embedding_backward(dy, ids, dtable); });

@@ -1,15 +1,21 @@
 // Memory-bound op throughput: elementwise, reductions and softmax on CUDA, as achieved GB/s of the minimum traffic
-// (each input read once, each output written once) and as a fraction of the device-to-device copy ceiling.
+// (each input read once, each output written once) and as a fraction of the device-to-device copy ceiling. The shapes
+// are options: by default activations [8192, 4096], softmax over the LM head's rows [2048, 151936] and attention's
+// [65536, 256].
 #include <fmt/format.h>
 
 #include <cstdio>
 #include <functional>
+#include <string>
+#include <vector>
 
+#include "core/cuda_runtime.h"
 #include "core/ops/cuda/copy.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/reduce.h"
 #include "core/ops/softmax.h"
 #include "core/rng.h"
+#include "tools/bench/common/bench_args.h"
 #include "tools/bench/common/bench_util.h"
 
 using namespace primer;
@@ -22,9 +28,38 @@ Tensor random_cuda(const Shape& shape, DType dt) {
   return t;
 }
 
+// "ROWSxCOLS" as a shape, or an empty one.
+Shape parse_rows_cols(const std::string& text) {
+  long rows = 0, cols = 0;
+  char tail = 0;
+  if (std::sscanf(text.c_str(), "%ldx%ld%c", &rows, &cols, &tail) != 2 || rows <= 0 || cols <= 0) return {};
+  return {rows, cols};
+}
+
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  int64_t act_rows = 8192, act_cols = 4096;
+  std::vector<std::string> softmax_shapes{"2048x151936", "65536x256"};
+  CLI::App app{"bench_elementwise: elementwise ops, reductions, casts and softmax, GB/s against the copy ceiling"};
+  app.add_option("--rows", act_rows, "activations' rows (a multiple of 8)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--cols", act_cols, "activations' columns")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--softmax", softmax_shapes, "softmax shapes, ROWSxCOLS, one or more")->capture_default_str();
+  bench::parse_or_exit(app, argc, argv);
+  std::vector<Shape> softmax;
+  for (const std::string& text : softmax_shapes) softmax.push_back(parse_rows_cols(text));
+  for (size_t i = 0; i < softmax.size(); ++i)
+    if (softmax[i].empty() || act_rows % 8 != 0) {
+      std::fprintf(stderr, "bench_elementwise: --softmax %s must be ROWSxCOLS and --rows %ld a multiple of 8\n",
+                   softmax_shapes[i].c_str(), long(act_rows));
+      return 2;
+    }
+  if (!cuda::available()) {
+    std::puts("bench_elementwise: no CUDA device");
+    return 0;
+  }
   const double ceiling = bench::measure_copy_gbps();
   std::vector<bench::Row> rows;
   auto run = [&](const std::string& op, DType dt, const Shape& shape, double bytes_per_element,
@@ -35,16 +70,17 @@ int main() {
                      fmt::format("{:.0f}%", 100 * gbps / ceiling)}});
   };
 
-  const Shape act{8192, 4096};
+  const Shape act{act_rows, act_cols};
   for (DType dt : {DType::BF16, DType::F32}) {
     const double b = double(dtype_size(dt));
-    const Tensor x = random_cuda(act, dt), y = random_cuda(act, dt), bias = random_cuda({4096}, dt);
+    const Tensor x = random_cuda(act, dt), y = random_cuda(act, dt), bias = random_cuda({act_cols}, dt);
     run("add", dt, act, 3 * b, [&] { ops::add(x, y); });
     run("add (row broadcast)", dt, act, 2 * b, [&] { ops::add(x, bias); });
     run("silu", dt, act, 2 * b, [&] { ops::unary(ops::Unary::Silu, x); });
     run("silu backward", dt, act, 3 * b, [&] { ops::unary_backward(ops::Unary::Silu, x, y); });
     run("sum dim 0 (bias grad)", dt, act, b, [&] { ops::sum(x, 0); });
-    run("sum dim 1 of [8,1024,4096]", dt, act, b, [&] { ops::sum(x.view({8, 1024, 4096}), 1); });
+    const Shape eight_blocks{8, act_rows / 8, act_cols};
+    run("sum dim 1 of " + shape_str(eight_blocks), dt, act, b, [&] { ops::sum(x.view(eight_blocks), 1); });
     run("sum last dim", dt, act, b, [&] { ops::sum(x, -1); });
     run("sumsq_all", dt, act, b, [&] { ops::sumsq_all(x); });
   }
@@ -59,8 +95,7 @@ int main() {
       [&] { ops::cuda_ops::split_bf16(acc.data<float>(), hi.data_ptr(), lo.data_ptr(), acc.numel()); });
 #endif
 
-  const Shape vocab{2048, 151936}, attn{65536, 256};
-  for (const Shape& s : {vocab, attn}) {
+  for (const Shape& s : softmax) {
     const Tensor logits = random_cuda(s, DType::BF16), dy = random_cuda(s, DType::BF16);
     const Tensor probs = ops::softmax(logits);
     run("softmax", DType::BF16, s, 2 * 2, [&] { ops::softmax(logits); });

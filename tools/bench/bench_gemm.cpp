@@ -1,12 +1,15 @@
 // GEMM throughput: the ceilings (a large bf16 GEMM through ops::gemm, device copy bandwidth), then the GEMMs of a
-// Qwen3-0.6B training step at 16384 tokens, each against the best of every algorithm cuBLASLt's heuristic proposes.
+// Qwen3-shaped training step (--shape, by default 0.6b, at --tokens 16384), each against the best of every algorithm
+// cuBLASLt's heuristic proposes.
 #include <cstdio>
+#include <string>
 
 #include "core/cuda_runtime.h"
 #include "core/ops/cuda/gemm.h"
 #include "core/ops/gemm.h"
 #include "core/rng.h"
 #include "core/tensor.h"
+#include "tools/bench/common/bench_args.h"
 #include "tools/bench/common/bench_util.h"
 
 using namespace primer;
@@ -19,8 +22,6 @@ Tensor random(const Shape& shape, DType dtype, uint64_t key, double std) {
   fill_normal(t, key, 0.0, std);  // random data: constant inputs understate tensor-core power and flatter clocks
   return t;
 }
-
-constexpr int64_t kTokens = 16384;
 
 double tflops(double flops, double ms) { return flops / (ms * 1e-3) / 1e12; }
 
@@ -47,10 +48,10 @@ std::pair<double, int> best_candidate(const Problem& p) {
   return {best, count};
 }
 
-}  // namespace
-
-int main() {
-  std::printf("# bench_gemm — %s, %s\n\n", bench::device_name().c_str(), bench::today().c_str());
+// The ceilings, then each of the step's GEMMs, as one table.
+void run(const std::string& shape, const ModelConfig& c, int64_t tokens) {
+  std::printf("# bench_gemm — Qwen3-%s shape, %ld tokens — %s, %s\n\n", shape.c_str(), long(tokens),
+              bench::device_name().c_str(), bench::today().c_str());
   const Device gpu = Device::cuda();
   ops::set_gemm_autotune(true);  // as a trainer's warm-up step would; each layout's first call below tunes it
   double ceiling = 0;
@@ -63,15 +64,17 @@ int main() {
   const double copy = bench::measure_copy_gbps();
   std::printf("ceilings: bf16 GEMM 8192^3 via ops::gemm %.1f TFLOP/s; device copy %.0f GB/s\n\n", ceiling, copy);
 
-  // Qwen3-0.6B: hidden 1024, 16 query heads and 8 KV heads of 128, FFN 3072, vocabulary 151936. [out, in] weights.
+  // [out, in] weights (0.6b: hidden 1024, 16 query heads and 8 KV heads of 128, FFN 3072, vocabulary 151936).
+  const int64_t d = c.hidden_size, q = c.num_attention_heads * c.head_dim, kv = c.num_key_value_heads * c.head_dim;
+  const int64_t ffn = c.intermediate_size;
   const std::pair<std::string, std::pair<int64_t, int64_t>> layers[] = {
-      {"q_proj", {2048, 1024}},       {"k/v_proj", {1024, 1024}},  {"o_proj", {1024, 2048}},
-      {"gate/up_proj", {3072, 1024}}, {"down_proj", {1024, 3072}}, {"lm_head", {151936, 1024}}};
+      {"q_proj", {q, d}},         {"k/v_proj", {kv, d}},   {"o_proj", {d, q}},
+      {"gate/up_proj", {ffn, d}}, {"down_proj", {d, ffn}}, {"lm_head", {c.vocab_size, d}}};
   std::vector<bench::Row> rows;
   for (const auto& [name, dims] : layers) {
     const auto [out, in] = dims;
-    const Tensor x = random({kTokens, in}, DType::BF16, 3, 1.0), W = random({out, in}, DType::BF16, 4, 0.02);
-    const Tensor y = random({kTokens, out}, DType::BF16, 5, 1.0), dx = Tensor::empty({kTokens, in}, DType::BF16, gpu);
+    const Tensor x = random({tokens, in}, DType::BF16, 3, 1.0), W = random({out, in}, DType::BF16, 4, 0.02);
+    const Tensor y = random({tokens, out}, DType::BF16, 5, 1.0), dx = Tensor::empty({tokens, in}, DType::BF16, gpu);
     const Tensor dW = Tensor::zeros({out, in}, DType::F32, gpu);
     const Problem problems[] = {{name + " fwd x@W^T", x, W, y, false, true, 0.0},
                                 {name + " dgrad dy@W", y, W, dx, false, false, 0.0},
@@ -88,14 +91,30 @@ int main() {
             fmt::format("{:.3f}", best_ms), std::to_string(count), fmt::format("{:.2f}", ms / best_ms)}});
     }
   }
-  bench::print_table({"GEMM (T=16384)", "MxNxK", "heuristic #0 ms", "ours (tuned) ms", "TFLOP/s", "% ceiling",
-                      "best-of-heuristics ms", "candidates", "ours/best"},
+  bench::print_table({"GEMM (" + std::to_string(tokens) + " tokens)", "MxNxK", "heuristic #0 ms", "ours (tuned) ms",
+                      "TFLOP/s", "% ceiling", "best-of-heuristics ms", "candidates", "ours/best"},
                      rows);
-  return 0;
 }
-#else
-int main() {
-  std::puts("bench_gemm needs a CUDA build");
-  return 0;
-}
+
+}  // namespace
 #endif
+
+int main(int argc, char** argv) {
+  std::string shape = "0.6b";
+  int64_t tokens = 16384;
+  CLI::App app{"bench_gemm: the GEMM ceiling, then a Qwen3-shaped training step's GEMMs"};
+  app.add_option("--shape", shape, "Qwen3 shape")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"0.6b", "1.7b", "4b", "8b"}));
+  app.add_option("--tokens", tokens, "tokens per step (B * T)")->capture_default_str()->check(CLI::PositiveNumber);
+  bench::parse_or_exit(app, argc, argv);
+  const ModelConfig c = bench::qwen3_shape(shape);
+#ifdef PRIMER_WITH_CUDA
+  if (cuda::available()) {
+    run(shape, c, tokens);
+    return 0;
+  }
+#endif
+  std::puts("bench_gemm: no CUDA device");
+  return 0;
+}
