@@ -48,7 +48,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "bench_attention: --kv-heads %ld does not divide --heads %ld\n", long(kv_heads), long(heads));
     return 2;
   }
-  PRIMER_CHECK(cuda::available(), "bench_attention needs a CUDA device");
+  if (!cuda::available()) {
+    std::puts("bench_attention: no CUDA device");
+    return 0;
+  }
   std::printf("# causal attention, bf16, Hq = %ld, Hkv = %ld, Dh = %ld, %s, %s\n", long(heads), long(kv_heads),
               long(head_dim), bench::device_name().c_str(), bench::today().c_str());
   std::vector<bench::Row> rows;
