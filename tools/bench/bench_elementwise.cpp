@@ -48,14 +48,18 @@ int main(int argc, char** argv) {
   app.add_option("--cols", act_cols, "activations' columns")->capture_default_str()->check(CLI::PositiveNumber);
   app.add_option("--softmax", softmax_shapes, "softmax shapes, ROWSxCOLS, one or more")->capture_default_str();
   bench::parse_or_exit(app, argc, argv);
+  if (act_rows % 8 != 0) {
+    std::fprintf(stderr, "bench_elementwise: --rows %ld is not a multiple of 8\n", long(act_rows));
+    return 2;
+  }
   std::vector<Shape> softmax;
-  for (const std::string& text : softmax_shapes) softmax.push_back(parse_rows_cols(text));
-  for (size_t i = 0; i < softmax.size(); ++i)
-    if (softmax[i].empty() || act_rows % 8 != 0) {
-      std::fprintf(stderr, "bench_elementwise: --softmax %s must be ROWSxCOLS and --rows %ld a multiple of 8\n",
-                   softmax_shapes[i].c_str(), long(act_rows));
+  for (const std::string& text : softmax_shapes) {
+    softmax.push_back(parse_rows_cols(text));
+    if (softmax.back().empty()) {
+      std::fprintf(stderr, "bench_elementwise: --softmax %s: expected ROWSxCOLS, e.g. 2048x151936\n", text.c_str());
       return 2;
     }
+  }
   if (!cuda::available()) {
     std::puts("bench_elementwise: no CUDA device");
     return 0;

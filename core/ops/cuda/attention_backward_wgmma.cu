@@ -29,7 +29,6 @@
 //
 // Schedule per consumer warpgroup: each issues the next tile's S^T right behind this tile's dQ, so the tensor cores run
 // it while dQ is staged; the next dP^T runs while the probabilities are computed.
-
 #include "core/cuda_runtime.h"
 #include "core/ops/cuda/attention_backward_common.cuh"
 #include "core/ops/cuda/attention_tile_order.cuh"

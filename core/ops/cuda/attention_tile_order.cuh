@@ -7,8 +7,8 @@
 // and the last rows' heavy tiles run alone at the end. Rows are therefore taken in groups, within a group tile by
 // tile (each row's tile 0, then each row's tile 1, ...) -- FlashAttention-3's backward scheduler
 // (`SingleTileBwdLPTScheduler` in hopper/tile_scheduler.hpp, Dao-AILab/flash-attention). A group holds just enough
-// rows to fill the SMs once, and no more than half the L2 holds: on an H200, groups sized to 50-80% of the L2 alone
-// measured 2-5% slower at T = 16K, where one row already fills the SMs (docs/perf.md, "Tile order").
+// rows to fill the SMs once, and no more than half the L2 holds: on an H200, groups sized by the L2 alone measured
+// 2-7% slower at T = 16K, where one row already fills the SMs (docs/perf.md, "tiles in groups of rows").
 #pragma once
 #include <algorithm>
 #include <cstdint>

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "core/cuda_runtime.h"
+#include "core/ops/cuda/device_attribute.h"
 
 namespace primer::ops::cuda_ops {
 
@@ -18,15 +19,7 @@ template <auto kKernel> void allow_dynamic_smem(int bytes) {
 }
 
 // The most dynamic shared memory one block may opt in to on the current device (227 KB on Hopper, 163 KB on an
-// A100), for kernels that take deeper pipelines where they fit. Kernels run on one device per process in primer, so
-// the first query holds.
-inline size_t max_dynamic_smem() {
-  static const size_t bytes = [] {
-    int n = 0;
-    PRIMER_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMaxSharedMemoryPerBlockOptin, cuda::current_device()));
-    return size_t(n);
-  }();
-  return bytes;
-}
+// A100), for kernels that take deeper pipelines where they fit.
+inline size_t max_dynamic_smem() { return size_t(device_attribute<cudaDevAttrMaxSharedMemoryPerBlockOptin>()); }
 
 }  // namespace primer::ops::cuda_ops

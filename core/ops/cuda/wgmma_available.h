@@ -4,19 +4,16 @@
 #pragma once
 #include <cstdlib>
 
-#include "core/cuda_runtime.h"
+#include "core/ops/cuda/device_attribute.h"
 
 namespace primer::ops::cuda_ops {
 
 inline bool wgmma_available() {
 #ifdef PRIMER_CUDA_SM90A
-  // Kernels run on one device per process in primer, so the first query holds.
   static const bool available = [] {
-    int major = 0, minor = 0;
-    PRIMER_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, cuda::current_device()));
-    PRIMER_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, cuda::current_device()));
     const char* off = std::getenv("PRIMER_NO_WGMMA");
-    return major == 9 && minor == 0 && !(off && *off && *off != '0');
+    return device_attribute<cudaDevAttrComputeCapabilityMajor>() == 9 &&
+           device_attribute<cudaDevAttrComputeCapabilityMinor>() == 0 && !(off && *off && *off != '0');
   }();
   return available;
 #else
