@@ -1,13 +1,14 @@
 // Hopper (sm_90a) flash attention backward with warpgroup MMA, warp-specialised. One CTA per (128-key tile, kv
 // head, batch) of two consumer warpgroups and a producer warpgroup. Consumer warpgroup w owns keys 64w..64w+63 and
-// keeps their dK and dV (64 x Dh each) in registers while 64-query tiles of every query head of the GQA group stream
-// through shared memory; so dK/dV are summed over the group without atomics and written once. Per query tile and
-// consumer warpgroup:
-//   S^T = K_w Q^T and dP^T = V_w dO^T                        (from shared memory; K_w, V_w from registers at Dh 64)
+// keeps their dK and dV (64 x Dh each) in registers while query tiles (64 queries at head_dim 128, 128 at 64) of every
+// query head of the GQA group stream through shared memory; so dK/dV are summed over the group without atomics and
+// written once. Per query tile and consumer warpgroup:
+//   S^T = K_w Q^T and dP^T = V_w dO^T                        (from shared memory)
 //   P^T = exp2(S^T scale log2(e) - lse log2(e)),  dS^T = P^T (dP^T - delta) scale   (masked on edge tiles only)
 //   dV += P^T dO and dK += dS^T Q                            (P^T, dS^T as register A fragments)
 //   dQ  = dS K                                               (dS^T through shared memory)
-// The warpgroups split dQ's columns, each reducing over all 128 keys, so that each query tile's dQ leaves a CTA once.
+// The warpgroups split dQ (by columns for 64 queries, by rows for 128), each reducing over all 128 keys, so that each
+// query tile's dQ leaves a CTA once.
 // dQ is staged in shared memory and added to the fp32 buffer by bulk tensor reduce-adds (TMA): not bitwise
 // deterministic, like FlashAttention-2's atomics, but with far less load on the memory pipeline than per-thread
 // atomics.
@@ -50,20 +51,30 @@ using wgmma::Sw128Tile;
 template <int kDh> struct WgmmaBackwardTraits {
   // Two consumer warpgroups and a producer warpgroup: a whole warpgroup so that registers can move from it to the
   // consumers (setmaxnreg; the register file is split among the four schedulers).
-  static constexpr int kBlockN = 128, kBlockM = 64, kConsumers = 256, kThreads = 384, kStages = 2;
+  static constexpr int kBlockN = 128, kConsumers = 256, kThreads = 384, kStages = 2;
+  // Query tiles of 64 at head_dim 128; of 128 at head_dim 64 (FlashAttention-3's hdim-64 tiles), where a step's
+  // products with 64 queries take half as long as at 128 while what a step costs besides them (its barrier waits and
+  // arrivals, the consumers' named barrier, the stage's loads and dQ's staging) does not shrink.
+  static constexpr int kBlockM = kDh == 64 ? 128 : 64;
+  static constexpr int kScores = kBlockM / 2;  // S^T and dP^T accumulators a thread holds (m64 x kBlockM)
   static constexpr int kProducerRegisters = 24, kConsumerRegisters = 240;
   static_assert(kThreads == kConsumers + 128, "two consumer warpgroups and one producer warpgroup");
   static_assert((kProducerRegisters + 2 * kConsumerRegisters) * 32 <= 16384,
                 "each scheduler's 16K registers hold one warp of each warpgroup");
-  static constexpr int kDqCols = kDh / 2;     // dQ columns one warpgroup computes
+  // dQ (kBlockM x kDh) is split between the consumer warpgroups, each reducing over all 128 keys: by columns when the
+  // query tile is one wgmma row block of 64, by rows when it is two. Either way a warpgroup computes 64 rows.
+  static constexpr bool kDqRowSplit = kBlockM == 128;
+  static constexpr int kDqCols = kDqRowSplit ? kDh : kDh / 2;
+  __host__ __device__ static constexpr int dq_row0(int w) { return kDqRowSplit ? 64 * w : 0; }
+  __host__ __device__ static constexpr int dq_col0(int w) { return kDqRowSplit ? 0 : kDqCols * w; }
   using KTile = Sw128Tile<kBlockN, kDh>;      // K, V: [key][d]
   using QTile = Sw128Tile<kBlockM, kDh>;      // Q, dO: [query][d]
   using STile = Sw128Tile<kBlockN, kBlockM>;  // dS^T: [key][query]
-  // dQ staging, per warpgroup its columns as boxes of the dQ tensor map: [64 queries][32 fp32 columns] each.
-  // Two buffers of it where shared memory has room (head_dim 64), so that a warpgroup seldom waits for the
-  // reduce-adds of the step before to have read its staging.
-  static constexpr int kDqBuffers = kDh == 64 ? 2 : 1;
-  static constexpr int kDqBoxes = kDqCols / 32, kDqBox = kBlockM * 32, kDqStage = kDqBoxes * kDqBox;
+  // dQ staging, per warpgroup its 64 rows as boxes of the dQ tensor map: [64 queries][32 fp32 columns] each. One
+  // buffer of it: a second (measured 0.6-1.3% faster with head_dim 64's former 64-query tiles) would not fit beside
+  // either kernel's tiles.
+  static constexpr int kDqRows = 64, kDqBuffers = 1;
+  static constexpr int kDqBoxes = kDqCols / 32, kDqBox = kDqRows * 32, kDqStage = kDqBoxes * kDqBox;
   static constexpr int kDqStaging = kDqBuffers * 2 * kDqStage;
   static_assert(kDqCols % 32 == 0, "a warpgroup's dQ columns are whole 32-column boxes");
   // The barriers: K and V landed; per stage full and empty; per consumer warpgroup and dQ buffer, dQ staged and the
@@ -95,21 +106,21 @@ __device__ __forceinline__ int staged_dq_offset(int row, int col) {
   return (col >> 5) * (64 * 32) + row * 32 + ((((col & 31) >> 2) ^ (row & 7)) << 2) + (col & 3);
 }
 
-// Sets the scores of a 64 x 64 accumulator tile that the mask hides (or that lie past Tq / Tk) to -inf. Element
-// 4j + e is query q0 + 8j + e % 2 (q0 = the tile's first query + 2t) and key k0 + 8 (e / 2).
-__device__ __forceinline__ void hide_masked(float (&s)[32], const Mask& mask, int q0, int k0) {
+// Sets the scores of a 64-key accumulator tile (kN / 4 groups of 8 queries) that the mask hides (or that lie past Tq
+// / Tk) to -inf. Element 4j + e is query q0 + 8j + e % 2 (q0 = the tile's first query + 2t) and key k0 + 8 (e / 2).
+template <int kN> __device__ __forceinline__ void hide_masked(float (&s)[kN], const Mask& mask, int q0, int k0) {
   const TileMask tile = mask.tile(q0, k0);
 #pragma unroll
-  for (int j = 0; j < 8; ++j)
+  for (int j = 0; j < kN / 4; ++j)
 #pragma unroll
     for (int e = 0; e < 4; ++e)
       if (tile.hidden(8 * j + (e & 1), 8 * (e >> 1))) s[4 * j + e] = -INFINITY;
 }
 
-// The A fragments (k-steps of 16 queries) of a 64 x 64 accumulator, packed to bf16.
-__device__ __forceinline__ void accumulators_to_a(uint32_t (&a)[4][4], const float (&c)[32]) {
+// The A fragments (k-steps of 16 queries) of a 64-row accumulator, packed to bf16.
+template <int kK> __device__ __forceinline__ void accumulators_to_a(uint32_t (&a)[kK][4], const float (&c)[8 * kK]) {
 #pragma unroll
-  for (int kk = 0; kk < 4; ++kk)
+  for (int kk = 0; kk < kK; ++kk)
 #pragma unroll
     for (int i = 0; i < 4; ++i) a[kk][i] = tile::pack_bf16(c[8 * kk + 2 * i], c[8 * kk + 2 * i + 1]);
 }
@@ -244,7 +255,8 @@ template <int kDh, bool kTwoSources> __global__ void __launch_bounds__(WgmmaBack
           const float* staged = sDq + slot * Tr::kDqStage;
 #pragma unroll
           for (int box = 0; box < Tr::kDqBoxes; ++box)  // rows past Tq are clipped
-            tma::reduce_add_4d(&maps.dq[source], staged + box * Tr::kDqBox, kDqCols * w + 32 * box, cur.h, cur.m0, b);
+            tma::reduce_add_4d(&maps.dq[source], staged + box * Tr::kDqBox, Tr::dq_col0(w) + 32 * box, cur.h,
+                               cur.m0 + Tr::dq_row0(w), b);
           tma::commit_bulk_group();
           tma::wait_bulk_groups<true>();
           tma::arrive(&dq_empty[slot]);
@@ -260,46 +272,26 @@ template <int kDh, bool kTwoSources> __global__ void __launch_bounds__(WgmmaBack
   // Barrier 1: both consumer warpgroups (256 threads).
   constexpr int kConsumersMeet = 1;
 
-  // At head_dim 64 the registers have room for this warpgroup's keys and values as the A operands of S^T and dP^T
-  // (16 registers each), which then leave shared memory's bandwidth to the other operands at every step.
-  constexpr bool kKvInRegisters = kDh == 64;
-  uint32_t k_frag[kDh / 16][4] = {}, v_frag[kDh / 16][4] = {};
-
   // S^T = K_w Q^T or dP^T = V_w dO^T from a stage: one commit group.
-  auto issue_scores = [&](float(&acc)[32], const bf16* keys, const uint32_t(&frag)[kDh / 16][4], const bf16* queries,
-                          int stage) {
+  auto issue_scores = [&](float(&acc)[Tr::kScores], const bf16* keys, const bf16* queries, int stage) {
     const uint64_t key_desc = wgmma::k_major<kBlockN, kDh>(keys, 64 * wg, 0);
     const uint64_t query_desc = wgmma::k_major<kBlockM, kDh>(queries + stage * QTile::kElems, 0, 0);
     wgmma::fence();
 #pragma unroll
-    for (int kk = 0; kk < kDh / 16; ++kk) {
-      const uint64_t query_k = advance(query_desc, k_major_step<QTile>(16 * kk));
-      if constexpr (kKvInRegisters)
-        wgmma::wgmma_rs<0>(acc, frag[kk], query_k, kk > 0);
-      else
-        wgmma::wgmma_ss<0, 0>(acc, advance(key_desc, k_major_step<KTile>(16 * kk)), query_k, kk > 0);
-    }
+    for (int kk = 0; kk < kDh / 16; ++kk)
+      wgmma::wgmma_ss<0, 0>(acc, advance(key_desc, k_major_step<KTile>(16 * kk)),
+                            advance(query_desc, k_major_step<QTile>(16 * kk)), kk > 0);
     wgmma::commit();
   };
 
   float dk[kDh / 2], dv[kDh / 2];
 #pragma unroll
   for (int i = 0; i < kDh / 2; ++i) dk[i] = dv[i] = 0.f;
-  float s[32], dp[32];
+  float s[Tr::kScores], dp[Tr::kScores];
   tma::wait(kv_full, 0);
   if (steps > 0) {
-    if constexpr (kKvInRegisters) {  // fragment kk, register i: key row 8 (i % 2), columns 16kk + 8 (i / 2) + 2t
-#pragma unroll
-      for (int kk = 0; kk < kDh / 16; ++kk)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const int offset = KTile::offset(64 * wg + 16 * warp + g + 8 * (i & 1), 16 * kk + 8 * (i >> 1) + 2 * t);
-          k_frag[kk][i] = *reinterpret_cast<const uint32_t*>(sK + offset);
-          v_frag[kk][i] = *reinterpret_cast<const uint32_t*>(sV + offset);
-        }
-    }
     tma::wait(&full[0], 0);
-    issue_scores(s, sK, k_frag, sQ, 0);
+    issue_scores(s, sK, sQ, 0);
   }
 
   Cursor cur = first;
@@ -314,11 +306,11 @@ template <int kDh, bool kTwoSources> __global__ void __launch_bounds__(WgmmaBack
     // Accumulator element 4j + e: key my_key + 8 (e / 2), query m0 + 8j + 2t + e % 2.
     const int my_key = key0 + 16 * warp + g;
     wgmma::wait<0>();
-    issue_scores(dp, sV, v_frag, sdO, stage);
+    issue_scores(dp, sV, sdO, stage);
     wgmma::pin(s);
     if (!mask.tile_fully_visible(m0, kBlockM, key0, 64)) hide_masked(s, mask, m0 + 2 * t, my_key);
 #pragma unroll
-    for (int j = 0; j < 8; ++j) {
+    for (int j = 0; j < kBlockM / 8; ++j) {
       const float2 l = *reinterpret_cast<const float2*>(lse + 8 * j + 2 * t);
       // A row that sees no key has lse = -inf and every score hidden: +inf keeps exp2(-inf - lse) at 0, not NaN.
       const float l2[2] = {l.x == -INFINITY ? INFINITY : l.x * kLog2e, l.y == -INFINITY ? INFINITY : l.y * kLog2e};
@@ -328,22 +320,22 @@ template <int kDh, bool kTwoSources> __global__ void __launch_bounds__(WgmmaBack
     wgmma::wait<0>();
     wgmma::pin(dp);
 #pragma unroll
-    for (int j = 0; j < 8; ++j) {
+    for (int j = 0; j < kBlockM / 8; ++j) {
       const float2 dl = *reinterpret_cast<const float2*>(delta + 8 * j + 2 * t);
 #pragma unroll
       for (int e = 0; e < 4; ++e) dp[4 * j + e] = s[4 * j + e] * (dp[4 * j + e] - ((e & 1) ? dl.y : dl.x)) * a.scale;
     }
 
-    // dV += P^T dO and dK += dS^T Q (reduction over the 64 queries).
-    uint32_t pa[4][4], dsa[4][4];
+    // dV += P^T dO and dK += dS^T Q (reduction over the tile's queries).
+    uint32_t pa[kBlockM / 16][4], dsa[kBlockM / 16][4];
     accumulators_to_a(pa, s);
     accumulators_to_a(dsa, dp);
     const uint64_t do_mn = wgmma::mn_major<kBlockM, kDh>(tdO, 0, 0), q_mn = wgmma::mn_major<kBlockM, kDh>(tQ, 0, 0);
     wgmma::fence();
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk) wgmma::wgmma_rs<1>(dv, pa[kk], advance(do_mn, mn_major_step(16 * kk)), 1);
+    for (int kk = 0; kk < kBlockM / 16; ++kk) wgmma::wgmma_rs<1>(dv, pa[kk], advance(do_mn, mn_major_step(16 * kk)), 1);
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk) wgmma::wgmma_rs<1>(dk, dsa[kk], advance(q_mn, mn_major_step(16 * kk)), 1);
+    for (int kk = 0; kk < kBlockM / 16; ++kk) wgmma::wgmma_rs<1>(dk, dsa[kk], advance(q_mn, mn_major_step(16 * kk)), 1);
     wgmma::commit();
     wgmma::pin(dv);
     wgmma::pin(dk);
@@ -351,7 +343,7 @@ template <int kDh, bool kTwoSources> __global__ void __launch_bounds__(WgmmaBack
     // dS^T to its buffer (fragment kk, register i holds key row 8 (i % 2), queries 16kk + 8 (i / 2) + 2t). The
     // buffer's last readers, step - 2's dQ products, finished before either warpgroup met the other at step - 1.
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk)
+    for (int kk = 0; kk < kBlockM / 16; ++kk)
 #pragma unroll
       for (int i = 0; i < 4; ++i)
         *reinterpret_cast<uint32_t*>(
@@ -359,10 +351,10 @@ template <int kDh, bool kTwoSources> __global__ void __launch_bounds__(WgmmaBack
     wgmma::fence_shared_for_async();
     tile::barrier_sync(kConsumersMeet, Tr::kConsumers);  // both halves of dS^T are in shared memory
 
-    // dQ (64 queries x kDqCols) = dS K over all 128 keys, this warpgroup's columns kDqCols w ...
+    // dQ = dS K over all 128 keys, this warpgroup's 64 rows and kDqCols columns ...
     float dq[kDqCols / 2];
-    const uint64_t ds_mn = wgmma::mn_major<kBlockN, kBlockM>(tdS, 0, 0);
-    const uint64_t k_mn = wgmma::mn_major<kBlockN, kDh>(sK, 0, kDqCols * wg);
+    const uint64_t ds_mn = wgmma::mn_major<kBlockN, kBlockM>(tdS, 0, Tr::dq_row0(wg));
+    const uint64_t k_mn = wgmma::mn_major<kBlockN, kDh>(sK, 0, Tr::dq_col0(wg));
     wgmma::fence();
 #pragma unroll
     for (int kk = 0; kk < kBlockN / 16; ++kk)
@@ -382,13 +374,13 @@ template <int kDh, bool kTwoSources> __global__ void __launch_bounds__(WgmmaBack
     // defined on only some paths would make the compiler serialize the wgmmas.
     const int next_stage = next(cur).stage;
     if (step + 1 < steps) tma::wait(&full[next_stage], parity(step + 1));
-    issue_scores(s, sK, k_frag, sQ, next_stage);
+    issue_scores(s, sK, sQ, next_stage);
     wgmma::wait<1>();
     wgmma::pin(dq);
 
-    // dQ to this warpgroup's staging boxes (element 4j + e: query 16 warp + g + 8 (e / 2), column 8j + 2t + e % 2
-    // of its columns) once the reduce-adds of the buffer's last use have read them; the producer's second warp adds
-    // them.
+    // dQ to this warpgroup's staging boxes (element 4j + e: query 16 warp + g + 8 (e / 2) of its rows, column 8j + 2t +
+    // e % 2 of its columns) once the reduce-adds of the buffer's last use have read them; the producer's second warp
+    // adds them.
     const int dq_slot = wg * Tr::kDqBuffers + step % Tr::kDqBuffers;
     float* staged = sDq + dq_slot * Tr::kDqStage;
     if (step >= Tr::kDqBuffers) tma::wait(&dq_empty[dq_slot], (step / Tr::kDqBuffers - 1) & 1);
@@ -468,7 +460,7 @@ template <int kDh, bool kTwoSources> void launch_wgmma(const BackwardArgs& a0, c
     maps.v[s] = token_head_tensor_map(a.v, B, a.mask.Tk, a.Hkv, kDh, Tr::kBlockN);
     // dQ is reduced into dq_accum [B, Tq, Hq, Dh] fp32 in boxes of [64 queries][32 columns].
     maps.dq[s] =
-        token_head_tensor_map(a.dq_accum, B, a.mask.Tq, a.Hq, kDh, Tr::kBlockM, CU_TENSOR_MAP_DATA_TYPE_FLOAT32);
+        token_head_tensor_map(a.dq_accum, B, a.mask.Tq, a.Hq, kDh, Tr::kDqRows, CU_TENSOR_MAP_DATA_TYPE_FLOAT32);
     maps.dk[s] = token_head_tensor_map(a.dk, B, a.mask.Tk, a.Hkv, kDh, Tr::kBlockN);
     maps.dv[s] = token_head_tensor_map(a.dv, B, a.mask.Tk, a.Hkv, kDh, Tr::kBlockN);
   }
