@@ -396,51 +396,30 @@ template <int kDh, bool kTwoSources> __global__ void __launch_bounds__(WgmmaBack
   }
   wgmma::wait<0>();
 
-  // dK and dV, element 4j + e: key row 16 warp + g + 8 (e / 2) of this warpgroup's 64, column 8j + 2t + e % 2.
-  // head_dim 128: through K's and V's tiles and one bulk tensor store per 64-column block (rows past Tk are clipped).
-  // head_dim 64 keeps each thread's own stores: its kernel measured 2-6% slower forward + backward with the staged
-  // ones (H200, same call, T 2K-32K: the main loop's code changed with them), where head_dim 128's gained 4% at T 2K.
-  if constexpr (kDh == 128) {
-    tile::barrier_sync(kConsumersMeet, Tr::kConsumers);  // both warpgroups' products (dQ reads all of K) are done
+  // dK and dV, element 4j + e: key row 16 warp + g + 8 (e / 2) of this warpgroup's 64, column 8j + 2t + e % 2: through
+  // K's and V's tiles and one bulk tensor store per 64-column block (rows past Tk are clipped).
+  tile::barrier_sync(kConsumersMeet, Tr::kConsumers);  // both warpgroups' products (dQ reads all of K) are done
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const int row = 64 * wg + 16 * warp + g + 8 * r;
+  for (int r = 0; r < 2; ++r) {
+    const int row = 64 * wg + 16 * warp + g + 8 * r;
 #pragma unroll
-      for (int j = 0; j < kDh / 8; ++j) {
-        *reinterpret_cast<__nv_bfloat162*>(sK + KTile::offset(row, 8 * j + 2 * t)) =
-            __floats2bfloat162_rn(dk[4 * j + 2 * r], dk[4 * j + 2 * r + 1]);
-        *reinterpret_cast<__nv_bfloat162*>(sV + KTile::offset(row, 8 * j + 2 * t)) =
-            __floats2bfloat162_rn(dv[4 * j + 2 * r], dv[4 * j + 2 * r + 1]);
-      }
+    for (int j = 0; j < kDh / 8; ++j) {
+      *reinterpret_cast<__nv_bfloat162*>(sK + KTile::offset(row, 8 * j + 2 * t)) =
+          __floats2bfloat162_rn(dk[4 * j + 2 * r], dk[4 * j + 2 * r + 1]);
+      *reinterpret_cast<__nv_bfloat162*>(sV + KTile::offset(row, 8 * j + 2 * t)) =
+          __floats2bfloat162_rn(dv[4 * j + 2 * r], dv[4 * j + 2 * r + 1]);
     }
-    wgmma::fence_shared_for_async();
-    tile::barrier_sync(kConsumersMeet, Tr::kConsumers);
-    if (threadIdx.x == 0) {
+  }
+  wgmma::fence_shared_for_async();
+  tile::barrier_sync(kConsumersMeet, Tr::kConsumers);
+  if (threadIdx.x == 0) {
 #pragma unroll
-      for (int c = 0; c < kDh / 64; ++c) {
-        tma::store_4d(&maps.dk[source], sK + c * KTile::kBlockElems, 64 * c, kvh, n0, b);
-        tma::store_4d(&maps.dv[source], sV + c * KTile::kBlockElems, 64 * c, kvh, n0, b);
-      }
-      tma::commit_bulk_group();
-      tma::wait_bulk_groups<true>();  // read out of shared memory before the CTA exits
+    for (int c = 0; c < kDh / 64; ++c) {
+      tma::store_4d(&maps.dk[source], sK + c * KTile::kBlockElems, 64 * c, kvh, n0, b);
+      tma::store_4d(&maps.dv[source], sV + c * KTile::kBlockElems, 64 * c, kvh, n0, b);
     }
-  } else {
-    const int64_t kv_stride = int64_t(a.Hkv) * kDh;
-    const int64_t kv_base = (int64_t(b) * mask.Tk * a.Hkv + kvh) * kDh;
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const int key = key0 + 16 * warp + g + 8 * r;
-      if (key >= mask.Tk) continue;
-      bf16* dk_row = a.dk + kv_base + key * kv_stride + 2 * t;
-      bf16* dv_row = a.dv + kv_base + key * kv_stride + 2 * t;
-#pragma unroll
-      for (int j = 0; j < kDh / 8; ++j) {
-        *reinterpret_cast<__nv_bfloat162*>(dk_row + 8 * j) =
-            __floats2bfloat162_rn(dk[4 * j + 2 * r], dk[4 * j + 2 * r + 1]);
-        *reinterpret_cast<__nv_bfloat162*>(dv_row + 8 * j) =
-            __floats2bfloat162_rn(dv[4 * j + 2 * r], dv[4 * j + 2 * r + 1]);
-      }
-    }
+    tma::commit_bulk_group();
+    tma::wait_bulk_groups<true>();  // read out of shared memory before the CTA exits
   }
 #else
   __trap();  // launched only where wgmma_available()
