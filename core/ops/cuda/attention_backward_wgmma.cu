@@ -71,15 +71,15 @@ template <int kDh> struct WgmmaBackwardTraits {
   using QTile = Sw128Tile<kBlockM, kDh>;      // Q, dO: [query][d]
   using STile = Sw128Tile<kBlockN, kBlockM>;  // dS^T: [key][query]
   // dQ staging, per warpgroup its 64 rows as boxes of the dQ tensor map: [64 queries][32 fp32 columns] each. One
-  // buffer of it: a second (measured 0.6-1.3% faster with head_dim 64's former 64-query tiles) would not fit beside
+  // buffer of it: a second (measured 0.6-1.3% faster with head_dim 64's former 64-query tiles) does not fit beside
   // either kernel's tiles.
-  static constexpr int kDqRows = 64, kDqBuffers = 1;
+  static constexpr int kDqRows = 64;
   static constexpr int kDqBoxes = kDqCols / 32, kDqBox = kDqRows * 32, kDqStage = kDqBoxes * kDqBox;
-  static constexpr int kDqStaging = kDqBuffers * 2 * kDqStage;
+  static constexpr int kDqStaging = 2 * kDqStage;
   static_assert(kDqCols % 32 == 0, "a warpgroup's dQ columns are whole 32-column boxes");
-  // The barriers: K and V landed; per stage full and empty; per consumer warpgroup and dQ buffer, dQ staged and the
-  // staging free.
-  static constexpr int kBarriers = 1 + 2 * kStages + 4 * kDqBuffers;
+  // The barriers: K and V landed; per stage full and empty; per consumer warpgroup, its dQ staged and its staging
+  // free.
+  static constexpr int kBarriers = 1 + 2 * kStages + 4;
   // K, V; the stages of Q and dO; two buffers of dS^T; dQ staging; the stages of lse and delta; the barriers; slack to
   // align to 1024 bytes.
   static constexpr int kSmemBytes =
@@ -157,10 +157,9 @@ template <int kDh, bool kTwoSources> __global__ void __launch_bounds__(WgmmaBack
   uint64_t* kv_full = reinterpret_cast<uint64_t*>(sDelta + kStages * kBlockM);
   uint64_t* full = kv_full + 1;      // [kStages]: Q, dO, lse and delta landed
   uint64_t* empty = full + kStages;  // [kStages]: every consumer warp is done with the stage
-  // [2][kDqBuffers]: warpgroup w's dQ staged in a buffer, and that buffer read by the reduce-adds. Step s uses buffer
-  // s % kDqBuffers, its barriers in phase s / kDqBuffers.
+  // [2]: warpgroup w's dQ staged, and its staging read by the reduce-adds; step s in phase s.
   uint64_t* dq_full = empty + kStages;
-  uint64_t* dq_empty = dq_full + 2 * Tr::kDqBuffers;
+  uint64_t* dq_empty = dq_full + 2;
 
   // A row is a (key/value head, sequence) pair; its tiles [0, tiles0) are source 0's key tiles, the rest source 1's.
   // Causal: early keys feed the most queries, and each group of rows takes its tiles in index order, so these go
@@ -202,7 +201,7 @@ template <int kDh, bool kTwoSources> __global__ void __launch_bounds__(WgmmaBack
       tma::barrier_init(&full[i], 1 + 32);  // the copies' issuer, and each lane's cp.async of lse and delta
       tma::barrier_init(&empty[i], 8);      // the consumer warps
     }
-    for (int i = 0; i < 2 * Tr::kDqBuffers; ++i) {
+    for (int i = 0; i < 2; ++i) {
       tma::barrier_init(&dq_full[i], 4);  // the warpgroup's warps
       tma::barrier_init(&dq_empty[i], 1);
     }
@@ -250,16 +249,15 @@ template <int kDh, bool kTwoSources> __global__ void __launch_bounds__(WgmmaBack
       Cursor cur = first;
       for (int step = 0; step < steps; ++step, cur = next(cur))
         for (int w = 0; w < 2; ++w) {
-          const int buffer = step % Tr::kDqBuffers, slot = w * Tr::kDqBuffers + buffer;
-          tma::wait(&dq_full[slot], (step / Tr::kDqBuffers) & 1);
-          const float* staged = sDq + slot * Tr::kDqStage;
+          tma::wait(&dq_full[w], step & 1);
+          const float* staged = sDq + w * Tr::kDqStage;
 #pragma unroll
           for (int box = 0; box < Tr::kDqBoxes; ++box)  // rows past Tq are clipped
             tma::reduce_add_4d(&maps.dq[source], staged + box * Tr::kDqBox, Tr::dq_col0(w) + 32 * box, cur.h,
                                cur.m0 + Tr::dq_row0(w), b);
           tma::commit_bulk_group();
           tma::wait_bulk_groups<true>();
-          tma::arrive(&dq_empty[slot]);
+          tma::arrive(&dq_empty[w]);
         }
       tma::wait_bulk_groups<false>();
     }
@@ -379,11 +377,10 @@ template <int kDh, bool kTwoSources> __global__ void __launch_bounds__(WgmmaBack
     wgmma::pin(dq);
 
     // dQ to this warpgroup's staging boxes (element 4j + e: query 16 warp + g + 8 (e / 2) of its rows, column 8j + 2t +
-    // e % 2 of its columns) once the reduce-adds of the buffer's last use have read them; the producer's second warp
-    // adds them.
-    const int dq_slot = wg * Tr::kDqBuffers + step % Tr::kDqBuffers;
-    float* staged = sDq + dq_slot * Tr::kDqStage;
-    if (step >= Tr::kDqBuffers) tma::wait(&dq_empty[dq_slot], (step / Tr::kDqBuffers - 1) & 1);
+    // e % 2 of its columns) once the reduce-adds of the step before have read them; the producer's second warp adds
+    // them.
+    float* staged = sDq + wg * Tr::kDqStage;
+    if (step > 0) tma::wait(&dq_empty[wg], (step - 1) & 1);
 #pragma unroll
     for (int j = 0; j < kDqCols / 8; ++j)
 #pragma unroll
@@ -392,7 +389,7 @@ template <int kDh, bool kTwoSources> __global__ void __launch_bounds__(WgmmaBack
             make_float2(dq[4 * j + 2 * r], dq[4 * j + 2 * r + 1]);
     wgmma::fence_shared_for_async();
     __syncwarp();
-    if (lane == 0) tma::arrive(&dq_full[dq_slot]);
+    if (lane == 0) tma::arrive(&dq_full[wg]);
   }
   wgmma::wait<0>();
 
