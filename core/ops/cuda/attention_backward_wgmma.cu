@@ -29,7 +29,8 @@
 // one) longer.
 //
 // Schedule per consumer warpgroup: each issues the next tile's S^T right behind this tile's dQ, so the tensor cores run
-// it while dQ is staged; the next dP^T runs while the probabilities are computed.
+// it while dQ is staged (at head_dim 64 behind dK too, which then follows dQ rather than dV); the next dP^T runs while
+// the probabilities are computed.
 #include "core/cuda_runtime.h"
 #include "core/ops/cuda/attention_backward_common.cuh"
 #include "core/ops/cuda/attention_tile_order.cuh"
@@ -74,6 +75,9 @@ template <int kDh> struct WgmmaBackwardTraits {
   // buffer of it: a second (measured 0.6-1.3% faster with head_dim 64's former 64-query tiles) does not fit beside
   // either kernel's tiles.
   static constexpr int kDqRows = 64;
+  // dK += dS^T Q issued behind dQ rather than with dV, so that dQ's staging runs under dK and the next S^T: only at
+  // head_dim 64, where its registers allow the next S^T in flight beside dK (at 128 ptxas would serialize the wgmmas).
+  static constexpr bool kDkBehindDq = kDh == 64;
   static constexpr int kDqBoxes = kDqCols / 32, kDqBox = kDqRows * 32, kDqStage = kDqBoxes * kDqBox;
   static constexpr int kDqStaging = 2 * kDqStage;
   static_assert(kDqCols % 32 == 0, "a warpgroup's dQ columns are whole 32-column boxes");
@@ -101,9 +105,29 @@ __device__ __forceinline__ void cp_async_arrive(uint64_t* bar) {
 }
 
 // Offset of (row, col < 64) in a warpgroup's two staged dQ boxes: 128-byte rows whose 16-byte chunks are
-// XOR-swizzled by row % 8, as the map's 128-byte swizzle expects (and the accumulator stores are conflict-free).
+// XOR-swizzled by row % 8, as the map's 128-byte swizzle expects.
 __device__ __forceinline__ int staged_dq_offset(int row, int col) {
   return (col >> 5) * (64 * 32) + row * 32 + ((((col & 31) >> 2) ^ (row & 7)) << 2) + (col & 3);
+}
+
+// Stores a warpgroup's 64 x kCols dQ accumulators (element 4j + e: row 16 warp + g + 8 (e / 2), column 8j + 2t + e % 2)
+// into its staging boxes. A 64-bit store is served a half-warp (rows g < 4 or g >= 4) at a time, and in the swizzle
+// rows g and g ^ 1 put lanes t < 2 and t >= 2 into the same two chunks: a 2-way bank conflict. So lanes t >= 2 store
+// column block j ^ 2 when the others store j: its chunks lie 4 further on (offset ^ 16), and each store's 16 lanes
+// cover the 32 banks once.
+template <int kCols>
+__device__ __forceinline__ void stage_dq(float* staged, const float (&dq)[kCols / 2], int warp, int g, int t) {
+  const bool swapped = t >= 2;
+  const int flip = swapped ? 16 : 0;
+#pragma unroll
+  for (int j = 0; j < kCols / 8; ++j)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int jj = j ^ 2;
+      const float2 v = swapped ? make_float2(dq[4 * jj + 2 * r], dq[4 * jj + 2 * r + 1])
+                               : make_float2(dq[4 * j + 2 * r], dq[4 * j + 2 * r + 1]);
+      *reinterpret_cast<float2*>(staged + (staged_dq_offset(16 * warp + g + 8 * r, 8 * j + 2 * t) ^ flip)) = v;
+    }
 }
 
 // Sets the scores of a 64-key accumulator tile (kN / 4 groups of 8 queries) that the mask hides (or that lie past Tq
@@ -329,11 +353,15 @@ template <int kDh, bool kTwoSources> __global__ void __launch_bounds__(WgmmaBack
     accumulators_to_a(pa, s);
     accumulators_to_a(dsa, dp);
     const uint64_t do_mn = wgmma::mn_major<kBlockM, kDh>(tdO, 0, 0), q_mn = wgmma::mn_major<kBlockM, kDh>(tQ, 0, 0);
+    auto issue_dk = [&] {
+#pragma unroll
+      for (int kk = 0; kk < kBlockM / 16; ++kk)
+        wgmma::wgmma_rs<1>(dk, dsa[kk], advance(q_mn, mn_major_step(16 * kk)), 1);
+    };
     wgmma::fence();
 #pragma unroll
     for (int kk = 0; kk < kBlockM / 16; ++kk) wgmma::wgmma_rs<1>(dv, pa[kk], advance(do_mn, mn_major_step(16 * kk)), 1);
-#pragma unroll
-    for (int kk = 0; kk < kBlockM / 16; ++kk) wgmma::wgmma_rs<1>(dk, dsa[kk], advance(q_mn, mn_major_step(16 * kk)), 1);
+    if (!Tr::kDkBehindDq) issue_dk();
     wgmma::commit();
     wgmma::pin(dv);
     wgmma::pin(dk);
@@ -358,38 +386,46 @@ template <int kDh, bool kTwoSources> __global__ void __launch_bounds__(WgmmaBack
     for (int kk = 0; kk < kBlockN / 16; ++kk)
       wgmma::wgmma_ss<1, 1>(dq, advance(ds_mn, mn_major_step(16 * kk)), advance(k_mn, mn_major_step(16 * kk)), kk > 0);
     wgmma::commit();
-    // dK/dV done (their A fragments free, the stage's Q and dO read: the stage is released) before the next step's
-    // S^T is issued behind dQ; its dP^T is issued at the top of the next step, so that only one of the two is held
-    // while dQ is. (A wait that leaves a group in flight across the loop's back edge would make the compiler
-    // serialize the wgmmas: the top waits for all.)
+    if (Tr::kDkBehindDq) {
+      issue_dk();
+      wgmma::commit();
+    }
+    // dV (and dK where it went with dV) done, their A fragments free, before the next step's S^T is issued behind dQ
+    // (and dK); its dP^T is issued at the top of the next step, so that only one of the two is held while dQ is. (A
+    // wait that leaves a group in flight across the loop's back edge would make the compiler serialize the wgmmas:
+    // the top waits for all.)
     wgmma::wait<1>();
     wgmma::pin(dv);
     wgmma::pin(dk);
     wgmma::pin(dq);
-    __syncwarp();  // the warp's reads of the stage's lse and delta, too
-    if (lane == 0) tma::arrive(&empty[stage]);
+    // The stage is released once its Q and dO are read: now, or after dK behind dQ.
+    auto release_stage = [&] {
+      __syncwarp();  // the warp's reads of the stage's lse and delta, too
+      if (lane == 0) tma::arrive(&empty[stage]);
+    };
+    if (!Tr::kDkBehindDq) release_stage();
     // Issued unconditionally (past the last step it reads a stale stage and is discarded): accumulators that are
     // defined on only some paths would make the compiler serialize the wgmmas.
     const int next_stage = next(cur).stage;
     if (step + 1 < steps) tma::wait(&full[next_stage], parity(step + 1));
     issue_scores(s, sK, sQ, next_stage);
-    wgmma::wait<1>();
-    wgmma::pin(dq);
+    if (!Tr::kDkBehindDq) {
+      wgmma::wait<1>();
+      wgmma::pin(dq);
+    }
 
-    // dQ to this warpgroup's staging boxes (element 4j + e: query 16 warp + g + 8 (e / 2) of its rows, column 8j + 2t +
-    // e % 2 of its columns) once the reduce-adds of the step before have read them; the producer's second warp adds
-    // them.
-    float* staged = sDq + wg * Tr::kDqStage;
+    // dQ to this warpgroup's staging boxes once the reduce-adds of the step before have read them; the producer's
+    // second warp adds them.
     if (step > 0) tma::wait(&dq_empty[wg], (step - 1) & 1);
-#pragma unroll
-    for (int j = 0; j < kDqCols / 8; ++j)
-#pragma unroll
-      for (int r = 0; r < 2; ++r)
-        *reinterpret_cast<float2*>(staged + staged_dq_offset(16 * warp + g + 8 * r, 8 * j + 2 * t)) =
-            make_float2(dq[4 * j + 2 * r], dq[4 * j + 2 * r + 1]);
+    stage_dq<kDqCols>(sDq + wg * Tr::kDqStage, dq, warp, g, t);
     wgmma::fence_shared_for_async();
     __syncwarp();
     if (lane == 0) tma::arrive(&dq_full[wg]);
+    if (Tr::kDkBehindDq) {
+      wgmma::wait<1>();  // dK
+      wgmma::pin(dk);
+      release_stage();
+    }
   }
   wgmma::wait<0>();
 
